@@ -1,0 +1,46 @@
+// The kiln subcommands: each has an options struct filled by main.cpp's CLI11 parser and a run
+// function returning the process exit code (cli/common.h). Errors are thrown as kiln::Error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln::cli {
+
+struct ModelOptions {  // how a model becomes an engine, shared by optimize and run
+  int64_t batch = 1;
+  std::vector<std::string> shapes;    // NAME=DxDxD
+  std::vector<std::string> consts;    // NAME=FILE
+  std::vector<std::string> disabled;  // pass names
+  std::string device = "cpu";
+  bool verbose = false;
+};
+
+struct OptimizeOptions {
+  std::string model;
+  std::string output;
+  ModelOptions build;
+};
+
+struct RunOptions {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=FILE
+  std::string inputs_dir;
+  std::string outputs_dir;
+  std::string expect_dir;
+  double rtol = 1e-3;
+  double atol = 1e-5;
+  int threads = 0;
+  ModelOptions build;
+};
+
+struct InspectOptions {
+  std::string model;
+  bool json = false;
+};
+
+int run_optimize(const OptimizeOptions& o);
+int run_run(const RunOptions& o);
+int run_inspect(const InspectOptions& o);
+
+}  // namespace kiln::cli

@@ -1,0 +1,66 @@
+#include "cli/common.h"
+
+#include <fmt/format.h>
+
+namespace kiln::cli {
+
+bool is_onnx(const std::filesystem::path& p) { return p.extension() == ".onnx"; }
+
+std::pair<std::string, std::string> split_assignment(const std::string& s, const char* option) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    throw Error(std::string(option) + " " + s + ": expected NAME=VALUE");
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+std::vector<int64_t> parse_dims(const std::string& s, const char* option) {
+  std::vector<int64_t> dims;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t x = s.find('x', pos);
+    std::string part = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    try {
+      size_t used = 0;
+      long long d = std::stoll(part, &used);
+      if (used != part.size() || d < 0) throw std::invalid_argument(part);
+      dims.push_back(d);
+    } catch (const std::exception&) {
+      throw Error(std::string(option) + ": '" + s + "' is not a shape like 1x3x224x224");
+    }
+    if (x == std::string::npos) break;
+    pos = x + 1;
+  }
+  return dims;
+}
+
+passes::BuildOptions build_options(int64_t batch, const std::vector<std::string>& shapes,
+                                   const std::vector<std::string>& consts, const std::vector<std::string>& disabled,
+                                   const std::string& device, bool verbose) {
+  passes::BuildOptions o;
+  if (batch < 1) throw Error("--batch must be at least 1");
+  o.batch = batch;
+  for (const std::string& s : shapes) {
+    auto [name, dims] = split_assignment(s, "--shape");
+    o.input_shapes[name] = parse_dims(dims, "--shape");
+  }
+  for (const std::string& c : consts) {
+    auto [name, file] = split_assignment(c, "--const");
+    o.constant_inputs[name] = read_tensor_file(file);
+  }
+  o.disabled_passes = disabled;
+  if (device == "gpu")
+    throw Error("--device gpu: this build of Kiln has no GPU backend yet; use --device cpu");
+  if (device != "cpu") throw Error("--device " + device + ": expected cpu or gpu");
+  o.target = "cpu";
+  if (verbose) o.log = [](const std::string& m) { fmt::print(stderr, "  {}\n", m); };
+  return o;
+}
+
+std::string human_bytes(uint64_t b) {
+  if (b < 1024) return fmt::format("{} B", b);
+  if (b < (1u << 20)) return fmt::format("{:.1f} KiB", b / 1024.0);
+  if (b < (1u << 30)) return fmt::format("{:.1f} MiB", b / 1048576.0);
+  return fmt::format("{:.2f} GiB", b / 1073741824.0);
+}
+
+}  // namespace kiln::cli

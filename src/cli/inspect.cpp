@@ -1,0 +1,106 @@
+// kiln inspect: what a model or engine takes, gives and does.
+#include <fmt/format.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "graph/onnx_import.h"
+
+namespace kiln::cli {
+
+namespace {
+
+nlohmann::json io_json(const std::vector<TensorInfo>& ts) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const TensorInfo& t : ts) a.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
+  return a;
+}
+
+int inspect_engine(const InspectOptions& o) {
+  std::shared_ptr<const Engine> e = Engine::load(o.model);
+  EngineSummary s = e->summary();
+  if (o.json) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const StepInfo& st : s.steps)
+      steps.push_back({{"op", st.op}, {"name", st.name}, {"attrs", st.attrs}, {"inputs", st.inputs}, {"outputs", st.outputs}});
+    nlohmann::json j = {{"file", o.model},
+                        {"format_version", s.format_version},
+                        {"producer", s.producer},
+                        {"target", s.target},
+                        {"model", s.model_name},
+                        {"file_bytes", s.file_bytes},
+                        {"weight_bytes", s.weight_bytes},
+                        {"arena_bytes", s.arena_bytes},
+                        {"activation_bytes", s.activation_bytes},
+                        {"inputs", io_json(e->inputs())},
+                        {"outputs", io_json(e->outputs())},
+                        {"steps", steps}};
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("engine     {} ({})\n", o.model, human_bytes(s.file_bytes));
+  fmt::print("model      {}\n", s.model_name);
+  fmt::print("target     {}\n", s.target);
+  fmt::print("versions   format {}, built by {}\n", s.format_version, s.producer);
+  fmt::print("weights    {}\n", human_bytes(s.weight_bytes));
+  fmt::print("arena      {} (all activations without sharing: {})\n", human_bytes(s.arena_bytes),
+             human_bytes(s.activation_bytes));
+  for (const TensorInfo& t : e->inputs()) fmt::print("input      {} {}{}\n", t.name, dtype_name(t.dtype), shape_string(t.shape));
+  for (const TensorInfo& t : e->outputs()) fmt::print("output     {} {}{}\n", t.name, dtype_name(t.dtype), shape_string(t.shape));
+  fmt::print("steps      {}\n", s.steps.size());
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const StepInfo& st = s.steps[i];
+    fmt::print("  {:>4}  {:<20} {:<28} {} -> {}{}\n", i, st.op, st.name, fmt::join(st.inputs, ", "),
+               fmt::join(st.outputs, ", "), st.attrs.empty() ? "" : "  {" + st.attrs + "}");
+  }
+  return kExitOk;
+}
+
+std::string dims_of(const graph::Value& v) {
+  if (!v.has_shape) return "[?]";
+  std::vector<std::string> d;
+  for (size_t i = 0; i < v.shape.size(); ++i)
+    d.push_back(v.shape[i] >= 0 ? std::to_string(v.shape[i]) : (i < v.dim_params.size() ? v.dim_params[i] : "?"));
+  return "[" + fmt::format("{}", fmt::join(d, ",")) + "]";
+}
+
+int inspect_onnx(const InspectOptions& o) {
+  graph::Graph g = graph::import_onnx(o.model);
+  std::map<std::string, int> ops;
+  for (const graph::Node& n : g.nodes) ++ops[std::string(op_name(n.kind))];
+  size_t weight_bytes = 0;
+  for (const graph::Value& v : g.values)
+    if (v.is_constant()) weight_bytes += v.data->size();
+  if (o.json) {
+    nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array();
+    for (graph::ValueId id : g.inputs) ins.push_back({{"name", g.value(id).name}, {"dtype", dtype_name(g.value(id).dtype)}, {"shape", dims_of(g.value(id))}});
+    for (graph::ValueId id : g.outputs) outs.push_back({{"name", g.value(id).name}, {"dtype", dtype_name(g.value(id).dtype)}, {"shape", dims_of(g.value(id))}});
+    nlohmann::json j = {{"file", o.model}, {"model", g.name}, {"nodes", g.nodes.size()}, {"weight_bytes", weight_bytes},
+                        {"inputs", ins}, {"outputs", outs}, {"ops", ops}};
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("model      {} ({})\n", o.model, g.name);
+  fmt::print("nodes      {} (all op types supported)\n", g.nodes.size());
+  fmt::print("weights    {}\n", human_bytes(weight_bytes));
+  for (graph::ValueId id : g.inputs)
+    fmt::print("input      {} {}{}\n", g.value(id).name, dtype_name(g.value(id).dtype), dims_of(g.value(id)));
+  for (graph::ValueId id : g.outputs)
+    fmt::print("output     {} {}{}\n", g.value(id).name, dtype_name(g.value(id).dtype), dims_of(g.value(id)));
+  fmt::print("ops        ");
+  bool first = true;
+  for (const auto& [op, n] : ops) {
+    fmt::print("{}{} x{}", first ? "" : ", ", op, n);
+    first = false;
+  }
+  fmt::print("\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_inspect(const InspectOptions& o) { return is_onnx(o.model) ? inspect_onnx(o) : inspect_engine(o); }
+
+}  // namespace kiln::cli

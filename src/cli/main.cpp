@@ -1,0 +1,73 @@
+// kiln: optimize, run and inspect models. Exit codes: 0 ok, 1 outputs do not match (--expect),
+// 2 bad input, unsupported model or any other error.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+
+namespace {
+
+void add_model_options(CLI::App* cmd, kiln::cli::ModelOptions& m) {
+  cmd->add_option("--batch", m.batch, "Size of a symbolic leading (batch) dimension")->capture_default_str();
+  cmd->add_option("--shape", m.shapes, "Shape of an input with other symbolic dims: NAME=1x3x224x224");
+  cmd->add_option("--const", m.consts, "Freeze an input to a value (.npy or .pb): NAME=FILE");
+  cmd->add_option("--disable-pass", m.disabled, "Switch off an optimization pass by name");
+  cmd->add_option("--device", m.device, "cpu or gpu")->capture_default_str();
+  cmd->add_flag("-v,--verbose", m.verbose, "List the passes run and what each changed");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace kiln::cli;
+  CLI::App app{"Kiln: a fast, small, self-checking inference engine"};
+  app.set_version_flag("--version", "kiln " + std::string(kiln::kiln_version()));
+  app.require_subcommand(1);
+
+  OptimizeOptions opt;
+  CLI::App* optimize = app.add_subcommand("optimize", "Build an engine file from an ONNX model");
+  optimize->add_option("model", opt.model, "MODEL.onnx")->required();
+  optimize->add_option("-o,--output", opt.output, "Engine file to write (default: MODEL.kiln)");
+  add_model_options(optimize, opt.build);
+
+  RunOptions run;
+  CLI::App* runc = app.add_subcommand("run", "Run a model (.kiln, or .onnx built in memory) on inputs");
+  runc->add_option("model", run.model, "MODEL.kiln or MODEL.onnx")->required();
+  runc->add_option("--input", run.inputs, "An input tensor: NAME=FILE (.npy or .pb)");
+  runc->add_option("--inputs", run.inputs_dir, "A folder of input_0.pb, input_1.pb, ... (ONNX test-data layout)");
+  runc->add_option("--outputs", run.outputs_dir, "Write output_N.pb and output_N.npy here");
+  runc->add_option("--expect", run.expect_dir, "Compare with output_N.pb in this folder; exit 1 on mismatch");
+  runc->add_option("--rtol", run.rtol, "Relative tolerance: |out - ref| <= atol + rtol * |ref|")->capture_default_str();
+  runc->add_option("--atol", run.atol, "Absolute tolerance")->capture_default_str();
+  runc->add_option("--threads", run.threads, "CPU threads (0: all cores)")->capture_default_str();
+  add_model_options(runc, run.build);
+
+  InspectOptions insp;
+  CLI::App* inspect = app.add_subcommand("inspect", "Show a model's or an engine's inputs, outputs and steps");
+  inspect->add_option("model", insp.model, "MODEL.kiln or MODEL.onnx")->required();
+  inspect->add_flag("--json", insp.json, "Print JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitError;
+  }
+  try {
+    if (*optimize) return run_optimize(opt);
+    if (*runc) return run_run(run);
+    if (*inspect) return run_inspect(insp);
+  } catch (const kiln::Error& e) {
+    fmt::print(stderr, "kiln: error: {}\n", e.what());
+    return kExitError;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kiln: internal error: {}\n", e.what());
+    return kExitError;
+  }
+  return kExitError;
+}

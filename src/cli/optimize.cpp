@@ -1,0 +1,32 @@
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "graph/onnx_import.h"
+
+namespace kiln::cli {
+
+int run_optimize(const OptimizeOptions& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::filesystem::path in = o.model;
+  if (!is_onnx(in)) throw Error(o.model + ": expected an .onnx model");
+  std::filesystem::path out = o.output.empty() ? std::filesystem::path(in).replace_extension(".kiln") : std::filesystem::path(o.output);
+  passes::BuildOptions bo = build_options(o.build.batch, o.build.shapes, o.build.consts, o.build.disabled,
+                                          o.build.device, o.build.verbose);
+  graph::Graph g = graph::import_onnx(in);
+  passes::BuildReport report;
+  std::vector<uint8_t> bytes = passes::build_engine(g, bo, &report);
+  std::ofstream f(out, std::ios::binary);
+  if (!f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
+    throw Error(out.string() + ": cannot write the engine file");
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("{}: {} nodes -> {} steps, target {}\n", in.string(), report.nodes_in, report.nodes_out, bo.target);
+  fmt::print("wrote {}: {} (weights {}, activation arena {}) in {:.2f} s\n", out.string(),
+             human_bytes(report.engine_bytes), human_bytes(report.weight_bytes), human_bytes(report.arena_bytes), s);
+  return kExitOk;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,167 @@
+// kiln run: feed inputs, run, write or check outputs.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "graph/onnx_import.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct Comparison {
+  bool ok = true;
+  double max_abs = 0, max_rel = 0;
+  int64_t mismatches = 0;
+  std::string why;  // shape or dtype mismatch
+};
+
+Comparison compare(const TensorInfo& info, std::span<const std::byte> out, const HostTensor& ref, double rtol,
+                   double atol) {
+  Comparison c;
+  if (ref.dtype != info.dtype || ref.shape != info.shape) {
+    c.ok = false;
+    c.why = fmt::format("expected {}{}, got {}{}", dtype_name(ref.dtype), shape_string(ref.shape),
+                        dtype_name(info.dtype), shape_string(info.shape));
+    return c;
+  }
+  TensorView ov{info.dtype, info.shape, const_cast<std::byte*>(out.data()), true};
+  HostTensor r = ref;
+  std::vector<double> a = ov.to_double(), b = r.view().to_double();
+  for (size_t i = 0; i < a.size(); ++i) {
+    double x = a[i], y = b[i];
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (std::isinf(y) && x == y) continue;
+    double diff = std::fabs(x - y);
+    if (std::isnan(diff)) diff = INFINITY;
+    c.max_abs = std::max(c.max_abs, diff);
+    if (y != 0) c.max_rel = std::max(c.max_rel, diff / std::fabs(y));
+    if (!(diff <= atol + rtol * std::fabs(y))) ++c.mismatches;
+  }
+  c.ok = c.mismatches == 0;
+  return c;
+}
+
+HostTensor to_host(const TensorInfo& info, std::span<const std::byte> bytes) {
+  HostTensor t;
+  t.name = info.name;
+  t.dtype = info.dtype;
+  t.shape = info.shape;
+  t.data.resize(bytes.size());
+  std::memcpy(t.data.data(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string preview(const TensorInfo& info, std::span<const std::byte> bytes) {
+  TensorView v{info.dtype, info.shape, const_cast<std::byte*>(bytes.data()), true};
+  std::vector<double> d = v.to_double();
+  std::string s;
+  for (size_t i = 0; i < d.size() && i < 8; ++i) s += fmt::format("{}{:.6g}", i ? ", " : "", d[i]);
+  return s + (d.size() > 8 ? ", ..." : "");
+}
+
+}  // namespace
+
+int run_run(const RunOptions& o) {
+  std::filesystem::path model = o.model;
+  std::map<std::string, HostTensor> given;
+  std::vector<HostTensor> positional;
+  for (const std::string& in : o.inputs) {
+    auto [name, file] = split_assignment(in, "--input");
+    given[name] = read_tensor_file(file);
+  }
+  if (!o.inputs_dir.empty()) {
+    if (!std::filesystem::is_directory(o.inputs_dir)) throw Error("--inputs " + o.inputs_dir + ": not a folder");
+    for (int i = 0;; ++i) {
+      auto p = std::filesystem::path(o.inputs_dir) / fmt::format("input_{}.pb", i);
+      if (!std::filesystem::exists(p)) break;
+      positional.push_back(read_tensor_file(p));
+    }
+  }
+
+  std::shared_ptr<const Engine> engine;
+  std::vector<std::string> input_names;  // the model's inputs, in order, for positional files
+  if (is_onnx(model)) {
+    graph::Graph g = graph::import_onnx(model);
+    for (graph::ValueId id : g.inputs) input_names.push_back(g.value(id).name);
+    if (positional.size() > input_names.size())
+      throw Error(fmt::format("{}: {} input files given, the model has {} inputs", o.inputs_dir, positional.size(),
+                              input_names.size()));
+    for (size_t i = 0; i < positional.size(); ++i) given.try_emplace(input_names[i], positional[i]);
+    passes::BuildOptions bo = build_options(o.build.batch, o.build.shapes, o.build.consts, o.build.disabled,
+                                            o.build.device, o.build.verbose);
+    for (const auto& [name, t] : given) {
+      if (std::find(input_names.begin(), input_names.end(), name) == input_names.end())
+        throw Error(fmt::format("--input {}: the model has no input of that name (inputs: {})", name,
+                                fmt::join(input_names, ", ")));
+      bo.input_shapes.try_emplace(name, t.shape);  // symbolic dims take the given data's sizes
+    }
+    for (const std::string& name : passes::shape_determining_inputs(g))
+      if (given.count(name) && !bo.constant_inputs.count(name)) bo.constant_inputs[name] = given[name];
+    std::vector<uint8_t> bytes = passes::build_engine(g, bo);
+    engine = Engine::from_bytes(bytes, model.string());
+  } else {
+    engine = Engine::load(model);
+    for (const TensorInfo& t : engine->inputs()) input_names.push_back(t.name);
+    if (positional.size() > input_names.size())
+      throw Error(fmt::format("{}: {} input files given, the engine has {} inputs", o.inputs_dir, positional.size(),
+                              input_names.size()));
+    for (size_t i = 0; i < positional.size(); ++i) given.try_emplace(input_names[i], positional[i]);
+  }
+
+  std::unique_ptr<Context> ctx = engine->create_context(o.threads);
+  for (const TensorInfo& in : engine->inputs()) {
+    auto it = given.find(in.name);
+    if (it == given.end())
+      throw Error(fmt::format("input '{}' ({}{}) was not given: use --input {}=FILE or --inputs DIR", in.name,
+                              dtype_name(in.dtype), shape_string(in.shape), in.name));
+    const HostTensor& t = it->second;
+    if (t.dtype != in.dtype || t.shape != in.shape)
+      throw Error(fmt::format("input '{}' expects {}{}, the file holds {}{}", in.name, dtype_name(in.dtype),
+                              shape_string(in.shape), dtype_name(t.dtype), shape_string(t.shape)));
+    ctx->set_input(in.name, t.data.data(), t.data.size());
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  ctx->run();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("ran {} in {:.3f} ms\n", model.string(), ms);
+
+  bool all_ok = true;
+  const auto& outs = engine->outputs();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const TensorInfo& info = outs[i];
+    std::span<const std::byte> bytes = ctx->output(info.name);
+    if (!o.outputs_dir.empty()) {
+      std::filesystem::create_directories(o.outputs_dir);
+      HostTensor t = to_host(info, bytes);
+      write_tensor_file(std::filesystem::path(o.outputs_dir) / fmt::format("output_{}.pb", i), t);
+      if (info.dtype != DataType::kBFloat16)
+        write_tensor_file(std::filesystem::path(o.outputs_dir) / fmt::format("output_{}.npy", i), t);
+    }
+    if (o.expect_dir.empty()) {
+      fmt::print("  {} {}{}: {}\n", info.name, dtype_name(info.dtype), shape_string(info.shape), preview(info, bytes));
+      continue;
+    }
+    auto ref_path = std::filesystem::path(o.expect_dir) / fmt::format("output_{}.pb", i);
+    HostTensor ref = read_tensor_file(ref_path);
+    Comparison c = compare(info, bytes, ref, o.rtol, o.atol);
+    all_ok &= c.ok;
+    if (!c.why.empty()) {
+      fmt::print("  {}: MISMATCH: {}\n", info.name, c.why);
+    } else {
+      fmt::print("  {} {}{}: max abs err {:.3g}, max rel err {:.3g}{}\n", info.name, dtype_name(info.dtype),
+                 shape_string(info.shape), c.max_abs, c.max_rel,
+                 c.ok ? "" : fmt::format("  MISMATCH ({} elements beyond atol {} + rtol {})", c.mismatches, o.atol, o.rtol));
+    }
+  }
+  if (!o.expect_dir.empty()) {
+    fmt::print("{}\n", all_ok ? "all outputs match" : "outputs do NOT match");
+    return all_ok ? kExitOk : kExitMismatch;
+  }
+  return kExitOk;
+}
+
+}  // namespace kiln::cli

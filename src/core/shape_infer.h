@@ -1,0 +1,52 @@
+// Static shape and type inference for every OpKind. Used by the builder (src/passes) to type the
+// graph, and by the runtime when it loads an engine, to check that every recorded shape is what the
+// op computes, so a crafted engine cannot make a kernel read or write out of bounds.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "core/op_kind.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+struct OutputType {
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+};
+
+// Infers the outputs of one op. `inputs` holds one view per input slot (exists = false for an
+// omitted optional input); a view's data is non-null only when its value is a build-time constant.
+// Inputs flagged in OpInfo::const_inputs always have data when they exist: the builder guarantees
+// it and reports the node otherwise. Throws kiln::Error describing the problem (the caller adds the
+// node name). Returns one OutputType per output the node has (num_outputs).
+using InferFn = std::vector<OutputType> (*)(OpKind kind, const Attrs& attrs, std::span<const TensorView> inputs,
+                                            size_t num_outputs);
+
+struct InferEntry {
+  OpKind kind;
+  InferFn fn;
+};
+
+// Each op family lists its entries; infer_shapes() finds the entry by kind.
+std::span<const InferEntry> elementwise_infer_entries();
+std::span<const InferEntry> reduce_infer_entries();
+std::span<const InferEntry> nn_infer_entries();
+std::span<const InferEntry> tensor_infer_entries();
+
+// Checks arity against OpInfo, then runs the op's InferFn.
+std::vector<OutputType> infer_shapes(OpKind kind, const Attrs& attrs, std::span<const TensorView> inputs,
+                                     size_t num_outputs);
+// True if every OpKind has exactly one InferEntry (checked by a unit test).
+bool infer_table_complete(std::string* missing);
+
+// Numpy-style broadcast of two shapes; throws kiln::Error naming both shapes if incompatible.
+std::vector<int64_t> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b);
+
+template <class A>
+const A& attrs_as(const Attrs& attrs) {
+  return std::get<A>(attrs);
+}
+
+}  // namespace kiln

@@ -1,0 +1,349 @@
+#include "graph/onnx_import.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "graph/onnx_import_internal.h"
+#include "graph/tensor_file.h"
+
+namespace kiln::graph {
+
+namespace {
+
+using detail::ImportNode;
+using detail::Importer;
+
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+
+// ---- attributes: one parse routine per field type, chosen by overload --------------------------
+
+void expect_type(const onnx::AttributeProto& a, onnx::AttributeProto::AttributeType t, const char* what) {
+  if (a.type() != t && !(a.type() == onnx::AttributeProto::UNDEFINED))
+    throw Error("attribute " + in_quotes(a.name()) + " should be " + what);
+}
+
+void parse_attr(const onnx::AttributeProto& a, int64_t& out, const std::filesystem::path&) {
+  expect_type(a, onnx::AttributeProto::INT, "an int");
+  out = a.i();
+}
+void parse_attr(const onnx::AttributeProto& a, float& out, const std::filesystem::path&) {
+  if (a.type() == onnx::AttributeProto::INT) {
+    out = static_cast<float>(a.i());
+    return;
+  }
+  expect_type(a, onnx::AttributeProto::FLOAT, "a float");
+  out = a.f();
+}
+void parse_attr(const onnx::AttributeProto& a, std::vector<int64_t>& out, const std::filesystem::path&) {
+  expect_type(a, onnx::AttributeProto::INTS, "a list of ints");
+  out.assign(a.ints().begin(), a.ints().end());
+}
+void parse_attr(const onnx::AttributeProto& a, std::string& out, const std::filesystem::path&) {
+  expect_type(a, onnx::AttributeProto::STRING, "a string");
+  out = a.s();
+}
+void parse_attr(const onnx::AttributeProto& a, DataType& out, const std::filesystem::path&) {
+  expect_type(a, onnx::AttributeProto::INT, "an element type code");
+  if (a.i() < 0 || !dtype_valid(static_cast<uint32_t>(a.i())))
+    throw Error("attribute " + in_quotes(a.name()) + " names element type " + std::to_string(a.i()) +
+                ", which Kiln does not support (supported: float32/64/16, bfloat16, int8-64, uint8-64, bool)");
+  out = static_cast<DataType>(a.i());
+}
+void parse_attr(const onnx::AttributeProto& a, Scalar& out, const std::filesystem::path& base) {
+  expect_type(a, onnx::AttributeProto::TENSOR, "a tensor");
+  HostTensor t = tensor_from_proto(a.t(), base, "attribute " + in_quotes(a.name()));
+  if (t.numel() != 1) throw Error("attribute " + in_quotes(a.name()) + " must hold exactly one value");
+  out.dtype = t.dtype;
+  out.bytes = {};
+  std::copy(t.data.begin(), t.data.end(), out.bytes.begin());
+}
+template <AttrEnum E>
+void parse_attr(const onnx::AttributeProto& a, E& out, const std::filesystem::path&) {
+  expect_type(a, onnx::AttributeProto::STRING, "a string");
+  const auto& names = kEnumNames<E>;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == a.s()) {
+      out = static_cast<E>(i);
+      return;
+    }
+  }
+  std::string allowed;
+  for (auto n : names) allowed += (allowed.empty() ? "" : ", ") + std::string(n);
+  throw Error("attribute " + in_quotes(a.name()) + " = \"" + a.s() + "\" is not supported (expected one of: " + allowed +
+              ")");
+}
+
+// Parses every attribute of `proto` that names a field of attrs; returns the names it did not know.
+std::vector<std::string> parse_known_attrs(const onnx::NodeProto& proto, Attrs& attrs,
+                                           const std::filesystem::path& base) {
+  std::vector<std::string> unknown;
+  for (const auto& a : proto.attribute()) {
+    bool found = false;
+    std::visit(
+        [&](auto& s) {
+          for_each_field(s, [&](const char* name, auto& member) {
+            if (!found && a.name() == name) {
+              parse_attr(a, member, base);
+              found = true;
+            }
+          });
+        },
+        attrs);
+    if (!found) unknown.push_back(a.name());
+  }
+  return unknown;
+}
+
+// ONNX defaults that differ between ops sharing one attribute struct.
+void set_op_defaults(OpKind kind, Attrs& attrs) {
+  switch (kind) {
+    case OpKind::kLeakyRelu: std::get<AlphaAttrs>(attrs).alpha = 0.01f; break;
+    case OpKind::kFlatten: std::get<AxisAttrs>(attrs).axis = 1; break;
+    default: break;
+  }
+}
+
+// Attributes of old opsets that carry no meaning for inference and are accepted silently.
+bool ignorable_attr(OpKind kind, const std::string& name) {
+  static const std::set<std::string> kAlways = {"consumed_inputs", "is_test"};
+  if (kAlways.count(name)) return true;
+  if (kind == OpKind::kBatchNormalization && name == "spatial") return true;
+  if (kind == OpKind::kDropout && (name == "seed" || name == "ratio")) return true;
+  return false;
+}
+
+DataType type_from_proto(int32_t elem_type, const std::string& what) {
+  if (elem_type <= 0 || !dtype_valid(static_cast<uint32_t>(elem_type)))
+    throw Error(what + " has element type " + std::to_string(elem_type) +
+                " (ONNX TensorProto code), which Kiln does not support");
+  return static_cast<DataType>(elem_type);
+}
+
+void apply_type(const onnx::TypeProto& type, Value& v, const std::string& what) {
+  if (!type.has_tensor_type()) throw Error(what + " is not a tensor (sequences, maps and optionals are not supported)");
+  const auto& tt = type.tensor_type();
+  if (tt.elem_type() != 0) v.dtype = type_from_proto(tt.elem_type(), what);
+  if (!tt.has_shape()) return;
+  v.has_shape = true;
+  v.shape.clear();
+  v.dim_params.clear();
+  bool symbolic = false;
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0) throw Error(what + " has a negative dimension");
+      v.shape.push_back(d.dim_value());
+      v.dim_params.emplace_back();
+    } else {
+      v.shape.push_back(-1);
+      v.dim_params.push_back(d.has_dim_param() ? d.dim_param() : "?");
+      symbolic = true;
+    }
+  }
+  if (!symbolic) v.dim_params.clear();
+}
+
+// Constant nodes become constant values.
+void import_constant(Importer& im, const onnx::NodeProto& n, const std::filesystem::path& base) {
+  if (n.output_size() != 1 || n.attribute_size() != 1)
+    throw Error("Constant node " + in_quotes(n.name()) + " must have one output and one value attribute");
+  const auto& a = n.attribute(0);
+  const std::string& out = n.output(0);
+  HostTensor t;
+  if (a.name() == "value") {
+    t = tensor_from_proto(a.t(), base, "Constant node " + in_quotes(n.name()));
+  } else if (a.name() == "value_float" || a.name() == "value_floats") {
+    std::vector<float> v = a.name() == "value_float" ? std::vector<float>{a.f()}
+                                                      : std::vector<float>(a.floats().begin(), a.floats().end());
+    t.dtype = DataType::kFloat32;
+    if (a.name() == "value_floats") t.shape = {static_cast<int64_t>(v.size())};
+    t.data.resize(v.size() * 4);
+    std::memcpy(t.data.data(), v.data(), t.data.size());
+  } else if (a.name() == "value_int" || a.name() == "value_ints") {
+    std::vector<int64_t> v = a.name() == "value_int" ? std::vector<int64_t>{a.i()}
+                                                      : std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    t.dtype = DataType::kInt64;
+    if (a.name() == "value_ints") t.shape = {static_cast<int64_t>(v.size())};
+    t.data.resize(v.size() * 8);
+    std::memcpy(t.data.data(), v.data(), t.data.size());
+  } else {
+    throw Error("Constant node " + in_quotes(n.name()) + " uses attribute " + in_quotes(a.name()) +
+                ", which Kiln does not support (sparse and string constants)");
+  }
+  if (im.g.find(out) != kNoValue) throw Error("value " + in_quotes(out) + " is defined twice");
+  im.g.add_constant(out, t.dtype, t.shape, std::move(t.data));
+}
+
+}  // namespace
+
+namespace detail {
+
+const onnx::AttributeProto* Importer::attr(const onnx::NodeProto& n, const std::string& name) const {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+ValueId Importer::const_i64(const std::string& hint, const std::vector<int64_t>& v, bool scalar) {
+  std::vector<uint8_t> bytes(v.size() * 8);
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  std::vector<int64_t> shape;
+  if (!scalar) shape = {static_cast<int64_t>(v.size())};
+  return g.add_constant(g.unique_name(hint), DataType::kInt64, shape, std::move(bytes));
+}
+
+ValueId Importer::const_f32(const std::string& hint, const std::vector<float>& v, bool scalar) {
+  std::vector<uint8_t> bytes(v.size() * 4);
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  std::vector<int64_t> shape;
+  if (!scalar) shape = {static_cast<int64_t>(v.size())};
+  return g.add_constant(g.unique_name(hint), DataType::kFloat32, shape, std::move(bytes));
+}
+
+}  // namespace detail
+
+Graph import_onnx(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path.string() + ": cannot open the file (does it exist, is it readable?)");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return import_onnx_bytes(bytes, path.string(), path.parent_path().empty() ? "." : path.parent_path());
+}
+
+Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origin,
+                        const std::filesystem::path& base_dir) {
+  onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw Error(origin + ": not a valid ONNX model (the protobuf does not parse; is the file complete?)");
+  int64_t opset = -1;
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  if (opset < 0 && model.opset_import_size() == 0) opset = 1;  // IR version 1 models: opset 1
+  if (opset < kMinOpset || opset > kMaxOpset)
+    throw Error(origin + ": opset " + std::to_string(opset) + " of the default ONNX domain is not supported (Kiln reads " +
+                std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+                "); convert the model with onnx.version_converter");
+
+  Graph g;
+  const onnx::GraphProto& gp = model.graph();
+  g.name = gp.name().empty() ? std::filesystem::path(origin).stem().string() : gp.name();
+  Importer im(g, origin);
+  std::vector<std::string> problems;
+  std::map<std::string, std::vector<std::string>> unsupported;  // op type -> node names
+
+  for (const auto& init : gp.initializer()) {
+    try {
+      HostTensor t = tensor_from_proto(init, base_dir, "initializer " + in_quotes(init.name()) + " in " + origin);
+      if (g.find(init.name()) != kNoValue) throw Error("initializer " + in_quotes(init.name()) + " is defined twice");
+      g.add_constant(init.name(), t.dtype, t.shape, std::move(t.data));
+    } catch (const Error& e) {
+      problems.push_back(e.what());
+    }
+  }
+  if (gp.sparse_initializer_size() > 0) problems.push_back("sparse initializers are not supported");
+  for (const auto& in : gp.input()) {
+    if (g.find(in.name()) != kNoValue) continue;  // IR < 4 lists initializers as inputs too
+    try {
+      Value v;
+      v.name = in.name();
+      apply_type(in.type(), v, "input " + in_quotes(in.name()));
+      g.inputs.push_back(g.add_value(std::move(v)));
+    } catch (const Error& e) {
+      problems.push_back(e.what());
+    }
+  }
+  std::map<std::string, const onnx::TypeProto*> declared;
+  for (const auto& vi : gp.value_info()) declared[vi.name()] = &vi.type();
+  for (const auto& vi : gp.output()) declared[vi.name()] = &vi.type();
+
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const onnx::NodeProto& np = gp.node(i);
+    std::string node_name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
+    std::string where = "node " + in_quotes(node_name) + " (" + np.op_type() + ")";
+    try {
+      if (!np.domain().empty() && np.domain() != "ai.onnx") {
+        unsupported[np.domain() + "::" + np.op_type()].push_back(node_name);
+        continue;
+      }
+      if (np.op_type() == "Constant") {
+        import_constant(im, np, base_dir);
+        continue;
+      }
+      std::optional<OpKind> kind = detail::renamed_op(np.op_type());
+      if (!kind) kind = op_kind_from_name(np.op_type());
+      if (!kind) {
+        unsupported[np.op_type()].push_back(node_name);
+        continue;
+      }
+      ImportNode n{np, opset, *kind, default_attrs(*kind), {}, {}, {}};
+      set_op_defaults(*kind, n.attrs);
+      std::vector<std::string> unknown = parse_known_attrs(np, n.attrs, base_dir);
+      for (const std::string& in : np.input()) {
+        if (in.empty()) {
+          n.inputs.push_back(kNoValue);
+          continue;
+        }
+        ValueId id = g.find(in);
+        if (id == kNoValue) throw Error("reads " + in_quotes(in) + ", which no earlier node, input or initializer defines");
+        n.inputs.push_back(id);
+      }
+      while (!n.inputs.empty() && n.inputs.back() == kNoValue) n.inputs.pop_back();
+      auto rule = detail::import_rules().find(np.op_type());
+      if (rule != detail::import_rules().end()) rule->second(im, n);
+      for (const std::string& a : unknown) {
+        if (ignorable_attr(n.kind, a)) continue;
+        if (std::find(n.consumed.begin(), n.consumed.end(), a) != n.consumed.end()) continue;
+        throw Error("has attribute " + in_quotes(a) + ", which Kiln does not support for " + np.op_type() + " at opset " +
+                    std::to_string(opset));
+      }
+      for (const std::string& out : np.output()) {
+        if (out.empty()) {
+          n.outputs.push_back(kNoValue);
+          continue;
+        }
+        if (g.find(out) != kNoValue) throw Error("writes " + in_quotes(out) + ", which is defined already");
+        Value v;
+        v.name = out;
+        auto d = declared.find(out);
+        if (d != declared.end()) apply_type(*d->second, v, "value " + in_quotes(out));
+        n.outputs.push_back(g.add_value(std::move(v)));
+      }
+      while (!n.outputs.empty() && n.outputs.back() == kNoValue) n.outputs.pop_back();
+      g.nodes.push_back(Node{node_name, n.kind, std::move(n.attrs), std::move(n.inputs), std::move(n.outputs), node_name});
+    } catch (const Error& e) {
+      problems.push_back(where + ": " + e.what());
+    }
+  }
+  for (const auto& out : gp.output()) {
+    ValueId id = g.find(out.name());
+    if (id == kNoValue) {
+      problems.push_back("graph output " + in_quotes(out.name()) + " is never computed");
+      continue;
+    }
+    g.outputs.push_back(id);
+  }
+
+  if (!unsupported.empty()) {
+    std::ostringstream m;
+    m << "unsupported op types (" << unsupported.size() << "):";
+    for (const auto& [op, nodes] : unsupported) {
+      m << "\n  - " << op << ": " << nodes.size() << " node" << (nodes.size() > 1 ? "s" : "") << " (";
+      for (size_t i = 0; i < nodes.size() && i < 5; ++i) m << (i ? ", " : "") << nodes[i];
+      if (nodes.size() > 5) m << ", ...";
+      m << ")";
+    }
+    m << "\n  docs/operators.md lists what Kiln supports.";
+    problems.insert(problems.begin(), m.str());
+  }
+  if (!problems.empty()) {
+    std::ostringstream m;
+    m << origin << ": cannot import the model:";
+    for (const std::string& p : problems) m << "\n" << p;
+    throw Error(m.str());
+  }
+  verify(g, false);
+  return g;
+}
+
+}  // namespace kiln::graph

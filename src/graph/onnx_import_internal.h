@@ -1,0 +1,49 @@
+// Shared by the ONNX importer's files; not part of the graph library's interface.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace kiln::graph::detail {
+
+// What an op-specific import step sees and may change.
+struct ImportNode {
+  const onnx::NodeProto& proto;
+  int64_t opset;
+  OpKind kind;
+  Attrs attrs;                       // parsed generically from the ONNX attributes already
+  std::vector<ValueId> inputs;       // kNoValue for "" inputs
+  std::vector<ValueId> outputs;
+  std::vector<std::string> consumed;  // ONNX attribute names the step handled itself
+};
+
+class Importer;
+
+// Opset-specific rewrites: called after the generic attribute parse. May add constant inputs,
+// change the op kind (Upsample -> Resize) or attributes. Throws kiln::Error for what cannot be
+// imported.
+using LegacyFn = std::function<void(Importer&, ImportNode&)>;
+
+class Importer {
+ public:
+  Graph& g;
+  std::string origin;
+  explicit Importer(Graph& graph, std::string model_origin) : g(graph), origin(std::move(model_origin)) {}
+
+  ValueId const_i64(const std::string& hint, const std::vector<int64_t>& v, bool scalar = false);
+  ValueId const_f32(const std::string& hint, const std::vector<float>& v, bool scalar = false);
+  const onnx::AttributeProto* attr(const onnx::NodeProto& n, const std::string& name) const;
+};
+
+// Op type -> rewrite for old opsets (or special semantics); see onnx_import_rules.cpp.
+const std::map<std::string, LegacyFn>& import_rules();
+// Op types that import as something else entirely (Constant is handled by the importer itself).
+std::optional<OpKind> renamed_op(const std::string& op_type);
+
+}  // namespace kiln::graph::detail

@@ -1,0 +1,49 @@
+// The builder: Graph -> optimized Graph -> engine file bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/tensor_file.h"
+
+namespace kiln::passes {
+
+struct BuildOptions {
+  int64_t batch = 1;  // the value of a symbolic leading (batch) dimension of the inputs
+  // Full shapes for inputs with other symbolic dimensions.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Inputs frozen to known values: they become constants. Needed when an input determines a shape
+  // (a Reshape target, Range bounds); `kiln run` freezes such inputs to the values it is given.
+  std::map<std::string, HostTensor> constant_inputs;
+  std::string target = "cpu";
+  std::vector<std::string> disabled_passes;
+  std::function<void(const std::string&)> log;  // verbose messages (-v); may be empty
+};
+
+struct PassReport {
+  std::string name;
+  int changes = 0;
+  std::string detail;
+};
+
+struct BuildReport {
+  size_t nodes_in = 0;
+  size_t nodes_out = 0;
+  std::vector<PassReport> passes;
+  size_t engine_bytes = 0;
+  size_t weight_bytes = 0;
+  size_t arena_bytes = 0;
+};
+
+// Runs the pass pipeline on g (in place), then writes the engine.
+std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, BuildReport* report = nullptr);
+
+// The inputs whose values determine shapes in g (directly or through shape computations), i.e.
+// the inputs that must be frozen with BuildOptions::constant_inputs.
+std::vector<std::string> shape_determining_inputs(const graph::Graph& g);
+
+}  // namespace kiln::passes

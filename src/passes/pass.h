@@ -1,0 +1,30 @@
+// One pass per file. A pass rewrites the graph in place and returns how many changes it made.
+// pipeline.cpp holds the one ordered list of passes, with the reason for each position.
+#pragma once
+
+#include <string>
+
+#include "passes/build.h"
+
+namespace kiln::passes {
+
+struct PassResult {
+  int changes = 0;
+  std::string detail;  // shown by `kiln optimize -v`
+};
+
+using PassFn = PassResult (*)(graph::Graph& g, const BuildOptions& options);
+
+struct Pass {
+  const char* name;
+  bool required;  // required passes cannot be disabled: the engine cannot be built without them
+  PassFn run;
+};
+
+PassResult bind_inputs(graph::Graph& g, const BuildOptions& options);
+PassResult infer_and_fold(graph::Graph& g, const BuildOptions& options);
+PassResult remove_identity(graph::Graph& g, const BuildOptions& options);
+PassResult remove_dead_nodes(graph::Graph& g, const BuildOptions& options);
+PassResult materialize_outputs(graph::Graph& g, const BuildOptions& options);
+
+}  // namespace kiln::passes

@@ -1,0 +1,61 @@
+#include <fstream>
+
+#include "core/attrs_codec.h"
+#include "runtime/engine_format.h"
+#include "runtime/engine_impl.h"
+
+namespace kiln {
+
+namespace {
+constexpr uint64_t kMaxEngineBytes = uint64_t{1} << 40;
+}
+
+uint32_t engine_format_version() { return format::kVersion; }
+std::string_view kiln_version() { return "0.1.0"; }
+
+Engine::Engine(std::shared_ptr<detail::EngineImpl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+std::shared_ptr<const Engine> Engine::load(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) throw Error(path.string() + ": cannot open the engine file (does it exist, is it readable?)");
+  auto size = static_cast<uint64_t>(f.tellg());
+  if (size > kMaxEngineBytes) throw Error(path.string() + ": file is too large to be an engine");
+  std::vector<uint8_t> bytes(size);
+  f.seekg(0);
+  if (!f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
+    throw Error(path.string() + ": cannot read the engine file");
+  return std::shared_ptr<const Engine>(new Engine(detail::parse_engine(std::move(bytes), path.string())));
+}
+
+std::shared_ptr<const Engine> Engine::from_bytes(std::span<const uint8_t> bytes, std::string_view origin) {
+  return std::shared_ptr<const Engine>(
+      new Engine(detail::parse_engine(std::vector<uint8_t>(bytes.begin(), bytes.end()), std::string(origin))));
+}
+
+const std::vector<TensorInfo>& Engine::inputs() const { return impl_->inputs; }
+const std::vector<TensorInfo>& Engine::outputs() const { return impl_->outputs; }
+
+EngineSummary Engine::summary() const {
+  const detail::EngineImpl& e = *impl_;
+  EngineSummary s;
+  s.format_version = e.format_version;
+  s.producer = e.producer;
+  s.target = e.target;
+  s.model_name = e.model_name;
+  s.weight_bytes = e.weights_bytes;
+  s.arena_bytes = e.arena_bytes;
+  s.file_bytes = e.file.size();
+  for (const detail::TensorRec& t : e.tensors)
+    if (t.kind == detail::TensorKind::kActivation || t.kind == detail::TensorKind::kOutput) s.activation_bytes += t.bytes;
+  auto name_of = [&](int32_t i) { return i < 0 ? std::string() : e.tensors[static_cast<size_t>(i)].name; };
+  for (const detail::StepRec& st : e.steps) {
+    StepInfo info{std::string(op_name(st.kind)), st.name, describe_attrs(st.attrs), {}, {}};
+    for (int32_t i : st.inputs) info.inputs.push_back(name_of(i));
+    for (int32_t o : st.outputs) info.outputs.push_back(name_of(o));
+    s.steps.push_back(std::move(info));
+  }
+  return s;
+}
+
+}  // namespace kiln

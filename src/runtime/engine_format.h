@@ -1,0 +1,40 @@
+// The engine file layout, shared by the writer (src/passes) and the loader (src/runtime):
+//
+//   offset 0     EngineHeader (64 bytes, little-endian)
+//   offset 64    table of contents: a flatbuffer (engine_schema.fbs)
+//   ...          zero padding to a multiple of kWeightAlign (4096)
+//   weights      the weight blob; each tensor starts at a multiple of kTensorAlign (64)
+//
+// checksum = XXH64(every byte after the header, seed 0). The weights start page aligned so that the
+// file can be mapped and the weights used in place.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace kiln::format {
+
+inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'E', 'N', 'G', 0};
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint64_t kWeightAlign = 4096;
+inline constexpr uint64_t kTensorAlign = 64;
+
+struct EngineHeader {
+  char magic[8];
+  uint32_t format_version;
+  uint32_t header_bytes;  // sizeof(EngineHeader), so later versions can grow it
+  uint64_t toc_offset;
+  uint64_t toc_bytes;
+  uint64_t weights_offset;
+  uint64_t weights_bytes;
+  uint64_t checksum;
+  uint64_t reserved;
+};
+static_assert(sizeof(EngineHeader) == 64);
+
+inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint64_t checksum(std::span<const uint8_t> bytes);
+
+}  // namespace kiln::format

@@ -1,0 +1,49 @@
+// The loaded, verified form of an engine, shared by Engine and Context.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/attrs.h"
+#include "core/op_kind.h"
+#include "kiln/engine.h"
+
+namespace kiln::detail {
+
+enum class TensorKind : uint8_t { kInput, kOutput, kWeight, kActivation };
+
+struct TensorRec {
+  std::string name;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  TensorKind kind = TensorKind::kActivation;
+  uint64_t offset = 0;  // weights: into the weight blob; activations and outputs: into the arena
+  uint64_t bytes = 0;
+};
+
+struct StepRec {
+  OpKind kind = OpKind::kIdentity;
+  Attrs attrs;
+  std::string name;
+  std::vector<int32_t> inputs;  // -1: omitted optional input
+  std::vector<int32_t> outputs;
+};
+
+struct EngineImpl {
+  std::string origin;
+  std::vector<uint8_t> file;  // the whole file; weights point into it
+  uint32_t format_version = 0;
+  std::string producer, target, model_name;
+  std::vector<TensorRec> tensors;
+  std::vector<StepRec> steps;
+  std::vector<int32_t> input_ids, output_ids;
+  std::vector<TensorInfo> inputs, outputs;
+  uint64_t weights_offset = 0, weights_bytes = 0, arena_bytes = 0;
+
+  const uint8_t* weight_data(const TensorRec& t) const { return file.data() + weights_offset + t.offset; }
+};
+
+// Parses and verifies an engine file; throws kiln::Error naming `origin` and the problem.
+std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string origin);
+
+}  // namespace kiln::detail
