@@ -39,6 +39,11 @@ struct InspectOptions {
   bool json = false;
 };
 
+struct OpsOptions {
+  bool json = false;
+};
+
+int run_ops(const OpsOptions& o);
 int run_optimize(const OptimizeOptions& o);
 int run_run(const RunOptions& o);
 int run_inspect(const InspectOptions& o);

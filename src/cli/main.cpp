@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
   inspect->add_option("model", insp.model, "MODEL.kiln or MODEL.onnx")->required();
   inspect->add_flag("--json", insp.json, "Print JSON");
 
+  OpsOptions ops;
+  CLI::App* opsc = app.add_subcommand("ops", "List the ONNX op types Kiln imports and runs on the CPU");
+  opsc->add_flag("--json", ops.json, "Print JSON with each op's attribute struct and backends");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -62,6 +66,7 @@ int main(int argc, char** argv) {
     if (*optimize) return run_optimize(opt);
     if (*runc) return run_run(run);
     if (*inspect) return run_inspect(insp);
+    if (*opsc) return run_ops(ops);
   } catch (const kiln::Error& e) {
     fmt::print(stderr, "kiln: error: {}\n", e.what());
     return kExitError;

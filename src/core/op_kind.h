@@ -164,7 +164,7 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kAtan, "Atan", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kAtanh, "Atanh", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kAveragePool, "AveragePool", kAttrsIndex<PoolAttrs>, 1, 1, 1, 1, 0x0},
-    {OpKind::kBatchNormalization, "BatchNormalization", kAttrsIndex<BatchNormAttrs>, 5, 5, 1, 1, 0x0},
+    {OpKind::kBatchNormalization, "BatchNormalization", kAttrsIndex<BatchNormAttrs>, 5, 5, 1, 3, 0x0},  // 3 outputs only in training mode, which inference rejects
     {OpKind::kCast, "Cast", kAttrsIndex<CastAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kCastLike, "CastLike", kAttrsIndex<CastAttrs>, 2, 2, 1, 1, 0x0},
     {OpKind::kCeil, "Ceil", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},

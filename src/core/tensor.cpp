@@ -5,6 +5,7 @@
 namespace kiln {
 
 std::vector<int64_t> TensorView::to_int64() const {
+  if (numel() == 0) return {};
   if (!data) throw Error("internal: to_int64 on a tensor without data");
   std::vector<int64_t> out(static_cast<size_t>(numel()));
   if (dtype == DataType::kInt64) {
@@ -20,6 +21,7 @@ std::vector<int64_t> TensorView::to_int64() const {
 }
 
 std::vector<double> TensorView::to_double() const {
+  if (numel() == 0) return {};
   if (!data) throw Error("internal: to_double on a tensor without data");
   std::vector<double> out(static_cast<size_t>(numel()));
   if (dtype == DataType::kBool) {

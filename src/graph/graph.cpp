@@ -16,7 +16,10 @@ TensorView Value::view() const {
   TensorView v;
   v.dtype = dtype;
   v.shape = shape;
-  v.data = data ? const_cast<uint8_t*>(data->data()) : nullptr;
+  // A constant with no elements still has "data": kernels and shape inference tell constants
+  // from runtime values by a non-null pointer.
+  static uint8_t empty_constant;
+  v.data = data ? (data->empty() ? &empty_constant : const_cast<uint8_t*>(data->data())) : nullptr;
   return v;
 }
 

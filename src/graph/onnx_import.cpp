@@ -1,5 +1,6 @@
 #include "graph/onnx_import.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -202,6 +203,13 @@ ValueId Importer::const_f32(const std::string& hint, const std::vector<float>& v
 }
 
 }  // namespace detail
+
+std::vector<std::string> importable_op_types() {
+  std::vector<std::string> ops = {"Constant", "Scatter", "Upsample"};
+  for (const OpInfo& info : kOpTable) ops.emplace_back(info.name);
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
 
 Graph import_onnx(const std::filesystem::path& path) {
   std::ifstream f(path, std::ios::binary);

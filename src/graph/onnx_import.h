@@ -1,5 +1,5 @@
-// ONNX -> Graph. Opsets 7 to 21 of the default domain (older ones where their semantics are
-// covered). Older forms are rewritten to the newest (attributes that became inputs become constant
+// ONNX -> Graph. Opsets 7 to 21 of the default domain; older models import where their ops'
+// early semantics are covered by a rule (onnx_import_rules.cpp) or unchanged. Older forms are rewritten to the newest (attributes that became inputs become constant
 // inputs), so the rest of Kiln sees one form per op. Every problem is collected, and one
 // kiln::Error names each unsupported op type with the nodes that use it.
 #pragma once
@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "graph/graph.h"
 
 namespace kiln::graph {
 
-inline constexpr int64_t kMinOpset = 6;
+inline constexpr int64_t kMinOpset = 1;
 inline constexpr int64_t kMaxOpset = 21;
 
 // Reads a model file; external data files are looked up next to it.
@@ -21,5 +23,9 @@ Graph import_onnx(const std::filesystem::path& path);
 // base_dir (empty: external data is refused).
 Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origin,
                         const std::filesystem::path& base_dir);
+
+// Every ONNX op type the importer accepts (the op table's names plus Constant and renamed legacy
+// ops such as Upsample), sorted.
+std::vector<std::string> importable_op_types();
 
 }  // namespace kiln::graph

@@ -113,6 +113,27 @@ void resize_rule(Importer& im, ImportNode& n) {
   while (!n.inputs.empty() && n.inputs.back() == kNoValue) n.inputs.pop_back();
 }
 
+// Appends `trailing` size-1 dimensions to value v with an Unsqueeze node (or in place, for a
+// constant), so that numpy-style broadcasting aligns it where a legacy `axis` said.
+ValueId append_unit_dims(Importer& im, ImportNode& n, ValueId v, int64_t trailing) {
+  Value& b = im.g.value(v);
+  if (trailing == 0) return v;
+  auto rank = static_cast<int64_t>(b.shape.size());
+  if (b.is_constant()) {
+    ValueId c = im.g.add_constant(im.g.unique_name(b.name), b.dtype, b.shape, *b.data);
+    for (int64_t i = 0; i < trailing; ++i) im.g.value(c).shape.push_back(1);
+    return c;
+  }
+  std::vector<int64_t> axes;
+  for (int64_t i = 0; i < trailing; ++i) axes.push_back(rank + i);
+  ValueId ax = im.const_i64(n.proto.name() + "_axes", axes);
+  Value out;
+  out.name = im.g.unique_name(b.name + "_aligned");
+  ValueId id = im.g.add_value(std::move(out));
+  im.g.nodes.push_back(Node{n.proto.name() + "_align", OpKind::kUnsqueeze, NoAttrs{}, {v, ax}, {id}, n.proto.name()});
+  return id;
+}
+
 // Before opset 7, binary ops broadcast only with broadcast=1, aligning B at `axis` of A.
 void legacy_broadcast_rule(Importer& im, ImportNode& n) {
   if (n.opset >= 7) return;
@@ -122,14 +143,23 @@ void legacy_broadcast_rule(Importer& im, ImportNode& n) {
   n.consumed.push_back("axis");
   if (n.inputs.size() < 2) return;
   const Value& a = im.g.value(n.inputs[0]);
-  Value& b = im.g.value(n.inputs[1]);
-  if (!a.has_shape || !b.is_constant())
-    throw Error("legacy broadcast with axis needs a known rank of A and a constant B; re-export at opset 7 or newer");
-  int64_t trailing = static_cast<int64_t>(a.shape.size()) - axis->i() - static_cast<int64_t>(b.shape.size());
+  const Value& b = im.g.value(n.inputs[1]);
+  if (!a.has_shape || !b.has_shape)
+    throw Error("legacy broadcast with axis needs the ranks of both inputs; re-export at opset 7 or newer");
+  int64_t axis_v = axis->i() < 0 ? axis->i() + static_cast<int64_t>(a.shape.size()) : axis->i();
+  int64_t trailing = static_cast<int64_t>(a.shape.size()) - axis_v - static_cast<int64_t>(b.shape.size());
   if (trailing < 0) throw Error("legacy broadcast axis is out of range");
-  ValueId reshaped = im.g.add_constant(im.g.unique_name(b.name), b.dtype, b.shape, *b.data);
-  for (int64_t i = 0; i < trailing; ++i) im.g.value(reshaped).shape.push_back(1);
-  n.inputs[1] = reshaped;
+  n.inputs[1] = append_unit_dims(im, n, n.inputs[1], trailing);
+}
+
+// PRelu before opset 7 applied a 1-D slope of size C along the channel axis (1).
+void prelu_rule(Importer& im, ImportNode& n) {
+  if (n.opset >= 7) return;
+  const Value& x = im.g.value(n.inputs.at(0));
+  const Value& slope = im.g.value(n.inputs.at(1));
+  if (!x.has_shape || !slope.has_shape || slope.shape.size() != 1 || x.shape.size() < 3) return;
+  if (slope.shape[0] == 1 || x.shape[1] != slope.shape[0]) return;
+  n.inputs[1] = append_unit_dims(im, n, n.inputs[1], static_cast<int64_t>(x.shape.size()) - 2);
 }
 
 void gemm_rule(Importer&, ImportNode& n) {
@@ -161,7 +191,7 @@ const std::map<std::string, LegacyFn>& import_rules() {
         {"Split", split_rule},         {"Pad", pad_rule},              {"Clip", clip_rule},
         {"Slice", slice_rule},         {"TopK", topk_rule},            {"Upsample", upsample_rule},
         {"Resize", resize_rule},       {"Gemm", gemm_rule},            {"CastLike", castlike_rule},
-        {"EyeLike", eyelike_rule},     {"BatchNormalization", batchnorm_rule},
+        {"EyeLike", eyelike_rule},     {"PRelu", prelu_rule},     {"BatchNormalization", batchnorm_rule},
     };
     for (const char* op : {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
                            "ReduceMin", "ReduceProd", "ReduceSumSquare"})

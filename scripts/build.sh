@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds Kiln into build/ (CUDA for sm_90 when nvcc is found).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/cuda/bin"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "$@" >/dev/null
+echo "== building (this takes a few minutes on 2 cores)"
+ninja -C build -j"$(nproc)" | grep -E "^FAILED|error" || true
+ninja -C build -j"$(nproc)" >/dev/null   # fails loudly if the build did not finish

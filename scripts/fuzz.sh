@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds Kiln's libFuzzer targets with clang + ASan + UBSan, makes a seed corpus and runs each
+# fuzzer for SECONDS (default 60). Exits non-zero if any fuzzer finds a crash, a sanitizer report,
+# a leak, an uncaught exception or a timeout; the reproducer is left in build-fuzz/artifacts/.
+#
+#   scripts/fuzz.sh [SECONDS]
+#
+# Reproduce a finding: build-fuzz/tests/fuzz/<fuzzer> build-fuzz/artifacts/<fuzzer>-crash-...
+# Environment: JOBS (build parallelism, default 2), KILN_FUZZ_BUILD (build folder, default build-fuzz),
+# KILN_ONNX_TESTDATA (default /usr/share/libonnx-testdata/data).
+set -euo pipefail
+
+SECONDS_PER_FUZZER="${1:-60}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${KILN_FUZZ_BUILD:-$ROOT/build-fuzz}"
+JOBS="${JOBS:-2}"
+TESTDATA="${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}"
+SAN_FLAGS="-fsanitize=address,undefined -fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+
+echo "== configure $BUILD"
+CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DKILN_FUZZ=ON -DKILN_CUDA=OFF -DKILN_TESTS=OFF -DKILN_BENCH=OFF \
+  -DCMAKE_CXX_FLAGS="$SAN_FLAGS" >/dev/null
+
+echo "== build"
+ninja -C "$BUILD" -j"$JOBS" kiln tensor_file_fuzz engine_fuzz onnx_import_fuzz
+
+FUZZ_BIN="$BUILD/tests/fuzz"
+SEEDS="$BUILD/corpus-seed"
+CORPUS="$BUILD/corpus"
+ARTIFACTS="$BUILD/artifacts"
+WORK="$BUILD/fuzz-cwd"  # empty working directory: nothing there for relative paths to find
+mkdir -p "$CORPUS"/{engine,onnx,tensor_file} "$ARTIFACTS" "$WORK"
+rm -rf "$SEEDS"
+mkdir -p "$SEEDS"/{engine,onnx,tensor_file}
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+echo "== seed corpus"
+# ONNX models and tensors: the small node tests of the ONNX backend test data.
+if [[ -d "$TESTDATA/node" ]]; then
+  for dir in "$TESTDATA"/node/test_*; do
+    name="$(basename "$dir")"
+    model="$dir/model.onnx"
+    [[ -f "$model" ]] || continue
+    if [[ $(stat -c %s "$model") -le 8192 ]]; then cp "$model" "$SEEDS/onnx/$name.onnx"; fi
+    for pb in "$dir"/test_data_set_0/input_0.pb; do
+      if [[ -f "$pb" && $(stat -c %s "$pb") -le 4096 ]]; then cp "$pb" "$SEEDS/tensor_file/$name.pb"; fi
+    done
+  done
+  for dir in "$TESTDATA"/simple/*; do
+    [[ -f "$dir/model.onnx" && $(stat -c %s "$dir/model.onnx") -le 8192 ]] &&
+      cp "$dir/model.onnx" "$SEEDS/onnx/simple_$(basename "$dir").onnx"
+  done
+else
+  echo "warning: $TESTDATA not found; the ONNX and tensor corpora start empty" >&2
+fi
+# Engines: `kiln optimize` of a spread of small node tests (whatever builds).
+ENGINE_TESTS=(test_relu test_add test_add_bcast test_conv_with_strides_padding test_gemm_default_single_elem_vector_bias
+  test_gather_0 test_gather_negative_indices test_reshape_extended_dims test_softmax_axis_1 test_matmul_2d
+  test_maxpool_2d_default test_averagepool_2d_pads test_concat_2d_axis_0 test_transpose_default test_slice
+  test_split_equal_parts_1d test_resize_upsample_scales_nearest test_reduce_sum_keepdims_example
+  test_batchnorm_example test_where_example test_expand_dim_changed test_clip
+  test_constant_pad test_top_k test_layer_normalization_2d_axis0 test_flatten_axis1 test_sigmoid
+  test_argmax_default_axis_example test_cumsum_1d test_scatter_elements_with_axis test_tile test_range_float_type_positive_delta
+  test_einsum_batch_matmul test_depthtospace_example test_onehot_with_axis test_instancenorm_example)
+made=0
+for t in "${ENGINE_TESTS[@]}"; do
+  model="$TESTDATA/node/$t/model.onnx"
+  [[ -f "$model" ]] || continue
+  out="$SEEDS/engine/$t.kiln"
+  if (cd "$WORK" && "$BUILD/kiln" optimize "$model" -o "$out" >/dev/null 2>&1); then
+    made=$((made + 1))
+  else
+    rm -f "$out"
+  fi
+done
+echo "   $(ls "$SEEDS/onnx" | wc -l) ONNX models, $(ls "$SEEDS/tensor_file" | wc -l) tensors, $made engines"
+if [[ $made -eq 0 ]]; then
+  echo "error: no seed engine could be built" >&2
+  exit 2
+fi
+# Every seed engine must fit in max_len (libFuzzer cuts longer inputs, and a cut engine is useless).
+ENGINE_MAX=$(stat -c %s "$SEEDS"/engine/* | sort -n | tail -1)
+ENGINE_MAX=$((ENGINE_MAX < 16384 ? 16384 : ENGINE_MAX))
+
+failed=()
+run_fuzzer() {  # name corpus max_len
+  local name="$1" corpus="$2" max_len="$3"
+  echo "== $name for ${SECONDS_PER_FUZZER}s (max_len $max_len)"
+  if (cd "$WORK" && "$FUZZ_BIN/$name" \
+        -max_total_time="$SECONDS_PER_FUZZER" -max_len="$max_len" -timeout=25 -rss_limit_mb=4096 \
+        -print_final_stats=1 -artifact_prefix="$ARTIFACTS/$name-" \
+        "$CORPUS/$corpus" "$SEEDS/$corpus" >"$BUILD/$name.log" 2>&1); then
+    grep -E "^stat::(number_of_executed_units|new_units_added)|^Done" "$BUILD/$name.log" | sed 's/^/   /' || true
+  else
+    echo "   FAILED: see $BUILD/$name.log and $ARTIFACTS/$name-*" >&2
+    grep -E "ERROR|SUMMARY|runtime error|==[0-9]+==|uncaught|deadly|#[0-9]+ 0x" "$BUILD/$name.log" | head -40 >&2 || true
+    failed+=("$name")
+  fi
+}
+run_fuzzer engine_fuzz engine "$ENGINE_MAX"
+run_fuzzer onnx_import_fuzz onnx 8192
+run_fuzzer tensor_file_fuzz tensor_file 4096
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "fuzzing found problems in: ${failed[*]}" >&2
+  exit 1
+fi
+echo "no crashes"

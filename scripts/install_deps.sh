@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what Kiln needs to build and test on Debian 12 / Ubuntu 24.04 (the CUDA toolkit, if
+# wanted, is expected to be installed already: nvcc in /usr/local/cuda/bin or on PATH).
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip
+      libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
+      libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+      libflatbuffers-dev flatbuffers-compiler libxxhash-dev dataset-fashion-mnist
+      clang libclang-rt-14-dev)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ! python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
+  echo "== installing Python packages: onnx onnxruntime numpy"
+  python3 -m pip install -q onnx onnxruntime numpy 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages onnx onnxruntime numpy
+fi
