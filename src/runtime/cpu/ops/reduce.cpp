@@ -171,18 +171,18 @@ double log_fn(double v) { return std::log(v); }
 // lowest/highest (integers) or false/true (bool).
 template <class T, bool kMax>
 struct ExtremeOp {
-  using Acc = std::conditional_t<kIsFloat<T>, double, T>;
+  using Acc = ComputeType<T>;  // comparisons are exact in the element type
   Acc init() const {
     if constexpr (std::is_same_v<T, bool>) return !kMax;
-    else if constexpr (kIsFloat<T>) return kMax ? -HUGE_VAL : HUGE_VAL;
+    else if constexpr (kIsFloat<T>) return kMax ? -std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::infinity();
     else return kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
   }
   void add(Acc& a, T x, int64_t) const {
     if constexpr (std::is_same_v<T, bool>) {
       a = kMax ? (a || x) : (a && x);
     } else if constexpr (kIsFloat<T>) {
-      double v = to_double(x);
-      if ((kMax ? v > a : v < a) || v != v) a = v;
+      Acc v = static_cast<Acc>(x);
+      a = ((kMax ? v > a : v < a) || v != v) ? v : a;
     } else {
       if (kMax ? x > a : x < a) a = x;
     }
@@ -220,7 +220,12 @@ struct ShiftedLseOp {
   using Acc = double;
   const double* shift;
   Acc init() const { return 0.0; }
-  void add(Acc& a, T x, int64_t o) const { a += std::exp(to_double(x) - shift[o]); }
+  void add(Acc& a, T x, int64_t o) const {
+    // exp of the (double) difference in the element's compute precision: float's expf is much
+    // faster and its 1-ulp error is far below what the result can show.
+    using E = std::conditional_t<std::is_same_v<ComputeType<T>, float>, float, double>;
+    a += std::exp(static_cast<E>(to_double(x) - shift[o]));
+  }
   T finish(Acc a, int64_t, int64_t o) const { return from_double<T>(shift[o] + std::log(a)); }
   void merge(Acc& a, Acc b) const { a += b; }
 };

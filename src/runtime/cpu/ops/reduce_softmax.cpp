@@ -38,12 +38,14 @@ void softmax_typed(const T* x, T* y, AxisSplit s, KernelEnv& env) {
         if constexpr (kMode == SoftMode::kHardmax) {
           for (int64_t i = 0; i < s.len; ++i) yr[i] = static_cast<T>(C(i == arg ? 1 : 0));
         } else {
-          double sum = 0.0;
+          // Four partial sums, so the adds do not serialize on one register.
+          double sums[4] = {0.0, 0.0, 0.0, 0.0};
           for (int64_t i = 0; i < s.len; ++i) {
             C ex = std::exp(static_cast<C>(xr[i]) - m);
-            sum += ex;
+            sums[i & 3] += ex;
             if constexpr (kMode == SoftMode::kSoftmax && std::is_same_v<T, C>) yr[i] = ex;  // reused below
           }
+          double sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
           if constexpr (kMode == SoftMode::kSoftmax) {
             C inv = static_cast<C>(1.0 / sum);
             for (int64_t i = 0; i < s.len; ++i) {

@@ -1,0 +1,971 @@
+// nn family (Conv, ConvTranspose, AveragePool, MaxPool, GlobalAveragePool, GlobalMaxPool, Gemm,
+// MatMul, Resize): shape inference + CPU kernels against plain float64 references written here,
+// on random inputs, several dtypes, with and without a thread pool; Resize and ConvTranspose
+// also against expected values produced by the ONNX reference implementation (onnx 1.23).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <tuple>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/shape_infer.h"
+#include "runtime/cpu/kernels.h"
+#include "runtime/cpu/thread_pool.h"
+
+namespace kiln {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+struct Tensor {
+  DataType dtype = DataType::kFloat32;
+  Shape shape;
+  std::vector<uint8_t> buf;
+  TensorView view() const {
+    TensorView v;
+    v.dtype = dtype;
+    v.shape = shape;
+    v.data = const_cast<uint8_t*>(buf.data());
+    return v;
+  }
+  std::vector<double> values() const { return view().to_double(); }
+};
+
+Tensor make(DataType dt, Shape shape, const std::vector<double>& v) {
+  Tensor t{dt, shape, std::vector<uint8_t>(static_cast<size_t>(numel(shape)) * dtype_size(dt) + 1)};
+  EXPECT_EQ(static_cast<int64_t>(v.size()), numel(shape));
+  dispatch_all(dt, "make", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = reinterpret_cast<T*>(t.buf.data());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+        p[i] = T(static_cast<float>(v[i]));
+      else
+        p[i] = static_cast<T>(v[i]);
+    }
+  });
+  return t;
+}
+
+bool is_float(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
+// Random values representable in dt (floats in [-1, 1], integers in [lo, hi]).
+Tensor random_tensor(DataType dt, Shape shape, std::mt19937& rng, int lo = -5, int hi = 5) {
+  std::vector<double> v(static_cast<size_t>(numel(shape)));
+  std::uniform_real_distribution<double> uf(-1, 1);
+  std::uniform_int_distribution<int> ui(lo, hi);
+  for (double& x : v) x = is_float(dt) ? uf(rng) : ui(rng);
+  Tensor t = make(dt, shape, v);
+  return t;
+}
+
+// Infers, allocates poisoned outputs (NaN for floats, 0xAB bytes otherwise), runs the kernel.
+std::vector<Tensor> run(OpKind kind, const Attrs& attrs, const std::vector<const Tensor*>& in, size_t n_out,
+                        cpu::ThreadPool* pool = nullptr) {
+  std::vector<TensorView> iv;
+  for (const Tensor* t : in) {
+    TensorView v;
+    if (t) v = t->view();
+    else v.exists = false;
+    iv.push_back(v);
+  }
+  std::vector<OutputType> types = infer_shapes(kind, attrs, iv, n_out);
+  std::vector<Tensor> out;
+  std::vector<TensorView> ov;
+  for (const OutputType& o : types) {
+    Tensor t{o.dtype, o.shape, std::vector<uint8_t>(static_cast<size_t>(numel(o.shape)) * dtype_size(o.dtype) + 1, 0xAB)};
+    if (is_float(o.dtype)) t = make(o.dtype, o.shape, std::vector<double>(numel(o.shape), NAN));
+    out.push_back(std::move(t));
+  }
+  for (Tensor& t : out) ov.push_back(t.view());
+  cpu::KernelEnv env{pool};
+  cpu::CpuKernel k = cpu::cpu_kernel(kind);
+  EXPECT_NE(k, nullptr);
+  k(kind, attrs, iv, ov, env);
+  return out;
+}
+
+double tolerance(DataType dt) {
+  switch (dt) {
+    case DataType::kFloat64: return 1e-9;
+    case DataType::kFloat32: return 2e-4;
+    case DataType::kFloat16: return 4e-3;
+    case DataType::kBFloat16: return 3e-2;
+    default: return 0;
+  }
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok = std::isnan(want[i]) ? std::isnan(got[i]) : std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]));
+    ASSERT_TRUE(ok) << what << ": element " << i << " got " << got[i] << " want " << want[i];
+  }
+}
+
+// Row-major multi-index of flat index i.
+Shape unflatten(int64_t i, const Shape& s) {
+  Shape idx(s.size());
+  for (size_t d = s.size(); d-- > 0;) {
+    idx[d] = s[d] ? i % s[d] : 0;
+    i = s[d] ? i / s[d] : 0;
+  }
+  return idx;
+}
+int64_t flatten(const Shape& idx, const Shape& s) {
+  int64_t f = 0;
+  for (size_t d = 0; d < s.size(); ++d) f = f * s[d] + idx[d];
+  return f;
+}
+
+// ---- window geometry, written independently from the library's -----------------------------
+
+struct Win {
+  Shape k, s, d, pb, pe, out;
+};
+
+Win forward_window(const Shape& in, const Shape& k, Shape s, Shape d, Shape pads, AutoPad ap, bool ceil_mode) {
+  const size_t n = in.size();
+  if (s.empty()) s.assign(n, 1);
+  if (d.empty()) d.assign(n, 1);
+  if (pads.empty()) pads.assign(2 * n, 0);
+  Win w{k, s, d, Shape(n), Shape(n), Shape(n)};
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t ek = (k[i] - 1) * d[i] + 1;
+    if (ap == AutoPad::kNotSet) {
+      w.pb[i] = pads[i];
+      w.pe[i] = pads[n + i];
+      const double q = double(in[i] + w.pb[i] + w.pe[i] - ek) / double(s[i]);
+      w.out[i] = int64_t(ceil_mode ? std::ceil(q) : std::floor(q)) + 1;
+      if (ceil_mode && (w.out[i] - 1) * s[i] >= in[i] + w.pb[i]) --w.out[i];
+    } else if (ap == AutoPad::kValid) {
+      w.out[i] = int64_t(std::ceil(double(in[i] - ek + 1) / double(s[i])));
+    } else {
+      w.out[i] = int64_t(std::ceil(double(in[i]) / double(s[i])));
+      const int64_t total = std::max<int64_t>(0, (w.out[i] - 1) * s[i] + ek - in[i]);
+      w.pb[i] = ap == AutoPad::kSameUpper ? total / 2 : (total + 1) / 2;
+      w.pe[i] = total - w.pb[i];
+    }
+  }
+  return w;
+}
+
+// ---- Conv --------------------------------------------------------------------------------
+
+std::vector<double> conv_ref(const Tensor& X, const Tensor& W, const Tensor* B, int64_t group, const Win& w,
+                             Shape* out_shape) {
+  const Shape& xs = X.shape;
+  const int64_t N = xs[0], C = xs[1], M = W.shape[0], cg = C / group, mg = M / group;
+  const Shape in(xs.begin() + 2, xs.end());
+  const size_t n = in.size();
+  *out_shape = {N, M};
+  out_shape->insert(out_shape->end(), w.out.begin(), w.out.end());
+  const std::vector<double> x = X.values(), wt = W.values(), b = B ? B->values() : std::vector<double>();
+  std::vector<double> y(static_cast<size_t>(numel(*out_shape)));
+  const int64_t ks = numel(w.k);
+  for (int64_t i = 0; i < numel(*out_shape); ++i) {
+    Shape oi = unflatten(i, *out_shape);
+    const int64_t img = oi[0], m = oi[1], grp = m / mg;
+    double acc = B ? b[m] : 0.0;
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t t = 0; t < ks; ++t) {
+        Shape tap = unflatten(t, w.k), pos{img, grp * cg + c};
+        bool inside = true;
+        for (size_t a = 0; a < n; ++a) {
+          int64_t p = oi[2 + a] * w.s[a] - w.pb[a] + tap[a] * w.d[a];
+          inside &= p >= 0 && p < in[a];
+          pos.push_back(p);
+        }
+        if (!inside) continue;
+        Shape wi{m, c};
+        wi.insert(wi.end(), tap.begin(), tap.end());
+        acc += x[flatten(pos, xs)] * wt[flatten(wi, W.shape)];
+      }
+    y[i] = acc;
+  }
+  return y;
+}
+
+struct ConvCase {
+  Shape x, w;
+  int64_t group;
+  Shape strides, dilations, pads;
+  AutoPad auto_pad;
+  bool bias;
+};
+
+const ConvCase kConvCases[] = {
+    {{2, 3, 7}, {4, 3, 3}, 1, {2}, {1}, {1, 2}, AutoPad::kNotSet, true},                 // 1-D
+    {{1, 4, 9}, {6, 2, 2}, 2, {1}, {3}, {}, AutoPad::kSameLower, false},                  // 1-D dilated groups
+    {{2, 3, 6, 5}, {5, 3, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, AutoPad::kNotSet, true},
+    {{1, 6, 7, 8}, {6, 2, 3, 2}, 3, {2, 3}, {2, 1}, {0, 1, 2, 0}, AutoPad::kNotSet, true},
+    {{1, 4, 5, 7}, {8, 4, 1, 1}, 1, {}, {}, {}, AutoPad::kNotSet, true},                  // pointwise
+    {{3, 8, 6, 6}, {8, 1, 3, 3}, 8, {1, 1}, {1, 1}, {}, AutoPad::kSameUpper, true},       // depthwise
+    {{1, 2, 9, 7}, {3, 2, 4, 3}, 1, {3, 2}, {1, 2}, {}, AutoPad::kSameLower, false},
+    {{1, 2, 8, 8}, {2, 2, 3, 3}, 1, {2, 2}, {2, 2}, {}, AutoPad::kValid, true},
+    {{1, 2, 5, 4, 6}, {4, 1, 2, 3, 2}, 2, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 0, 1, 1}, AutoPad::kNotSet, true},  // 3-D
+    {{0, 3, 5, 5}, {2, 3, 3, 3}, 1, {}, {}, {}, AutoPad::kNotSet, true},                  // empty batch
+    {{2, 5, 23, 31}, {7, 5, 3, 3}, 1, {1, 2}, {1, 1}, {1, 1, 1, 1}, AutoPad::kNotSet, true},  // several tiles
+};
+
+TEST(NnConv, MatchesReference) {
+  std::mt19937 rng(1);
+  cpu::ThreadPool pool(3);
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16}) {
+    for (const ConvCase& c : kConvCases) {
+      Tensor x = random_tensor(dt, c.x, rng), w = random_tensor(dt, c.w, rng), b = random_tensor(dt, {c.w[0]}, rng);
+      ConvAttrs a;
+      a.group = c.group;
+      a.strides = c.strides;
+      a.dilations = c.dilations;
+      a.pads = c.pads;
+      a.auto_pad = c.auto_pad;
+      if (c.x.size() == 4) a.kernel_shape = Shape(c.w.begin() + 2, c.w.end());
+      const Shape in(c.x.begin() + 2, c.x.end()), k(c.w.begin() + 2, c.w.end());
+      Win win = forward_window(in, k, c.strides, c.dilations, c.pads, c.auto_pad, false);
+      Shape ys;
+      std::vector<double> want = conv_ref(x, w, c.bias ? &b : nullptr, c.group, win, &ys);
+      for (cpu::ThreadPool* p : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
+        auto y = run(OpKind::kConv, a, {&x, &w, c.bias ? &b : nullptr}, 1, p);
+        ASSERT_EQ(y[0].shape, ys);
+        ASSERT_EQ(y[0].dtype, dt);
+        expect_near(y[0].values(), want, tolerance(dt), "Conv " + shape_string(c.x) + " " + std::string(dtype_name(dt)));
+      }
+    }
+  }
+}
+
+// A ResNet-50 layer must take milliseconds; also spot-checks the big fast path against the reference.
+TEST(NnConv, ResNetLayerIsFast) {
+  std::mt19937 rng(2);
+  cpu::ThreadPool pool(2);
+  for (const auto& [xs, ws, pads] : {std::tuple{Shape{1, 64, 56, 56}, Shape{64, 64, 3, 3}, Shape{1, 1, 1, 1}},
+                                     std::tuple{Shape{1, 256, 56, 56}, Shape{64, 256, 1, 1}, Shape{}}}) {
+    Tensor x = random_tensor(DataType::kFloat32, xs, rng), w = random_tensor(DataType::kFloat32, ws, rng);
+    ConvAttrs a;
+    a.pads = pads;
+    run(OpKind::kConv, a, {&x, &w}, 1, &pool);  // warm-up
+    auto t0 = std::chrono::steady_clock::now();
+    auto y = run(OpKind::kConv, a, {&x, &w}, 1, &pool);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(ms, 400.0) << "Conv " << shape_string(xs) << " took " << ms << " ms";
+    // Check a few output positions directly.
+    std::vector<double> xv = x.values(), wv = w.values(), yv = y[0].values();
+    const int64_t K = ws[2], pad = pads.empty() ? 0 : 1, C = xs[1], H = xs[2];
+    for (int64_t pos : {int64_t{0}, int64_t{57}, int64_t{3135}, int64_t{64 * 3136 - 1}, int64_t{17 * 3136 + 1000}}) {
+      const int64_t m = pos / 3136, oh = pos % 3136 / 56, ow = pos % 56;
+      double acc = 0;
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < K; ++i)
+          for (int64_t j = 0; j < K; ++j) {
+            int64_t ih = oh - pad + i, iw = ow - pad + j;
+            if (ih >= 0 && ih < H && iw >= 0 && iw < H)
+              acc += xv[(c * H + ih) * H + iw] * wv[((m * C + c) * K + i) * K + j];
+          }
+      EXPECT_NEAR(yv[pos], acc, 1e-3 * (1 + std::abs(acc)));
+    }
+  }
+}
+
+// ---- ConvTranspose -------------------------------------------------------------------------
+
+struct ConvTCase {
+  Shape x, w;
+  int64_t group;
+  Shape strides, dilations, pads, output_padding, output_shape;
+  AutoPad auto_pad;
+  bool bias;
+};
+
+const ConvTCase kConvTCases[] = {
+    {{2, 3, 5}, {3, 2, 3}, 1, {2}, {1}, {1, 0}, {1}, {}, AutoPad::kNotSet, true},
+    {{1, 4, 4, 3}, {4, 3, 3, 2}, 2, {2, 3}, {1, 2}, {0, 1, 1, 0}, {1, 0}, {}, AutoPad::kNotSet, true},
+    {{1, 2, 3, 3}, {2, 2, 3, 3}, 1, {2, 2}, {}, {}, {}, {}, AutoPad::kSameUpper, false},
+    {{1, 2, 3, 4}, {2, 1, 2, 3}, 1, {3, 2}, {}, {}, {}, {}, AutoPad::kSameLower, true},
+    {{1, 1, 3, 3}, {1, 1, 2, 2}, 1, {3, 3}, {}, {}, {}, {}, AutoPad::kSameUpper, true},  // negative begin pad
+    {{1, 1, 3, 3}, {1, 2, 3, 3}, 1, {3, 2}, {}, {}, {}, {10, 8}, AutoPad::kNotSet, true},
+    {{1, 1, 3, 3}, {1, 2, 3, 3}, 1, {3, 2}, {}, {}, {}, {7, 6}, AutoPad::kNotSet, false},
+    {{2, 2, 3, 2, 3}, {2, 2, 2, 2, 2}, 1, {2, 1, 2}, {1, 2, 1}, {1, 0, 0, 0, 1, 1}, {}, {}, AutoPad::kNotSet, true},
+    {{3, 6, 4, 4}, {6, 1, 3, 3}, 6, {1, 1}, {1, 1}, {1, 1, 1, 1}, {}, {}, AutoPad::kNotSet, true},  // depthwise
+    {{1, 3, 40, 40}, {3, 4, 4, 4}, 1, {2, 2}, {}, {1, 1, 1, 1}, {}, {}, AutoPad::kValid, true},
+};
+
+TEST(NnConvTranspose, MatchesReference) {
+  std::mt19937 rng(3);
+  cpu::ThreadPool pool(3);
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16}) {
+    for (const ConvTCase& c : kConvTCases) {
+      const size_t n = c.x.size() - 2;
+      const int64_t N = c.x[0], C = c.x[1], mg = c.w[1], M = mg * c.group, cg = C / c.group;
+      Tensor x = random_tensor(dt, c.x, rng), w = random_tensor(dt, c.w, rng), b = random_tensor(dt, {M}, rng);
+      ConvAttrs a;
+      a.group = c.group;
+      a.strides = c.strides;
+      a.dilations = c.dilations;
+      a.pads = c.pads;
+      a.output_padding = c.output_padding;
+      a.output_shape = c.output_shape;
+      a.auto_pad = c.auto_pad;
+      // ONNX: full = s*(in-1) + output_padding + (k-1)*d + 1; with output_shape or SAME_*, the pads
+      // are total = full - out split with the odd part at the end for SAME_UPPER, else the start.
+      Shape s = c.strides.empty() ? Shape(n, 1) : c.strides, d = c.dilations.empty() ? Shape(n, 1) : c.dilations;
+      Shape pb(n, 0), out(n);
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t op = c.output_padding.empty() ? 0 : c.output_padding[i];
+        const int64_t full = s[i] * (c.x[2 + i] - 1) + op + (c.w[2 + i] - 1) * d[i] + 1;
+        if (!c.output_shape.empty() || c.auto_pad == AutoPad::kSameUpper || c.auto_pad == AutoPad::kSameLower) {
+          out[i] = c.output_shape.empty() ? c.x[2 + i] * s[i] : c.output_shape[i];
+          const int64_t total = full - out[i];
+          const int64_t fl = total >= 0 ? total / 2 : -((-total + 1) / 2);
+          pb[i] = c.auto_pad == AutoPad::kSameUpper ? fl : total - fl;
+        } else {
+          const bool explicit_pads = c.auto_pad == AutoPad::kNotSet && !c.pads.empty();
+          pb[i] = explicit_pads ? c.pads[i] : 0;
+          out[i] = full - pb[i] - (explicit_pads ? c.pads[n + i] : 0);
+        }
+      }
+      Shape ys{N, M};
+      ys.insert(ys.end(), out.begin(), out.end());
+      std::vector<double> xv = x.values(), wv = w.values(), bv = b.values(), want(numel(ys));
+      for (int64_t i = 0; i < numel(ys); ++i) want[i] = c.bias ? bv[unflatten(i, ys)[1]] : 0.0;
+      const Shape xin(c.x.begin() + 2, c.x.end()), k(c.w.begin() + 2, c.w.end());
+      for (int64_t i = 0; i < numel(c.x); ++i) {
+        Shape xi = unflatten(i, c.x);
+        const int64_t grp = xi[1] / cg;
+        for (int64_t m = 0; m < mg; ++m)
+          for (int64_t t = 0; t < numel(k); ++t) {
+            Shape tap = unflatten(t, k), yi{xi[0], grp * mg + m};
+            bool inside = true;
+            for (size_t q = 0; q < n; ++q) {
+              int64_t p = xi[2 + q] * s[q] - pb[q] + tap[q] * d[q];
+              inside &= p >= 0 && p < out[q];
+              yi.push_back(p);
+            }
+            Shape wi{xi[1], m};
+            wi.insert(wi.end(), tap.begin(), tap.end());
+            if (inside) want[flatten(yi, ys)] += xv[i] * wv[flatten(wi, c.w)];
+          }
+      }
+      for (cpu::ThreadPool* p : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
+        auto y = run(OpKind::kConvTranspose, a, {&x, &w, c.bias ? &b : nullptr}, 1, p);
+        ASSERT_EQ(y[0].shape, ys) << shape_string(c.x);
+        expect_near(y[0].values(), want, tolerance(dt), "ConvTranspose " + shape_string(c.x));
+      }
+    }
+  }
+}
+
+// onnx test_convtranspose_autopad_same and test_convtranspose_output_shape (first rows).
+TEST(NnConvTranspose, OnnxCases) {
+  Tensor x = make(DataType::kFloat32, {1, 1, 3, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor w = make(DataType::kFloat32, {1, 2, 3, 3}, std::vector<double>(18, 1.0));
+  ConvAttrs a;
+  a.auto_pad = AutoPad::kSameUpper;
+  a.strides = {2, 2};
+  auto y = run(OpKind::kConvTranspose, a, {&x, &w}, 1);
+  ASSERT_EQ(y[0].shape, (Shape{1, 2, 6, 6}));
+  std::vector<double> v = y[0].values();
+  expect_near(std::vector<double>(v.begin(), v.begin() + 12), {0, 0, 1, 1, 3, 2, 0, 0, 1, 1, 3, 2}, 0, "same_upper");
+  expect_near(std::vector<double>(v.begin() + 24, v.begin() + 36), {9, 9, 20, 11, 24, 13, 6, 6, 13, 7, 15, 8}, 0,
+              "same_upper");
+  ConvAttrs b;
+  b.strides = {3, 2};
+  b.output_shape = {10, 8};
+  y = run(OpKind::kConvTranspose, b, {&x, &w}, 1);
+  ASSERT_EQ(y[0].shape, (Shape{1, 2, 10, 8}));
+  v = y[0].values();
+  expect_near(std::vector<double>(v.begin() + 24, v.begin() + 32), {3, 3, 7, 4, 9, 5, 5, 0}, 0, "output_shape");
+  expect_near(std::vector<double>(v.begin() + 72, v.begin() + 80), std::vector<double>(8, 0.0), 0, "output_shape");
+}
+
+// ---- AveragePool / MaxPool ------------------------------------------------------------------
+
+struct PoolCase {
+  Shape x, k, s, d, pads;
+  AutoPad auto_pad;
+  int64_t ceil_mode, include_pad, storage_order;
+};
+
+const PoolCase kPoolCases[] = {
+    {{2, 3, 9}, {3}, {2}, {}, {1, 1}, AutoPad::kNotSet, 0, 0, 0},
+    {{1, 2, 7}, {2}, {3}, {2}, {1, 0}, AutoPad::kNotSet, 1, 1, 0},
+    {{2, 2, 6, 7}, {3, 3}, {2, 2}, {}, {1, 1, 1, 1}, AutoPad::kNotSet, 0, 1, 1},
+    {{1, 3, 5, 5}, {3, 2}, {2, 2}, {}, {1, 0, 1, 1}, AutoPad::kNotSet, 1, 0, 0},
+    {{1, 3, 5, 5}, {3, 3}, {3, 3}, {}, {1, 1, 1, 1}, AutoPad::kNotSet, 1, 1, 1},  // last window on the pad
+    {{1, 1, 8, 6}, {2, 3}, {1, 2}, {2, 2}, {1, 1, 0, 2}, AutoPad::kNotSet, 1, 1, 0},
+    {{2, 2, 7, 8}, {3, 2}, {2, 3}, {}, {}, AutoPad::kSameUpper, 0, 1, 1},
+    {{1, 2, 7, 8}, {3, 3}, {2, 2}, {2, 1}, {}, AutoPad::kSameLower, 0, 0, 0},
+    {{1, 2, 7, 8}, {2, 3}, {2, 2}, {}, {}, AutoPad::kValid, 0, 0, 1},
+    {{1, 2, 5, 4, 6}, {2, 3, 2}, {2, 1, 2}, {1, 1, 2}, {1, 1, 0, 0, 1, 1}, AutoPad::kNotSet, 1, 1, 1},  // 3-D
+    {{0, 2, 5, 5}, {2, 2}, {}, {}, {}, AutoPad::kNotSet, 0, 0, 0},
+};
+
+// Reference pooling: every tap of every window, inside = in the image, padded = in the padded extent.
+void pool_ref(const Tensor& X, const Win& w, bool include_pad, bool col_major, Shape* ys, std::vector<double>* avg,
+              std::vector<double>* mx, std::vector<double>* idx) {
+  const Shape& xs = X.shape;
+  const Shape in(xs.begin() + 2, xs.end());
+  const size_t n = in.size();
+  *ys = {xs[0], xs[1]};
+  ys->insert(ys->end(), w.out.begin(), w.out.end());
+  const std::vector<double> x = X.values();
+  const int64_t S = numel(in);
+  for (int64_t i = 0; i < numel(*ys); ++i) {
+    Shape oi = unflatten(i, *ys);
+    double sum = 0, best = 0;
+    int64_t inside = 0, padded = 0, arg = -1;
+    for (int64_t t = 0; t < numel(w.k); ++t) {
+      Shape tap = unflatten(t, w.k), pos;
+      bool in_img = true, in_pad = true;
+      for (size_t a = 0; a < n; ++a) {
+        int64_t p = oi[2 + a] * w.s[a] - w.pb[a] + tap[a] * w.d[a];
+        in_img &= p >= 0 && p < in[a];
+        in_pad &= p < in[a] + w.pe[a];
+        pos.push_back(p);
+      }
+      padded += in_pad;
+      if (!in_img) continue;
+      int64_t sp = 0;
+      if (col_major) {
+        int64_t mul = 1;
+        for (size_t a = 0; a < n; ++a) {
+          sp += pos[a] * mul;
+          mul *= in[a];
+        }
+      } else {
+        sp = flatten(pos, in);
+      }
+      const double v = x[(oi[0] * xs[1] + oi[1]) * S + flatten(pos, in)];
+      sum += v;
+      ++inside;
+      if (arg < 0 || v > best) {
+        best = v;
+        arg = (oi[0] * xs[1] + oi[1]) * S + sp;
+      }
+    }
+    avg->push_back(sum / double(include_pad ? padded : inside));
+    mx->push_back(best);
+    idx->push_back(double(arg));
+  }
+}
+
+TEST(NnPool, MatchesReference) {
+  std::mt19937 rng(4);
+  cpu::ThreadPool pool(3);
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
+                      DataType::kInt8, DataType::kUInt8}) {
+    for (const PoolCase& c : kPoolCases) {
+      // Integers: distinct-ish values in a wide range so ties are rare but tested.
+      Tensor x = dt == DataType::kUInt8 ? random_tensor(dt, c.x, rng, 0, 255) : random_tensor(dt, c.x, rng, -128, 127);
+      PoolAttrs a;
+      a.kernel_shape = c.k;
+      a.strides = c.s;
+      a.dilations = c.d;
+      a.pads = c.pads;
+      a.auto_pad = c.auto_pad;
+      a.ceil_mode = c.ceil_mode;
+      a.count_include_pad = c.include_pad;
+      a.storage_order = c.storage_order;
+      const Shape in(c.x.begin() + 2, c.x.end());
+      Win w = forward_window(in, c.k, c.s, c.d, c.pads, c.auto_pad, c.ceil_mode == 1);
+      Shape ys;
+      std::vector<double> avg, mx, idx;
+      pool_ref(x, w, c.include_pad == 1, c.storage_order == 1, &ys, &avg, &mx, &idx);
+      const std::string what = shape_string(c.x) + " " + std::string(dtype_name(dt));
+      for (cpu::ThreadPool* p : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
+        auto y = run(OpKind::kMaxPool, a, {&x}, 2, p);
+        ASSERT_EQ(y[0].shape, ys) << what;
+        ASSERT_EQ(y[1].dtype, DataType::kInt64);
+        expect_near(y[0].values(), mx, 0, "MaxPool " + what);
+        expect_near(y[1].values(), idx, 0, "MaxPool indices " + what);
+        auto y1 = run(OpKind::kMaxPool, a, {&x}, 1, p);
+        expect_near(y1[0].values(), mx, 0, "MaxPool (one output) " + what);
+        if (!is_float(dt)) continue;
+        auto ya = run(OpKind::kAveragePool, a, {&x}, 1, p);
+        expect_near(ya[0].values(), avg, tolerance(dt), "AveragePool " + what);
+      }
+    }
+  }
+}
+
+// onnx test_maxpool_2d_ceil_output_size_reduce_by_one and test_averagepool_2d_ceil_last_window_starts_on_pad.
+TEST(NnPool, OnnxCeilCases) {
+  Tensor x = make(DataType::kFloat32, {1, 1, 2, 2}, {1, 2, 3, 4});
+  PoolAttrs a;
+  a.kernel_shape = {1, 1};
+  a.strides = {2, 2};
+  a.ceil_mode = 1;
+  auto y = run(OpKind::kMaxPool, a, {&x}, 1);
+  ASSERT_EQ(y[0].shape, (Shape{1, 1, 1, 1}));
+  EXPECT_EQ(y[0].values()[0], 1.0);
+  Tensor x2 = make(DataType::kFloat32, {1, 1, 2, 2}, {0.8580, 0.0786, 0.2692, 0.1537});
+  PoolAttrs b;
+  b.kernel_shape = {3, 3};
+  b.strides = {3, 3};
+  b.pads = {1, 1, 1, 1};
+  b.ceil_mode = 1;
+  b.count_include_pad = 1;
+  y = run(OpKind::kAveragePool, b, {&x2}, 1);
+  ASSERT_EQ(y[0].shape, (Shape{1, 1, 1, 1}));
+  EXPECT_NEAR(y[0].values()[0], (0.8580 + 0.0786 + 0.2692 + 0.1537) / 9, 1e-6);
+}
+
+TEST(NnPool, GlobalPools) {
+  std::mt19937 rng(5);
+  cpu::ThreadPool pool(2);
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16}) {
+    for (const Shape& xs : {Shape{2, 3, 4, 5}, Shape{1, 2, 7}, Shape{2, 1, 2, 3, 2}, Shape{0, 3, 4, 4}, Shape{1, 4, 60, 70}}) {
+      Tensor x = random_tensor(dt, xs, rng);
+      std::vector<double> xv = x.values(), mean, mx;
+      const int64_t planes = xs[0] * xs[1], S = planes ? numel(xs) / planes : 0;
+      for (int64_t p = 0; p < planes; ++p) {
+        double s = 0, m = -INFINITY;
+        for (int64_t i = 0; i < S; ++i) {
+          s += xv[p * S + i];
+          m = std::max(m, xv[p * S + i]);
+        }
+        mean.push_back(s / double(S));
+        mx.push_back(m);
+      }
+      Shape ys(xs.size(), 1);
+      ys[0] = xs[0];
+      ys[1] = xs[1];
+      auto ya = run(OpKind::kGlobalAveragePool, NoAttrs{}, {&x}, 1, &pool);
+      auto ym = run(OpKind::kGlobalMaxPool, NoAttrs{}, {&x}, 1);
+      ASSERT_EQ(ya[0].shape, ys);
+      ASSERT_EQ(ym[0].shape, ys);
+      expect_near(ya[0].values(), mean, tolerance(dt), "GlobalAveragePool " + shape_string(xs));
+      expect_near(ym[0].values(), mx, 0, "GlobalMaxPool " + shape_string(xs));
+    }
+  }
+}
+
+// ---- Gemm / MatMul -------------------------------------------------------------------------
+
+TEST(NnGemm, MatchesReference) {
+  std::mt19937 rng(6);
+  cpu::ThreadPool pool(3);
+  struct Case {
+    int64_t m, n, k, ta, tb;
+    std::optional<Shape> c;
+    float alpha, beta;
+  };
+  const Case cases[] = {
+      {3, 4, 5, 0, 0, std::nullopt, 1.0f, 1.0f}, {3, 4, 5, 1, 0, Shape{4}, 2.0f, 3.0f},
+      {7, 2, 3, 0, 1, Shape{7, 1}, 1.0f, -1.0f}, {5, 6, 4, 1, 1, Shape{5, 6}, -2.0f, 2.0f},
+      {4, 3, 2, 0, 0, Shape{}, 1.0f, 2.0f},      {4, 3, 2, 1, 1, Shape{1, 1}, 3.0f, 0.0f},
+      {4, 3, 0, 0, 0, Shape{1, 3}, 1.0f, 2.0f},  {0, 3, 2, 0, 0, Shape{3}, 1.0f, 1.0f},
+      {67, 45, 130, 1, 0, Shape{1, 45}, 0.5f, 0.25f},
+  };
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
+                      DataType::kInt32, DataType::kInt64, DataType::kUInt32, DataType::kUInt64}) {
+    for (const Case& c : cases) {
+      const bool integral = !is_float(dt);
+      if (integral && (c.alpha != std::trunc(c.alpha) || c.beta != std::trunc(c.beta) || c.alpha < 0 || c.beta < 0))
+        continue;
+      Tensor A = random_tensor(dt, c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, rng, 0, 9);
+      Tensor B = random_tensor(dt, c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, rng, 0, 9);
+      Tensor C = c.c ? random_tensor(dt, *c.c, rng, 0, 9) : Tensor{};
+      GemmAttrs a{c.alpha, c.beta, c.ta, c.tb};
+      std::vector<double> av = A.values(), bv = B.values(), cv = c.c ? C.values() : std::vector<double>(), want;
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          double s = 0;
+          for (int64_t p = 0; p < c.k; ++p) s += av[c.ta ? p * c.m + i : i * c.k + p] * bv[c.tb ? j * c.k + p : p * c.n + j];
+          double cval = 0;
+          if (c.c) {
+            const Shape& cs = *c.c;
+            const int64_t r = cs.size() == 2 && cs[0] != 1 ? i : 0;
+            const int64_t q = !cs.empty() && cs.back() != 1 ? j : 0;
+            cval = cv[r * (cs.empty() ? 1 : cs.back()) + q];
+          }
+          want.push_back(c.alpha * s + c.beta * cval);
+        }
+      for (cpu::ThreadPool* p : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
+        auto y = run(OpKind::kGemm, a, {&A, &B, c.c ? &C : nullptr}, 1, p);
+        ASSERT_EQ(y[0].shape, (Shape{c.m, c.n}));
+        expect_near(y[0].values(), want, integral ? 0 : tolerance(dt) * 10, "Gemm " + std::string(dtype_name(dt)));
+      }
+    }
+  }
+}
+
+TEST(NnMatMul, MatchesReference) {
+  std::mt19937 rng(7);
+  cpu::ThreadPool pool(3);
+  const std::pair<Shape, Shape> cases[] = {
+      {{3}, {3}},          {{2, 3}, {3}},           {{3}, {2, 3, 4}},          {{2, 1, 3, 4}, {4}},
+      {{2, 3, 4}, {4, 5}}, {{1, 3, 4}, {2, 4, 5}},  {{2, 1, 3, 4}, {1, 5, 4, 2}}, {{0, 3, 4}, {4, 5}},
+      {{2, 3, 0}, {0, 4}}, {{16, 5, 6}, {16, 6, 7}}, {{3, 70, 65}, {65, 33}},   {{2, 2, 3}, {3, 2, 3, 1}},
+  };
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
+                      DataType::kInt32, DataType::kInt64, DataType::kUInt32, DataType::kUInt64}) {
+    for (const auto& [as, bs] : cases) {
+      Tensor A = random_tensor(dt, as, rng, 0, 9), B = random_tensor(dt, bs, rng, 0, 9);
+      // numpy semantics, spelled out: promote 1-D operands, broadcast the batch dims, drop added dims.
+      Shape a2 = as.size() == 1 ? Shape{1, as[0]} : as, b2 = bs.size() == 1 ? Shape{bs[0], 1} : bs;
+      const size_t br = std::max(a2.size(), b2.size()) - 2;
+      Shape batch(br);
+      for (size_t i = 0; i < br; ++i) {
+        const size_t ra = a2.size() - 2, rb = b2.size() - 2;
+        const int64_t da = i >= br - ra ? a2[i - (br - ra)] : 1, db = i >= br - rb ? b2[i - (br - rb)] : 1;
+        batch[i] = da == 1 ? db : da;
+      }
+      const int64_t m = a2[a2.size() - 2], k = a2.back(), n = b2.back();
+      Shape ys = batch;
+      if (as.size() > 1) ys.push_back(m);
+      if (bs.size() > 1) ys.push_back(n);
+      std::vector<double> av = A.values(), bv = B.values(), want;
+      for (int64_t bi = 0; bi < numel(batch); ++bi) {
+        Shape idx = unflatten(bi, batch);
+        auto offset = [&](const Shape& s) {  // broadcast batch offset in matrices
+          int64_t off = 0;
+          const size_t r = s.size() - 2;
+          for (size_t i = 0; i < r; ++i) off = off * s[i] + (s[i] == 1 ? 0 : idx[br - r + i]);
+          return off;
+        };
+        const int64_t oa = offset(a2) * m * k, ob = offset(b2) * k * n;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (int64_t p = 0; p < k; ++p) s += av[oa + i * k + p] * bv[ob + p * n + j];
+            want.push_back(s);
+          }
+      }
+      for (cpu::ThreadPool* p : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
+        auto y = run(OpKind::kMatMul, NoAttrs{}, {&A, &B}, 1, p);
+        ASSERT_EQ(y[0].shape, ys) << shape_string(as) << " x " << shape_string(bs);
+        expect_near(y[0].values(), want, is_float(dt) ? tolerance(dt) * 10 : 0,
+                    "MatMul " + shape_string(as) + " x " + shape_string(bs) + " " + std::string(dtype_name(dt)));
+      }
+    }
+  }
+}
+
+TEST(NnMatMul, IntegersWrap) {
+  Tensor a = make(DataType::kInt32, {1, 2}, {65536, 2147483647});
+  Tensor b = make(DataType::kInt32, {2, 1}, {65536, 2});
+  auto y = run(OpKind::kMatMul, NoAttrs{}, {&a, &b}, 1);
+  // 2^32 + 2 * (2^31 - 1) wraps to -2 in 32 bits.
+  EXPECT_EQ(y[0].values()[0], -2.0);
+  Tensor ua = make(DataType::kUInt32, {1, 1}, {4294967295.0}), ub = make(DataType::kUInt32, {1, 1}, {3});
+  y = run(OpKind::kMatMul, NoAttrs{}, {&ua, &ub}, 1);
+  EXPECT_EQ(y[0].values()[0], 4294967293.0);
+}
+
+// ---- Resize --------------------------------------------------------------------------------
+
+struct ResizeCase {
+  const char* name;
+  void (*set)(ResizeAttrs&);
+  DataType dtype;
+  Shape x;
+  std::vector<double> xv, roi, scales;
+  std::vector<int64_t> sizes;
+  Shape y;
+  std::vector<double> yv;
+};
+
+// Generated once with onnx.reference.ReferenceEvaluator (onnx 1.23) on random inputs.
+const ResizeCase kResizeCases[] = {
+    {"linear_antialias_scales", [](ResizeAttrs& a) { a.mode = ResizeMode::kLinear; a.antialias = 1; }, DataType::kFloat32, {1, 1, 5, 5}, {0.5, 1.58899999, 1.10300004, -1.09899998, -0.799000025, 1.49399996, -1.97899997, 1.28499997, 1.18799996, -0.128000006, -0.787999988, -0.885999978, -0.981000006, -0.219999999, 0.0179999992, 0.214000002, 1.98199999, 1.171, 0.488999993, 1.95599997, -1.13900006, -1.35899997, 0.449999988, -1.824, -1.85699999},
+     {}, {1, 1, 0.600000024, 0.600000024}, {}, {1, 1, 3, 3},
+     {0.63959378, 0.652833343, -0.432624936, -0.220722228, -0.0531481989, 0.354055494, -0.434562355, 0.164041802, -0.625687182}},
+    {"cubic_antialias_sizes", [](ResizeAttrs& a) { a.mode = ResizeMode::kCubic; a.antialias = 1; }, DataType::kFloat32, {1, 1, 4, 5}, {0.0599999987, -0.135000005, 1.66900003, 0.51700002, 0.0560000017, -0.0130000003, -1.00999999, -1.95299995, -1.23000002, 0.768000007, -1.19799995, -0.522000015, -1.98500001, 1.32000005, -1.38199997, -0.930000007, 1.52100003, 0.0390000008, 1.38900006, 0.559000015},
+     {}, {}, {1, 1, 3, 2}, {1, 1, 3, 2},
+     {0.0695616156, 0.288333565, -1.1480298, -0.722631454, -0.0579229295, 0.589597046}},
+    {"nearest_axes_not_larger", [](ResizeAttrs& a) { a.mode = ResizeMode::kNearest; a.axes = {3, 2}; a.keep_aspect_ratio_policy = AspectRatioPolicy::kNotLarger; }, DataType::kFloat32, {1, 1, 3, 4}, {0.967000008, -1.63399994, 0.165000007, 0.0309999995, 1.48500001, -0.555000007, 0.393000007, -1.76300001, -0.449000001, -0.708000004, -1.39900005, 1.26499999},
+     {}, {}, {7, 5}, {1, 1, 5, 7},
+     {0.967000008, 0.967000008, -1.63399994, 0.165000007, 0.165000007, 0.0309999995, 0.0309999995, 0.967000008, 0.967000008, -1.63399994, 0.165000007, 0.165000007, 0.0309999995, 0.0309999995, 1.48500001, 1.48500001, -0.555000007, 0.393000007, 0.393000007, -1.76300001, -1.76300001, -0.449000001, -0.449000001, -0.708000004, -1.39900005, -1.39900005, 1.26499999, 1.26499999, -0.449000001, -0.449000001, -0.708000004, -1.39900005, -1.39900005, 1.26499999, 1.26499999}},
+    {"linear_axes_not_smaller", [](ResizeAttrs& a) { a.mode = ResizeMode::kLinear; a.axes = {2, 3}; a.keep_aspect_ratio_policy = AspectRatioPolicy::kNotSmaller; }, DataType::kFloat32, {1, 2, 3, 4}, {-0.481999993, 1.91499996, 0.360000014, 0.419999987, 0.551999986, 0.70599997, -1.39699996, -0.238999993, -1.04200006, -0.389999986, -1.61300004, 1.87100005, -1.13999999, 0.686999977, -0.797999978, 1.49600005, 0.648999989, -1.47399998, 1.38, 1.77999997, 1.61600006, 0.279000014, -1.41799998, -1.23000002},
+     {}, {}, {5, 5}, {1, 2, 5, 7},
+     {-0.481999993, 0.476799995, 1.91499996, 0.981999993, 0.372000009, 0.407999992, 0.419999987, -0.068400003, 0.531520009, 1.43139994, 0.36688, -0.242959976, 0.0565600023, 0.156399995, 0.551999986, 0.613599956, 0.70599997, -0.555799961, -1.16539991, -0.470599979, -0.238999993, -0.404400051, -0.223280028, 0.048399996, -0.896600008, -1.01587999, 0.516280055, 1.02700007, -1.04200006, -0.781200051, -0.389999986, -1.12380004, -0.916200042, 1.17420006, 1.87100005, -1.13999999, -0.409200013, 0.686999977, -0.203999996, -0.33919996, 1.03720009, 1.49600005, -0.424400002, -0.325599998, -0.177400008, -0.0270399954, 0.380480021, 1.30232, 1.60960007, 0.648999989, -0.200199991, -1.47399998, 0.238400012, 1.46000004, 1.69999993, 1.77999997, 1.22920001, 0.568640053, -0.422199994, -0.348159999, -0.244240001, -0.0805600137, -0.0260000229, 1.61600006, 1.0812, 0.279000014, -0.739199996, -1.38039994, -1.26760006, -1.23000002}},
+    {"tf_crop_extrapolate", [](ResizeAttrs& a) { a.mode = ResizeMode::kLinear; a.coordinate_transformation_mode = CoordinateTransform::kTfCropAndResize; a.extrapolation_value = 10.0f; }, DataType::kFloat32, {1, 1, 4, 4}, {1.71200001, 0.209000006, -1.278, 1.53600001, 0.565999985, 0.279000014, -0.495000005, -0.356000006, -1.04200006, -1.84800005, 1.505, -0.128999993, 0.191, -0.711000025, 1.005, -1.89900005},
+     {0, 0, 0.400000006, 0.600000024, 1, 1, 1.20000005, 0.899999976}, {}, {1, 1, 3, 3}, {1, 1, 3, 3},
+     {-0.105279945, -0.148899928, -0.245919958, 0.765360177, 0.769499838, -0.194400072, 10, 10, 10}},
+    {"cubic_asym_exclude", [](ResizeAttrs& a) { a.mode = ResizeMode::kCubic; a.coordinate_transformation_mode = CoordinateTransform::kAsymmetric; a.cubic_coeff_a = -0.5f; a.exclude_outside = 1; }, DataType::kFloat32, {1, 1, 3, 3}, {-0.510999978, -1.87899995, -1.50800002, 1.86899996, 0.630999982, -0.287, 0.0949999988, 1.49100006, -0.623000026},
+     {}, {1, 1, 1.70000005, 1.70000005}, {}, {1, 1, 5, 5},
+     {-0.510999978, -1.33050561, -1.90771055, -1.60023642, -1.46772695, 0.991326094, 0.157150492, -0.608470321, -0.753337204, -0.808389783, 1.76041794, 1.33973706, 0.686023295, -0.0750372931, -0.388214409, 0.453626513, 1.12809289, 1.17396653, -0.182483047, -0.749276161, -0.0975725427, 1.03129745, 1.3685298, -0.23217769, -0.903047562}},
+    {"linear_hps", [](ResizeAttrs& a) { a.mode = ResizeMode::kLinear; a.coordinate_transformation_mode = CoordinateTransform::kHalfPixelSymmetric; }, DataType::kFloat32, {1, 1, 4, 5}, {0.361000001, 0.735000014, -0.578000009, 0.0759999976, 1.06099999, 1.63699996, -1.39600003, 1.73399997, -1.97899997, 1.01199996, 1.24199998, -1.45299995, -0.324000001, 1.26100004, -1.94299996, 0.513999999, 1.17200005, 0.0520000011, 0.902999997, -1.09399998},
+     {}, {1, 1, 0.699999988, 1.29999995}, {}, {1, 1, 2, 6},
+     {1.18642318, -0.585060358, 0.400906533, 0.170412034, -1.14462078, 0.825489163, 0.933961689, -0.58642292, -0.492302179, 0.305692345, 0.731153727, -1.53450561}},
+    {"linear_pytorch_to1", [](ResizeAttrs& a) { a.mode = ResizeMode::kLinear; a.coordinate_transformation_mode = CoordinateTransform::kPytorchHalfPixel; }, DataType::kFloat32, {1, 1, 3, 4}, {-1.20599997, -0.546999991, -1.28199995, -0.615999997, 1.79200006, 0.293000013, -0.639999986, -0.913999975, 1.80799997, -0.222000003, 1.92200005, 0.061999999},
+     {}, {}, {1, 1, 1, 3}, {1, 1, 1, 3},
+     {-1.09616661, -0.914499998, -0.726999998}},
+    {"nearest_ceil_align3d", [](ResizeAttrs& a) { a.mode = ResizeMode::kNearest; a.coordinate_transformation_mode = CoordinateTransform::kAlignCorners; a.nearest_mode = NearestMode::kRoundPreferCeil; }, DataType::kFloat32, {2, 3, 4}, {0.0850000009, 1.58599997, 0.971000016, 0.323000014, -0.293000013, 1.51300001, -0.352999985, 1.69099998, -1.72500002, -0.280000001, 0.0780000016, 1.80400002, -0.995999992, 1.22399998, 0.70599997, 0.867999971, 0.518000007, 1.88600004, -0.66900003, -0.407000005, -1.18799996, -1.79700005, -1.148, 1.66199994},
+     {}, {1.5, 1, 1.75}, {}, {3, 3, 7},
+     {0.0850000009, 1.58599997, 1.58599997, 0.971000016, 0.971000016, 0.323000014, 0.323000014, -0.293000013, 1.51300001, 1.51300001, -0.352999985, -0.352999985, 1.69099998, 1.69099998, -1.72500002, -0.280000001, -0.280000001, 0.0780000016, 0.0780000016, 1.80400002, 1.80400002, -0.995999992, 1.22399998, 1.22399998, 0.70599997, 0.70599997, 0.867999971, 0.867999971, 0.518000007, 1.88600004, 1.88600004, -0.66900003, -0.66900003, -0.407000005, -0.407000005, -1.18799996, -1.79700005, -1.79700005, -1.148, -1.148, 1.66199994, 1.66199994, -0.995999992, 1.22399998, 1.22399998, 0.70599997, 0.70599997, 0.867999971, 0.867999971, 0.518000007, 1.88600004, 1.88600004, -0.66900003, -0.66900003, -0.407000005, -0.407000005, -1.18799996, -1.79700005, -1.79700005, -1.148, -1.148, 1.66199994, 1.66199994}},
+    {"linear_3d_all_axes", [](ResizeAttrs& a) { a.mode = ResizeMode::kLinear; }, DataType::kFloat32, {2, 3, 4}, {1.36099994, -1.54999995, 0.414999992, -0.0829999968, 0.379000008, 0.637000024, -0.773000002, 1.84500003, -0.136999995, 0.512000024, 0.541000009, -1.26400006, -1.75300002, -0.354000002, 1.05599999, 1.26100004, 0.920000017, -1.54700005, 1.653, 1.20799994, 1.51100004, 0.0930000022, 1.66299999, -1.81299996},
+     {}, {2, 0.670000017, 1.5}, {}, {4, 2, 6},
+     {1.11916411, 0.0538768545, -0.822436571, -0.066541031, 0.257119387, 0.391805947, -0.00222384557, 0.271212727, 0.486839563, 0.255600691, -0.127078325, -0.451947629, 0.565692127, -0.177407667, -0.701659501, 0.173732281, 0.499210805, 0.605841398, 0.337490708, 0.331069052, 0.364446193, 0.523641407, -0.0157518182, -0.594943881, -0.541251898, -0.63997668, -0.460105419, 0.654278934, 0.983393669, 1.0339123, 1.01691973, 0.450781673, 0.119659454, 1.0597229, 0.206901193, -0.880936384, -1.09472394, -0.871261239, -0.339328349, 0.894552231, 1.22548509, 1.24794781, 1.35663438, 0.510637999, -0.00273391837, 1.32776368, 0.318227708, -1.0239327}},
+    {"cubic_3d_all_axes", [](ResizeAttrs& a) { a.mode = ResizeMode::kCubic; a.coordinate_transformation_mode = CoordinateTransform::kAlignCorners; }, DataType::kFloat32, {3, 3, 3}, {-1.87899995, -1.91900003, -0.989000022, -1.00600004, -1.25, 0.268000007, -1.84399998, 0.361999989, -1.33599997, 0.711000025, -1.91600001, -0.758000016, 1.75300002, 0.153999999, 1.24600005, 0.632000029, 0.442999989, -1.23500001, 0.298000008, -1.84099996, 1.20700002, 1.84000003, 1.41600001, -1.79700005, -0.644999981, -0.727999985, -1.54900002},
+     {}, {}, {4, 2, 5}, {4, 2, 5},
+     {-1.87899995, -1.98618746, -1.91900003, -1.45775008, -0.989000022, -1.84399998, -0.581812501, 0.361999989, -0.280187488, -1.33599997, -0.0584809966, -1.07402492, -1.92527723, -1.66217852, -1.04905546, -0.00559207425, 0.437839299, 0.547611058, -0.29028517, -1.23190701, 0.868759274, -0.678366542, -1.89205503, -1.26171505, -0.113722473, 0.505092859, 0.426033169, 0.083352007, -0.659176826, -1.32262921, 0.298000008, -1.05725002, -1.84099996, -0.517531216, 1.20700002, -0.644999981, -0.609531224, -0.727999985, -1.14628124, -1.54900002}},
+    {"linear_uint8", [](ResizeAttrs& a) { a.mode = ResizeMode::kLinear; }, DataType::kUInt8, {1, 1, 2, 3}, {76, 159, 32, 203, 77, 79},
+     {}, {1, 1, 2.5, 1.5}, {}, {1, 1, 5, 4},
+     {76, 118, 138, 53, 89, 120, 132, 56, 140, 129, 108, 66, 190, 138, 83, 76, 203, 140, 77, 79}},
+    {"nearest_floor_int64", [](ResizeAttrs& a) { a.mode = ResizeMode::kNearest; a.nearest_mode = NearestMode::kFloor; a.coordinate_transformation_mode = CoordinateTransform::kHalfPixel; }, DataType::kInt64, {1, 2, 3}, {169, 220, 111, 203, 77, 32},
+     {}, {1, 1.5, 2.4000001}, {}, {1, 3, 7},
+     {169, 169, 169, 169, 220, 220, 111, 169, 169, 169, 169, 220, 220, 111, 203, 203, 203, 203, 77, 77, 32}},
+    {"cubic_antialias_axes", [](ResizeAttrs& a) { a.mode = ResizeMode::kCubic; a.antialias = 1; a.axes = {1, -1}; }, DataType::kFloat32, {2, 7, 6}, {1.06700003, 1.52999997, -1.21099997, 0.294999987, 0.555000007, 0.437000006, -1.61500001, 0.644999981, 0.527999997, 1.296, 1.21399999, -0.690999985, 0.888000011, 1.46899998, 1.57200003, -1.35399997, -1.89300001, 0.602999985, -1.14100003, 0.254999995, 1.77900004, -0.48300001, -0.989000022, -0.173999995, 0.629000008, -1.59599996, -0.477999985, -1.46500003, 0.649999976, 1.32200003, -0.493000001, -0.513000011, 0.158000007, -1.13999999, -1.00999999, -0.680999994, -0.170000002, -1.67400002, 1.01100004, 0.316000015, -0.800999999, -1.69000006, 1.05299997, -1.47599995, -1.46700001, -1.477, -1.67499995, 1.62600005, -0.922999978, -0.773999989, 1.33099997, 0.479999989, -1.25100005, -0.261000007, 1.53600001, -0.499000013, 0.843999982, -1.61300004, 0.908999979, 1.10599995, 1.30299997, 0.697000027, -0.51700002, -1.74300003, 0.075000003, 1.02999997, -1.23699999, -0.935000002, 0.143999994, 0.992999971, 1.58599997, -1.49699998, -1.26300001, 1.19799995, 0.578000009, 0.884000003, 1.98699999, 1.75699997, 1.37199998, 1.10800004, -0.419999987, 0.564999998, -1.26199996, 1.03799999},
+     {}, {0.449999988, 0.5}, {}, {2, 3, 3},
+     {0.515675426, 0.424301118, 0.201284543, 0.216134682, 0.0318024866, -0.333582073, -0.551677644, -0.434475601, -0.525404394, -0.196745023, -0.68744272, -0.16613929, 0.313004524, -0.241675198, 0.371847272, -0.0278907418, 0.628790796, 0.832670987}},
+    {"linear_antialias_up_down", [](ResizeAttrs& a) { a.mode = ResizeMode::kLinear; a.antialias = 1; a.coordinate_transformation_mode = CoordinateTransform::kAlignCorners; }, DataType::kFloat32, {1, 9, 3}, {1.03100002, 0.88499999, -0.221000001, -0.486999989, -0.32100001, -1.86699998, 1.37699997, 0.169, -0.449999988, 0.192000002, 0.887000024, -0.474000007, 1.32299995, 1.67799997, -0.449999988, -1.449, 1.04100001, 1.972, -1.40799999, 0.851000011, 1.301, 1.68200004, -1.50600004, -1.63300002, 1.95099998, -1.53299999, -1.29299998},
+     {}, {}, {1, 4, 5}, {1, 4, 5},
+     {0.686047614, 0.624904752, 0.56376189, -0.0300238114, -0.623809516, 0.69538331, 0.679549992, 0.663716674, 0.019600004, -0.624516666, -0.562533319, 0.118966661, 0.800466657, 0.847683311, 0.894900024, 1.727, 0.156976178, -1.41304767, -1.33173811, -1.25042856}},
+};
+
+std::vector<Tensor> run_resize(const ResizeAttrs& a, const Tensor& x, const std::vector<double>& roi,
+                               const std::vector<double>& scales, const std::vector<int64_t>& sizes,
+                               cpu::ThreadPool* pool = nullptr) {
+  Tensor r = make(DataType::kFloat32, {int64_t(roi.size())}, roi);
+  Tensor s = make(DataType::kFloat32, {int64_t(scales.size())}, scales);
+  Tensor z = make(DataType::kInt64, {int64_t(sizes.size())}, std::vector<double>(sizes.begin(), sizes.end()));
+  return run(OpKind::kResize, a, {&x, roi.empty() ? nullptr : &r, scales.empty() ? nullptr : &s, sizes.empty() ? nullptr : &z}, 1,
+             pool);
+}
+
+TEST(NnResize, OnnxReferenceCases) {
+  for (const ResizeCase& c : kResizeCases) {
+    ResizeAttrs a;
+    c.set(a);
+    Tensor x = make(c.dtype, c.x, c.xv);
+    auto y = run_resize(a, x, c.roi, c.scales, c.sizes);
+    ASSERT_EQ(y[0].shape, c.y) << c.name;
+    expect_near(y[0].values(), c.yv, is_float(c.dtype) ? 2e-6 : 0, c.name);
+  }
+}
+
+// Textbook bilinear / nearest on random inputs, all float types, with and without threads.
+TEST(NnResize, MatchesTextbookInterpolation) {
+  std::mt19937 rng(8);
+  cpu::ThreadPool pool(3);
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16, DataType::kUInt8}) {
+    for (CoordinateTransform ct : {CoordinateTransform::kHalfPixel, CoordinateTransform::kAlignCorners,
+                                   CoordinateTransform::kAsymmetric}) {
+      for (const auto& [xs, ys] : {std::pair{Shape{2, 3, 5, 7}, Shape{2, 3, 8, 4}}, std::pair{Shape{1, 3, 40, 33}, Shape{1, 3, 67, 50}}}) {
+        Tensor x = random_tensor(dt, xs, rng, 0, 255);
+        std::vector<double> xv = x.values(), want;
+        auto src = [&](int64_t o, int64_t in, int64_t out) {
+          const double s = double(out) / double(in);
+          double v = ct == CoordinateTransform::kHalfPixel ? (o + 0.5) / s - 0.5
+                     : ct == CoordinateTransform::kAsymmetric ? o / s
+                                                              : double(o) * (in - 1) / double(out - 1);
+          return std::clamp(v, 0.0, double(in - 1));
+        };
+        const int64_t H = xs[2], W = xs[3];
+        for (int64_t p = 0; p < xs[0] * xs[1]; ++p)
+          for (int64_t h = 0; h < ys[2]; ++h)
+            for (int64_t w = 0; w < ys[3]; ++w) {
+              const double fy = src(h, H, ys[2]), fx = src(w, W, ys[3]);
+              const int64_t y0 = int64_t(fy), x0 = int64_t(fx), y1 = std::min(y0 + 1, H - 1), x1 = std::min(x0 + 1, W - 1);
+              const double ty = fy - y0, tx = fx - x0;
+              auto at = [&](int64_t i, int64_t j) { return xv[(p * H + i) * W + j]; };
+              double v = (1 - ty) * ((1 - tx) * at(y0, x0) + tx * at(y0, x1)) + ty * ((1 - tx) * at(y1, x0) + tx * at(y1, x1));
+              want.push_back(v);
+            }
+        ResizeAttrs a;
+        a.mode = ResizeMode::kLinear;
+        a.coordinate_transformation_mode = ct;
+        for (cpu::ThreadPool* p : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
+          auto y = run_resize(a, x, {}, {}, ys, p);
+          ASSERT_EQ(y[0].shape, ys);
+          if (dt == DataType::kUInt8) {  // rounded to nearest: within half a unit of the exact value
+            std::vector<double> got = y[0].values();
+            for (size_t i = 0; i < got.size(); ++i) ASSERT_LE(std::abs(got[i] - want[i]), 0.5 + 1e-9) << i;
+          } else {
+            expect_near(y[0].values(), want, tolerance(dt), "Resize linear " + std::string(dtype_name(dt)));
+          }
+        }
+      }
+    }
+  }
+  // Nearest, asymmetric + floor, integer scale 2 on H and 3 on W: y[h][w] = x[h / 2][w / 3], any dtype.
+  for (DataType dt : {DataType::kInt8, DataType::kInt64, DataType::kBool, DataType::kFloat16, DataType::kUInt16}) {
+    Tensor x = random_tensor(dt, {2, 3, 4}, rng, 0, 1);
+    ResizeAttrs a;
+    a.coordinate_transformation_mode = CoordinateTransform::kAsymmetric;
+    a.nearest_mode = NearestMode::kFloor;
+    a.axes = {-2, -1};
+    auto y = run_resize(a, x, {}, {2.0, 3.0}, {});
+    ASSERT_EQ(y[0].shape, (Shape{2, 6, 12}));
+    std::vector<double> xv = x.values(), want;
+    for (int64_t i = 0; i < 2 * 6 * 12; ++i) want.push_back(xv[(i / 72 * 3 + i / 12 % 6 / 2) * 4 + i % 12 / 3]);
+    expect_near(y[0].values(), want, 0, "Resize nearest " + std::string(dtype_name(dt)));
+  }
+}
+
+// Every nearest_mode, including exact ties (onnx reference values).
+TEST(NnResize, NearestModes) {
+  Tensor x = make(DataType::kFloat32, {4}, {0, 1, 2, 3});
+  const std::tuple<float, NearestMode, std::vector<double>> cases[] = {
+      {2.0f, NearestMode::kRoundPreferFloor, {0, 0, 1, 1, 2, 2, 3, 3}},
+      {2.0f, NearestMode::kRoundPreferCeil, {0, 1, 1, 2, 2, 3, 3, 3}},
+      {2.0f, NearestMode::kFloor, {0, 0, 1, 1, 2, 2, 3, 3}},
+      {2.0f, NearestMode::kCeil, {0, 1, 1, 2, 2, 3, 3, 3}},
+      {2.5f, NearestMode::kRoundPreferFloor, {0, 0, 1, 1, 2, 2, 2, 3, 3, 3}},
+      {2.5f, NearestMode::kFloor, {0, 0, 0, 1, 1, 2, 2, 2, 3, 3}},
+      {2.5f, NearestMode::kCeil, {0, 1, 1, 2, 2, 2, 3, 3, 3, 3}},
+  };
+  for (const auto& [scale, mode, want] : cases) {
+    ResizeAttrs a;
+    a.nearest_mode = mode;
+    a.coordinate_transformation_mode = CoordinateTransform::kAsymmetric;
+    auto y = run_resize(a, x, {}, {scale}, {});
+    expect_near(y[0].values(), want, 0, std::string(kEnumNames<NearestMode>[int(mode)]));
+  }
+}
+
+TEST(NnResize, IdentityAndEmpty) {
+  std::mt19937 rng(9);
+  Tensor x = random_tensor(DataType::kFloat32, {2, 3, 4}, rng);
+  ResizeAttrs a;
+  a.mode = ResizeMode::kCubic;
+  auto y = run_resize(a, x, {}, {1, 1, 1}, {});
+  expect_near(y[0].values(), x.values(), 0, "identity");
+  y = run_resize(a, x, {}, {1, 0.2f, 1}, {});  // floor(3 * 0.2) = 0
+  EXPECT_EQ(y[0].shape, (Shape{2, 0, 4}));
+  Tensor e = random_tensor(DataType::kFloat32, {0, 3, 4}, rng);
+  y = run_resize(a, e, {}, {}, {0, 6, 2});
+  EXPECT_EQ(y[0].shape, (Shape{0, 6, 2}));
+}
+
+// ---- inference errors ----------------------------------------------------------------------
+
+Tensor shaped(Shape s, DataType dt = DataType::kFloat32) { return make(dt, s, std::vector<double>(numel(s), 1.0)); }
+
+void expect_infer_error(OpKind kind, const Attrs& attrs, const std::vector<const Tensor*>& in, size_t n_out,
+                        const std::string& what) {
+  std::vector<TensorView> iv;
+  for (const Tensor* t : in) {
+    TensorView v;
+    if (t) v = t->view();
+    else v.exists = false;
+    iv.push_back(v);
+  }
+  EXPECT_THROW(infer_shapes(kind, attrs, iv, n_out), Error) << what;
+}
+
+TEST(NnInfer, RejectsBadInput) {
+  Tensor x4 = shaped({1, 4, 5, 5}), w = shaped({6, 4, 3, 3}), w_g2 = shaped({6, 2, 3, 3}), x2 = shaped({4, 5});
+  Tensor xi = shaped({1, 4, 5, 5}, DataType::kInt32), wd = shaped({6, 4, 3, 3}, DataType::kFloat64);
+  Tensor b_bad = shaped({5}), w3 = shaped({6, 4, 3}), tiny = shaped({1, 4, 2, 2});
+  auto conv = [](auto f) {
+    ConvAttrs a;
+    f(a);
+    return Attrs{a};
+  };
+  auto nop = [](ConvAttrs&) {};
+  expect_infer_error(OpKind::kConv, conv(nop), {&x2, &w}, 1, "X rank 2");
+  expect_infer_error(OpKind::kConv, conv(nop), {&x4, &w3}, 1, "W rank");
+  expect_infer_error(OpKind::kConv, conv(nop), {&x4, &w_g2}, 1, "channels");
+  expect_infer_error(OpKind::kConv, conv([](ConvAttrs& a) { a.group = 3; }), {&x4, &w}, 1, "group");
+  expect_infer_error(OpKind::kConv, conv([](ConvAttrs& a) { a.group = 0; }), {&x4, &w}, 1, "group 0");
+  expect_infer_error(OpKind::kConv, conv([](ConvAttrs& a) { a.kernel_shape = {3, 2}; }), {&x4, &w}, 1, "kernel_shape");
+  expect_infer_error(OpKind::kConv, conv([](ConvAttrs& a) { a.strides = {1, 0}; }), {&x4, &w}, 1, "stride 0");
+  expect_infer_error(OpKind::kConv, conv([](ConvAttrs& a) { a.strides = {1}; }), {&x4, &w}, 1, "strides length");
+  expect_infer_error(OpKind::kConv, conv([](ConvAttrs& a) { a.pads = {0, -1, 0, 0}; }), {&x4, &w}, 1, "negative pad");
+  expect_infer_error(OpKind::kConv, conv([](ConvAttrs& a) { a.pads = {1, 1}; }), {&x4, &w}, 1, "pads length");
+  expect_infer_error(OpKind::kConv, conv([](ConvAttrs& a) { a.dilations = {1, 1, 1}; }), {&x4, &w}, 1, "dilations");
+  expect_infer_error(OpKind::kConv, conv(nop), {&tiny, &w}, 1, "input smaller than kernel");
+  expect_infer_error(OpKind::kConv, conv([](ConvAttrs& a) { a.auto_pad = AutoPad::kValid; }), {&tiny, &w}, 1, "VALID");
+  expect_infer_error(OpKind::kConv, conv(nop), {&x4, &w, &b_bad}, 1, "bias shape");
+  expect_infer_error(OpKind::kConv, conv(nop), {&xi, &w}, 1, "int X");
+  expect_infer_error(OpKind::kConv, conv(nop), {&x4, &wd}, 1, "W dtype");
+  expect_infer_error(OpKind::kConv, conv([](ConvAttrs& a) { a.output_padding = {1, 1}; }), {&x4, &w}, 1, "Conv output_padding");
+  Tensor wt = shaped({4, 2, 3, 3}), wt_bad = shaped({3, 2, 3, 3});
+  expect_infer_error(OpKind::kConvTranspose, conv(nop), {&x4, &wt_bad}, 1, "ConvTranspose W[0]");
+  expect_infer_error(OpKind::kConvTranspose, conv([](ConvAttrs& a) { a.pads = {9, 9, 9, 9}; }), {&x4, &wt}, 1, "pads > out");
+  expect_infer_error(OpKind::kConvTranspose, conv([](ConvAttrs& a) { a.output_padding = {-1, 0}; }), {&x4, &wt}, 1, "out pad");
+  expect_infer_error(OpKind::kConvTranspose, conv([](ConvAttrs& a) { a.output_shape = {5}; }), {&x4, &wt}, 1, "output_shape");
+  expect_infer_error(OpKind::kConvTranspose, conv([](ConvAttrs& a) { a.group = 3; }), {&x4, &wt}, 1, "CT group");
+
+  auto pool = [](auto f) {
+    PoolAttrs a;
+    a.kernel_shape = {2, 2};
+    f(a);
+    return Attrs{a};
+  };
+  auto pnop = [](PoolAttrs&) {};
+  expect_infer_error(OpKind::kMaxPool, pool([](PoolAttrs& a) { a.kernel_shape.clear(); }), {&x4}, 1, "no kernel");
+  expect_infer_error(OpKind::kMaxPool, pool([](PoolAttrs& a) { a.kernel_shape = {2}; }), {&x4}, 1, "kernel rank");
+  expect_infer_error(OpKind::kMaxPool, pool([](PoolAttrs& a) { a.pads = {2, 0, 0, 0}; }), {&x4}, 1, "pad >= kernel");
+  expect_infer_error(OpKind::kMaxPool, pool([](PoolAttrs& a) { a.ceil_mode = 2; }), {&x4}, 1, "ceil_mode");
+  expect_infer_error(OpKind::kMaxPool, pool([](PoolAttrs& a) { a.storage_order = 3; }), {&x4}, 1, "storage_order");
+  expect_infer_error(OpKind::kMaxPool, pool([](PoolAttrs& a) { a.kernel_shape = {6, 2}; }), {&x4}, 1, "kernel > input");
+  expect_infer_error(OpKind::kMaxPool, pool(pnop), {&xi}, 1, "int32 MaxPool");
+  Tensor x8 = shaped({1, 1, 4, 4}, DataType::kInt8);
+  expect_infer_error(OpKind::kAveragePool, pool(pnop), {&x8}, 1, "int8 AveragePool");
+  expect_infer_error(OpKind::kAveragePool, pool(pnop), {&x4}, 2, "AveragePool outputs");
+  expect_infer_error(OpKind::kMaxPool, pool(pnop), {&x2}, 1, "pool rank");
+  expect_infer_error(OpKind::kGlobalAveragePool, NoAttrs{}, {&x2}, 1, "global rank");
+  expect_infer_error(OpKind::kGlobalMaxPool, NoAttrs{}, {&xi}, 1, "global int");
+  Tensor empty_plane = shaped({1, 2, 0, 3});
+  expect_infer_error(OpKind::kGlobalAveragePool, NoAttrs{}, {&empty_plane}, 1, "global empty");
+
+  Tensor a23 = shaped({2, 3}), b34 = shaped({3, 4}), b44 = shaped({4, 4}), c32 = shaped({3, 2}), a3d = shaped({1, 2, 3});
+  Tensor bi = shaped({3, 4}, DataType::kInt32), ab = shaped({2, 3}, DataType::kBool), bb = shaped({3, 4}, DataType::kBool);
+  expect_infer_error(OpKind::kGemm, GemmAttrs{}, {&a3d, &b34}, 1, "Gemm rank");
+  expect_infer_error(OpKind::kGemm, GemmAttrs{}, {&a23, &b44}, 1, "Gemm K");
+  expect_infer_error(OpKind::kGemm, GemmAttrs{}, {&a23, &b34, &c32}, 1, "Gemm C");
+  expect_infer_error(OpKind::kGemm, GemmAttrs{}, {&a23, &bi}, 1, "Gemm dtype mix");
+  expect_infer_error(OpKind::kGemm, GemmAttrs{}, {&ab, &bb}, 1, "Gemm bool");
+  expect_infer_error(OpKind::kGemm, GemmAttrs{1, 1, 2, 0}, {&a23, &b34}, 1, "transA 2");
+  Tensor m234 = shaped({2, 3, 4}), m345 = shaped({3, 4, 5}), s0 = shaped({}), i8a = shaped({2, 3}, DataType::kInt8),
+         i8b = shaped({3, 4}, DataType::kInt8);
+  expect_infer_error(OpKind::kMatMul, NoAttrs{}, {&a23, &b44}, 1, "MatMul K");
+  expect_infer_error(OpKind::kMatMul, NoAttrs{}, {&m234, &m345}, 1, "MatMul batch");
+  expect_infer_error(OpKind::kMatMul, NoAttrs{}, {&s0, &b34}, 1, "MatMul scalar");
+  expect_infer_error(OpKind::kMatMul, NoAttrs{}, {&i8a, &i8b}, 1, "MatMul int8");
+
+  Tensor rx = shaped({1, 1, 4, 4}), sc = make(DataType::kFloat32, {4}, {1, 1, 2, 2}), sc3 = make(DataType::kFloat32, {3}, {1, 2, 2});
+  Tensor sc0 = make(DataType::kFloat32, {4}, {1, 1, 0, 2}), sz = make(DataType::kInt64, {4}, {1, 1, 8, 8});
+  Tensor szn = make(DataType::kInt64, {4}, {1, 1, -8, 8}), sz32 = make(DataType::kInt32, {4}, {1, 1, 8, 8});
+  Tensor roi3 = make(DataType::kFloat32, {3}, {0, 0, 1}), rbool = shaped({1, 1, 4, 4}, DataType::kBool);
+  auto rs = [](auto f) {
+    ResizeAttrs a;
+    f(a);
+    return Attrs{a};
+  };
+  auto rnop = [](ResizeAttrs&) {};
+  expect_infer_error(OpKind::kResize, rs(rnop), {&rx, nullptr, &sc, &sz}, 1, "scales and sizes");
+  expect_infer_error(OpKind::kResize, rs(rnop), {&rx}, 1, "neither");
+  expect_infer_error(OpKind::kResize, rs(rnop), {&rx, nullptr, &sc3}, 1, "scales length");
+  expect_infer_error(OpKind::kResize, rs(rnop), {&rx, nullptr, &sc0}, 1, "scale 0");
+  expect_infer_error(OpKind::kResize, rs(rnop), {&rx, nullptr, nullptr, &szn}, 1, "negative size");
+  expect_infer_error(OpKind::kResize, rs(rnop), {&rx, nullptr, nullptr, &sz32}, 1, "int32 sizes");
+  expect_infer_error(OpKind::kResize, rs([](ResizeAttrs& a) { a.axes = {2, 2}; }), {&rx, nullptr, &sc3}, 1, "axes dup");
+  expect_infer_error(OpKind::kResize, rs([](ResizeAttrs& a) { a.axes = {4}; }), {&rx, nullptr, &sc3}, 1, "axes range");
+  expect_infer_error(OpKind::kResize, rs([](ResizeAttrs& a) { a.antialias = 1; }), {&rx, nullptr, &sc}, 1, "antialias nearest");
+  expect_infer_error(OpKind::kResize, rs([](ResizeAttrs& a) { a.mode = ResizeMode::kLinear; }), {&rbool, nullptr, &sc}, 1, "bool linear");
+  expect_infer_error(OpKind::kResize,
+                     rs([](ResizeAttrs& a) { a.coordinate_transformation_mode = CoordinateTransform::kTfCropAndResize; }),
+                     {&rx, &roi3, &sc}, 1, "roi length");
+}
+
+TEST(NnInfer, EveryOpHasEntries) {
+  for (OpKind k : {OpKind::kConv, OpKind::kConvTranspose, OpKind::kAveragePool, OpKind::kMaxPool,
+                   OpKind::kGlobalAveragePool, OpKind::kGlobalMaxPool, OpKind::kGemm, OpKind::kMatMul, OpKind::kResize}) {
+    EXPECT_NE(cpu::cpu_kernel(k), nullptr) << op_name(k);
+    int found = 0;
+    for (const InferEntry& e : nn_infer_entries()) found += e.kind == k;
+    EXPECT_EQ(found, 1) << op_name(k);
+  }
+}
+}  // namespace
+}  // namespace kiln
