@@ -204,11 +204,13 @@ std::vector<OutputType> infer_instance_norm(OpKind kind, const Attrs& attrs, std
 }
 
 std::vector<OutputType> infer_batch_norm(OpKind kind, const Attrs& attrs, std::span<const TensorView> inputs,
-                                         size_t) {
+                                         size_t num_outputs) {
   const auto& a = attrs_as<BatchNormAttrs>(attrs);
   if (a.training_mode != 0)
     throw Error("BatchNormalization: training_mode = 1 (training-mode BatchNormalization) is not supported in an "
                 "inference engine; export the model in eval mode");
+  if (num_outputs != 1)
+    throw Error("BatchNormalization: running_mean / running_var outputs exist only in training mode");
   require_epsilon(kind, a.epsilon);
   // ONNX lets scale/B (T1) and mean/var (T2) have float types other than X's.
   check_channel_params(kind, inputs, 2, false);
