@@ -68,6 +68,13 @@ enum class GeluApproximation : uint8_t { kNone, kTanh };
 template <>
 inline constexpr std::array<std::string_view, 2> kEnumNames<GeluApproximation>{"none", "tanh"};
 
+enum class LossReduction : uint8_t { kNone, kSum, kMean };
+template <>
+inline constexpr std::array<std::string_view, 3> kEnumNames<LossReduction>{"none", "sum", "mean"};
+enum class BitShiftDirection : uint8_t { kLeft, kRight };
+template <>
+inline constexpr std::array<std::string_view, 2> kEnumNames<BitShiftDirection>{"LEFT", "RIGHT"};
+
 template <class E>
 concept AttrEnum = std::is_enum_v<E> && (kEnumNames<E>.size() > 0);
 
@@ -317,6 +324,19 @@ struct OneHotAttrs {
   int64_t axis = -1;
   static constexpr auto kFields = std::tuple{Field{"axis", &OneHotAttrs::axis}};
 };
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss. ONNX's ignore_index has no default: an
+// absent attribute is kNoIgnoreIndex (INT64_MIN, which no valid class index can equal).
+inline constexpr int64_t kNoIgnoreIndex = INT64_MIN;
+struct LossAttrs {
+  int64_t ignore_index = kNoIgnoreIndex;
+  LossReduction reduction = LossReduction::kMean;
+  static constexpr auto kFields =
+      std::tuple{Field{"ignore_index", &LossAttrs::ignore_index}, Field{"reduction", &LossAttrs::reduction}};
+};
+struct BitShiftAttrs {  // direction is required in ONNX
+  BitShiftDirection direction = BitShiftDirection::kLeft;
+  static constexpr auto kFields = std::tuple{Field{"direction", &BitShiftAttrs::direction}};
+};
 
 // The order of alternatives is part of the engine format (attrs are tagged by OpKind, not by index,
 // but keep additions at the end anyway).
@@ -325,7 +345,8 @@ using Attrs = std::variant<NoAttrs, AlphaAttrs, SeluAttrs, HardSigmoidAttrs, Shr
                            EinsumAttrs, EyeLikeAttrs, ConstantOfShapeAttrs, GatherNDAttrs, ScatterAttrs, GemmAttrs,
                            ConvAttrs, PoolAttrs, BatchNormAttrs, EpsilonAttrs, LayerNormAttrs, LrnAttrs,
                            QuantizeAttrs, PadAttrs, ReduceAttrs, ArgReduceAttrs, ReshapeAttrs, ResizeAttrs,
-                           ShapeAttrs, SplitAttrs, TopKAttrs, TransposeAttrs, TriluAttrs, OneHotAttrs>;
+                           ShapeAttrs, SplitAttrs, TopKAttrs, TransposeAttrs, TriluAttrs, OneHotAttrs,
+                           LossAttrs, BitShiftAttrs>;
 
 template <class T, class V>
 struct VariantIndex;

@@ -78,6 +78,7 @@ bool always_written(OpKind kind, std::string_view field) {
     case OpKind::kConstantOfShape: return field == "value";
     case OpKind::kDepthToSpace:
     case OpKind::kSpaceToDepth: return field == "blocksize";
+    case OpKind::kBitShift: return field == "direction";
     case OpKind::kEinsum: return field == "equation";
     case OpKind::kLRN: return field == "size";
     case OpKind::kEyeLike: return field == "dtype";
