@@ -15,8 +15,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${KILN_FUZZ_BUILD:-$ROOT/build-fuzz}"
 JOBS="${JOBS:-2}"
 TESTDATA="${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}"
-SAN_FLAGS="-fsanitize=address,undefined -fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# halt_on_error=1 (below) makes every UBSan report fatal.
+SAN_FLAGS="-fsanitize=address,undefined -fsanitize=fuzzer-no-link -fno-omit-frame-pointer"
 
+mkdir -p "$BUILD"
 echo "== configure $BUILD"
 CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -112,6 +112,18 @@ int run_run(const RunOptions& o) {
     for (size_t i = 0; i < positional.size(); ++i) given.try_emplace(input_names[i], positional[i]);
   }
 
+  for (const auto& [name, t] : given) {
+    bool known = false;
+    for (const TensorInfo& in : engine->inputs()) known |= in.name == name;
+    bool frozen = is_onnx(model) && std::find(input_names.begin(), input_names.end(), name) != input_names.end();
+    if (!known && !frozen) {
+      std::vector<std::string> expected;
+      for (const TensorInfo& in : engine->inputs())
+        expected.push_back(fmt::format("input '{}' ({}{})", in.name, dtype_name(in.dtype), shape_string(in.shape)));
+      throw Error(fmt::format("--input {}: the engine has no input of that name; it takes {}", name,
+                              fmt::join(expected, ", ")));
+    }
+  }
   std::unique_ptr<Context> ctx = engine->create_context(o.threads);
   for (const TensorInfo& in : engine->inputs()) {
     auto it = given.find(in.name);

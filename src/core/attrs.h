@@ -22,6 +22,8 @@ struct Field {
   const char* name;
   T S::*member;
 };
+template <class S, class T>
+Field(const char*, T S::*) -> Field<S, T>;  // aggregate deduction needs it before clang 17
 
 // Enums carry their ONNX spellings in kEnumNames<E>; the enumerator order matches the array.
 template <class E>
@@ -74,6 +76,28 @@ inline constexpr std::array<std::string_view, 3> kEnumNames<LossReduction>{"none
 enum class BitShiftDirection : uint8_t { kLeft, kRight };
 template <>
 inline constexpr std::array<std::string_view, 2> kEnumNames<BitShiftDirection>{"LEFT", "RIGHT"};
+
+// RNN, GRU and LSTM: the activation functions and the direction.
+enum class RnnActivation : uint8_t {
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kAffine,
+  kLeakyRelu,
+  kThresholdedRelu,
+  kScaledTanh,
+  kHardSigmoid,
+  kElu,
+  kSoftsign,
+  kSoftplus,
+};
+template <>
+inline constexpr std::array<std::string_view, 11> kEnumNames<RnnActivation>{
+    "Relu", "Tanh", "Sigmoid", "Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid", "Elu",
+    "Softsign", "Softplus"};
+enum class RnnDirection : uint8_t { kForward, kReverse, kBidirectional };
+template <>
+inline constexpr std::array<std::string_view, 3> kEnumNames<RnnDirection>{"forward", "reverse", "bidirectional"};
 
 template <class E>
 concept AttrEnum = std::is_enum_v<E> && (kEnumNames<E>.size() > 0);
@@ -338,6 +362,32 @@ struct BitShiftAttrs {  // direction is required in ONNX
   static constexpr auto kFields = std::tuple{Field{"direction", &BitShiftAttrs::direction}};
 };
 
+// RNN, GRU and LSTM. Empty activations mean the op's ONNX default (RNN: Tanh; GRU: Sigmoid, Tanh;
+// LSTM: Sigmoid, Tanh, Tanh; per direction); otherwise one list entry per gate function and
+// direction (forward's first). activation_alpha / activation_beta, when given, pair up with the
+// activations in order; an activation without one uses its ONNX default. clip 0 means no clipping.
+struct RnnAttrs {
+  std::vector<float> activation_alpha;
+  std::vector<float> activation_beta;
+  std::vector<RnnActivation> activations;
+  float clip = 0.0f;
+  RnnDirection direction = RnnDirection::kForward;
+  int64_t hidden_size = 0;
+  int64_t input_forget = 0;        // LSTM
+  int64_t layout = 0;              // 1: X, Y, initial/final states are batch-first
+  int64_t linear_before_reset = 0;  // GRU
+  static constexpr auto kFields = std::tuple{
+      Field{"activation_alpha", &RnnAttrs::activation_alpha},
+      Field{"activation_beta", &RnnAttrs::activation_beta},
+      Field{"activations", &RnnAttrs::activations},
+      Field{"clip", &RnnAttrs::clip},
+      Field{"direction", &RnnAttrs::direction},
+      Field{"hidden_size", &RnnAttrs::hidden_size},
+      Field{"input_forget", &RnnAttrs::input_forget},
+      Field{"layout", &RnnAttrs::layout},
+      Field{"linear_before_reset", &RnnAttrs::linear_before_reset}};
+};
+
 // The order of alternatives is part of the engine format (attrs are tagged by OpKind, not by index,
 // but keep additions at the end anyway).
 using Attrs = std::variant<NoAttrs, AlphaAttrs, SeluAttrs, HardSigmoidAttrs, ShrinkAttrs, GeluAttrs, ModAttrs,
@@ -346,7 +396,7 @@ using Attrs = std::variant<NoAttrs, AlphaAttrs, SeluAttrs, HardSigmoidAttrs, Shr
                            ConvAttrs, PoolAttrs, BatchNormAttrs, EpsilonAttrs, LayerNormAttrs, LrnAttrs,
                            QuantizeAttrs, PadAttrs, ReduceAttrs, ArgReduceAttrs, ReshapeAttrs, ResizeAttrs,
                            ShapeAttrs, SplitAttrs, TopKAttrs, TransposeAttrs, TriluAttrs, OneHotAttrs,
-                           LossAttrs, BitShiftAttrs>;
+                           LossAttrs, BitShiftAttrs, RnnAttrs>;
 
 template <class T, class V>
 struct VariantIndex;

@@ -14,7 +14,7 @@ struct InferTable {
   InferTable() {
     // The op families, one explicit list.
     for (auto entries : {elementwise_infer_entries(), reduce_infer_entries(), nn_infer_entries(),
-                         tensor_infer_entries(), extra_infer_entries()}) {
+                         tensor_infer_entries(), extra_infer_entries(), rnn_infer_entries()}) {
       for (const InferEntry& e : entries) {
         fns[static_cast<size_t>(e.kind)] = e.fn;
         ++count[static_cast<size_t>(e.kind)];

@@ -35,6 +35,7 @@ std::span<const InferEntry> reduce_infer_entries();
 std::span<const InferEntry> nn_infer_entries();
 std::span<const InferEntry> tensor_infer_entries();
 std::span<const InferEntry> extra_infer_entries();
+std::span<const InferEntry> rnn_infer_entries();
 
 // Checks arity against OpInfo, then runs the op's InferFn.
 std::vector<OutputType> infer_shapes(OpKind kind, const Attrs& attrs, std::span<const TensorView> inputs,

@@ -55,6 +55,19 @@ void write_attr(onnx::AttributeProto* a, E v) {
   a->set_type(onnx::AttributeProto::STRING);
   a->set_s(std::string(kEnumNames<E>[i]));
 }
+void write_attr(onnx::AttributeProto* a, const std::vector<float>& v) {
+  a->set_type(onnx::AttributeProto::FLOATS);
+  for (float x : v) a->add_floats(x);
+}
+template <AttrEnum E>
+void write_attr(onnx::AttributeProto* a, const std::vector<E>& v) {
+  a->set_type(onnx::AttributeProto::STRINGS);
+  for (E e : v) {
+    auto i = static_cast<size_t>(e);
+    if (i >= kEnumNames<E>.size()) throw Error("attribute '" + a->name() + "' holds an invalid enumerator");
+    a->add_strings(std::string(kEnumNames<E>[i]));
+  }
+}
 
 // The op's ONNX defaults. Structs shared by several ops hold one default; where an op's ONNX default
 // differs (the importer sets these too), the comparison must use the op's.

@@ -76,6 +76,23 @@ void parse_attr(const onnx::AttributeProto& a, E& out, const std::filesystem::pa
               ")");
 }
 
+void parse_attr(const onnx::AttributeProto& a, std::vector<float>& out, const std::filesystem::path&) {
+  expect_type(a, onnx::AttributeProto::FLOATS, "a list of floats");
+  out.assign(a.floats().begin(), a.floats().end());
+}
+template <AttrEnum E>
+void parse_attr(const onnx::AttributeProto& a, std::vector<E>& out, const std::filesystem::path& base) {
+  expect_type(a, onnx::AttributeProto::STRINGS, "a list of strings");
+  out.clear();
+  for (const std::string& s : a.strings()) {
+    onnx::AttributeProto one;  // reuse the single-string parser and its error message
+    one.set_name(a.name());
+    one.set_type(onnx::AttributeProto::STRING);
+    one.set_s(s);
+    parse_attr(one, out.emplace_back(), base);
+  }
+}
+
 // Parses every attribute of `proto` that names a field of attrs; returns the names it did not know.
 std::vector<std::string> parse_known_attrs(const onnx::NodeProto& proto, Attrs& attrs,
                                            const std::filesystem::path& base) {
@@ -160,14 +177,14 @@ void import_constant(Importer& im, const onnx::NodeProto& n, const std::filesyst
     t.dtype = DataType::kFloat32;
     if (a.name() == "value_floats") t.shape = {static_cast<int64_t>(v.size())};
     t.data.resize(v.size() * 4);
-    std::memcpy(t.data.data(), v.data(), t.data.size());
+    if (!v.empty()) std::memcpy(t.data.data(), v.data(), t.data.size());
   } else if (a.name() == "value_int" || a.name() == "value_ints") {
     std::vector<int64_t> v = a.name() == "value_int" ? std::vector<int64_t>{a.i()}
                                                       : std::vector<int64_t>(a.ints().begin(), a.ints().end());
     t.dtype = DataType::kInt64;
     if (a.name() == "value_ints") t.shape = {static_cast<int64_t>(v.size())};
     t.data.resize(v.size() * 8);
-    std::memcpy(t.data.data(), v.data(), t.data.size());
+    if (!v.empty()) std::memcpy(t.data.data(), v.data(), t.data.size());
   } else {
     throw Error("Constant node " + in_quotes(n.name()) + " uses attribute " + in_quotes(a.name()) +
                 ", which Kiln does not support (sparse and string constants)");
@@ -188,7 +205,7 @@ const onnx::AttributeProto* Importer::attr(const onnx::NodeProto& n, const std::
 
 ValueId Importer::const_i64(const std::string& hint, const std::vector<int64_t>& v, bool scalar) {
   std::vector<uint8_t> bytes(v.size() * 8);
-  std::memcpy(bytes.data(), v.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
   std::vector<int64_t> shape;
   if (!scalar) shape = {static_cast<int64_t>(v.size())};
   return g.add_constant(g.unique_name(hint), DataType::kInt64, shape, std::move(bytes));
@@ -196,7 +213,7 @@ ValueId Importer::const_i64(const std::string& hint, const std::vector<int64_t>&
 
 ValueId Importer::const_f32(const std::string& hint, const std::vector<float>& v, bool scalar) {
   std::vector<uint8_t> bytes(v.size() * 4);
-  std::memcpy(bytes.data(), v.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
   std::vector<int64_t> shape;
   if (!scalar) shape = {static_cast<int64_t>(v.size())};
   return g.add_constant(g.unique_name(hint), DataType::kFloat32, shape, std::move(bytes));
@@ -305,9 +322,20 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
         throw Error("has attribute " + in_quotes(a) + ", which Kiln does not support for " + np.op_type() + " at opset " +
                     std::to_string(opset));
       }
-      for (const std::string& out : np.output()) {
+      for (int k = 0; k < np.output_size(); ++k) {
+        const std::string& out = np.output(k);
         if (out.empty()) {
-          n.outputs.push_back(kNoValue);
+          // Engine steps address outputs by position, so an unused optional output before a used
+          // one (RNN's Y in RNN(...) -> ("", Y_h)) gets a value of its own; trailing ones are dropped.
+          bool later_used = false;
+          for (int j = k + 1; j < np.output_size(); ++j) later_used |= !np.output(j).empty();
+          if (!later_used) {
+            n.outputs.push_back(kNoValue);
+            continue;
+          }
+          Value v;
+          v.name = g.unique_name(node_name + "_unused_output" + std::to_string(k));
+          n.outputs.push_back(g.add_value(std::move(v)));
           continue;
         }
         if (g.find(out) != kNoValue) throw Error("writes " + in_quotes(out) + ", which is defined already");

@@ -127,6 +127,9 @@ std::vector<uint8_t> read_external(const onnx::TensorProto& proto, const fs::pat
   }
   if (location.empty())
     throw Error(what + ": data_location is EXTERNAL but external_data has no 'location'; the model file is corrupt");
+  if (base_dir.empty())
+    throw Error(what + ": uses external data, which cannot be resolved for a model given as bytes; load the model "
+                "from its file so that '" + location + "' can be found next to it");
   if (location.find('\0') != std::string::npos)
     throw Error(what + ": external data location contains a NUL byte; the model file is corrupt");
   fs::path rel(location);

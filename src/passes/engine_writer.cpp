@@ -94,8 +94,9 @@ std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& targ
   h.weights_bytes = weights.size();
   std::vector<uint8_t> file(h.weights_offset + h.weights_bytes, 0);
   std::memcpy(file.data() + h.toc_offset, fbb.GetBufferPointer(), h.toc_bytes);
-  std::memcpy(file.data() + h.weights_offset, weights.data(), weights.size());
-  h.checksum = format::checksum({file.data() + sizeof h, file.size() - sizeof h});
+  if (!weights.empty()) std::memcpy(file.data() + h.weights_offset, weights.data(), weights.size());
+  std::memcpy(file.data(), &h, sizeof h);  // checksum field still zero: the checksum covers the header too
+  h.checksum = format::checksum(file);
   std::memcpy(file.data(), &h, sizeof h);
   if (report) {
     report->weight_bytes = weights.size();

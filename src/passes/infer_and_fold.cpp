@@ -16,7 +16,7 @@ constexpr size_t kFoldGrowthLimit = size_t{1} << 20;  // bytes an expanding fold
 
 std::vector<uint8_t> shape_value(const std::vector<int64_t>& dims) {
   std::vector<uint8_t> b(dims.size() * 8);
-  std::memcpy(b.data(), dims.data(), b.size());
+  if (!b.empty()) std::memcpy(b.data(), dims.data(), b.size());
   return b;
 }
 

@@ -5,7 +5,8 @@
 //   ...          zero padding to a multiple of kWeightAlign (4096)
 //   weights      the weight blob; each tensor starts at a multiple of kTensorAlign (64)
 //
-// checksum = XXH64(every byte after the header, seed 0). The weights start page aligned so that the
+// checksum = XXH64(the whole file with the checksum field set to zero, seed 0), so damage to the
+// header is caught as well as damage to the contents. The weights start page aligned so that the
 // file can be mapped and the weights used in place.
 #pragma once
 
@@ -35,6 +36,7 @@ static_assert(sizeof(EngineHeader) == 64);
 
 inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-uint64_t checksum(std::span<const uint8_t> bytes);
+// Checksum of a whole engine file, computed as if its checksum field were zero.
+uint64_t checksum(std::span<const uint8_t> file);
 
 }  // namespace kiln::format

@@ -54,7 +54,8 @@ void check_header(const std::vector<uint8_t>& file, const std::string& origin, f
     fail(origin, "file is truncated or its section table is damaged (expected " +
                      std::to_string(h.weights_offset + h.weights_bytes) + " bytes, found " + std::to_string(size) + ")");
   if (h.weights_offset + h.weights_bytes != size) fail(origin, "file has trailing bytes after the weights");
-  uint64_t sum = format::checksum({file.data() + sizeof h, file.size() - sizeof h});
+  if (h.reserved != 0) fail(origin, "header has non-zero reserved bytes: the file is damaged or from another tool");
+  uint64_t sum = format::checksum(file);
   if (sum != h.checksum) fail(origin, "checksum mismatch: the file is damaged; rebuild or copy it again");
 }
 
@@ -97,6 +98,8 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
     uint64_t limit = r.kind == TensorKind::kWeight ? h.weights_bytes : e->arena_bytes;
     if (r.kind != TensorKind::kInput && (r.offset > limit || r.bytes > limit - r.offset))
       fail(origin, "tensor '" + r.name + "' lies outside its memory region");
+    if (r.kind != TensorKind::kInput && r.offset % format::kTensorAlign != 0)
+      fail(origin, "tensor '" + r.name + "' is not aligned to " + std::to_string(format::kTensorAlign) + " bytes");
     e->tensors.push_back(std::move(r));
   }
   const auto ntensors = static_cast<int32_t>(e->tensors.size());
@@ -121,6 +124,9 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
   for (int32_t i : *root->outputs()) {
     check_index(i, false, "engine output");
     const TensorRec& t = e->tensors[static_cast<size_t>(i)];
+    if (t.kind != TensorKind::kOutput) fail(origin, "engine output '" + t.name + "' is not an output tensor");
+    for (int32_t o : e->output_ids)
+      if (o == i) fail(origin, "engine output '" + t.name + "' is listed twice");
     e->output_ids.push_back(i);
     e->outputs.push_back({t.name, t.dtype, t.shape});
   }

@@ -31,6 +31,7 @@ std::span<const KernelEntry> reduce_kernels();
 std::span<const KernelEntry> nn_kernels();
 std::span<const KernelEntry> tensor_kernels();
 std::span<const KernelEntry> extra_kernels();
+std::span<const KernelEntry> rnn_kernels();
 
 // The kernel for kind, or null if the CPU backend does not support it.
 CpuKernel cpu_kernel(OpKind kind);

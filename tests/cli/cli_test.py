@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Checks the exit codes and messages of the kiln command (0 ok, 1 mismatch with --expect, 2 error).
+
+Run by ctest as: cli_test.py --kiln path/to/kiln. Small models are written with onnx.helper into a
+temporary directory.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+KILN = None
+
+
+def run_kiln(*args):
+    p = subprocess.run([KILN, *map(str, args)], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def save_model(path, nodes, inputs, outputs, initializers=(), opset=17, name="m"):
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def save_pb(path, array, name=""):
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(array, name).SerializeToString())
+    return path
+
+
+class KilnCli(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="kiln_cli_test_")
+        cls.dir = cls.tmp.name
+        # y = Relu(x) + bias, x float32[2,3]
+        cls.bias = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+        cls.model = save_model(
+            os.path.join(cls.dir, "relu_add.onnx"),
+            [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Add", ["r", "bias"], ["y"], name="add")],
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+            [numpy_helper.from_array(cls.bias, "bias")],
+            name="relu_add")
+        cls.x = np.array([[-1.0, 0.5, 2.0], [3.0, -4.0, 0.0]], dtype=np.float32)
+        cls.y = np.maximum(cls.x, 0) + cls.bias
+        cls.x_npy = os.path.join(cls.dir, "x.npy")
+        np.save(cls.x_npy, cls.x)
+        cls.inputs_dir = os.path.join(cls.dir, "inputs")
+        os.makedirs(cls.inputs_dir)
+        save_pb(os.path.join(cls.inputs_dir, "input_0.pb"), cls.x, "x")
+        cls.good_dir = os.path.join(cls.dir, "expect_good")
+        os.makedirs(cls.good_dir)
+        save_pb(os.path.join(cls.good_dir, "output_0.pb"), cls.y, "y")
+        cls.bad_dir = os.path.join(cls.dir, "expect_bad")
+        os.makedirs(cls.bad_dir)
+        save_pb(os.path.join(cls.bad_dir, "output_0.pb"), cls.y + np.float32(0.5), "y")
+        cls.engine = os.path.join(cls.dir, "relu_add.kiln")
+        code, out, err = run_kiln("optimize", cls.model, "-o", cls.engine)
+        assert code == 0, err
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def assert_error(self, args, *parts, code=2):
+        rc, out, err = run_kiln(*args)
+        self.assertEqual(rc, code, f"kiln {' '.join(map(str, args))}\nstdout: {out}\nstderr: {err}")
+        for p in parts:
+            self.assertIn(p, err, f"kiln {' '.join(map(str, args))}: stderr lacks {p!r}:\n{err}")
+        return err
+
+    # ---- files that are missing or not what they claim -------------------------------------------
+
+    def test_missing_file(self):
+        missing = self.path("does_not_exist.onnx")
+        self.assert_error(["run", missing], "kiln: error:", missing, "cannot open")
+        self.assert_error(["optimize", missing], missing, "cannot open")
+        self.assert_error(["inspect", self.path("does_not_exist.kiln")], "cannot open the engine file")
+
+    def test_not_an_onnx_file(self):
+        bogus = self.path("bogus.onnx")
+        with open(bogus, "w") as f:
+            f.write("not a model, just text\n")
+        self.assert_error(["inspect", bogus], bogus, "not a valid ONNX model")
+        self.assert_error(["optimize", bogus], "not a valid ONNX model")
+        self.assert_error(["optimize", self.x_npy], "expected an .onnx model")
+
+    def test_unsupported_op(self):
+        m = save_model(self.path("fancy.onnx"),
+                       [helper.make_node("FancyOp", ["x"], ["y"], name="fancy_node")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+        err = self.assert_error(["optimize", m], "unsupported op types", "FancyOp", "fancy_node")
+        self.assertNotIn("internal error", err)
+        self.assert_error(["run", m, "--input", f"x={self.x_npy}"], "FancyOp", "fancy_node")
+
+    def test_damaged_engine(self):
+        data = bytearray(Path(self.engine).read_bytes())
+        damaged = self.path("damaged.kiln")
+        data[-1] ^= 0xFF
+        Path(damaged).write_bytes(data)
+        self.assert_error(["inspect", damaged], "damaged", "checksum")
+        self.assert_error(["run", damaged, "--input", f"x={self.x_npy}"], "checksum mismatch")
+        truncated = self.path("truncated.kiln")
+        Path(truncated).write_bytes(data[:100])
+        self.assert_error(["inspect", truncated], "truncated")
+        foreign = self.path("foreign.kiln")
+        Path(foreign).write_bytes(Path(self.model).read_bytes().ljust(64, b"\0"))
+        self.assert_error(["inspect", foreign], "bad magic")
+
+    # ---- inputs --------------------------------------------------------------------------------
+
+    def test_wrong_input_name(self):
+        self.assert_error(["run", self.model, "--input", f"nope={self.x_npy}"],
+                          "--input nope", "no input of that name", "inputs: x")
+        # An engine names the unknown input and the inputs it takes, with dtype and shape.
+        self.assert_error(["run", self.engine, "--input", f"nope={self.x_npy}"], "--input nope",
+                          "no input of that name", "input 'x'", "float32[2,3]")
+        # An input left out is named with what it expects.
+        self.assert_error(["run", self.engine], "input 'x'", "float32[2,3]", "was not given")
+
+    def test_unknown_input_name_for_engine_with_all_inputs_given(self):
+        # Like an .onnx model, an engine must not silently ignore an input name it does not have.
+        self.assert_error(["run", self.engine, "--input", f"x={self.x_npy}", "--input", f"nope={self.x_npy}"],
+                          "nope")
+
+    def test_wrong_input_shape_or_dtype(self):
+        wrong_shape = self.path("x_3x2.npy")
+        np.save(wrong_shape, self.x.reshape(3, 2))
+        wrong_dtype = self.path("x_i64.npy")
+        np.save(wrong_dtype, self.x.astype(np.int64))
+        self.assert_error(["run", self.engine, "--input", f"x={wrong_shape}"],
+                          "input 'x' expects float32[2,3], the file holds float32[3,2]")
+        self.assert_error(["run", self.engine, "--input", f"x={wrong_dtype}"],
+                          "input 'x' expects float32[2,3], the file holds int64[2,3]")
+        self.assert_error(["run", self.model, "--input", f"x={wrong_shape}"], "input 'x'", "2x3", "[3,2]")
+        self.assert_error(["run", self.model, "--input", f"x={wrong_dtype}"], "input 'x'", "float32", "int64")
+        self.assert_error(["run", self.model, "--input", "x"], "expected NAME=VALUE")
+
+    # ---- running -------------------------------------------------------------------------------
+
+    def test_run_prints_outputs(self):
+        rc, out, err = run_kiln("run", self.model, "--input", f"x={self.x_npy}")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("y float32[2,3]: 0.5, -0.5, 4, 3.5, -1, 2", out)
+
+    def test_expect_match(self):
+        for model in (self.model, self.engine):
+            rc, out, err = run_kiln("run", model, "--inputs", self.inputs_dir, "--expect", self.good_dir)
+            self.assertEqual(rc, 0, out + err)
+            self.assertIn("all outputs match", out)
+
+    def test_expect_mismatch(self):
+        for model in (self.model, self.engine):
+            rc, out, err = run_kiln("run", model, "--inputs", self.inputs_dir, "--expect", self.bad_dir)
+            self.assertEqual(rc, 1, out + err)
+            self.assertIn("MISMATCH", out)
+            self.assertIn("outputs do NOT match", out)
+        # A looser tolerance accepts the same reference.
+        rc, out, err = run_kiln("run", self.engine, "--inputs", self.inputs_dir, "--expect", self.bad_dir,
+                                "--atol", "0.6")
+        self.assertEqual(rc, 0, out + err)
+
+    def test_outputs_written(self):
+        out_dir = self.path("outs")
+        rc, out, err = run_kiln("run", self.engine, "--input", f"x={self.x_npy}", "--outputs", out_dir)
+        self.assertEqual(rc, 0, err)
+        got = numpy_helper.to_array(onnx.load_tensor(os.path.join(out_dir, "output_0.pb")))
+        np.testing.assert_allclose(got, self.y, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(np.load(os.path.join(out_dir, "output_0.npy")), self.y, rtol=0, atol=1e-6)
+
+    # ---- optimize / inspect --------------------------------------------------------------------
+
+    def test_optimize_then_inspect(self):
+        engine = self.path("inspect_me.kiln")
+        rc, out, err = run_kiln("optimize", self.model, "-o", engine)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("wrote " + engine, out)
+        rc, out, err = run_kiln("inspect", engine)
+        self.assertEqual(rc, 0, err)
+        for part in ["input      x float32[2,3]", "output     y float32[2,3]", "steps      2",
+                     "weights    ", "target     cpu", "versions   format 1, built by kiln 0.1.0",
+                     "model      relu_add", "Relu", "Add"]:
+            self.assertIn(part, out)
+
+    def test_inspect_json(self):
+        rc, out, err = run_kiln("inspect", self.engine, "--json")
+        self.assertEqual(rc, 0, err)
+        j = json.loads(out)
+        self.assertEqual(j["format_version"], 1)
+        self.assertEqual(j["target"], "cpu")
+        self.assertEqual(j["model"], "relu_add")
+        self.assertEqual(j["inputs"], [{"name": "x", "dtype": "float32", "shape": [2, 3]}])
+        self.assertEqual(j["outputs"], [{"name": "y", "dtype": "float32", "shape": [2, 3]}])
+        self.assertEqual([s["op"] for s in j["steps"]], ["Relu", "Add"])
+        self.assertEqual(j["file_bytes"], os.path.getsize(self.engine))
+        self.assertGreaterEqual(j["weight_bytes"], 12)
+        rc, out, err = run_kiln("inspect", self.model, "--json")
+        self.assertEqual(rc, 0, err)
+        j = json.loads(out)
+        self.assertEqual(j["nodes"], 2)
+        self.assertEqual(j["ops"], {"Add": 1, "Relu": 1})
+
+    def test_optimize_options(self):
+        self.assert_error(["optimize", self.model, "--disable-pass", "no-such-pass"], "no such pass")
+        self.assert_error(["optimize", self.model, "--disable-pass", "infer-and-fold"], "is required")
+        self.assert_error(["optimize", self.model, "--batch", "0"], "--batch must be at least 1")
+        self.assert_error(["optimize", self.model, "--shape", "x=2xq"], "is not a shape")
+        self.assert_error(["optimize", self.model, "--device", "tpu"], "expected cpu or gpu")
+
+    def test_symbolic_dims(self):
+        m = save_model(self.path("sym.onnx"),
+                       [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "L"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "L"])])
+        self.assert_error(["optimize", m, "-o", self.path("sym.kiln")], "input 'x'", "dimension 1 is symbolic",
+                          "--shape x=")
+        rc, out, err = run_kiln("optimize", m, "-o", self.path("sym.kiln"), "--shape", "x=3x5")
+        self.assertEqual(rc, 0, err)
+        rc, out, err = run_kiln("inspect", self.path("sym.kiln"))
+        self.assertIn("input      x float32[3,5]", out)
+        # kiln run takes the shape from the data it is given.
+        rc, out, err = run_kiln("run", m, "--input", f"x={self.x_npy}")
+        self.assertEqual(rc, 0, err)
+
+    # ---- the command line itself ----------------------------------------------------------------
+
+    def test_ops_lists_conv(self):
+        rc, out, err = run_kiln("ops")
+        self.assertEqual(rc, 0, err)
+        ops = out.split()
+        for op in ["Conv", "Relu", "Gemm", "Constant", "Upsample"]:
+            self.assertIn(op, ops)
+        self.assertEqual(ops, sorted(ops))
+        rc, out, err = run_kiln("ops", "--json")
+        self.assertEqual(rc, 0, err)
+        entries = {e["op"]: e for e in json.loads(out)}
+        self.assertEqual(entries["Upsample"]["imports_as"], "Resize")
+        self.assertEqual(entries["Conv"]["backends"], ["cpu"])
+
+    def test_unknown_option_and_usage_errors(self):
+        rc, out, err = run_kiln("run", self.model, "--frobnicate")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("frobnicate", out + err)
+        rc, out, err = run_kiln("explode")
+        self.assertEqual(rc, 2, out + err)
+        rc, out, err = run_kiln()
+        self.assertEqual(rc, 2, out + err)
+        rc, out, err = run_kiln("run")
+        self.assertEqual(rc, 2, out + err)
+        rc, out, err = run_kiln("--version")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("kiln 0.1.0", out)
+
+
+def main():
+    global KILN
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kiln", required=True)
+    args, rest = parser.parse_known_args()
+    KILN = os.path.abspath(args.kiln)
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()

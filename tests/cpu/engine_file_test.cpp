@@ -1,0 +1,613 @@
+// Tests for the engine file: build -> load -> run against a float64 reference, deterministic output,
+// and the loader's defences: truncation, damage caught by the checksum, foreign or newer files, and
+// crafted files whose checksum is valid but whose contents lie (rebuilt with the flatbuffer schema).
+// Also the Context's errors and several contexts running one engine on several threads.
+#include <engine_schema_generated.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "graph/onnx_import.h"
+#include "kiln/engine.h"
+#include "passes/build.h"
+#include "runtime/engine_format.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- the model: X[1,1,4,4] -> Conv(2x1x3x3, bias) -> Relu -> Flatten -> Gemm(8x3, bias) -> Y[1,3]
+
+std::vector<float> x_values(float shift = 0.f) {
+  std::vector<float> x(16);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 5) * 0.25f - 0.5f + shift;
+  return x;
+}
+std::vector<float> conv_w() {
+  std::vector<float> w(18);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  return w;
+}
+const std::vector<float> kConvB = {0.05f, -0.1f};
+std::vector<float> gemm_w() {
+  std::vector<float> w(24);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.05f * static_cast<float>(i) - 0.4f;
+  return w;
+}
+const std::vector<float> kGemmC = {0.1f, 0.2f, -0.3f};
+
+// The model's output computed in double.
+std::vector<double> reference(const std::vector<float>& x) {
+  std::vector<float> w = conv_w(), w2 = gemm_w();
+  std::vector<double> f(8);
+  for (int oc = 0; oc < 2; ++oc)
+    for (int oy = 0; oy < 2; ++oy)
+      for (int ox = 0; ox < 2; ++ox) {
+        double s = kConvB[oc];
+        for (int ky = 0; ky < 3; ++ky)
+          for (int kx = 0; kx < 3; ++kx)
+            s += double(x[(oy + ky) * 4 + ox + kx]) * double(w[oc * 9 + ky * 3 + kx]);
+        f[oc * 4 + oy * 2 + ox] = std::max(s, 0.0);
+      }
+  std::vector<double> y(3);
+  for (int j = 0; j < 3; ++j) {
+    double s = kGemmC[j];
+    for (int k = 0; k < 8; ++k) s += f[k] * double(w2[k * 3 + j]);
+    y[j] = s;
+  }
+  return y;
+}
+
+void add_init(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
+              const std::vector<float>& v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+}
+
+void add_io(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* list, const std::string& name, int32_t elem,
+            const std::vector<int64_t>& dims) {
+  auto* vi = list->Add();
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem);
+  for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, const std::string& name,
+                          const std::vector<std::string>& ins, const std::vector<std::string>& outs) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (const auto& i : ins) n->add_input(i);
+  for (const auto& o : outs) n->add_output(o);
+  return n;
+}
+
+std::vector<uint8_t> serialize(const onnx::ModelProto& m) {
+  std::string s;
+  m.SerializeToString(&s);
+  return {s.begin(), s.end()};
+}
+
+onnx::ModelProto new_model(const std::string& name) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  m.mutable_graph()->set_name(name);
+  return m;
+}
+
+std::vector<uint8_t> convnet_onnx() {
+  onnx::ModelProto m = new_model("convnet");
+  auto* g = m.mutable_graph();
+  add_io(g->mutable_input(), "X", onnx::TensorProto::FLOAT, {1, 1, 4, 4});
+  add_io(g->mutable_output(), "Y", onnx::TensorProto::FLOAT, {1, 3});
+  add_init(g, "W", {2, 1, 3, 3}, conv_w());
+  add_init(g, "B", {2}, kConvB);
+  add_init(g, "W2", {8, 3}, gemm_w());
+  add_init(g, "C", {3}, kGemmC);
+  add_node(g, "Conv", "conv", {"X", "W", "B"}, {"c"});
+  add_node(g, "Relu", "relu", {"c"}, {"r"});
+  add_node(g, "Flatten", "flatten", {"r"}, {"f"});
+  add_node(g, "Gemm", "gemm", {"f", "W2", "C"}, {"Y"});
+  return serialize(m);
+}
+
+std::vector<uint8_t> build(const std::vector<uint8_t>& onnx_bytes) {
+  graph::Graph g = graph::import_onnx_bytes(onnx_bytes, "model.onnx", "");
+  return passes::build_engine(g, passes::BuildOptions{});
+}
+
+const std::vector<uint8_t>& convnet_engine() {
+  static const std::vector<uint8_t> bytes = build(convnet_onnx());
+  return bytes;
+}
+
+std::vector<float> run_convnet(const Engine& e, const std::vector<float>& x) {
+  auto ctx = e.create_context(1);
+  ctx->set_input("X", x.data(), x.size() * 4);
+  ctx->run();
+  auto out = ctx->output("Y");
+  std::vector<float> y(out.size() / 4);
+  std::memcpy(y.data(), out.data(), out.size());
+  return y;
+}
+
+// The message of the kiln::Error that loading `bytes` throws; "" if it loads.
+std::string load_error(const std::vector<uint8_t>& bytes) {
+  try {
+    Engine::from_bytes(bytes, "crafted.kiln");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// ---- build, run, load ----------------------------------------------------------------------------
+
+TEST(EngineFile, ConvReluGemmMatchesFloat64Reference) {
+  auto e = Engine::from_bytes(convnet_engine(), "convnet.kiln");
+  ASSERT_EQ(e->inputs().size(), 1u);
+  EXPECT_EQ(e->inputs()[0].name, "X");
+  EXPECT_EQ(e->inputs()[0].dtype, DataType::kFloat32);
+  EXPECT_EQ(e->inputs()[0].shape, (std::vector<int64_t>{1, 1, 4, 4}));
+  ASSERT_EQ(e->outputs().size(), 1u);
+  EXPECT_EQ(e->outputs()[0].name, "Y");
+  EXPECT_EQ(e->outputs()[0].shape, (std::vector<int64_t>{1, 3}));
+  for (float shift : {0.f, 0.3f, -1.f}) {
+    std::vector<float> x = x_values(shift);
+    std::vector<float> y = run_convnet(*e, x);
+    std::vector<double> ref = reference(x);
+    ASSERT_EQ(y.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(y[i], ref[i], 1e-5 + 1e-5 * std::fabs(ref[i])) << "shift " << shift << " i " << i;
+  }
+}
+
+TEST(EngineFile, SummaryDescribesTheEngine) {
+  auto e = Engine::from_bytes(convnet_engine(), "convnet.kiln");
+  EngineSummary s = e->summary();
+  EXPECT_EQ(s.format_version, format::kVersion);
+  EXPECT_EQ(s.format_version, engine_format_version());
+  EXPECT_EQ(s.producer, "kiln " + std::string(kiln_version()));
+  EXPECT_EQ(s.target, "cpu");
+  EXPECT_EQ(s.model_name, "convnet");
+  EXPECT_EQ(s.file_bytes, convnet_engine().size());
+  EXPECT_GE(s.weight_bytes, (18u + 2u + 24u + 3u) * 4u);
+  ASSERT_EQ(s.steps.size(), 4u);
+  EXPECT_EQ(s.steps[0].op, "Conv");
+  EXPECT_EQ(s.steps[0].name, "conv");
+  EXPECT_EQ(s.steps[0].inputs, (std::vector<std::string>{"X", "W", "B"}));
+  EXPECT_EQ(s.steps[1].op, "Relu");
+  EXPECT_EQ(s.steps[2].op, "Flatten");
+  EXPECT_EQ(s.steps[3].op, "Gemm");
+  EXPECT_EQ(s.steps[3].outputs, (std::vector<std::string>{"Y"}));
+}
+
+TEST(EngineFile, BuildingTwiceGivesIdenticalBytes) {
+  std::vector<uint8_t> a = build(convnet_onnx()), b = build(convnet_onnx());
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_TRUE(a == b);
+  format::EngineHeader h;
+  std::memcpy(&h, a.data(), sizeof h);
+  EXPECT_EQ(h.weights_offset % format::kWeightAlign, 0u);
+  EXPECT_EQ(h.weights_offset + h.weights_bytes, a.size());
+}
+
+struct TempFile {
+  fs::path path;
+  explicit TempFile(const std::string& stem)
+      : path(fs::temp_directory_path() / (stem + "_" + std::to_string(getpid()) + ".kiln")) {}
+  ~TempFile() { fs::remove(path); }
+  void write(const std::vector<uint8_t>& bytes) const {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+};
+
+TEST(EngineFile, LoadFromPath) {
+  TempFile f("kiln_engine_file_test");
+  f.write(convnet_engine());
+  auto e = Engine::load(f.path);
+  std::vector<float> y = run_convnet(*e, x_values());
+  std::vector<double> ref = reference(x_values());
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(y[i], ref[i], 1e-5);
+  // A truncated file on disk is reported with its path.
+  std::vector<uint8_t> half(convnet_engine().begin(), convnet_engine().begin() + 100);
+  f.write(half);
+  try {
+    Engine::load(f.path);
+    FAIL() << "a truncated file loaded";
+  } catch (const Error& err) {
+    EXPECT_TRUE(has(err.what(), f.path.string() + ": file is truncated")) << err.what();
+  }
+  try {
+    Engine::load(f.path.string() + ".missing");
+    FAIL() << "a missing file loaded";
+  } catch (const Error& err) {
+    EXPECT_TRUE(has(err.what(), "cannot open the engine file")) << err.what();
+  }
+}
+
+// ---- damaged files -------------------------------------------------------------------------------
+
+TEST(EngineFileDamage, TruncatedAtEveryLength) {
+  const std::vector<uint8_t>& full = convnet_engine();
+  std::vector<size_t> lengths;
+  for (size_t n = 0; n <= 200; ++n) lengths.push_back(n);
+  for (size_t n : {size_t{256}, size_t{1000}, size_t{4095}, size_t{4096}, size_t{4097}, full.size() / 2,
+                   full.size() - 64, full.size() - 1})
+    lengths.push_back(n);
+  for (size_t n : lengths) {
+    ASSERT_LT(n, full.size());
+    std::string e = load_error({full.begin(), full.begin() + static_cast<std::ptrdiff_t>(n)});
+    ASSERT_FALSE(e.empty()) << "loaded when truncated to " << n << " bytes";
+    EXPECT_TRUE(has(e, "crafted.kiln: ")) << e;
+    if (n < sizeof(format::EngineHeader)) {
+      EXPECT_TRUE(has(e, "too short to be a Kiln engine (" + std::to_string(n) + " bytes)")) << e;
+    } else {
+      EXPECT_TRUE(has(e, "file is truncated or its section table is damaged")) << n << ": " << e;
+      EXPECT_TRUE(has(e, "expected " + std::to_string(full.size()) + " bytes, found " + std::to_string(n))) << e;
+    }
+  }
+}
+
+TEST(EngineFileDamage, TrailingBytes) {
+  std::vector<uint8_t> b = convnet_engine();
+  b.push_back(0);
+  EXPECT_TRUE(has(load_error(b), "trailing bytes after the weights"));
+}
+
+TEST(EngineFileDamage, AnyFlippedByteAfterTheHeaderFailsTheChecksum) {
+  const std::vector<uint8_t>& full = convnet_engine();
+  std::vector<uint8_t> b = full;
+  for (size_t i = sizeof(format::EngineHeader); i < b.size(); ++i) {
+    b[i] ^= 0x5a;
+    std::string e = load_error(b);
+    b[i] ^= 0x5a;
+    ASSERT_TRUE(has(e, "checksum mismatch: the file is damaged")) << "byte " << i << ": " << e;
+  }
+  EXPECT_TRUE(load_error(b).empty());
+}
+
+// The checksum covers the header too: every flipped header byte is refused.
+TEST(EngineFileDamage, FlippedHeaderByteIsRefused) {
+  const std::vector<uint8_t>& full = convnet_engine();
+  for (size_t i = 0; i < sizeof(format::EngineHeader); ++i) {
+    for (uint8_t mask : {uint8_t{0x01}, uint8_t{0x80}, uint8_t{0xff}}) {
+      std::vector<uint8_t> b = full;
+      b[i] ^= mask;
+      EXPECT_FALSE(load_error(b).empty()) << "header byte " << i << " ^ " << int(mask) << " was accepted";
+    }
+  }
+}
+
+format::EngineHeader header_of(const std::vector<uint8_t>& b) {
+  format::EngineHeader h;
+  std::memcpy(&h, b.data(), sizeof h);
+  return h;
+}
+
+std::vector<uint8_t> with_header(std::vector<uint8_t> b, const std::function<void(format::EngineHeader&)>& edit) {
+  format::EngineHeader h = header_of(b);
+  edit(h);
+  std::memcpy(b.data(), &h, sizeof h);
+  return b;
+}
+
+TEST(EngineFileDamage, WrongMagic) {
+  std::string e = load_error(with_header(convnet_engine(), [](auto& h) { h.magic[3] = 'X'; }));
+  EXPECT_TRUE(has(e, "not a Kiln engine file (bad magic)")) << e;
+  std::vector<uint8_t> onnx = convnet_onnx();
+  onnx.resize(std::max<size_t>(onnx.size(), 64));
+  EXPECT_TRUE(has(load_error(onnx), "bad magic"));
+}
+
+TEST(EngineFileDamage, NewerFormatVersion) {
+  std::string e = load_error(with_header(convnet_engine(), [](auto& h) { h.format_version = format::kVersion + 1; }));
+  EXPECT_TRUE(has(e, "engine format version " + std::to_string(format::kVersion + 1) +
+                         " is newer than this runtime reads (" + std::to_string(format::kVersion) + ")"))
+      << e;
+  e = load_error(with_header(convnet_engine(), [](auto& h) { h.format_version = 0; }));
+  EXPECT_TRUE(has(e, "version 0 is invalid")) << e;
+  e = load_error(with_header(convnet_engine(), [](auto& h) { h.header_bytes = 128; }));
+  EXPECT_TRUE(has(e, "unexpected header size")) << e;
+}
+
+TEST(EngineFileDamage, HeaderOffsetsBeyondTheFile) {
+  const std::vector<uint8_t>& full = convnet_engine();
+  const uint64_t size = full.size();
+  std::vector<std::function<void(format::EngineHeader&)>> edits = {
+      [](auto& h) { h.toc_offset = 4096; },
+      [](auto& h) { h.toc_bytes = uint64_t{1} << 40; },
+      [](auto& h) { h.toc_bytes = ~uint64_t{0}; },
+      [&](auto& h) { h.weights_offset = format::align_up(size + 1, format::kWeightAlign); },
+      [](auto& h) { h.weights_offset = ~uint64_t{0} - 4095; },
+      [](auto& h) { h.weights_bytes = ~uint64_t{0}; },
+      [](auto& h) { h.weights_bytes += 1; },
+      [](auto& h) { h.weights_offset = 64; },  // overlaps the table of contents
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    std::string e = load_error(with_header(full, edits[i]));
+    EXPECT_TRUE(has(e, "file is truncated or its section table is damaged")) << "edit " << i << ": " << e;
+  }
+}
+
+// ---- crafted engines: valid checksum, bad contents ----------------------------------------------
+
+struct TensorDesc {
+  std::string name;
+  uint8_t dtype = 1;
+  std::vector<int64_t> shape;
+  fb::TensorKind kind = fb::TensorKind::Activation;
+  uint64_t offset = 0;
+};
+struct StepDesc {
+  uint16_t op = 0;
+  std::string name;
+  std::vector<int32_t> inputs, outputs;
+  std::vector<uint8_t> attrs;
+};
+struct EngineDesc {
+  uint32_t format_version = format::kVersion;
+  std::string producer, target, model_name;
+  std::vector<TensorDesc> tensors;
+  std::vector<StepDesc> steps;
+  std::vector<int32_t> inputs, outputs;
+  uint64_t arena_bytes = 0;
+  std::vector<uint8_t> weights;
+  int find(const std::string& name) const {
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].name == name) return static_cast<int>(i);
+    throw std::runtime_error("no tensor " + name);
+  }
+};
+
+EngineDesc decode(const std::vector<uint8_t>& file) {
+  format::EngineHeader h = header_of(file);
+  const fb::Engine* root = fb::GetEngine(file.data() + h.toc_offset);
+  auto str = [](const flatbuffers::String* s) { return s ? s->str() : std::string(); };
+  EngineDesc d;
+  d.format_version = h.format_version;
+  d.producer = str(root->producer());
+  d.target = str(root->target());
+  d.model_name = str(root->model_name());
+  for (const fb::Tensor* t : *root->tensors())
+    d.tensors.push_back({str(t->name()), t->dtype(), {t->shape()->begin(), t->shape()->end()}, t->kind(), t->offset()});
+  for (const fb::Step* s : *root->steps())
+    d.steps.push_back({s->op(), str(s->name()), {s->inputs()->begin(), s->inputs()->end()},
+                       {s->outputs()->begin(), s->outputs()->end()}, {s->attrs()->begin(), s->attrs()->end()}});
+  d.inputs.assign(root->inputs()->begin(), root->inputs()->end());
+  d.outputs.assign(root->outputs()->begin(), root->outputs()->end());
+  d.arena_bytes = root->arena_bytes();
+  d.weights.assign(file.begin() + static_cast<std::ptrdiff_t>(h.weights_offset), file.end());
+  return d;
+}
+
+// Writes d as an engine file with a correct header and checksum.
+std::vector<uint8_t> encode(const EngineDesc& d) {
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.ForceDefaults(true);
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  for (const TensorDesc& t : d.tensors) {
+    auto name = fbb.CreateString(t.name);
+    auto shape = fbb.CreateVector(t.shape);
+    tensors.push_back(fb::CreateTensor(fbb, name, t.dtype, shape, t.kind, t.offset));
+  }
+  std::vector<flatbuffers::Offset<fb::Step>> steps;
+  for (const StepDesc& s : d.steps) {
+    auto name = fbb.CreateString(s.name);
+    auto ins = fbb.CreateVector(s.inputs);
+    auto outs = fbb.CreateVector(s.outputs);
+    auto attrs = fbb.CreateVector(s.attrs);
+    steps.push_back(fb::CreateStep(fbb, s.op, name, ins, outs, attrs));
+  }
+  auto producer = fbb.CreateString(d.producer);
+  auto target = fbb.CreateString(d.target);
+  auto model = fbb.CreateString(d.model_name);
+  auto tv = fbb.CreateVector(tensors);
+  auto sv = fbb.CreateVector(steps);
+  auto iv = fbb.CreateVector(d.inputs);
+  auto ov = fbb.CreateVector(d.outputs);
+  fbb.Finish(fb::CreateEngine(fbb, producer, target, model, tv, sv, iv, ov, d.arena_bytes));
+
+  format::EngineHeader h{};
+  std::memcpy(h.magic, format::kMagic, sizeof h.magic);
+  h.format_version = d.format_version;
+  h.header_bytes = sizeof h;
+  h.toc_offset = sizeof h;
+  h.toc_bytes = fbb.GetSize();
+  h.weights_offset = format::align_up(h.toc_offset + h.toc_bytes, format::kWeightAlign);
+  h.weights_bytes = d.weights.size();
+  std::vector<uint8_t> file(h.weights_offset + h.weights_bytes, 0);
+  std::memcpy(file.data() + h.toc_offset, fbb.GetBufferPointer(), h.toc_bytes);
+  std::copy(d.weights.begin(), d.weights.end(), file.begin() + static_cast<std::ptrdiff_t>(h.weights_offset));
+  std::memcpy(file.data(), &h, sizeof h);  // checksum 0 while it is computed
+  h.checksum = format::checksum(file);
+  std::memcpy(file.data(), &h, sizeof h);
+  return file;
+}
+
+std::string crafted_error(const std::function<void(EngineDesc&)>& edit) {
+  EngineDesc d = decode(convnet_engine());
+  edit(d);
+  return load_error(encode(d));
+}
+
+TEST(EngineFileCrafted, UnmodifiedRebuildLoadsAndRuns) {
+  std::vector<uint8_t> b = encode(decode(convnet_engine()));
+  auto e = Engine::from_bytes(b);
+  std::vector<double> ref = reference(x_values());
+  std::vector<float> y = run_convnet(*e, x_values());
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(y[i], ref[i], 1e-5);
+}
+
+TEST(EngineFileCrafted, OutputShapeThatTheOpDoesNotCompute) {
+  std::string e = crafted_error([](EngineDesc& d) { d.tensors[d.find("Y")].shape = {1, 2}; });
+  EXPECT_TRUE(has(e, "step 'gemm' (Gemm) output 'Y' is recorded as float32[1,2] but the op computes float32[1,3]")) << e;
+  e = crafted_error([](EngineDesc& d) { d.tensors[d.find("r")].shape = {1, 2, 1, 2}; });
+  EXPECT_TRUE(has(e, "step 'relu' (Relu) output 'r' is recorded as float32[1,2,1,2] but the op computes float32[1,2,2,2]"))
+      << e;
+  e = crafted_error([](EngineDesc& d) { d.tensors[d.find("c")].dtype = static_cast<uint8_t>(DataType::kFloat16); });
+  EXPECT_TRUE(has(e, "step 'conv' (Conv) output 'c' is recorded as float16[1,2,2,2] but the op computes float32[1,2,2,2]"))
+      << e;
+}
+
+TEST(EngineFileCrafted, StepReadingTensorIndexOutOfRange) {
+  std::string e = crafted_error([](EngineDesc& d) { d.steps[0].inputs[0] = 999; });
+  EXPECT_TRUE(has(e, "step 'conv' (Conv) refers to tensor 999, which does not exist")) << e;
+  e = crafted_error([](EngineDesc& d) { d.steps[1].inputs[0] = -2; });
+  EXPECT_TRUE(has(e, "step 'relu' (Relu) refers to tensor -2, which does not exist")) << e;
+  e = crafted_error([](EngineDesc& d) { d.steps[3].outputs[0] = static_cast<int32_t>(d.tensors.size()); });
+  EXPECT_TRUE(has(e, "step 'gemm' (Gemm) refers to tensor " + std::to_string(decode(convnet_engine()).tensors.size())))
+      << e;
+  e = crafted_error([](EngineDesc& d) { d.inputs[0] = 77; });
+  EXPECT_TRUE(has(e, "engine input refers to tensor 77")) << e;
+  e = crafted_error([](EngineDesc& d) { d.outputs[0] = -1; });
+  EXPECT_TRUE(has(e, "engine output refers to tensor -1")) << e;
+}
+
+TEST(EngineFileCrafted, UnknownOpCode) {
+  std::string e = crafted_error([](EngineDesc& d) { d.steps[1].op = 9999; });
+  EXPECT_TRUE(has(e, "step 'relu' has unknown op code 9999")) << e;
+  e = crafted_error([](EngineDesc& d) { d.steps[1].op = static_cast<uint16_t>(kOpCount); });
+  EXPECT_TRUE(has(e, "unknown op code " + std::to_string(kOpCount))) << e;
+}
+
+TEST(EngineFileCrafted, OtherLies) {
+  std::string e = crafted_error([](EngineDesc& d) { d.tensors[d.find("W")].offset = d.weights.size(); });
+  EXPECT_TRUE(has(e, "tensor 'W' lies outside its memory region")) << e;
+  e = crafted_error([](EngineDesc& d) { d.tensors[d.find("r")].offset = d.arena_bytes; });
+  EXPECT_TRUE(has(e, "tensor 'r' lies outside its memory region")) << e;
+  e = crafted_error([](EngineDesc& d) { d.tensors[d.find("W2")].dtype = 200; });
+  EXPECT_TRUE(has(e, "tensor 'W2' has an invalid element type")) << e;
+  e = crafted_error([](EngineDesc& d) { d.tensors[d.find("X")].shape = {1, -4, 4, 4}; });
+  EXPECT_TRUE(has(e, "tensor 'X' has an invalid dimension -4")) << e;
+  e = crafted_error([](EngineDesc& d) { d.tensors[d.find("X")].shape = {1 << 30, 1 << 30, 1 << 30}; });
+  EXPECT_TRUE(has(e, "tensor 'X' is implausibly large")) << e;
+  e = crafted_error([](EngineDesc& d) { d.steps[2].outputs[0] = d.find("X"); });
+  EXPECT_TRUE(has(e, "step 'flatten' (Flatten) writes 'X', which is an input, a weight or written twice")) << e;
+  e = crafted_error([](EngineDesc& d) { std::swap(d.steps[1], d.steps[2]); });
+  EXPECT_TRUE(has(e, "step 'flatten' (Flatten) reads 'r' before it is written")) << e;
+  e = crafted_error([](EngineDesc& d) { d.steps[0].attrs.resize(3); });
+  EXPECT_TRUE(has(e, "step 'conv' (Conv): ")) << e;
+  e = crafted_error([](EngineDesc& d) { d.steps.pop_back(); });
+  EXPECT_TRUE(has(e, "engine output 'Y' is never computed")) << e;
+  e = crafted_error([](EngineDesc& d) { d.arena_bytes = uint64_t{1} << 50; });
+  EXPECT_TRUE(has(e, "activation arena size is implausible")) << e;
+}
+
+TEST(EngineFileCrafted, MalformedTableOfContentsWithValidChecksum) {
+  std::vector<uint8_t> b = convnet_engine();
+  format::EngineHeader h = header_of(b);
+  for (uint64_t i = 0; i < h.toc_bytes; ++i) b[h.toc_offset + i] = static_cast<uint8_t>(i * 131 + 7);
+  std::memcpy(b.data(), &h, sizeof h);
+  h.checksum = format::checksum(b);  // computed as if the checksum field were zero
+  std::memcpy(b.data(), &h, sizeof h);
+  EXPECT_TRUE(has(load_error(b), "table of contents is malformed"));
+}
+
+// ---- Context ---------------------------------------------------------------------------------------
+
+std::string context_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(EngineContext, Errors) {
+  auto e = Engine::from_bytes(convnet_engine());
+  auto ctx = e->create_context(1);
+  std::vector<float> x = x_values();
+  std::string m = context_error([&] { ctx->set_input("input", x.data(), 64); });
+  EXPECT_TRUE(has(m, "the engine has no input named 'input' (its inputs: X)")) << m;
+  m = context_error([&] { ctx->set_input("X", x.data(), 60); });
+  EXPECT_TRUE(has(m, "input 'X' expects float32[1,1,4,4] = 64 bytes, got 60")) << m;
+  m = context_error([&] { ctx->run(); });
+  EXPECT_TRUE(has(m, "input 'X' was not set")) << m;
+  std::vector<float> y(3);
+  m = context_error([&] { ctx->set_output("Y", y.data(), 8); });
+  EXPECT_TRUE(has(m, "output 'Y' expects float32[1,3] = 12 bytes, got 8")) << m;
+  m = context_error([&] { ctx->output("Z"); });
+  EXPECT_TRUE(has(m, "the engine has no output named 'Z' (its outputs: Y)")) << m;
+  // Bound output buffers receive the result.
+  ctx->set_input("X", x.data(), 64);
+  ctx->set_output("Y", y.data(), 12);
+  ctx->run();
+  std::vector<double> ref = reference(x);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(y[i], ref[i], 1e-5);
+  EXPECT_EQ(static_cast<const void*>(ctx->output("Y").data()), static_cast<const void*>(y.data()));
+}
+
+std::vector<uint8_t> gather_engine() {
+  onnx::ModelProto m = new_model("gather");
+  auto* g = m.mutable_graph();
+  add_io(g->mutable_input(), "idx", onnx::TensorProto::INT64, {2});
+  add_io(g->mutable_output(), "out", onnx::TensorProto::FLOAT, {2, 2});
+  add_init(g, "table", {3, 2}, {1.f, 2.f, 3.f, 4.f, 5.f, 6.f});
+  add_node(g, "Gather", "lookup", {"table", "idx"}, {"out"});
+  return build(serialize(m));
+}
+
+TEST(EngineContext, GatherIndexOutOfRangeAtRunTimeNamesTheStep) {
+  auto e = Engine::from_bytes(gather_engine());
+  auto ctx = e->create_context(1);
+  std::vector<int64_t> idx = {2, -3};
+  ctx->set_input("idx", idx.data(), 16);
+  ctx->run();
+  std::vector<float> out(4);
+  std::memcpy(out.data(), ctx->output("out").data(), 16);
+  EXPECT_EQ(out, (std::vector<float>{5.f, 6.f, 1.f, 2.f}));
+  for (int64_t bad : {int64_t{3}, int64_t{-4}, int64_t{1} << 40}) {
+    idx = {0, bad};
+    std::string m = context_error([&] { ctx->run(); });
+    EXPECT_TRUE(has(m, "step 'lookup' (Gather) failed")) << m;
+    EXPECT_TRUE(has(m, "index " + std::to_string(bad) + " is out of range")) << m;
+  }
+  idx = {1, 1};  // the context still works after a failed run
+  ctx->run();
+  std::memcpy(out.data(), ctx->output("out").data(), 16);
+  EXPECT_EQ(out, (std::vector<float>{3.f, 4.f, 3.f, 4.f}));
+}
+
+TEST(EngineContext, SeveralContextsOnSeveralThreadsAgree) {
+  auto e = Engine::from_bytes(convnet_engine());
+  constexpr int kThreads = 4, kRuns = 30;
+  std::vector<std::vector<float>> want(kRuns);
+  for (int r = 0; r < kRuns; ++r) want[r] = run_convnet(*e, x_values(0.1f * static_cast<float>(r)));
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto ctx = e->create_context(t % 2 + 1);
+      for (int k = 0; k < kRuns; ++k) {
+        int r = (k + t * 7) % kRuns;
+        std::vector<float> x = x_values(0.1f * static_cast<float>(r));
+        ctx->set_input("X", x.data(), x.size() * 4);
+        ctx->run();
+        auto out = ctx->output("Y");
+        if (out.size() != 12 || std::memcmp(out.data(), want[r].data(), 12) != 0) ++mismatches[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+}  // namespace
+}  // namespace kiln
