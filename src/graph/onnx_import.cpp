@@ -1,6 +1,7 @@
 #include "graph/onnx_import.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <set>
@@ -84,8 +85,19 @@ template <AttrEnum E>
 void parse_attr(const onnx::AttributeProto& a, std::vector<E>& out, const std::filesystem::path& base) {
   expect_type(a, onnx::AttributeProto::STRINGS, "a list of strings");
   out.clear();
+  auto same = [](std::string_view x, std::string_view y) {  // onnxruntime reads RNN activations case-insensitively
+    return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](char p, char q) {
+             return std::tolower(static_cast<unsigned char>(p)) == std::tolower(static_cast<unsigned char>(q));
+           });
+  };
   for (const std::string& s : a.strings()) {
-    onnx::AttributeProto one;  // reuse the single-string parser and its error message
+    const auto& names = kEnumNames<E>;
+    auto it = std::find_if(names.begin(), names.end(), [&](std::string_view n) { return same(n, s); });
+    if (it != names.end()) {
+      out.push_back(static_cast<E>(it - names.begin()));
+      continue;
+    }
+    onnx::AttributeProto one;  // reuse the single-string parser for its error message
     one.set_name(a.name());
     one.set_type(onnx::AttributeProto::STRING);
     one.set_s(s);
