@@ -34,14 +34,12 @@ void run_sgemm(benchmark::State& state, GemmKernel kernel, bool trans_b) {
   std::unique_ptr<ThreadPool> pool = threads > 0 ? std::make_unique<ThreadPool>(threads) : nullptr;
   const int64_t ldb = trans_b ? k : n;
   for (auto _ : state) {
-    sgemm_with_kernel(kernel, false, trans_b, m, n, k, 1.f, a.data(), k, b.data(), ldb, 0.f,
-                      c.data(), n, pool.get());
+    sgemm_with_kernel(kernel, false, trans_b, m, n, k, 1.f, a.data(), k, b.data(), ldb, 0.f, c.data(), n, pool.get());
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
   state.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * double(m) * double(n) * double(k) * double(state.iterations()) * 1e-9,
-      benchmark::Counter::kIsRate);
+      2.0 * double(m) * double(n) * double(k) * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
   state.SetLabel(gemm_kernel_name(kernel));
 }
 
@@ -74,12 +72,21 @@ BENCHMARK(BM_SgemmTransB)->Apply(fc_shapes);
 void BM_SgemmGeneric(benchmark::State& state) { run_sgemm(state, GemmKernel::kGeneric, false); }
 void BM_SgemmAvx2(benchmark::State& state) { run_sgemm(state, GemmKernel::kAvx2, false); }
 void BM_SgemmAvx512(benchmark::State& state) { run_sgemm(state, GemmKernel::kAvx512, false); }
-BENCHMARK(BM_SgemmGeneric)->Args({512, 512, 512, 0})->ArgNames({"m", "n", "k", "threads"})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_SgemmAvx2)->Args({512, 512, 512, 0})->ArgNames({"m", "n", "k", "threads"})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_SgemmAvx512)->Args({512, 512, 512, 0})->ArgNames({"m", "n", "k", "threads"})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SgemmGeneric)
+    ->Args({512, 512, 512, 0})
+    ->ArgNames({"m", "n", "k", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_SgemmAvx2)
+    ->Args({512, 512, 512, 0})
+    ->ArgNames({"m", "n", "k", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_SgemmAvx512)
+    ->Args({512, 512, 512, 0})
+    ->ArgNames({"m", "n", "k", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace kiln::cpu

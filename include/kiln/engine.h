@@ -30,20 +30,20 @@ class Context;
 
 // What `kiln inspect` shows about one step of an engine.
 struct StepInfo {
-  std::string op;                    // ONNX op type, e.g. "Conv"
-  std::string name;                  // node name(s) it came from
-  std::string attrs;                 // attributes that differ from their defaults
-  std::vector<std::string> inputs;   // tensor names ("" for an omitted optional input)
+  std::string op;                   // ONNX op type, e.g. "Conv"
+  std::string name;                 // node name(s) it came from
+  std::string attrs;                // attributes that differ from their defaults
+  std::vector<std::string> inputs;  // tensor names ("" for an omitted optional input)
   std::vector<std::string> outputs;
 };
 
 struct EngineSummary {
   uint32_t format_version = 0;
-  std::string producer;       // the Kiln that built it, e.g. "kiln 0.1.0"
-  std::string target;         // "cpu" or a GPU architecture such as "sm_90"
+  std::string producer;  // the Kiln that built it, e.g. "kiln 0.1.0"
+  std::string target;    // "cpu" or a GPU architecture such as "sm_90"
   std::string model_name;
-  size_t weight_bytes = 0;    // constant data
-  size_t arena_bytes = 0;     // activation memory of one Context (planned: tensors share memory)
+  size_t weight_bytes = 0;      // constant data
+  size_t arena_bytes = 0;       // activation memory of one Context (planned: tensors share memory)
   size_t activation_bytes = 0;  // sum of all activation sizes, without sharing
   size_t file_bytes = 0;
   std::vector<StepInfo> steps;
@@ -55,8 +55,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // every step's recorded shapes are what its op computes. Throws kiln::Error saying what is wrong.
   static std::shared_ptr<const Engine> load(const std::filesystem::path& path);
   // Same, from bytes in memory (copied). `origin` names the engine in error messages.
-  static std::shared_ptr<const Engine> from_bytes(std::span<const uint8_t> bytes,
-                                                  std::string_view origin = "engine");
+  static std::shared_ptr<const Engine> from_bytes(std::span<const uint8_t> bytes, std::string_view origin = "engine");
 
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;

@@ -48,8 +48,7 @@ passes::BuildOptions build_options(int64_t batch, const std::vector<std::string>
     o.constant_inputs[name] = read_tensor_file(file);
   }
   o.disabled_passes = disabled;
-  if (device == "gpu")
-    throw Error("--device gpu: this build of Kiln has no GPU backend yet; use --device cpu");
+  if (device == "gpu") throw Error("--device gpu: this build of Kiln has no GPU backend yet; use --device cpu");
   if (device != "cpu") throw Error("--device " + device + ": expected cpu or gpu");
   o.target = "cpu";
   if (verbose) o.log = [](const std::string& m) { fmt::print(stderr, "  {}\n", m); };

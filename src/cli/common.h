@@ -29,5 +29,4 @@ passes::BuildOptions build_options(int64_t batch, const std::vector<std::string>
                                    const std::string& device, bool verbose);
 std::string human_bytes(uint64_t b);
 
-
 }  // namespace kiln::cli

@@ -24,7 +24,8 @@ int inspect_engine(const InspectOptions& o) {
   if (o.json) {
     nlohmann::json steps = nlohmann::json::array();
     for (const StepInfo& st : s.steps)
-      steps.push_back({{"op", st.op}, {"name", st.name}, {"attrs", st.attrs}, {"inputs", st.inputs}, {"outputs", st.outputs}});
+      steps.push_back(
+          {{"op", st.op}, {"name", st.name}, {"attrs", st.attrs}, {"inputs", st.inputs}, {"outputs", st.outputs}});
     nlohmann::json j = {{"file", o.model},
                         {"format_version", s.format_version},
                         {"producer", s.producer},
@@ -47,8 +48,10 @@ int inspect_engine(const InspectOptions& o) {
   fmt::print("weights    {}\n", human_bytes(s.weight_bytes));
   fmt::print("arena      {} (all activations without sharing: {})\n", human_bytes(s.arena_bytes),
              human_bytes(s.activation_bytes));
-  for (const TensorInfo& t : e->inputs()) fmt::print("input      {} {}{}\n", t.name, dtype_name(t.dtype), shape_string(t.shape));
-  for (const TensorInfo& t : e->outputs()) fmt::print("output     {} {}{}\n", t.name, dtype_name(t.dtype), shape_string(t.shape));
+  for (const TensorInfo& t : e->inputs())
+    fmt::print("input      {} {}{}\n", t.name, dtype_name(t.dtype), shape_string(t.shape));
+  for (const TensorInfo& t : e->outputs())
+    fmt::print("output     {} {}{}\n", t.name, dtype_name(t.dtype), shape_string(t.shape));
   fmt::print("steps      {}\n", s.steps.size());
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const StepInfo& st = s.steps[i];
@@ -75,10 +78,19 @@ int inspect_onnx(const InspectOptions& o) {
     if (v.is_constant()) weight_bytes += v.data->size();
   if (o.json) {
     nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array();
-    for (graph::ValueId id : g.inputs) ins.push_back({{"name", g.value(id).name}, {"dtype", dtype_name(g.value(id).dtype)}, {"shape", dims_of(g.value(id))}});
-    for (graph::ValueId id : g.outputs) outs.push_back({{"name", g.value(id).name}, {"dtype", dtype_name(g.value(id).dtype)}, {"shape", dims_of(g.value(id))}});
-    nlohmann::json j = {{"file", o.model}, {"model", g.name}, {"nodes", g.nodes.size()}, {"weight_bytes", weight_bytes},
-                        {"inputs", ins}, {"outputs", outs}, {"ops", ops}};
+    for (graph::ValueId id : g.inputs)
+      ins.push_back(
+          {{"name", g.value(id).name}, {"dtype", dtype_name(g.value(id).dtype)}, {"shape", dims_of(g.value(id))}});
+    for (graph::ValueId id : g.outputs)
+      outs.push_back(
+          {{"name", g.value(id).name}, {"dtype", dtype_name(g.value(id).dtype)}, {"shape", dims_of(g.value(id))}});
+    nlohmann::json j = {{"file", o.model},
+                        {"model", g.name},
+                        {"nodes", g.nodes.size()},
+                        {"weight_bytes", weight_bytes},
+                        {"inputs", ins},
+                        {"outputs", outs},
+                        {"ops", ops}};
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }

@@ -1,7 +1,8 @@
 // kiln: optimize, run and inspect models. Exit codes: 0 ok, 1 outputs do not match (--expect),
 // 2 bad input, unsupported model or any other error.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"

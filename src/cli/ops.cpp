@@ -23,7 +23,9 @@ int run_ops(const OpsOptions& o) {
     if (!cpu) continue;
     names.push_back(type);
     all.push_back({{"op", type},
-                   {"imports_as", type == "Constant" ? "constant value" : as.empty() ? type : as},
+                   {"imports_as", type == "Constant" ? "constant value"
+                                  : as.empty()       ? type
+                                                     : as},
                    {"backends", {"cpu"}}});
   }
   if (o.json) {

@@ -13,9 +13,10 @@ int run_optimize(const OptimizeOptions& o) {
   auto t0 = std::chrono::steady_clock::now();
   std::filesystem::path in = o.model;
   if (!is_onnx(in)) throw Error(o.model + ": expected an .onnx model");
-  std::filesystem::path out = o.output.empty() ? std::filesystem::path(in).replace_extension(".kiln") : std::filesystem::path(o.output);
-  passes::BuildOptions bo = build_options(o.build.batch, o.build.shapes, o.build.consts, o.build.disabled,
-                                          o.build.device, o.build.verbose);
+  std::filesystem::path out =
+      o.output.empty() ? std::filesystem::path(in).replace_extension(".kiln") : std::filesystem::path(o.output);
+  passes::BuildOptions bo =
+      build_options(o.build.batch, o.build.shapes, o.build.consts, o.build.disabled, o.build.device, o.build.verbose);
   graph::Graph g = graph::import_onnx(in);
   passes::BuildReport report;
   std::vector<uint8_t> bytes = passes::build_engine(g, bo, &report);

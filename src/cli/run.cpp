@@ -91,8 +91,8 @@ int run_run(const RunOptions& o) {
       throw Error(fmt::format("{}: {} input files given, the model has {} inputs", o.inputs_dir, positional.size(),
                               input_names.size()));
     for (size_t i = 0; i < positional.size(); ++i) given.try_emplace(input_names[i], positional[i]);
-    passes::BuildOptions bo = build_options(o.build.batch, o.build.shapes, o.build.consts, o.build.disabled,
-                                            o.build.device, o.build.verbose);
+    passes::BuildOptions bo =
+        build_options(o.build.batch, o.build.shapes, o.build.consts, o.build.disabled, o.build.device, o.build.verbose);
     for (const auto& [name, t] : given) {
       if (std::find(input_names.begin(), input_names.end(), name) == input_names.end())
         throw Error(fmt::format("--input {}: the model has no input of that name (inputs: {})", name,
@@ -164,9 +164,10 @@ int run_run(const RunOptions& o) {
     if (!c.why.empty()) {
       fmt::print("  {}: MISMATCH: {}\n", info.name, c.why);
     } else {
-      fmt::print("  {} {}{}: max abs err {:.3g}, max rel err {:.3g}{}\n", info.name, dtype_name(info.dtype),
-                 shape_string(info.shape), c.max_abs, c.max_rel,
-                 c.ok ? "" : fmt::format("  MISMATCH ({} elements beyond atol {} + rtol {})", c.mismatches, o.atol, o.rtol));
+      fmt::print(
+          "  {} {}{}: max abs err {:.3g}, max rel err {:.3g}{}\n", info.name, dtype_name(info.dtype),
+          shape_string(info.shape), c.max_abs, c.max_rel,
+          c.ok ? "" : fmt::format("  MISMATCH ({} elements beyond atol {} + rtol {})", c.mismatches, o.atol, o.rtol));
     }
   }
   if (!o.expect_dir.empty()) {

@@ -31,8 +31,7 @@ inline constexpr std::array<std::string_view, 0> kEnumNames{};
 
 enum class AutoPad : uint8_t { kNotSet, kSameUpper, kSameLower, kValid };
 template <>
-inline constexpr std::array<std::string_view, 4> kEnumNames<AutoPad>{"NOTSET", "SAME_UPPER", "SAME_LOWER",
-                                                                      "VALID"};
+inline constexpr std::array<std::string_view, 4> kEnumNames<AutoPad>{"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
 enum class DepthToSpaceMode : uint8_t { kDcr, kCrd };
 template <>
 inline constexpr std::array<std::string_view, 2> kEnumNames<DepthToSpaceMode>{"DCR", "CRD"};
@@ -41,8 +40,7 @@ template <>
 inline constexpr std::array<std::string_view, 4> kEnumNames<PadMode>{"constant", "reflect", "edge", "wrap"};
 enum class ScatterReduction : uint8_t { kNone, kAdd, kMul, kMax, kMin };
 template <>
-inline constexpr std::array<std::string_view, 5> kEnumNames<ScatterReduction>{"none", "add", "mul", "max",
-                                                                               "min"};
+inline constexpr std::array<std::string_view, 5> kEnumNames<ScatterReduction>{"none", "add", "mul", "max", "min"};
 enum class ResizeMode : uint8_t { kNearest, kLinear, kCubic };
 template <>
 inline constexpr std::array<std::string_view, 3> kEnumNames<ResizeMode>{"nearest", "linear", "cubic"};
@@ -56,16 +54,14 @@ enum class CoordinateTransform : uint8_t {
 };
 template <>
 inline constexpr std::array<std::string_view, 6> kEnumNames<CoordinateTransform>{
-    "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-    "tf_crop_and_resize"};
+    "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize"};
 enum class NearestMode : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
 template <>
-inline constexpr std::array<std::string_view, 4> kEnumNames<NearestMode>{"round_prefer_floor",
-                                                                          "round_prefer_ceil", "floor", "ceil"};
+inline constexpr std::array<std::string_view, 4> kEnumNames<NearestMode>{"round_prefer_floor", "round_prefer_ceil",
+                                                                         "floor", "ceil"};
 enum class AspectRatioPolicy : uint8_t { kStretch, kNotLarger, kNotSmaller };
 template <>
-inline constexpr std::array<std::string_view, 3> kEnumNames<AspectRatioPolicy>{"stretch", "not_larger",
-                                                                                "not_smaller"};
+inline constexpr std::array<std::string_view, 3> kEnumNames<AspectRatioPolicy>{"stretch", "not_larger", "not_smaller"};
 enum class GeluApproximation : uint8_t { kNone, kTanh };
 template <>
 inline constexpr std::array<std::string_view, 2> kEnumNames<GeluApproximation>{"none", "tanh"};
@@ -93,14 +89,14 @@ enum class RnnActivation : uint8_t {
 };
 template <>
 inline constexpr std::array<std::string_view, 11> kEnumNames<RnnActivation>{
-    "Relu", "Tanh", "Sigmoid", "Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid", "Elu",
-    "Softsign", "Softplus"};
+    "Relu",       "Tanh",        "Sigmoid", "Affine",   "LeakyRelu", "ThresholdedRelu",
+    "ScaledTanh", "HardSigmoid", "Elu",     "Softsign", "Softplus"};
 enum class RnnDirection : uint8_t { kForward, kReverse, kBidirectional };
 template <>
 inline constexpr std::array<std::string_view, 3> kEnumNames<RnnDirection>{"forward", "reverse", "bidirectional"};
 
 template <class E>
-concept AttrEnum = std::is_enum_v<E> && (kEnumNames<E>.size() > 0);
+concept AttrEnum = std::is_enum_v<E> &&(kEnumNames<E>.size() > 0);
 
 // A single typed value (ConstantOfShape's `value`): dtype plus up to 8 bytes, little-endian.
 struct Scalar {
@@ -204,8 +200,7 @@ struct GemmAttrs {
   int64_t transA = 0;
   int64_t transB = 0;
   static constexpr auto kFields = std::tuple{Field{"alpha", &GemmAttrs::alpha}, Field{"beta", &GemmAttrs::beta},
-                                             Field{"transA", &GemmAttrs::transA},
-                                             Field{"transB", &GemmAttrs::transB}};
+                                             Field{"transA", &GemmAttrs::transA}, Field{"transB", &GemmAttrs::transB}};
 };
 // Conv and ConvTranspose. Empty vectors mean the ONNX default (all ones, zeros, or inferred).
 struct ConvAttrs {
@@ -217,11 +212,14 @@ struct ConvAttrs {
   std::vector<int64_t> output_shape;    // ConvTranspose only
   std::vector<int64_t> pads;            // [x1_begin, x2_begin, ..., x1_end, x2_end, ...]
   std::vector<int64_t> strides;
-  static constexpr auto kFields = std::tuple{
-      Field{"auto_pad", &ConvAttrs::auto_pad},     Field{"dilations", &ConvAttrs::dilations},
-      Field{"group", &ConvAttrs::group},           Field{"kernel_shape", &ConvAttrs::kernel_shape},
-      Field{"output_padding", &ConvAttrs::output_padding}, Field{"output_shape", &ConvAttrs::output_shape},
-      Field{"pads", &ConvAttrs::pads},             Field{"strides", &ConvAttrs::strides}};
+  static constexpr auto kFields = std::tuple{Field{"auto_pad", &ConvAttrs::auto_pad},
+                                             Field{"dilations", &ConvAttrs::dilations},
+                                             Field{"group", &ConvAttrs::group},
+                                             Field{"kernel_shape", &ConvAttrs::kernel_shape},
+                                             Field{"output_padding", &ConvAttrs::output_padding},
+                                             Field{"output_shape", &ConvAttrs::output_shape},
+                                             Field{"pads", &ConvAttrs::pads},
+                                             Field{"strides", &ConvAttrs::strides}};
 };
 // AveragePool and MaxPool (and LpPool if added).
 struct PoolAttrs {
@@ -233,11 +231,14 @@ struct PoolAttrs {
   std::vector<int64_t> pads;
   int64_t storage_order = 0;  // MaxPool's Indices output
   std::vector<int64_t> strides;
-  static constexpr auto kFields = std::tuple{
-      Field{"auto_pad", &PoolAttrs::auto_pad},         Field{"ceil_mode", &PoolAttrs::ceil_mode},
-      Field{"count_include_pad", &PoolAttrs::count_include_pad}, Field{"dilations", &PoolAttrs::dilations},
-      Field{"kernel_shape", &PoolAttrs::kernel_shape}, Field{"pads", &PoolAttrs::pads},
-      Field{"storage_order", &PoolAttrs::storage_order}, Field{"strides", &PoolAttrs::strides}};
+  static constexpr auto kFields = std::tuple{Field{"auto_pad", &PoolAttrs::auto_pad},
+                                             Field{"ceil_mode", &PoolAttrs::ceil_mode},
+                                             Field{"count_include_pad", &PoolAttrs::count_include_pad},
+                                             Field{"dilations", &PoolAttrs::dilations},
+                                             Field{"kernel_shape", &PoolAttrs::kernel_shape},
+                                             Field{"pads", &PoolAttrs::pads},
+                                             Field{"storage_order", &PoolAttrs::storage_order},
+                                             Field{"strides", &PoolAttrs::strides}};
 };
 struct BatchNormAttrs {
   float epsilon = 1e-5f;
@@ -307,16 +308,16 @@ struct ResizeAttrs {  // Resize, and Upsample which the importer turns into Resi
   AspectRatioPolicy keep_aspect_ratio_policy = AspectRatioPolicy::kStretch;
   ResizeMode mode = ResizeMode::kNearest;
   NearestMode nearest_mode = NearestMode::kRoundPreferFloor;
-  static constexpr auto kFields = std::tuple{
-      Field{"antialias", &ResizeAttrs::antialias},
-      Field{"axes", &ResizeAttrs::axes},
-      Field{"coordinate_transformation_mode", &ResizeAttrs::coordinate_transformation_mode},
-      Field{"cubic_coeff_a", &ResizeAttrs::cubic_coeff_a},
-      Field{"exclude_outside", &ResizeAttrs::exclude_outside},
-      Field{"extrapolation_value", &ResizeAttrs::extrapolation_value},
-      Field{"keep_aspect_ratio_policy", &ResizeAttrs::keep_aspect_ratio_policy},
-      Field{"mode", &ResizeAttrs::mode},
-      Field{"nearest_mode", &ResizeAttrs::nearest_mode}};
+  static constexpr auto kFields =
+      std::tuple{Field{"antialias", &ResizeAttrs::antialias},
+                 Field{"axes", &ResizeAttrs::axes},
+                 Field{"coordinate_transformation_mode", &ResizeAttrs::coordinate_transformation_mode},
+                 Field{"cubic_coeff_a", &ResizeAttrs::cubic_coeff_a},
+                 Field{"exclude_outside", &ResizeAttrs::exclude_outside},
+                 Field{"extrapolation_value", &ResizeAttrs::extrapolation_value},
+                 Field{"keep_aspect_ratio_policy", &ResizeAttrs::keep_aspect_ratio_policy},
+                 Field{"mode", &ResizeAttrs::mode},
+                 Field{"nearest_mode", &ResizeAttrs::nearest_mode}};
 };
 struct ShapeAttrs {  // Shape's slice of the dimensions; end is clamped, so INT64_MAX means "to the end"
   int64_t start = 0;
@@ -373,30 +374,28 @@ struct RnnAttrs {
   float clip = 0.0f;
   RnnDirection direction = RnnDirection::kForward;
   int64_t hidden_size = 0;
-  int64_t input_forget = 0;        // LSTM
-  int64_t layout = 0;              // 1: X, Y, initial/final states are batch-first
+  int64_t input_forget = 0;         // LSTM
+  int64_t layout = 0;               // 1: X, Y, initial/final states are batch-first
   int64_t linear_before_reset = 0;  // GRU
-  static constexpr auto kFields = std::tuple{
-      Field{"activation_alpha", &RnnAttrs::activation_alpha},
-      Field{"activation_beta", &RnnAttrs::activation_beta},
-      Field{"activations", &RnnAttrs::activations},
-      Field{"clip", &RnnAttrs::clip},
-      Field{"direction", &RnnAttrs::direction},
-      Field{"hidden_size", &RnnAttrs::hidden_size},
-      Field{"input_forget", &RnnAttrs::input_forget},
-      Field{"layout", &RnnAttrs::layout},
-      Field{"linear_before_reset", &RnnAttrs::linear_before_reset}};
+  static constexpr auto kFields = std::tuple{Field{"activation_alpha", &RnnAttrs::activation_alpha},
+                                             Field{"activation_beta", &RnnAttrs::activation_beta},
+                                             Field{"activations", &RnnAttrs::activations},
+                                             Field{"clip", &RnnAttrs::clip},
+                                             Field{"direction", &RnnAttrs::direction},
+                                             Field{"hidden_size", &RnnAttrs::hidden_size},
+                                             Field{"input_forget", &RnnAttrs::input_forget},
+                                             Field{"layout", &RnnAttrs::layout},
+                                             Field{"linear_before_reset", &RnnAttrs::linear_before_reset}};
 };
 
 // The order of alternatives is part of the engine format (attrs are tagged by OpKind, not by index,
 // but keep additions at the end anyway).
 using Attrs = std::variant<NoAttrs, AlphaAttrs, SeluAttrs, HardSigmoidAttrs, ShrinkAttrs, GeluAttrs, ModAttrs,
-                           IsInfAttrs, CastAttrs, AxisAttrs, SoftmaxAttrs, CumSumAttrs, DepthToSpaceAttrs,
-                           EinsumAttrs, EyeLikeAttrs, ConstantOfShapeAttrs, GatherNDAttrs, ScatterAttrs, GemmAttrs,
-                           ConvAttrs, PoolAttrs, BatchNormAttrs, EpsilonAttrs, LayerNormAttrs, LrnAttrs,
-                           QuantizeAttrs, PadAttrs, ReduceAttrs, ArgReduceAttrs, ReshapeAttrs, ResizeAttrs,
-                           ShapeAttrs, SplitAttrs, TopKAttrs, TransposeAttrs, TriluAttrs, OneHotAttrs,
-                           LossAttrs, BitShiftAttrs, RnnAttrs>;
+                           IsInfAttrs, CastAttrs, AxisAttrs, SoftmaxAttrs, CumSumAttrs, DepthToSpaceAttrs, EinsumAttrs,
+                           EyeLikeAttrs, ConstantOfShapeAttrs, GatherNDAttrs, ScatterAttrs, GemmAttrs, ConvAttrs,
+                           PoolAttrs, BatchNormAttrs, EpsilonAttrs, LayerNormAttrs, LrnAttrs, QuantizeAttrs, PadAttrs,
+                           ReduceAttrs, ArgReduceAttrs, ReshapeAttrs, ResizeAttrs, ShapeAttrs, SplitAttrs, TopKAttrs,
+                           TransposeAttrs, TriluAttrs, OneHotAttrs, LossAttrs, BitShiftAttrs, RnnAttrs>;
 
 template <class T, class V>
 struct VariantIndex;

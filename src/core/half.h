@@ -19,7 +19,7 @@ struct Half {
     uint32_t mag = x & 0x7fffffffu;
     if (mag >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0u));
     if (mag >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-    if (mag < 0x38800000u) {  // subnormal or zero in half: scale with float arithmetic
+    if (mag < 0x38800000u) {                       // subnormal or zero in half: scale with float arithmetic
       float r = std::bit_cast<float>(mag) + 0.5f;  // 0.5 = 2^-1; exponent trick puts the value in the low bits
       return static_cast<uint16_t>(sign | (std::bit_cast<uint32_t>(r) - 0x3f000000u));
     }

@@ -152,14 +152,14 @@ enum class OpKind : uint16_t {
 
 struct OpInfo {
   OpKind kind;
-  std::string_view name;    // ONNX op type
-  uint8_t attrs_index;      // which Attrs alternative the op's attributes use
+  std::string_view name;  // ONNX op type
+  uint8_t attrs_index;    // which Attrs alternative the op's attributes use
   int8_t min_inputs;
-  int8_t max_inputs;        // -1: variadic
+  int8_t max_inputs;  // -1: variadic
   int8_t min_outputs;
-  int8_t max_outputs;       // -1: variadic
-  uint32_t const_inputs;    // bit i set: input i determines the output shape, so it must be known
-                            // (an initializer or folded constant) when the engine is built
+  int8_t max_outputs;     // -1: variadic
+  uint32_t const_inputs;  // bit i set: input i determines the output shape, so it must be known
+                          // (an initializer or folded constant) when the engine is built
 };
 
 inline constexpr OpInfo kOpTable[] = {
@@ -175,7 +175,8 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kAtan, "Atan", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kAtanh, "Atanh", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kAveragePool, "AveragePool", kAttrsIndex<PoolAttrs>, 1, 1, 1, 1, 0x0},
-    {OpKind::kBatchNormalization, "BatchNormalization", kAttrsIndex<BatchNormAttrs>, 5, 5, 1, 3, 0x0},  // 3 outputs only in training mode, which inference rejects
+    {OpKind::kBatchNormalization, "BatchNormalization", kAttrsIndex<BatchNormAttrs>, 5, 5, 1, 3,
+     0x0},  // 3 outputs only in training mode, which inference rejects
     {OpKind::kBitShift, "BitShift", kAttrsIndex<BitShiftAttrs>, 2, 2, 1, 1, 0x0},
     {OpKind::kCast, "Cast", kAttrsIndex<CastAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kCastLike, "CastLike", kAttrsIndex<CastAttrs>, 2, 2, 1, 1, 0x0},

@@ -57,18 +57,57 @@ void throw_unsupported_dtype(DataType t, const char* op) {
   throw Error(std::string(op) + " does not support element type " + std::string(dtype_name(t)));
 }
 
-template <> DataType dtype_of<float>() { return DataType::kFloat32; }
-template <> DataType dtype_of<double>() { return DataType::kFloat64; }
-template <> DataType dtype_of<Half>() { return DataType::kFloat16; }
-template <> DataType dtype_of<BFloat16>() { return DataType::kBFloat16; }
-template <> DataType dtype_of<int8_t>() { return DataType::kInt8; }
-template <> DataType dtype_of<uint8_t>() { return DataType::kUInt8; }
-template <> DataType dtype_of<int16_t>() { return DataType::kInt16; }
-template <> DataType dtype_of<uint16_t>() { return DataType::kUInt16; }
-template <> DataType dtype_of<int32_t>() { return DataType::kInt32; }
-template <> DataType dtype_of<uint32_t>() { return DataType::kUInt32; }
-template <> DataType dtype_of<int64_t>() { return DataType::kInt64; }
-template <> DataType dtype_of<uint64_t>() { return DataType::kUInt64; }
-template <> DataType dtype_of<bool>() { return DataType::kBool; }
+template <>
+DataType dtype_of<float>() {
+  return DataType::kFloat32;
+}
+template <>
+DataType dtype_of<double>() {
+  return DataType::kFloat64;
+}
+template <>
+DataType dtype_of<Half>() {
+  return DataType::kFloat16;
+}
+template <>
+DataType dtype_of<BFloat16>() {
+  return DataType::kBFloat16;
+}
+template <>
+DataType dtype_of<int8_t>() {
+  return DataType::kInt8;
+}
+template <>
+DataType dtype_of<uint8_t>() {
+  return DataType::kUInt8;
+}
+template <>
+DataType dtype_of<int16_t>() {
+  return DataType::kInt16;
+}
+template <>
+DataType dtype_of<uint16_t>() {
+  return DataType::kUInt16;
+}
+template <>
+DataType dtype_of<int32_t>() {
+  return DataType::kInt32;
+}
+template <>
+DataType dtype_of<uint32_t>() {
+  return DataType::kUInt32;
+}
+template <>
+DataType dtype_of<int64_t>() {
+  return DataType::kInt64;
+}
+template <>
+DataType dtype_of<uint64_t>() {
+  return DataType::kUInt64;
+}
+template <>
+DataType dtype_of<bool>() {
+  return DataType::kBool;
+}
 
 }  // namespace kiln

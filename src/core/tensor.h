@@ -25,7 +25,9 @@ struct TensorView {
   }
   size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
   template <class T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
   // The elements of an integer tensor (int32 or int64) widened to int64; throws kiln::Error otherwise.
   std::vector<int64_t> to_int64() const;
   // The elements of any numeric tensor as double.

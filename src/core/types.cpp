@@ -40,9 +40,7 @@ std::string_view dtype_name(DataType t) noexcept {
   return "invalid";
 }
 
-bool dtype_valid(uint32_t code) noexcept {
-  return code <= 255 && dtype_size(static_cast<DataType>(code)) != 0;
-}
+bool dtype_valid(uint32_t code) noexcept { return code <= 255 && dtype_size(static_cast<DataType>(code)) != 0; }
 
 int64_t TensorInfo::numel() const noexcept {
   int64_t n = 1;

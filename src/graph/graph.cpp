@@ -31,8 +31,7 @@ ValueId Graph::add_value(Value v) {
   return id;
 }
 
-ValueId Graph::add_constant(std::string name, DataType dtype, std::vector<int64_t> shape,
-                            std::vector<uint8_t> bytes) {
+ValueId Graph::add_constant(std::string name, DataType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
   Value v;
   v.name = std::move(name);
   v.dtype = dtype;
@@ -105,9 +104,9 @@ void verify(const Graph& g, bool require_shapes) {
     } else {
       TensorView view = v.view();
       if (view.bytes() != v.data->size())
-        problems.push_back("constant '" + v.name + "' holds " + std::to_string(v.data->size()) +
-                           " bytes, its shape " + shape_string(v.shape) + " of " +
-                           std::string(dtype_name(v.dtype)) + " needs " + std::to_string(view.bytes()));
+        problems.push_back("constant '" + v.name + "' holds " + std::to_string(v.data->size()) + " bytes, its shape " +
+                           shape_string(v.shape) + " of " + std::string(dtype_name(v.dtype)) + " needs " +
+                           std::to_string(view.bytes()));
     }
   }
   for (const Node& n : g.nodes) {
@@ -122,7 +121,8 @@ void verify(const Graph& g, bool require_shapes) {
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       ValueId in = n.inputs[i];
       if (in == kNoValue) {
-        if (static_cast<int>(i) < info.min_inputs) problems.push_back(where + " lacks required input " + std::to_string(i));
+        if (static_cast<int>(i) < info.min_inputs)
+          problems.push_back(where + " lacks required input " + std::to_string(i));
         continue;
       }
       if (!value_ok(in)) {

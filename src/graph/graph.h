@@ -37,9 +37,9 @@ struct Node {
   std::string name;
   OpKind kind = OpKind::kIdentity;
   Attrs attrs;
-  std::vector<ValueId> inputs;   // kNoValue for an omitted optional input
+  std::vector<ValueId> inputs;  // kNoValue for an omitted optional input
   std::vector<ValueId> outputs;
-  std::string origin;            // the ONNX node(s) it came from, e.g. "conv1 + bn1"
+  std::string origin;  // the ONNX node(s) it came from, e.g. "conv1 + bn1"
 };
 
 class Graph {

@@ -14,8 +14,8 @@ namespace kiln::graph {
 
 namespace {
 
-using detail::ImportNode;
 using detail::Importer;
+using detail::ImportNode;
 
 std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
@@ -73,8 +73,8 @@ void parse_attr(const onnx::AttributeProto& a, E& out, const std::filesystem::pa
   }
   std::string allowed;
   for (auto n : names) allowed += (allowed.empty() ? "" : ", ") + std::string(n);
-  throw Error("attribute " + in_quotes(a.name()) + " = \"" + a.s() + "\" is not supported (expected one of: " + allowed +
-              ")");
+  throw Error("attribute " + in_quotes(a.name()) + " = \"" + a.s() +
+              "\" is not supported (expected one of: " + allowed + ")");
 }
 
 void parse_attr(const onnx::AttributeProto& a, std::vector<float>& out, const std::filesystem::path&) {
@@ -185,14 +185,14 @@ void import_constant(Importer& im, const onnx::NodeProto& n, const std::filesyst
     t = tensor_from_proto(a.t(), base, "Constant node " + in_quotes(n.name()));
   } else if (a.name() == "value_float" || a.name() == "value_floats") {
     std::vector<float> v = a.name() == "value_float" ? std::vector<float>{a.f()}
-                                                      : std::vector<float>(a.floats().begin(), a.floats().end());
+                                                     : std::vector<float>(a.floats().begin(), a.floats().end());
     t.dtype = DataType::kFloat32;
     if (a.name() == "value_floats") t.shape = {static_cast<int64_t>(v.size())};
     t.data.resize(v.size() * 4);
     if (!v.empty()) std::memcpy(t.data.data(), v.data(), t.data.size());
   } else if (a.name() == "value_int" || a.name() == "value_ints") {
-    std::vector<int64_t> v = a.name() == "value_int" ? std::vector<int64_t>{a.i()}
-                                                      : std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    std::vector<int64_t> v =
+        a.name() == "value_int" ? std::vector<int64_t>{a.i()} : std::vector<int64_t>(a.ints().begin(), a.ints().end());
     t.dtype = DataType::kInt64;
     if (a.name() == "value_ints") t.shape = {static_cast<int64_t>(v.size())};
     t.data.resize(v.size() * 8);
@@ -258,9 +258,9 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
   if (opset < 0 && model.opset_import_size() == 0) opset = 1;  // IR version 1 models: opset 1
   if (opset < kMinOpset || opset > kMaxOpset)
-    throw Error(origin + ": opset " + std::to_string(opset) + " of the default ONNX domain is not supported (Kiln reads " +
-                std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
-                "); convert the model with onnx.version_converter");
+    throw Error(origin + ": opset " + std::to_string(opset) +
+                " of the default ONNX domain is not supported (Kiln reads " + std::to_string(kMinOpset) + " to " +
+                std::to_string(kMaxOpset) + "); convert the model with onnx.version_converter");
 
   Graph g;
   const onnx::GraphProto& gp = model.graph();
@@ -322,7 +322,8 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
           continue;
         }
         ValueId id = g.find(in);
-        if (id == kNoValue) throw Error("reads " + in_quotes(in) + ", which no earlier node, input or initializer defines");
+        if (id == kNoValue)
+          throw Error("reads " + in_quotes(in) + ", which no earlier node, input or initializer defines");
         n.inputs.push_back(id);
       }
       while (!n.inputs.empty() && n.inputs.back() == kNoValue) n.inputs.pop_back();
@@ -331,8 +332,8 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       for (const std::string& a : unknown) {
         if (ignorable_attr(n.kind, a)) continue;
         if (std::find(n.consumed.begin(), n.consumed.end(), a) != n.consumed.end()) continue;
-        throw Error("has attribute " + in_quotes(a) + ", which Kiln does not support for " + np.op_type() + " at opset " +
-                    std::to_string(opset));
+        throw Error("has attribute " + in_quotes(a) + ", which Kiln does not support for " + np.op_type() +
+                    " at opset " + std::to_string(opset));
       }
       for (int k = 0; k < np.output_size(); ++k) {
         const std::string& out = np.output(k);
@@ -358,7 +359,8 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
         n.outputs.push_back(g.add_value(std::move(v)));
       }
       while (!n.outputs.empty() && n.outputs.back() == kNoValue) n.outputs.pop_back();
-      g.nodes.push_back(Node{node_name, n.kind, std::move(n.attrs), std::move(n.inputs), std::move(n.outputs), node_name});
+      g.nodes.push_back(
+          Node{node_name, n.kind, std::move(n.attrs), std::move(n.inputs), std::move(n.outputs), node_name});
     } catch (const Error& e) {
       problems.push_back(where + ": " + e.what());
     }

@@ -1,7 +1,7 @@
 // ONNX -> Graph. Opsets 7 to 21 of the default domain; older models import where their ops'
-// early semantics are covered by a rule (onnx_import_rules.cpp) or unchanged. Older forms are rewritten to the newest (attributes that became inputs become constant
-// inputs), so the rest of Kiln sees one form per op. Every problem is collected, and one
-// kiln::Error names each unsupported op type with the nodes that use it.
+// early semantics are covered by a rule (onnx_import_rules.cpp) or unchanged. Older forms are rewritten to the newest
+// (attributes that became inputs become constant inputs), so the rest of Kiln sees one form per op. Every problem is
+// collected, and one kiln::Error names each unsupported op type with the nodes that use it.
 #pragma once
 
 #include <cstdint>

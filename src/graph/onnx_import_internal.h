@@ -17,8 +17,8 @@ struct ImportNode {
   const onnx::NodeProto& proto;
   int64_t opset;
   OpKind kind;
-  Attrs attrs;                       // parsed generically from the ONNX attributes already
-  std::vector<ValueId> inputs;       // kNoValue for "" inputs
+  Attrs attrs;                  // parsed generically from the ONNX attributes already
+  std::vector<ValueId> inputs;  // kNoValue for "" inputs
   std::vector<ValueId> outputs;
   std::vector<std::string> consumed;  // ONNX attribute names the step handled itself
 };

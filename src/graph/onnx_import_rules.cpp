@@ -186,12 +186,15 @@ void batchnorm_rule(Importer& im, ImportNode& n) {
 const std::map<std::string, LegacyFn>& import_rules() {
   static const std::map<std::string, LegacyFn> rules = [] {
     std::map<std::string, LegacyFn> r = {
-        {"Softmax", softmax_rule},     {"LogSoftmax", softmax_rule},   {"Hardmax", softmax_rule},
-        {"ReduceSum", reduce_rule(13)}, {"Squeeze", squeeze_rule},      {"Unsqueeze", squeeze_rule},
-        {"Split", split_rule},         {"Pad", pad_rule},              {"Clip", clip_rule},
-        {"Slice", slice_rule},         {"TopK", topk_rule},            {"Upsample", upsample_rule},
-        {"Resize", resize_rule},       {"Gemm", gemm_rule},            {"CastLike", castlike_rule},
-        {"EyeLike", eyelike_rule},     {"PRelu", prelu_rule},     {"BatchNormalization", batchnorm_rule},
+        {"Softmax", softmax_rule},   {"LogSoftmax", softmax_rule},
+        {"Hardmax", softmax_rule},   {"ReduceSum", reduce_rule(13)},
+        {"Squeeze", squeeze_rule},   {"Unsqueeze", squeeze_rule},
+        {"Split", split_rule},       {"Pad", pad_rule},
+        {"Clip", clip_rule},         {"Slice", slice_rule},
+        {"TopK", topk_rule},         {"Upsample", upsample_rule},
+        {"Resize", resize_rule},     {"Gemm", gemm_rule},
+        {"CastLike", castlike_rule}, {"EyeLike", eyelike_rule},
+        {"PRelu", prelu_rule},       {"BatchNormalization", batchnorm_rule},
     };
     for (const char* op : {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
                            "ReduceMin", "ReduceProd", "ReduceSumSquare"})

@@ -35,11 +35,11 @@ std::string quoted(const fs::path& p) {
 
 // ONNX's names, including codes newer than the installed onnx.proto (float8, int4, ...).
 std::string onnx_dtype_name(int64_t code) {
-  static constexpr const char* kNames[] = {
-      "UNDEFINED", "FLOAT",     "UINT8",         "INT8",         "UINT16",     "INT16",
-      "INT32",     "INT64",     "STRING",        "BOOL",         "FLOAT16",    "DOUBLE",
-      "UINT32",    "UINT64",    "COMPLEX64",     "COMPLEX128",   "BFLOAT16",   "FLOAT8E4M3FN",
-      "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1"};
+  static constexpr const char* kNames[] = {"UNDEFINED",      "FLOAT",    "UINT8",        "INT8",           "UINT16",
+                                           "INT16",          "INT32",    "INT64",        "STRING",         "BOOL",
+                                           "FLOAT16",        "DOUBLE",   "UINT32",       "UINT64",         "COMPLEX64",
+                                           "COMPLEX128",     "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+                                           "FLOAT8E5M2FNUZ", "UINT4",    "INT4",         "FLOAT4E2M1"};
   if (code >= 0 && code < static_cast<int64_t>(std::size(kNames))) return kNames[code];
   return "unknown type code " + std::to_string(code);
 }
@@ -50,8 +50,7 @@ int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& wher
   int64_t n = 1;
   bool zero = false;
   for (int64_t d : shape) {
-    if (d < 0)
-      throw Error(where + ": shape " + shape_string(shape) + " has a negative dimension; the file is corrupt");
+    if (d < 0) throw Error(where + ": shape " + shape_string(shape) + " has a negative dimension; the file is corrupt");
     if (d == 0) {
       zero = true;
     } else if (__builtin_mul_overflow(n, d, &n)) {
@@ -121,15 +120,19 @@ std::vector<uint8_t> read_external(const onnx::TensorProto& proto, const fs::pat
       if (!v)
         throw Error(what + ": external data '" + kv.key() + "' is '" + kv.value() +
                     "', not a non-negative integer; the model file is corrupt");
-      if (kv.key() == "offset") offset = *v;
-      else length = *v;
+      if (kv.key() == "offset")
+        offset = *v;
+      else
+        length = *v;
     }  // "checksum" and unknown keys are optional hints; ignoring them is what ONNX Runtime does
   }
   if (location.empty())
     throw Error(what + ": data_location is EXTERNAL but external_data has no 'location'; the model file is corrupt");
   if (base_dir.empty())
-    throw Error(what + ": uses external data, which cannot be resolved for a model given as bytes; load the model "
-                "from its file so that '" + location + "' can be found next to it");
+    throw Error(what +
+                ": uses external data, which cannot be resolved for a model given as bytes; load the model "
+                "from its file so that '" +
+                location + "' can be found next to it");
   if (location.find('\0') != std::string::npos)
     throw Error(what + ": external data location contains a NUL byte; the model file is corrupt");
   fs::path rel(location);
@@ -165,8 +168,8 @@ std::vector<uint8_t> read_external(const onnx::TensorProto& proto, const fs::pat
 }
 
 size_t typed_value_count(const onnx::TensorProto& p) {
-  return static_cast<size_t>(p.float_data_size() + p.int32_data_size() + p.int64_data_size() +
-                             p.double_data_size() + p.uint64_data_size() + p.string_data_size());
+  return static_cast<size_t>(p.float_data_size() + p.int32_data_size() + p.int64_data_size() + p.double_data_size() +
+                             p.uint64_data_size() + p.string_data_size());
 }
 
 }  // namespace
@@ -293,8 +296,7 @@ class NpyHeaderParser {
       expect(':');
       skip_ws();
       if (key == "descr") {
-        if (peek() == '[')
-          fail("has a structured dtype (a list of fields); save a plain numeric array instead");
+        if (peek() == '[') fail("has a structured dtype (a list of fields); save a plain numeric array instead");
         *descr = parse_string();
         have_descr = true;
       } else if (key == "fortran_order") {
@@ -307,8 +309,10 @@ class NpyHeaderParser {
         fail("has an unexpected header key '" + key + "'");
       }
       skip_ws();
-      if (peek() == ',') ++pos_;
-      else if (peek() != '}') fail("has a malformed header (expected ',' or '}')");
+      if (peek() == ',')
+        ++pos_;
+      else if (peek() != '}')
+        fail("has a malformed header (expected ',' or '}')");
     }
     if (!have_descr || !have_fortran || !have_shape)
       fail("has a header that lacks one of 'descr', 'fortran_order', 'shape'");
@@ -338,8 +342,14 @@ class NpyHeaderParser {
     return out;
   }
   bool parse_bool() {
-    if (s_.substr(pos_, 4) == "True") { pos_ += 4; return true; }
-    if (s_.substr(pos_, 5) == "False") { pos_ += 5; return false; }
+    if (s_.substr(pos_, 4) == "True") {
+      pos_ += 4;
+      return true;
+    }
+    if (s_.substr(pos_, 5) == "False") {
+      pos_ += 5;
+      return false;
+    }
     fail("has a malformed header ('fortran_order' must be True or False)");
   }
   std::vector<int64_t> parse_shape() {
@@ -347,7 +357,10 @@ class NpyHeaderParser {
     expect('(');
     while (true) {
       skip_ws();
-      if (peek() == ')') { ++pos_; break; }
+      if (peek() == ')') {
+        ++pos_;
+        break;
+      }
       if (peek() == '-') fail("has a negative dimension in its shape");
       if (!std::isdigit(static_cast<unsigned char>(peek()))) fail("has a malformed shape in its header");
       int64_t v = 0;
@@ -357,8 +370,10 @@ class NpyHeaderParser {
       if (peek() == 'L') ++pos_;  // Python 2 numpy wrote long ints as "3L"
       shape.push_back(v);
       skip_ws();
-      if (peek() == ',') ++pos_;
-      else if (peek() != ')') fail("has a malformed shape in its header");
+      if (peek() == ',')
+        ++pos_;
+      else if (peek() != ')')
+        fail("has a malformed shape in its header");
     }
     return shape;
   }
@@ -383,11 +398,14 @@ DataType npy_dtype(const std::string& descr, const std::string& where) {
     return unsupported("is a string or object type, which Kiln does not support");
   if (kind == 'V')
     return unsupported("is raw bytes (ml_dtypes bfloat16 is saved like this; use a .pb file for bfloat16)");
-  static const struct { char kind; const char* size; DataType dt; } kTable[] = {
-      {'f', "2", DataType::kFloat16}, {'f', "4", DataType::kFloat32}, {'f', "8", DataType::kFloat64},
-      {'i', "1", DataType::kInt8},    {'i', "2", DataType::kInt16},   {'i', "4", DataType::kInt32},
-      {'i', "8", DataType::kInt64},   {'u', "1", DataType::kUInt8},   {'u', "2", DataType::kUInt16},
-      {'u', "4", DataType::kUInt32},  {'u', "8", DataType::kUInt64},  {'b', "1", DataType::kBool}};
+  static const struct {
+    char kind;
+    const char* size;
+    DataType dt;
+  } kTable[] = {{'f', "2", DataType::kFloat16}, {'f', "4", DataType::kFloat32}, {'f', "8", DataType::kFloat64},
+                {'i', "1", DataType::kInt8},    {'i', "2", DataType::kInt16},   {'i', "4", DataType::kInt32},
+                {'i', "8", DataType::kInt64},   {'u', "1", DataType::kUInt8},   {'u', "2", DataType::kUInt16},
+                {'u', "4", DataType::kUInt32},  {'u', "8", DataType::kUInt64},  {'b', "1", DataType::kBool}};
   for (const auto& e : kTable) {
     if (e.kind != kind || size != e.size) continue;
     if (order == '>' && dtype_size(e.dt) > 1)
@@ -435,7 +453,8 @@ HostTensor read_npy(const fs::path& path) {
   NpyHeaderParser(header, where).parse(&descr, &fortran, &t.shape);
   t.dtype = npy_dtype(descr, where);
   if (fortran && t.shape.size() > 1)
-    throw Error(where + " is stored in Fortran (column-major) order, which Kiln does not read; re-save it with "
+    throw Error(where +
+                " is stored in Fortran (column-major) order, which Kiln does not read; re-save it with "
                 "numpy.save(path, numpy.ascontiguousarray(a))");
   const int64_t numel = checked_numel(t.shape, where);
   const uint64_t bytes = checked_bytes(numel, t.dtype, t.shape, where);
@@ -456,14 +475,16 @@ HostTensor read_pb(const fs::path& path) {
   const std::string where = "tensor file " + quoted(path);
   const uint64_t file_size = file_size_or_throw(path, where);
   if (file_size > static_cast<uint64_t>(INT_MAX))
-    throw Error(where + " is larger than 2 GB, which protobuf cannot parse; store the tensor as .npy or with "
+    throw Error(where +
+                " is larger than 2 GB, which protobuf cannot parse; store the tensor as .npy or with "
                 "external data");
   std::ifstream in = open_or_throw(path, where);
   std::string bytes(file_size, '\0');
   read_exact(in, bytes.data(), file_size, path);
   onnx::TensorProto proto;
   if (!proto.ParseFromString(bytes))
-    throw Error(where + " is not a valid ONNX TensorProto (protobuf parse failed); the file is corrupt or not a .pb "
+    throw Error(where +
+                " is not a valid ONNX TensorProto (protobuf parse failed); the file is corrupt or not a .pb "
                 "tensor (write one with onnx.numpy_helper.from_array(a).SerializeToString())");
   return tensor_from_proto(proto, path.parent_path(), where);
 }

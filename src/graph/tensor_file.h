@@ -4,12 +4,12 @@
 // checked against the bytes actually present.
 #pragma once
 
+#include <onnx/onnx_pb.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <onnx/onnx_pb.h>
 
 #include "core/tensor.h"
 #include "kiln/types.h"

@@ -65,8 +65,8 @@ PassResult bind_inputs(graph::Graph& g, const BuildOptions& o) {
     }
     if (frozen != o.constant_inputs.end()) {
       if (frozen->second.dtype != v.dtype)
-        throw Error("input '" + v.name + "' is " + std::string(dtype_name(v.dtype)) + " in the model, but the value given is " +
-                    std::string(dtype_name(frozen->second.dtype)));
+        throw Error("input '" + v.name + "' is " + std::string(dtype_name(v.dtype)) +
+                    " in the model, but the value given is " + std::string(dtype_name(frozen->second.dtype)));
       v.data = std::make_shared<const std::vector<uint8_t>>(frozen->second.data);
       r.detail += (r.detail.empty() ? "" : ", ") + v.name + " frozen";
       ++r.changes;

@@ -73,8 +73,9 @@ std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& targ
       outs.push_back(index[static_cast<size_t>(v)]);
     }
     std::vector<uint8_t> attrs = encode_attrs(n.attrs);
-    steps.push_back(fb::CreateStep(fbb, static_cast<uint16_t>(n.kind), fbb.CreateString(n.origin.empty() ? n.name : n.origin),
-                                   fbb.CreateVector(ins), fbb.CreateVector(outs), fbb.CreateVector(attrs)));
+    steps.push_back(fb::CreateStep(fbb, static_cast<uint16_t>(n.kind),
+                                   fbb.CreateString(n.origin.empty() ? n.name : n.origin), fbb.CreateVector(ins),
+                                   fbb.CreateVector(outs), fbb.CreateVector(attrs)));
   }
   std::vector<int32_t> in_ids, out_ids;
   for (graph::ValueId v : g.inputs) in_ids.push_back(index[static_cast<size_t>(v)]);

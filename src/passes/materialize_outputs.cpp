@@ -13,7 +13,8 @@ PassResult materialize_outputs(graph::Graph& g, const BuildOptions&) {
       if (g.outputs[j] == out) throw Error("graph output '" + g.value(out).name + "' is listed twice");
     for (graph::ValueId in : g.inputs)
       if (in == out)
-        throw Error("graph output '" + g.value(out).name + "' is also a graph input; an engine needs an op between them");
+        throw Error("graph output '" + g.value(out).name +
+                    "' is also a graph input; an engine needs an op between them");
     if (!g.value(out).is_constant()) continue;
     std::string name = g.value(out).name;
     g.rename(out, g.unique_name(name + "_const"));

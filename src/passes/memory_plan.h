@@ -15,7 +15,7 @@ struct Lifetime {
 struct MemoryPlan {
   std::vector<uint64_t> offsets;  // per lifetime, aligned to 64 bytes
   uint64_t arena_bytes = 0;
-  uint64_t peak_live_bytes = 0;   // the lower bound any plan needs
+  uint64_t peak_live_bytes = 0;  // the lower bound any plan needs
 };
 
 // Greedy by size: the largest tensor first, each at the lowest offset that does not collide with a

@@ -15,9 +15,9 @@ using detail::TensorKind;
 struct Context::State {
   const detail::EngineImpl* e = nullptr;
   std::vector<std::byte> arena;
-  std::vector<void*> data;             // per tensor: where its bytes are for the current run
-  std::vector<const void*> bound_in;   // per engine input: caller memory (null: not set)
-  std::vector<void*> bound_out;        // per engine output: caller memory (null: in the arena)
+  std::vector<void*> data;            // per tensor: where its bytes are for the current run
+  std::vector<const void*> bound_in;  // per engine input: caller memory (null: not set)
+  std::vector<void*> bound_out;       // per engine output: caller memory (null: in the arena)
   std::vector<std::vector<TensorView>> step_in, step_out;
   std::vector<cpu::CpuKernel> kernels;
   std::unique_ptr<cpu::ThreadPool> pool;

@@ -47,7 +47,8 @@ EngineSummary Engine::summary() const {
   s.arena_bytes = e.arena_bytes;
   s.file_bytes = e.file.size();
   for (const detail::TensorRec& t : e.tensors)
-    if (t.kind == detail::TensorKind::kActivation || t.kind == detail::TensorKind::kOutput) s.activation_bytes += t.bytes;
+    if (t.kind == detail::TensorKind::kActivation || t.kind == detail::TensorKind::kOutput)
+      s.activation_bytes += t.bytes;
   auto name_of = [&](int32_t i) { return i < 0 ? std::string() : e.tensors[static_cast<size_t>(i)].name; };
   for (const detail::StepRec& st : e.steps) {
     StepInfo info{std::string(op_name(st.kind)), st.name, describe_attrs(st.attrs), {}, {}};

@@ -19,9 +19,7 @@ namespace {
 constexpr int64_t kMaxDim = int64_t{1} << 40;
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 44;
 
-[[noreturn]] void fail(const std::string& origin, const std::string& what) {
-  throw Error(origin + ": " + what);
-}
+[[noreturn]] void fail(const std::string& origin, const std::string& what) { throw Error(origin + ": " + what); }
 
 uint64_t tensor_bytes(const std::vector<int64_t>& shape, DataType dtype, const std::string& origin,
                       const std::string& name) {
@@ -52,7 +50,8 @@ void check_header(const std::vector<uint8_t>& file, const std::string& origin, f
       h.weights_offset < h.toc_offset + h.toc_bytes || h.weights_offset > size ||
       h.weights_bytes > size - h.weights_offset || h.weights_offset % format::kWeightAlign != 0)
     fail(origin, "file is truncated or its section table is damaged (expected " +
-                     std::to_string(h.weights_offset + h.weights_bytes) + " bytes, found " + std::to_string(size) + ")");
+                     std::to_string(h.weights_offset + h.weights_bytes) + " bytes, found " + std::to_string(size) +
+                     ")");
   if (h.weights_offset + h.weights_bytes != size) fail(origin, "file has trailing bytes after the weights");
   if (h.reserved != 0) fail(origin, "header has non-zero reserved bytes: the file is damaged or from another tool");
   uint64_t sum = format::checksum(file);
@@ -92,7 +91,8 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
     if (r.shape.size() > 16) fail(origin, "tensor '" + r.name + "' has rank above 16");
     r.bytes = tensor_bytes(r.shape, r.dtype, origin, r.name);
     auto kind = static_cast<uint8_t>(t->kind());
-    if (kind > static_cast<uint8_t>(TensorKind::kActivation)) fail(origin, "tensor '" + r.name + "' has an invalid kind");
+    if (kind > static_cast<uint8_t>(TensorKind::kActivation))
+      fail(origin, "tensor '" + r.name + "' has an invalid kind");
     r.kind = static_cast<TensorKind>(kind);
     r.offset = t->offset();
     uint64_t limit = r.kind == TensorKind::kWeight ? h.weights_bytes : e->arena_bytes;
@@ -116,7 +116,8 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
   for (int32_t i : *root->inputs()) {
     check_index(i, false, "engine input");
     TensorRec& t = e->tensors[static_cast<size_t>(i)];
-    if (t.kind != TensorKind::kInput || defined[static_cast<size_t>(i)]) fail(origin, "engine input '" + t.name + "' is not an input tensor");
+    if (t.kind != TensorKind::kInput || defined[static_cast<size_t>(i)])
+      fail(origin, "engine input '" + t.name + "' is not an input tensor");
     defined[static_cast<size_t>(i)] = 1;
     e->input_ids.push_back(i);
     e->inputs.push_back({t.name, t.dtype, t.shape});
@@ -154,7 +155,8 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
           ins.push_back(absent_tensor());
           continue;
         }
-        if (!defined[static_cast<size_t>(i)]) fail(origin, where + " reads '" + e->tensors[static_cast<size_t>(i)].name + "' before it is written");
+        if (!defined[static_cast<size_t>(i)])
+          fail(origin, where + " reads '" + e->tensors[static_cast<size_t>(i)].name + "' before it is written");
         const TensorRec& t = e->tensors[static_cast<size_t>(i)];
         TensorView v{t.dtype, t.shape, nullptr, true};
         if (t.kind == TensorKind::kWeight) v.data = const_cast<uint8_t*>(e->weight_data(t));
@@ -177,14 +179,15 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
         const TensorRec& t = e->tensors[static_cast<size_t>(st.outputs[k])];
         if (inferred[k].dtype != t.dtype || inferred[k].shape != t.shape)
           fail(origin, where + " output '" + t.name + "' is recorded as " + std::string(dtype_name(t.dtype)) +
-                           shape_string(t.shape) + " but the op computes " + std::string(dtype_name(inferred[k].dtype)) +
-                           shape_string(inferred[k].shape));
+                           shape_string(t.shape) + " but the op computes " +
+                           std::string(dtype_name(inferred[k].dtype)) + shape_string(inferred[k].shape));
       }
       e->steps.push_back(std::move(st));
     }
   }
   for (int32_t o : e->output_ids)
-    if (!defined[static_cast<size_t>(o)]) fail(origin, "engine output '" + e->tensors[static_cast<size_t>(o)].name + "' is never computed");
+    if (!defined[static_cast<size_t>(o)])
+      fail(origin, "engine output '" + e->tensors[static_cast<size_t>(o)].name + "' is never computed");
   return e;
 }
 

@@ -53,8 +53,7 @@ std::vector<double> reference(const std::vector<float>& x) {
       for (int ox = 0; ox < 2; ++ox) {
         double s = kConvB[oc];
         for (int ky = 0; ky < 3; ++ky)
-          for (int kx = 0; kx < 3; ++kx)
-            s += double(x[(oy + ky) * 4 + ox + kx]) * double(w[oc * 9 + ky * 3 + kx]);
+          for (int kx = 0; kx < 3; ++kx) s += double(x[(oy + ky) * 4 + ox + kx]) * double(w[oc * 9 + ky * 3 + kx]);
         f[oc * 4 + oy * 2 + ox] = std::max(s, 0.0);
       }
   std::vector<double> y(3);
@@ -172,7 +171,8 @@ TEST(EngineFile, ConvReluGemmMatchesFloat64Reference) {
     std::vector<float> y = run_convnet(*e, x);
     std::vector<double> ref = reference(x);
     ASSERT_EQ(y.size(), 3u);
-    for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(y[i], ref[i], 1e-5 + 1e-5 * std::fabs(ref[i])) << "shift " << shift << " i " << i;
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(y[i], ref[i], 1e-5 + 1e-5 * std::fabs(ref[i])) << "shift " << shift << " i " << i;
   }
 }
 
@@ -387,8 +387,11 @@ EngineDesc decode(const std::vector<uint8_t>& file) {
   for (const fb::Tensor* t : *root->tensors())
     d.tensors.push_back({str(t->name()), t->dtype(), {t->shape()->begin(), t->shape()->end()}, t->kind(), t->offset()});
   for (const fb::Step* s : *root->steps())
-    d.steps.push_back({s->op(), str(s->name()), {s->inputs()->begin(), s->inputs()->end()},
-                       {s->outputs()->begin(), s->outputs()->end()}, {s->attrs()->begin(), s->attrs()->end()}});
+    d.steps.push_back({s->op(),
+                       str(s->name()),
+                       {s->inputs()->begin(), s->inputs()->end()},
+                       {s->outputs()->begin(), s->outputs()->end()},
+                       {s->attrs()->begin(), s->attrs()->end()}});
   d.inputs.assign(root->inputs()->begin(), root->inputs()->end());
   d.outputs.assign(root->outputs()->begin(), root->outputs()->end());
   d.arena_bytes = root->arena_bytes();
@@ -456,12 +459,15 @@ TEST(EngineFileCrafted, UnmodifiedRebuildLoadsAndRuns) {
 
 TEST(EngineFileCrafted, OutputShapeThatTheOpDoesNotCompute) {
   std::string e = crafted_error([](EngineDesc& d) { d.tensors[d.find("Y")].shape = {1, 2}; });
-  EXPECT_TRUE(has(e, "step 'gemm' (Gemm) output 'Y' is recorded as float32[1,2] but the op computes float32[1,3]")) << e;
+  EXPECT_TRUE(has(e, "step 'gemm' (Gemm) output 'Y' is recorded as float32[1,2] but the op computes float32[1,3]"))
+      << e;
   e = crafted_error([](EngineDesc& d) { d.tensors[d.find("r")].shape = {1, 2, 1, 2}; });
-  EXPECT_TRUE(has(e, "step 'relu' (Relu) output 'r' is recorded as float32[1,2,1,2] but the op computes float32[1,2,2,2]"))
+  EXPECT_TRUE(
+      has(e, "step 'relu' (Relu) output 'r' is recorded as float32[1,2,1,2] but the op computes float32[1,2,2,2]"))
       << e;
   e = crafted_error([](EngineDesc& d) { d.tensors[d.find("c")].dtype = static_cast<uint8_t>(DataType::kFloat16); });
-  EXPECT_TRUE(has(e, "step 'conv' (Conv) output 'c' is recorded as float16[1,2,2,2] but the op computes float32[1,2,2,2]"))
+  EXPECT_TRUE(
+      has(e, "step 'conv' (Conv) output 'c' is recorded as float16[1,2,2,2] but the op computes float32[1,2,2,2]"))
       << e;
 }
 

@@ -1,6 +1,8 @@
 // sgemm against a naive double-precision reference, for every kernel family the CPU supports, all
 // transpose combinations, edge-heavy shapes, alpha/beta variants and padded leading dimensions;
 // plus ThreadPool coverage/nesting/exception tests.
+#include "runtime/cpu/gemm.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,7 +14,6 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/cpu/gemm.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace kiln::cpu {
@@ -56,12 +57,12 @@ Operands make_operands(const Shape& s, bool ta, bool tb, int64_t pad, bool nan_c
 // sum of |alpha*a*b| terms plus |beta*c| (the magnitude the rounding errors are relative to),
 // times eps * sqrt(k) for the accumulation; a single wrong or missing term is ~1/k of that sum,
 // far above the tolerance for the sizes used here.
-void check_gemm(GemmKernel kernel, bool ta, bool tb, const Shape& s, float alpha, float beta,
-                int64_t pad, ThreadPool* pool, uint32_t seed) {
+void check_gemm(GemmKernel kernel, bool ta, bool tb, const Shape& s, float alpha, float beta, int64_t pad,
+                ThreadPool* pool, uint32_t seed) {
   Operands o = make_operands(s, ta, tb, pad, /*nan_c=*/beta == 0.f, seed);
   const std::vector<float> c0 = o.c;
-  sgemm_with_kernel(kernel, ta, tb, s.m, s.n, s.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
-                    beta, o.c.data(), o.ldc, pool);
+  sgemm_with_kernel(kernel, ta, tb, s.m, s.n, s.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, beta, o.c.data(), o.ldc,
+                    pool);
   const double eps = std::numeric_limits<float>::epsilon();
   const double tol_scale = 16.0 * eps * (1.0 + std::sqrt(double(s.k)));
   int failures = 0;
@@ -90,8 +91,7 @@ void check_gemm(GemmKernel kernel, bool ta, bool tb, const Shape& s, float alpha
       }
       const double tol = tol_scale * bound + 1e-30;
       if (!(std::abs(double(got) - want) <= tol)) {
-        ADD_FAILURE() << "C(" << i << "," << j << ") = " << got << ", want " << want
-                      << " (tol " << tol << ")";
+        ADD_FAILURE() << "C(" << i << "," << j << ") = " << got << ", want " << want << " (tol " << tol << ")";
         ++failures;
       }
     }
@@ -114,10 +114,10 @@ std::vector<Shape> test_shapes() {
   }
   // Around tile, block, KC (192 / 256) and NC (4096) boundaries, primes, threaded sizes.
   const Shape larger[] = {
-      {63, 65, 64},  {65, 63, 129},  {129, 129, 129}, {64, 64, 64},   {31, 97, 257},
-      {150, 33, 300}, {300, 47, 513}, {1, 257, 129},  {257, 1, 129},   {13, 4100, 5},
-      {289, 130, 70}, {2, 1000, 300}, {1000, 3, 260}, {127, 131, 137}, {96, 96, 1},
-      {1, 700, 403},  {600, 1, 517},  // matrix-vector shapes big enough to be threaded
+      {63, 65, 64},   {65, 63, 129},   {129, 129, 129}, {64, 64, 64},  {31, 97, 257},  {150, 33, 300},
+      {300, 47, 513}, {1, 257, 129},   {257, 1, 129},   {13, 4100, 5}, {289, 130, 70}, {2, 1000, 300},
+      {1000, 3, 260}, {127, 131, 137}, {96, 96, 1},     {1, 700, 403}, {600, 1, 517},  // matrix-vector shapes big
+                                                                                       // enough to be threaded
   };
   shapes.insert(shapes.end(), std::begin(larger), std::end(larger));
   return shapes;
@@ -145,9 +145,8 @@ TEST_P(GemmTest, MatchesReference) {
     // Rotate alpha/beta and padding over shapes so every pair meets many edge cases.
     const ScalarPair& sc = kScalars[seed % std::size(kScalars)];
     const int64_t pad = (seed % 3 == 0) ? 0 : int64_t(seed % 5) + 1;
-    SCOPED_TRACE(::testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k
-                                      << " alpha=" << sc.alpha << " beta=" << sc.beta
-                                      << " pad=" << pad);
+    SCOPED_TRACE(::testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k << " alpha=" << sc.alpha
+                                      << " beta=" << sc.beta << " pad=" << pad);
     check_gemm(kernel, ta, tb, s, sc.alpha, sc.beta, pad, pool(), seed++);
     if (HasFailure()) return;
   }
@@ -176,12 +175,11 @@ std::string param_name(const ::testing::TestParamInfo<GemmParam>& info) {
   return name + "_" + std::to_string(static_cast<int>(kernel));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, GemmTest,
-    ::testing::Combine(::testing::Values(GemmKernel::kGeneric, GemmKernel::kAvx2,
-                                         GemmKernel::kAvx512),
-                       ::testing::Bool(), ::testing::Bool(), ::testing::Bool()),
-    param_name);
+INSTANTIATE_TEST_SUITE_P(All, GemmTest,
+                         ::testing::Combine(::testing::Values(GemmKernel::kGeneric, GemmKernel::kAvx2,
+                                                              GemmKernel::kAvx512),
+                                            ::testing::Bool(), ::testing::Bool(), ::testing::Bool()),
+                         param_name);
 
 TEST(Gemm, DegenerateShapesDoNothing) {
   float c = 3.f;
@@ -199,10 +197,9 @@ TEST(Gemm, ThreadedMatchesSerialBitwise) {
   const Shape s{200, 300, 400};
   Operands o = make_operands(s, false, true, 1, false, 11);
   std::vector<float> serial = o.c, threaded = o.c;
-  sgemm(false, true, s.m, s.n, s.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.5f,
-        serial.data(), o.ldc, nullptr);
-  sgemm(false, true, s.m, s.n, s.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.5f,
-        threaded.data(), o.ldc, &two_thread_pool());
+  sgemm(false, true, s.m, s.n, s.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.5f, serial.data(), o.ldc, nullptr);
+  sgemm(false, true, s.m, s.n, s.k, 1.f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.5f, threaded.data(), o.ldc,
+        &two_thread_pool());
   EXPECT_EQ(serial, threaded);
 }
 
@@ -218,8 +215,7 @@ TEST(ThreadPool, VisitsEveryIndexExactlyOnce) {
         ASSERT_LE(end, n);
         for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
       });
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads=" << threads
-                                                                   << " n=" << n << " i=" << i;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads=" << threads << " n=" << n << " i=" << i;
     }
   }
 }

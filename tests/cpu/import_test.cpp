@@ -1,8 +1,6 @@
 // Tests for src/graph/onnx_import: old opsets rewritten to the opset-21 form (attributes that became
 // inputs turn into constant inputs), opset-dependent defaults, Constant nodes, external data, and the
 // errors an unsupported or malformed model must produce.
-#include "graph/onnx_import.h"
-
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
@@ -12,6 +10,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "graph/onnx_import.h"
 
 namespace kiln::graph {
 namespace {
@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 struct Dim {
   int64_t value = -1;
   std::string param;
-  Dim(int64_t v) : value(v) {}             // NOLINT: implicit on purpose
-  Dim(const char* p) : param(p) {}         // NOLINT
+  Dim(int64_t v) : value(v) {}      // NOLINT: implicit on purpose
+  Dim(const char* p) : param(p) {}  // NOLINT
 };
 
 onnx::ModelProto make_model(int64_t opset) {
@@ -45,8 +45,10 @@ void set_type(onnx::ValueInfoProto* vi, int32_t elem, const std::vector<Dim>& di
   auto* shape = tt->mutable_shape();
   for (const Dim& d : dims) {
     auto* dim = shape->add_dim();
-    if (d.param.empty()) dim->set_dim_value(d.value);
-    else dim->set_dim_param(d.param);
+    if (d.param.empty())
+      dim->set_dim_value(d.value);
+    else
+      dim->set_dim_param(d.param);
   }
 }
 
@@ -434,7 +436,8 @@ TEST(ImportConstant, SparseValueIsRejectedNamingTheNode) {
   add_output(m, "c");
   std::string e = import_error(m);
   EXPECT_NE(e.find("Constant node 'sparse_c' uses attribute 'sparse_value', which Kiln does not support"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
 }
 
 // ---- external data -------------------------------------------------------------------------------
@@ -442,8 +445,8 @@ TEST(ImportConstant, SparseValueIsRejectedNamingTheNode) {
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("kiln_import_test_" + std::to_string(getpid()) + "_" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
+    path = fs::temp_directory_path() /
+           ("kiln_import_test_" + std::to_string(getpid()) + "_" + std::to_string(reinterpret_cast<uintptr_t>(this)));
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -463,7 +466,8 @@ onnx::ModelProto external_data_model(const std::string& location, int64_t offset
   t->add_dims(3);
   t->set_data_location(onnx::TensorProto::EXTERNAL);
   for (auto [key, value] : {std::pair<std::string, std::string>{"location", location},
-                             {"offset", std::to_string(offset)}, {"length", "12"}}) {
+                            {"offset", std::to_string(offset)},
+                            {"length", "12"}}) {
     auto* kv = t->add_external_data();
     kv->set_key(key);
     kv->set_value(value);

@@ -27,8 +27,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 const std::vector<DT> kFloatTypes = {DT::kFloat32, DT::kFloat64, DT::kFloat16, DT::kBFloat16};
-const std::vector<DT> kIntTypes = {DT::kInt8,   DT::kUInt8,  DT::kInt16, DT::kUInt16,
-                                   DT::kInt32,  DT::kUInt32, DT::kInt64, DT::kUInt64};
+const std::vector<DT> kIntTypes = {DT::kInt8,  DT::kUInt8,  DT::kInt16, DT::kUInt16,
+                                   DT::kInt32, DT::kUInt32, DT::kInt64, DT::kUInt64};
 const std::vector<DT> kAllTypes = {DT::kFloat32, DT::kFloat64, DT::kFloat16, DT::kBFloat16, DT::kInt8,
                                    DT::kUInt8,   DT::kInt16,   DT::kUInt16,  DT::kInt32,    DT::kUInt32,
                                    DT::kInt64,   DT::kUInt64,  DT::kBool};
@@ -70,8 +70,10 @@ void set(Tensor& t, int64_t i, double v) {
   dispatch_numeric(t.dtype, "set", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T x;
-    if constexpr (kIsFloat<T>) x = T(static_cast<ComputeType<T>>(v));
-    else x = static_cast<T>(static_cast<int64_t>(v));
+    if constexpr (kIsFloat<T>)
+      x = T(static_cast<ComputeType<T>>(v));
+    else
+      x = static_cast<T>(static_cast<int64_t>(v));
     std::memcpy(t.bytes.data() + i * sizeof(T), &x, sizeof(T));
   });
 }
@@ -159,9 +161,12 @@ void expect_close(const Tensor& out, const std::vector<double>& ref, const std::
   for (int64_t i = 0; i < out.numel() && bad < 5; ++i) {
     const double g = get(out, i), r = ref[i];
     bool ok;
-    if (std::isnan(r)) ok = std::isnan(g);
-    else if (std::isinf(r) || tol == 0) ok = g == r;
-    else ok = std::abs(g - r) <= tol * (1 + std::abs(r));
+    if (std::isnan(r))
+      ok = std::isnan(g);
+    else if (std::isinf(r) || tol == 0)
+      ok = g == r;
+    else
+      ok = std::abs(g - r) <= tol * (1 + std::abs(r));
     if (!ok) {
       ++bad;
       ADD_FAILURE() << what << " [" << dtype_name(out.dtype) << "] element " << i << ": got " << g << ", want " << r;
@@ -207,18 +212,73 @@ const std::vector<Shape> kUnaryShapes = {{}, {0}, {7}, {3, 5, 2}, {1, 1, 33}, {2
 
 // ---- tables --------------------------------------------------------------------------------
 TEST(Elementwise, EveryOpHasInferenceAndKernel) {
-  const OpKind kinds[] = {
-      OpKind::kAbs, OpKind::kAcos, OpKind::kAcosh, OpKind::kAdd, OpKind::kAnd, OpKind::kAsin, OpKind::kAsinh,
-      OpKind::kAtan, OpKind::kAtanh, OpKind::kCast, OpKind::kCastLike, OpKind::kCeil, OpKind::kCelu, OpKind::kClip,
-      OpKind::kCos, OpKind::kCosh, OpKind::kDequantizeLinear, OpKind::kDiv, OpKind::kDropout, OpKind::kElu,
-      OpKind::kEqual, OpKind::kErf, OpKind::kExp, OpKind::kFloor, OpKind::kGelu, OpKind::kGreater,
-      OpKind::kGreaterOrEqual, OpKind::kHardSigmoid, OpKind::kHardSwish, OpKind::kIdentity, OpKind::kIsInf,
-      OpKind::kIsNaN, OpKind::kLeakyRelu, OpKind::kLess, OpKind::kLessOrEqual, OpKind::kLog, OpKind::kMax,
-      OpKind::kMean, OpKind::kMin, OpKind::kMish, OpKind::kMod, OpKind::kMul, OpKind::kNeg, OpKind::kNot,
-      OpKind::kOr, OpKind::kPRelu, OpKind::kPow, OpKind::kQuantizeLinear, OpKind::kReciprocal, OpKind::kRelu,
-      OpKind::kRound, OpKind::kSelu, OpKind::kShrink, OpKind::kSigmoid, OpKind::kSign, OpKind::kSin, OpKind::kSinh,
-      OpKind::kSoftplus, OpKind::kSoftsign, OpKind::kSqrt, OpKind::kSub, OpKind::kSum, OpKind::kTan, OpKind::kTanh,
-      OpKind::kThresholdedRelu, OpKind::kWhere, OpKind::kXor};
+  const OpKind kinds[] = {OpKind::kAbs,
+                          OpKind::kAcos,
+                          OpKind::kAcosh,
+                          OpKind::kAdd,
+                          OpKind::kAnd,
+                          OpKind::kAsin,
+                          OpKind::kAsinh,
+                          OpKind::kAtan,
+                          OpKind::kAtanh,
+                          OpKind::kCast,
+                          OpKind::kCastLike,
+                          OpKind::kCeil,
+                          OpKind::kCelu,
+                          OpKind::kClip,
+                          OpKind::kCos,
+                          OpKind::kCosh,
+                          OpKind::kDequantizeLinear,
+                          OpKind::kDiv,
+                          OpKind::kDropout,
+                          OpKind::kElu,
+                          OpKind::kEqual,
+                          OpKind::kErf,
+                          OpKind::kExp,
+                          OpKind::kFloor,
+                          OpKind::kGelu,
+                          OpKind::kGreater,
+                          OpKind::kGreaterOrEqual,
+                          OpKind::kHardSigmoid,
+                          OpKind::kHardSwish,
+                          OpKind::kIdentity,
+                          OpKind::kIsInf,
+                          OpKind::kIsNaN,
+                          OpKind::kLeakyRelu,
+                          OpKind::kLess,
+                          OpKind::kLessOrEqual,
+                          OpKind::kLog,
+                          OpKind::kMax,
+                          OpKind::kMean,
+                          OpKind::kMin,
+                          OpKind::kMish,
+                          OpKind::kMod,
+                          OpKind::kMul,
+                          OpKind::kNeg,
+                          OpKind::kNot,
+                          OpKind::kOr,
+                          OpKind::kPRelu,
+                          OpKind::kPow,
+                          OpKind::kQuantizeLinear,
+                          OpKind::kReciprocal,
+                          OpKind::kRelu,
+                          OpKind::kRound,
+                          OpKind::kSelu,
+                          OpKind::kShrink,
+                          OpKind::kSigmoid,
+                          OpKind::kSign,
+                          OpKind::kSin,
+                          OpKind::kSinh,
+                          OpKind::kSoftplus,
+                          OpKind::kSoftsign,
+                          OpKind::kSqrt,
+                          OpKind::kSub,
+                          OpKind::kSum,
+                          OpKind::kTan,
+                          OpKind::kTanh,
+                          OpKind::kThresholdedRelu,
+                          OpKind::kWhere,
+                          OpKind::kXor};
   for (OpKind k : kinds) {
     EXPECT_NE(cpu::cpu_kernel(k), nullptr) << op_name(k);
     int n = 0;
@@ -268,7 +328,9 @@ std::vector<UnaryCase> unary_cases() {
       {OpKind::kRound, NoAttrs{}, -10, 10, [](double x) { return std::nearbyint(x); }},
       {OpKind::kGelu, GeluAttrs{}, -5, 5, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
       {OpKind::kGelu, GeluAttrs{GeluApproximation::kTanh}, -5, 5,
-       [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x))); }},
+       [](double x) {
+         return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+       }},
       {OpKind::kMish, NoAttrs{}, -10, 10, [](double x) { return x * std::tanh(softplus(x)); }},
       {OpKind::kHardSwish, NoAttrs{}, -5, 5, [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }},
       {OpKind::kHardSigmoid, HardSigmoidAttrs{0.3f, 0.6f}, -5, 5,
@@ -282,7 +344,9 @@ std::vector<UnaryCase> unary_cases() {
        [=](double x) { return x > 0 ? sel_g * x : sel_g * (sel_a * std::exp(x) - sel_a); }},
       {OpKind::kSelu, SeluAttrs{2.0f, 3.0f}, -5, 5, [](double x) { return x > 0 ? 3 * x : 3 * (2 * std::exp(x) - 2); }},
       {OpKind::kShrink, ShrinkAttrs{0.25f, 0.75f}, -2, 2,
-       [](double x) { return x < -0.75 ? x + 0.25 : x > 0.75 ? x - 0.25 : 0; }},
+       [](double x) { return x < -0.75  ? x + 0.25
+                             : x > 0.75 ? x - 0.25
+                                        : 0; }},
       {OpKind::kRelu, NoAttrs{}, -5, 5, [](double x) { return std::max(x, 0.0); }},
       {OpKind::kAbs, NoAttrs{}, -5, 5, [](double x) { return std::abs(x); }},
       {OpKind::kNeg, NoAttrs{}, -5, 5, [](double x) { return -x; }},
@@ -398,9 +462,9 @@ TEST(Elementwise, IdentityAndDropout) {
 
 // ---- broadcasting binary -------------------------------------------------------------------
 const std::vector<std::pair<Shape, Shape>> kBcast = {
-    {{3, 4}, {3, 4}},   {{2, 3, 4}, {4}},         {{2, 1, 4}, {3, 1}},  {{}, {5}},
-    {{5}, {}},          {{0, 3}, {3}},            {{1, 3, 1, 5}, {2, 1, 4, 1}}, {{2, 3}, {1, 1, 1}},
-    {{7, 1}, {1, 9}},   {{2, 3, 5}, {2, 3, 5}},   {{4, 1, 3}, {4, 2, 3}}};
+    {{3, 4}, {3, 4}}, {{2, 3, 4}, {4}},       {{2, 1, 4}, {3, 1}},          {{}, {5}},
+    {{5}, {}},        {{0, 3}, {3}},          {{1, 3, 1, 5}, {2, 1, 4, 1}}, {{2, 3}, {1, 1, 1}},
+    {{7, 1}, {1, 9}}, {{2, 3, 5}, {2, 3, 5}}, {{4, 1, 3}, {4, 2, 3}}};
 
 using Ref2 = std::function<double(double, double)>;
 
@@ -429,7 +493,8 @@ TEST(Elementwise, Arithmetic) {
     check_binary(OpKind::kSub, NoAttrs{}, dt, -3, 3, [](double a, double b) { return a - b; });
     check_binary(OpKind::kMul, NoAttrs{}, dt, -3, 3, [](double a, double b) { return a * b; });
     check_binary(OpKind::kDiv, NoAttrs{}, dt, 0.5, 3, [](double a, double b) { return a / b; });
-    check_binary(OpKind::kMod, ModAttrs{1}, dt, -9, 9, [](double a, double b) { return std::fmod(a, b); }, nonzero);
+    check_binary(
+        OpKind::kMod, ModAttrs{1}, dt, -9, 9, [](double a, double b) { return std::fmod(a, b); }, nonzero);
     check_binary(OpKind::kPow, NoAttrs{}, dt, 0.2, 2.5, [](double a, double b) { return std::pow(a, b); });
   }
   for (DT dt : kIntTypes) {
@@ -439,17 +504,18 @@ TEST(Elementwise, Arithmetic) {
     check_binary(OpKind::kSub, NoAttrs{}, dt, lo, 11, [&](double a, double b) { return wrap(dt, a - b); });
     check_binary(OpKind::kMul, NoAttrs{}, dt, lo, 11, [&](double a, double b) { return wrap(dt, a * b); });
     const double dlo = sg ? -41 : 0;
-    check_binary(OpKind::kDiv, NoAttrs{}, dt, dlo, 40, [](double a, double b) { return std::trunc(a / b); },
-                 nonzero);
-    check_binary(OpKind::kMod, ModAttrs{1}, dt, dlo, 40, [](double a, double b) { return std::fmod(a, b); },
-                 nonzero);
-    check_binary(OpKind::kMod, ModAttrs{0}, dt, dlo, 40,
-                 [](double a, double b) { return a - b * std::floor(a / b); }, nonzero);
+    check_binary(
+        OpKind::kDiv, NoAttrs{}, dt, dlo, 40, [](double a, double b) { return std::trunc(a / b); }, nonzero);
+    check_binary(
+        OpKind::kMod, ModAttrs{1}, dt, dlo, 40, [](double a, double b) { return std::fmod(a, b); }, nonzero);
+    check_binary(
+        OpKind::kMod, ModAttrs{0}, dt, dlo, 40, [](double a, double b) { return a - b * std::floor(a / b); }, nonzero);
     // Exponents in [0, 6]: |result| <= 6^6 is exact in double, then wraps like the dtype.
-    check_binary(OpKind::kPow, NoAttrs{}, dt, lo / 2, 6, [&](double a, double b) { return wrap(dt, std::pow(a, b)); },
-                 [](Tensor& b) {
-                   for (int64_t i = 0; i < b.numel(); ++i) set(b, i, std::abs(get(b, i)));
-                 });
+    check_binary(
+        OpKind::kPow, NoAttrs{}, dt, lo / 2, 6, [&](double a, double b) { return wrap(dt, std::pow(a, b)); },
+        [](Tensor& b) {
+          for (int64_t i = 0; i < b.numel(); ++i) set(b, i, std::abs(get(b, i)));
+        });
   }
   // Wrapping, truncation and the INT_MIN / -1 corner.
   Tensor a = make(DT::kInt32, {4}, {2147483647.0, -2147483648.0, -7, 7});
@@ -463,8 +529,7 @@ TEST(Elementwise, Arithmetic) {
   for (OpKind k : {OpKind::kDiv, OpKind::kMod})
     for (DT dt : {DT::kInt8, DT::kUInt64, DT::kInt32})
       EXPECT_THROW(run1(k, NoAttrs{}, {make(dt, {2}, {4, 5}), make(dt, {}, {0})}), Error) << op_name(k);
-  EXPECT_THROW(run1(OpKind::kMod, ModAttrs{0}, {make(DT::kInt8, {2}, {4, 5}), make(DT::kInt8, {2}, {1, 0})}),
-               Error);
+  EXPECT_THROW(run1(OpKind::kMod, ModAttrs{0}, {make(DT::kInt8, {2}, {4, 5}), make(DT::kInt8, {2}, {1, 0})}), Error);
   // Float division by zero is IEEE.
   expect_close(run1(OpKind::kDiv, NoAttrs{}, {make(DT::kFloat32, {2}, {1, -1}), make(DT::kFloat32, {}, {0})}),
                {kInf, -kInf}, "Div float by 0");
@@ -475,8 +540,8 @@ TEST(Elementwise, PowMixedTypes) {
     DT base, exp;
     double blo, bhi, elo, ehi;
   };
-  const P cases[] = {{DT::kFloat32, DT::kInt32, -3, 3, -3, 4},   {DT::kFloat32, DT::kInt64, -3, 3, 0, 5},
-                     {DT::kFloat32, DT::kUInt64, -3, 3, 0, 5},   {DT::kFloat64, DT::kFloat32, 0.1, 3, -2, 2},
+  const P cases[] = {{DT::kFloat32, DT::kInt32, -3, 3, -3, 4},    {DT::kFloat32, DT::kInt64, -3, 3, 0, 5},
+                     {DT::kFloat32, DT::kUInt64, -3, 3, 0, 5},    {DT::kFloat64, DT::kFloat32, 0.1, 3, -2, 2},
                      {DT::kFloat16, DT::kFloat32, 0.1, 3, -2, 2}, {DT::kBFloat16, DT::kInt8, -3, 3, -2, 3},
                      {DT::kInt32, DT::kFloat32, 0, 9, 0, 2.5},    {DT::kInt64, DT::kFloat64, -9, 9, 0, 3},
                      {DT::kUInt8, DT::kUInt8, 0, 4, 0, 4},        {DT::kInt8, DT::kInt16, -4, 4, 0, 3},
@@ -486,12 +551,15 @@ TEST(Elementwise, PowMixedTypes) {
       Tensor a = rand_tensor(p.base, sa, p.blo, p.bhi), b = rand_tensor(p.exp, sb, p.elo, p.ehi);
       Tensor y = run1(OpKind::kPow, NoAttrs{}, {a, b});
       EXPECT_EQ(y.dtype, p.base);
-      expect_close(y, ref_nary({a, b}, y.shape, [&](const std::vector<double>& v) {
-        const double r = std::pow(v[0], v[1]);
-        if (is_float(p.base)) return r;
-        if (!is_float(p.exp)) return wrap(p.base, r);
-        return std::isnan(r) ? 0.0 : std::trunc(r);
-      }), "Pow " + std::string(dtype_name(p.base)) + "^" + std::string(dtype_name(p.exp)), 4);
+      expect_close(y,
+                   ref_nary({a, b}, y.shape,
+                            [&](const std::vector<double>& v) {
+                              const double r = std::pow(v[0], v[1]);
+                              if (is_float(p.base)) return r;
+                              if (!is_float(p.exp)) return wrap(p.base, r);
+                              return std::isnan(r) ? 0.0 : std::trunc(r);
+                            }),
+                   "Pow " + std::string(dtype_name(p.base)) + "^" + std::string(dtype_name(p.exp)), 4);
     }
   }
   // Scalar fast paths (x^2, x^0.5, x^1) and a large broadcast through the pool.
@@ -512,8 +580,8 @@ TEST(Elementwise, PowMixedTypes) {
 }
 
 TEST(Elementwise, PRelu) {
-  const std::vector<std::pair<Shape, Shape>> shapes = {{{2, 3, 4}, {4}}, {{2, 3, 4}, {3, 1}}, {{5}, {}},
-                                                       {{0, 2}, {2}},    {{3, 4}, {3, 4}},    {{1, 3, 5, 5}, {3, 1, 1}}};
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{2, 3, 4}, {4}}, {{2, 3, 4}, {3, 1}}, {{5}, {}}, {{0, 2}, {2}}, {{3, 4}, {3, 4}}, {{1, 3, 5, 5}, {3, 1, 1}}};
   for (DT dt : {DT::kFloat32, DT::kFloat64, DT::kFloat16, DT::kBFloat16, DT::kInt32, DT::kInt64, DT::kUInt32}) {
     for (const auto& [sx, ss] : shapes) {
       Tensor x = rand_tensor(dt, sx, is_signed(dt) ? -5 : 0, 5), s = rand_tensor(dt, ss, -2, 2);
@@ -558,8 +626,8 @@ TEST(Elementwise, ComparisonsAndLogic) {
 
 // ---- variadic and Where --------------------------------------------------------------------
 TEST(Elementwise, Variadic) {
-  const std::vector<std::vector<Shape>> sets = {{{3, 4}},         {{3, 4}, {4}},        {{2, 1, 4}, {3, 1}, {}},
-                                                {{0, 2}, {2}},    {{5}, {5}, {5}, {5}}, {{2, 3, 1}, {1, 1, 7}}};
+  const std::vector<std::vector<Shape>> sets = {{{3, 4}},      {{3, 4}, {4}},        {{2, 1, 4}, {3, 1}, {}},
+                                                {{0, 2}, {2}}, {{5}, {5}, {5}, {5}}, {{2, 3, 1}, {1, 1, 7}}};
   for (DT dt : kAllTypes) {
     if (dt == DT::kBool) continue;
     for (const auto& shapes : sets) {
@@ -576,8 +644,10 @@ TEST(Elementwise, Variadic) {
         };
       };
       const std::string tag = std::string(dtype_name(dt)) + " x" + std::to_string(shapes.size());
-      expect_close(run1(OpKind::kMax, NoAttrs{}, ins), ref_nary(ins, out, fold([](double a, double b) { return std::max(a, b); })), "Max " + tag);
-      expect_close(run1(OpKind::kMin, NoAttrs{}, ins), ref_nary(ins, out, fold([](double a, double b) { return std::min(a, b); })), "Min " + tag);
+      expect_close(run1(OpKind::kMax, NoAttrs{}, ins),
+                   ref_nary(ins, out, fold([](double a, double b) { return std::max(a, b); })), "Max " + tag);
+      expect_close(run1(OpKind::kMin, NoAttrs{}, ins),
+                   ref_nary(ins, out, fold([](double a, double b) { return std::min(a, b); })), "Min " + tag);
       if (!is_float(dt)) continue;
       expect_close(run1(OpKind::kSum, NoAttrs{}, ins), ref_nary(ins, out, fold(std::plus<double>())), "Sum " + tag, 8);
       const double n = double(ins.size());
@@ -624,21 +694,26 @@ TEST(Elementwise, LargeBroadcastsInParallel) {
                  ref_nary({c, a, b}, out, [](const std::vector<double>& v) { return v[0] ? v[1] : v[2]; }),
                  "Where parallel");
     Tensor ia = rand_tensor(DT::kInt32, sa, -100, 100), ib = rand_tensor(DT::kInt32, sb, 1, 9);
-    expect_close(run1(OpKind::kMod, ModAttrs{0}, {ia, ib}, &pool),
-                 ref_nary({ia, ib}, out, [](const std::vector<double>& v) { return v[0] - v[1] * std::floor(v[0] / v[1]); }),
-                 "Mod parallel");
+    expect_close(
+        run1(OpKind::kMod, ModAttrs{0}, {ia, ib}, &pool),
+        ref_nary({ia, ib}, out, [](const std::vector<double>& v) { return v[0] - v[1] * std::floor(v[0] / v[1]); }),
+        "Mod parallel");
   }
 }
 
 // ---- Clip, Cast ----------------------------------------------------------------------------
 TEST(Elementwise, Clip) {
-  for (DT dt : {DT::kFloat32, DT::kFloat64, DT::kFloat16, DT::kBFloat16, DT::kInt8, DT::kUInt16, DT::kInt64, DT::kUInt64}) {
+  for (DT dt :
+       {DT::kFloat32, DT::kFloat64, DT::kFloat16, DT::kBFloat16, DT::kInt8, DT::kUInt16, DT::kInt64, DT::kUInt64}) {
     const double lo = is_signed(dt) ? -20 : 0;
     for (const Shape& s : kUnaryShapes) {
       Tensor x = rand_tensor(dt, s, lo, 20);
-      struct B { bool has_min, has_max; double mn, mx; };
-      for (const B& b : {B{true, true, lo / 2 + 1, 9}, B{true, false, 3, 0}, B{false, true, 0, 4}, B{false, false, 0, 0},
-                         B{true, true, 12, 5}}) {
+      struct B {
+        bool has_min, has_max;
+        double mn, mx;
+      };
+      for (const B& b : {B{true, true, lo / 2 + 1, 9}, B{true, false, 3, 0}, B{false, true, 0, 4},
+                         B{false, false, 0, 0}, B{true, true, 12, 5}}) {
         std::vector<Tensor> ins = {x, b.has_min ? make(dt, {}, {b.mn}) : absent()};
         if (b.has_max) ins.push_back(make(dt, {1}, {b.mx}));
         std::vector<double> ref;
@@ -708,7 +783,8 @@ TEST(Elementwise, CastAllPairs) {
   EXPECT_EQ(ug[3], 0u);
   expect_close(run1(OpKind::kCast, CastAttrs{DT::kFloat16, 1}, {make(DT::kFloat64, {2}, {1e6, -1e6})}), {kInf, -kInf},
                "f64->f16 overflow");
-  expect_close(run1(OpKind::kCast, CastAttrs{DT::kInt8, 1}, {make(DT::kInt32, {2}, {300, -129})}), {44, 127}, "i32->i8 wraps");
+  expect_close(run1(OpKind::kCast, CastAttrs{DT::kInt8, 1}, {make(DT::kInt32, {2}, {300, -129})}), {44, 127},
+               "i32->i8 wraps");
 }
 
 // ---- QuantizeLinear / DequantizeLinear -----------------------------------------------------
@@ -716,9 +792,9 @@ struct QCase {
   Shape x, scale;
   int64_t axis, block;
 };
-const QCase kQCases[] = {{{2, 3, 4}, {}, 1, 0},     {{2, 3, 4}, {1}, 1, 0},     {{2, 3, 4}, {3}, 1, 0},
-                         {{2, 3, 4}, {4}, -1, 0},   {{5, 2}, {5}, 0, 0},        {{2, 5, 3}, {2, 3, 3}, 1, 2},
-                         {{4, 7}, {4, 3}, -1, 3},   {{0, 3}, {3}, 1, 0},        {{6, 4}, {2, 4}, 0, 3}};
+const QCase kQCases[] = {{{2, 3, 4}, {}, 1, 0},   {{2, 3, 4}, {1}, 1, 0}, {{2, 3, 4}, {3}, 1, 0},
+                         {{2, 3, 4}, {4}, -1, 0}, {{5, 2}, {5}, 0, 0},    {{2, 5, 3}, {2, 3, 3}, 1, 2},
+                         {{4, 7}, {4, 3}, -1, 3}, {{0, 3}, {3}, 1, 0},    {{6, 4}, {2, 4}, 0, 3}};
 
 // Scale/zero-point element for x element i (mirrors the ONNX reference's reshape/repeat).
 int64_t qindex(const QCase& c, int64_t i) {
@@ -764,8 +840,9 @@ TEST(Elementwise, QuantizeLinear) {
   }
   // Ties go to even; NaN quantizes to the zero point.
   Tensor x = make(DT::kFloat32, {6}, {0.5, 1.5, 2.5, -0.5, -1.5, kNaN});
-  expect_close(run1(OpKind::kQuantizeLinear, QuantizeAttrs{}, {x, make(DT::kFloat32, {}, {1}), make(DT::kInt8, {}, {3})}),
-               {3, 5, 5, 3, 1, 3}, "Quantize ties");
+  expect_close(
+      run1(OpKind::kQuantizeLinear, QuantizeAttrs{}, {x, make(DT::kFloat32, {}, {1}), make(DT::kInt8, {}, {3})}),
+      {3, 5, 5, 3, 1, 3}, "Quantize ties");
 }
 
 TEST(Elementwise, DequantizeLinear) {
@@ -793,19 +870,24 @@ TEST(Elementwise, DequantizeLinear) {
 
 // ---- cases from the ONNX backend tests -----------------------------------------------------
 TEST(Elementwise, OnnxBackendCases) {
-  expect_close(run1(OpKind::kMod, ModAttrs{0}, {make(DT::kInt8, {6}, {-4, 7, 5, 4, -7, 8}), make(DT::kInt8, {6}, {2, -3, 8, -2, 3, 5})}),
+  expect_close(run1(OpKind::kMod, ModAttrs{0},
+                    {make(DT::kInt8, {6}, {-4, 7, 5, 4, -7, 8}), make(DT::kInt8, {6}, {2, -3, 8, -2, 3, 5})}),
                {0, -2, 5, 0, 2, 3}, "test_mod_mixed_sign_int8");
-  expect_close(run1(OpKind::kMod, ModAttrs{1}, {make(DT::kFloat32, {6}, {-4.3, 7.2, 5.0, 4.3, -7.2, 8.0}),
-                                                make(DT::kFloat32, {6}, {2.1, -3.4, 8.0, -2.1, 3.4, 5.0})}),
+  expect_close(run1(OpKind::kMod, ModAttrs{1},
+                    {make(DT::kFloat32, {6}, {-4.3, 7.2, 5.0, 4.3, -7.2, 8.0}),
+                     make(DT::kFloat32, {6}, {2.1, -3.4, 8.0, -2.1, 3.4, 5.0})}),
                {-0.10000038146972656, 0.39999961853027344, 5.0, 0.10000038146972656, -0.39999961853027344, 3.0},
                "test_mod_mixed_sign_float32");
   expect_close(run1(OpKind::kPow, NoAttrs{}, {make(DT::kInt32, {3}, {1, 2, 3}), make(DT::kFloat32, {3}, {4, 5, 6})}),
                {1, 32, 729}, "test_pow_types_int32_float32");
-  expect_close(run1(OpKind::kDiv, NoAttrs{}, {make(DT::kUInt8, {4}, {16, 6, 0, 12}), make(DT::kUInt8, {4}, {11, 5, 23, 23})}),
-               {1, 1, 0, 0}, "test_div_uint8");
-  Tensor r = make(DT::kFloat32, {15}, {0.1, 0.5, 0.9, 1.2, 1.5, 1.8, 2.3, 2.5, 2.7, -1.1, -1.5, -1.9, -2.2, -2.5, -2.8});
+  expect_close(
+      run1(OpKind::kDiv, NoAttrs{}, {make(DT::kUInt8, {4}, {16, 6, 0, 12}), make(DT::kUInt8, {4}, {11, 5, 23, 23})}),
+      {1, 1, 0, 0}, "test_div_uint8");
+  Tensor r =
+      make(DT::kFloat32, {15}, {0.1, 0.5, 0.9, 1.2, 1.5, 1.8, 2.3, 2.5, 2.7, -1.1, -1.5, -1.9, -2.2, -2.5, -2.8});
   expect_close(run1(OpKind::kRound, NoAttrs{}, {r}), {0, 0, 1, 1, 2, 2, 2, 2, 3, -1, -2, -2, -2, -2, -3}, "test_round");
-  const std::vector<double> xf = {-162, 10, -100, 232, -20, -50, -76, 0, 0, 252, 32, -44, 245, -485, -960, -270, -375, -470};
+  const std::vector<double> xf = {-162, 10, -100, 232, -20,  -50,  -76,  0,    0,
+                                  252,  32, -44,  245, -485, -960, -270, -375, -470};
   const std::vector<double> xq = {3, 89, 34, 200, 74, 59, 5, 24, 24, 87, 32, 13, 245, 99, 4, 142, 121, 102};
   Tensor sc = make(DT::kFloat32, {3}, {2, 4, 5}), zp = make(DT::kUInt8, {3}, {84, 24, 196});
   expect_close(run1(OpKind::kQuantizeLinear, QuantizeAttrs{}, {make(DT::kFloat32, {1, 3, 3, 2}, xf), sc, zp}), xq,
@@ -898,7 +980,8 @@ TEST(Elementwise, InferenceShapesAndTypes) {
   EXPECT_EQ(o[0].shape, (Shape{2, 3, 4}));
   o = infer(OpKind::kQuantizeLinear, QuantizeAttrs{}, {f32({2, 3}), f32({})});
   EXPECT_EQ(o[0].dtype, DT::kUInt8);
-  o = infer(OpKind::kDequantizeLinear, QuantizeAttrs{}, {rand_tensor(DT::kInt8, {2, 3}, 0, 1), rand_tensor(DT::kFloat16, {3}, 0, 1)});
+  o = infer(OpKind::kDequantizeLinear, QuantizeAttrs{},
+            {rand_tensor(DT::kInt8, {2, 3}, 0, 1), rand_tensor(DT::kFloat16, {3}, 0, 1)});
   EXPECT_EQ(o[0].dtype, DT::kFloat16);
   o = infer(OpKind::kDropout, NoAttrs{}, {f32({2, 3})}, 2);
   EXPECT_EQ(o[1].dtype, DT::kBool);

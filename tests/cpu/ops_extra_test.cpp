@@ -5,12 +5,12 @@
 // also checked against the values of ONNX's backend test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <tuple>
-#include <algorithm>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/shape_infer.h"
@@ -53,8 +53,10 @@ Tensor make(DataType dt, Shape shape, const std::vector<double>& v) {
     using T = typename decltype(tag)::type;
     T* p = reinterpret_cast<T*>(t.buf.data());
     for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) p[i] = T(static_cast<float>(v[i]));
-      else p[i] = static_cast<T>(v[i]);
+      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+        p[i] = T(static_cast<float>(v[i]));
+      else
+        p[i] = static_cast<T>(v[i]);
     }
   });
   return t;
@@ -78,7 +80,8 @@ std::vector<Tensor> run(OpKind kind, const Attrs& attrs, const std::vector<const
   std::vector<OutputType> types = infer_shapes(kind, attrs, iv, n_out);
   std::vector<Tensor> out;
   for (const OutputType& o : types) {
-    Tensor t{o.dtype, o.shape, std::vector<uint8_t>(static_cast<size_t>(numel(o.shape)) * dtype_size(o.dtype) + 1, 0xAB)};
+    Tensor t{o.dtype, o.shape,
+             std::vector<uint8_t>(static_cast<size_t>(numel(o.shape)) * dtype_size(o.dtype) + 1, 0xAB)};
     if (is_float(o.dtype)) t = make(o.dtype, o.shape, std::vector<double>(numel(o.shape), NAN));
     out.push_back(std::move(t));
   }
@@ -111,7 +114,8 @@ double tolerance(DataType dt) {
 void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
-    const bool ok = std::isnan(want[i]) ? std::isnan(got[i]) : std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]));
+    const bool ok =
+        std::isnan(want[i]) ? std::isnan(got[i]) : std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]));
     ASSERT_TRUE(ok) << what << ": element " << i << " got " << got[i] << " want " << want[i];
   }
 }
@@ -152,7 +156,8 @@ std::vector<double> loss_ref(bool sce, const Tensor& x, const Tensor& t, const T
 TEST(ExtraLoss, MatchesReference) {
   std::mt19937 rng(7);
   cpu::ThreadPool pool(3);
-  const std::vector<Shape> shapes = {{3, 5}, {1, 1}, {4, 3, 7}, {2, 4, 3, 5}, {2, 3, 2, 1, 3}, {3, 6, 700}, {0, 3}, {2, 3, 0}};
+  const std::vector<Shape> shapes = {{3, 5},          {1, 1},      {4, 3, 7}, {2, 4, 3, 5},
+                                     {2, 3, 2, 1, 3}, {3, 6, 700}, {0, 3},    {2, 3, 0}};
   int cases = 0;
   for (bool sce : {false, true})
     for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16})
@@ -245,8 +250,8 @@ TEST(ExtraBitShift, MatchesReference) {
   std::mt19937 rng(3);
   cpu::ThreadPool pool(3);
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{7}, {7}}, {{2, 3, 4}, {4}}, {{3, 1, 5}, {1, 4, 1}}, {{}, {3}}, {{5}, {}}, {{0, 3}, {3}}, {{300, 129}, {300, 129}},
-      {{64, 1}, {1, 513}}};
+      {{7}, {7}}, {{2, 3, 4}, {4}}, {{3, 1, 5}, {1, 4, 1}},   {{}, {3}},
+      {{5}, {}},  {{0, 3}, {3}},    {{300, 129}, {300, 129}}, {{64, 1}, {1, 513}}};
   for (DataType dt : {DataType::kUInt8, DataType::kUInt16, DataType::kUInt32, DataType::kUInt64})
     for (BitShiftDirection dir : {BitShiftDirection::kLeft, BitShiftDirection::kRight})
       for (const auto& [sa, sb] : cases) {
@@ -320,7 +325,8 @@ void matmul_ref(const Tensor& A, const Tensor& B, const Tensor* za, const Tensor
   const Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
   const Shape ob = broadcast_shapes(ab, bb);
   const std::vector<double> a = A.values(), b = B.values();
-  const std::vector<double> vza = za ? za->values() : std::vector<double>{0}, vzb = zb ? zb->values() : std::vector<double>{0};
+  const std::vector<double> vza = za ? za->values() : std::vector<double>{0},
+                            vzb = zb ? zb->values() : std::vector<double>{0};
   const Shape sza = za ? za->shape : Shape{}, szb = zb ? zb->shape : Shape{};
   for (int64_t o = 0; o < numel(ob); ++o) {
     int64_t rem = o, ia = 0, ib = 0, ma = 1, mb = 1;
@@ -350,8 +356,8 @@ void matmul_ref(const Tensor& A, const Tensor& B, const Tensor* za, const Tensor
 }
 
 const std::vector<std::pair<Shape, Shape>> kMatmulShapes = {
-    {{3, 4}, {4, 5}}, {{4}, {4, 5}},       {{3, 4}, {4}},     {{2, 1, 3, 4}, {3, 4, 5}}, {{2, 3, 0}, {0, 5}},
-    {{0, 4}, {4, 2}}, {{65, 130}, {130, 67}}, {{1, 7}, {2, 7, 3}}};
+    {{3, 4}, {4, 5}},    {{4}, {4, 5}},    {{3, 4}, {4}},          {{2, 1, 3, 4}, {3, 4, 5}},
+    {{2, 3, 0}, {0, 5}}, {{0, 4}, {4, 2}}, {{65, 130}, {130, 67}}, {{1, 7}, {2, 7, 3}}};
 const std::vector<std::pair<DataType, DataType>> kQ8Pairs = {{DataType::kUInt8, DataType::kUInt8},
                                                              {DataType::kInt8, DataType::kUInt8},
                                                              {DataType::kUInt8, DataType::kInt8},
@@ -377,7 +383,8 @@ TEST(ExtraMatMulInteger, MatchesReference) {
         std::vector<double> want(static_cast<size_t>(numel(out[0].shape)), -1e300);
         matmul_ref(A, B, zk >= 0 ? &za : nullptr, zk >= 0 && zk != 2 ? &zb : nullptr,
                    [&](int64_t o, int64_t, int64_t, int64_t, int64_t, double acc) { want[o] = acc; });
-        expect_near(out[0].values(), want, 0, "MatMulInteger " + str(as) + " x " + str(bs) + " zp " + std::to_string(zk));
+        expect_near(out[0].values(), want, 0,
+                    "MatMulInteger " + str(as) + " x " + str(bs) + " zp " + std::to_string(zk));
         ++cases;
       }
 }
@@ -408,12 +415,14 @@ TEST(ExtraQLinearMatMul, MatchesReference) {
           matmul_ref(A, B, &za, &zb, [&](int64_t o, int64_t ia, int64_t ib, int64_t i, int64_t j, double acc) {
             const int64_t M = rows, N = bs.size() == 1 ? 1 : bs.back();
             // ONNX: multiplier a_scale * b_scale / y_scale in float32, then round half to even.
-            const float m = static_cast<float>(param_at(vsa, pa, ia, M, i)) * static_cast<float>(param_at(vsb, pb, ib, N, j)) /
+            const float m = static_cast<float>(param_at(vsa, pa, ia, M, i)) *
+                            static_cast<float>(param_at(vsb, pb, ib, N, j)) /
                             static_cast<float>(vsy.size() == 1 ? vsy[0] : vsy[i]);
             const double v = std::nearbyint(acc * m + (vzy.size() == 1 ? vzy[0] : vzy[i]));
             want[o] = std::clamp(v, qlo(ty), qhi(ty));
           });
-          expect_near(out[0].values(), want, 0, "QLinearMatMul " + str(as) + " x " + str(bs) + " p " + std::to_string(pk));
+          expect_near(out[0].values(), want, 0,
+                      "QLinearMatMul " + str(as) + " x " + str(bs) + " p " + std::to_string(pk));
           ++cases;
         }
 }
@@ -474,8 +483,8 @@ void conv_window(const ConvCase& c, Shape* out, Shape* pb) {
 }
 
 // Integer conv (zero points subtracted, padding contributes 0), one double per output element.
-std::vector<double> conv_ref(const ConvCase& c, const Tensor& X, const Tensor& W, double zx, const std::vector<double>& zw,
-                             Shape* out_shape) {
+std::vector<double> conv_ref(const ConvCase& c, const Tensor& X, const Tensor& W, double zx,
+                             const std::vector<double>& zw, Shape* out_shape) {
   Shape os, pb;
   conv_window(c, &os, &pb);
   const int64_t N = c.x[0], C = c.x[1], M = c.w[0], cg = C / c.group, mg = M / c.group;
@@ -487,7 +496,8 @@ std::vector<double> conv_ref(const ConvCase& c, const Tensor& X, const Tensor& W
   std::vector<double> y(static_cast<size_t>(numel(*out_shape)));
   for (int64_t e = 0; e < numel(*out_shape); ++e) {
     Shape oi(out_shape->size());
-    for (int64_t r = e, d = static_cast<int64_t>(oi.size()) - 1; d >= 0; --d) oi[d] = r % (*out_shape)[d], r /= (*out_shape)[d];
+    for (int64_t r = e, d = static_cast<int64_t>(oi.size()) - 1; d >= 0; --d)
+      oi[d] = r % (*out_shape)[d], r /= (*out_shape)[d];
     const int64_t img = oi[0], m = oi[1], g = m / mg;
     double acc = 0;
     for (int64_t ci = 0; ci < cg; ++ci)
@@ -545,10 +555,12 @@ TEST(ExtraConvInteger, MatchesReference) {
         if (zk >= 2) in.push_back(&zw);
         std::vector<Tensor> out = run(OpKind::kConvInteger, conv_attrs(c), in, 1, cases % 2 ? &pool : nullptr);
         Shape os;
-        std::vector<double> want = conv_ref(c, X, W, zk >= 1 ? zx.values()[0] : 0, zk >= 2 ? zw.values() : std::vector<double>{0}, &os);
+        std::vector<double> want =
+            conv_ref(c, X, W, zk >= 1 ? zx.values()[0] : 0, zk >= 2 ? zw.values() : std::vector<double>{0}, &os);
         ASSERT_EQ(out[0].shape, os) << str(c.x);
         ASSERT_EQ(out[0].dtype, DataType::kInt32);
-        expect_near(out[0].values(), want, 0, "ConvInteger " + str(c.x) + " x " + str(c.w) + " zp " + std::to_string(zk));
+        expect_near(out[0].values(), want, 0,
+                    "ConvInteger " + str(c.x) + " x " + str(c.w) + " zp " + std::to_string(zk));
         ++cases;
       }
 }
@@ -582,9 +594,11 @@ TEST(ExtraQLinearConv, MatchesReference) {
           const int64_t per = numel(os) / std::max<int64_t>(os[0] * M, 1);
           for (size_t e = 0; e < want.size(); ++e) {
             const int64_t m = (static_cast<int64_t>(e) / per) % M;
-            const float mult = static_cast<float>(sx.values()[0]) * static_cast<float>(vsw.size() == 1 ? vsw[0] : vsw[m]) /
+            const float mult = static_cast<float>(sx.values()[0]) *
+                               static_cast<float>(vsw.size() == 1 ? vsw[0] : vsw[m]) /
                                static_cast<float>(sy.values()[0]);
-            want[e] = std::clamp(std::nearbyint((want[e] + (variant ? vb[m] : 0)) * mult + zy.values()[0]), qlo(ty), qhi(ty));
+            want[e] =
+                std::clamp(std::nearbyint((want[e] + (variant ? vb[m] : 0)) * mult + zy.values()[0]), qlo(ty), qhi(ty));
           }
           expect_near(out[0].values(), want, 0, "QLinearConv " + str(c.x) + " v" + std::to_string(variant));
           ++cases;

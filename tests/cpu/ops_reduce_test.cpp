@@ -39,7 +39,9 @@ struct Buf {
   bool null_data = false;  // as shape inference sees a value that is not a build-time constant
   TensorView view() const {
     static uint64_t empty_storage = 0;  // zero-size constants still have a data pointer
-    void* p = null_data ? nullptr : bytes.empty() ? static_cast<void*>(&empty_storage) : const_cast<uint8_t*>(bytes.data());
+    void* p = null_data       ? nullptr
+              : bytes.empty() ? static_cast<void*>(&empty_storage)
+                              : const_cast<uint8_t*>(bytes.data());
     return {dtype, shape, p, exists};
   }
   Vals values() const { return view().to_double(); }
@@ -127,8 +129,8 @@ double rtol_of(DataType t) {
   return 0.0;
 }
 
-void expect_close(const Buf& got, const Shape& want_shape, const Vals& want, const std::string& ctx,
-                  double atol = -1, double rtol = -1) {
+void expect_close(const Buf& got, const Shape& want_shape, const Vals& want, const std::string& ctx, double atol = -1,
+                  double rtol = -1) {
   ASSERT_EQ(got.shape, want_shape) << ctx;
   Vals g = got.values();
   ASSERT_EQ(g.size(), want.size()) << ctx;
@@ -137,9 +139,12 @@ void expect_close(const Buf& got, const Shape& want_shape, const Vals& want, con
   int failures = 0;
   for (size_t i = 0; i < g.size() && failures < 5; ++i) {
     bool ok;
-    if (std::isnan(want[i])) ok = std::isnan(g[i]);
-    else if (std::isinf(want[i])) ok = g[i] == want[i];
-    else ok = std::fabs(g[i] - want[i]) <= atol + rtol * std::fabs(want[i]);
+    if (std::isnan(want[i]))
+      ok = std::isnan(g[i]);
+    else if (std::isinf(want[i]))
+      ok = g[i] == want[i];
+    else
+      ok = std::fabs(g[i] - want[i]) <= atol + rtol * std::fabs(want[i]);
     if (!ok) {
       ++failures;
       ADD_FAILURE() << ctx << ": element " << i << " is " << g[i] << ", want " << want[i];
@@ -186,10 +191,9 @@ const DataType kFloats[] = {DataType::kFloat32, DataType::kFloat64, DataType::kF
 
 namespace {
 
-const OpKind kReduceKinds[] = {OpKind::kReduceL1,   OpKind::kReduceL2,   OpKind::kReduceLogSum,
-                               OpKind::kReduceLogSumExp, OpKind::kReduceMax, OpKind::kReduceMean,
-                               OpKind::kReduceMin,  OpKind::kReduceProd, OpKind::kReduceSum,
-                               OpKind::kReduceSumSquare};
+const OpKind kReduceKinds[] = {
+    OpKind::kReduceL1,   OpKind::kReduceL2,  OpKind::kReduceLogSum, OpKind::kReduceLogSumExp, OpKind::kReduceMax,
+    OpKind::kReduceMean, OpKind::kReduceMin, OpKind::kReduceProd,   OpKind::kReduceSum,       OpKind::kReduceSumSquare};
 
 double ref_reduce_one(OpKind k, const Vals& g) {
   double acc = 0.0;
@@ -212,9 +216,12 @@ double ref_reduce_one(OpKind k, const Vals& g) {
     return std::log(acc);
   }
   for (double v : g) {
-    if (k == OpKind::kReduceL1) acc += std::fabs(v);
-    else if (k == OpKind::kReduceL2 || k == OpKind::kReduceSumSquare) acc += v * v;
-    else acc += v;
+    if (k == OpKind::kReduceL1)
+      acc += std::fabs(v);
+    else if (k == OpKind::kReduceL2 || k == OpKind::kReduceSumSquare)
+      acc += v * v;
+    else
+      acc += v;
   }
   if (k == OpKind::kReduceL2) return std::sqrt(acc);
   if (k == OpKind::kReduceLogSum) return std::log(acc);
@@ -253,10 +260,14 @@ std::vector<DataType> reduce_dtypes(OpKind k) {
 
 void value_range(OpKind k, DataType t, double* lo, double* hi) {
   bool is_unsigned = t == DataType::kUInt8 || t == DataType::kUInt32 || t == DataType::kUInt64;
-  if (t == DataType::kBool) *lo = 0, *hi = 1;
-  else if (k == OpKind::kReduceProd) *lo = is_float(t) ? 0.5 : is_unsigned ? 0 : -2, *hi = is_float(t) ? 1.5 : 2;
-  else if (k == OpKind::kReduceLogSum) *lo = is_float(t) ? 0.1 : 1, *hi = is_float(t) ? 2 : 5;
-  else *lo = is_unsigned ? 0 : is_float(t) ? -3 : -20, *hi = is_float(t) ? 3 : 20;
+  if (t == DataType::kBool)
+    *lo = 0, *hi = 1;
+  else if (k == OpKind::kReduceProd)
+    *lo = is_float(t) ? 0.5 : is_unsigned ? 0 : -2, *hi = is_float(t) ? 1.5 : 2;
+  else if (k == OpKind::kReduceLogSum)
+    *lo = is_float(t) ? 0.1 : 1, *hi = is_float(t) ? 2 : 5;
+  else
+    *lo = is_unsigned ? 0 : is_float(t) ? -3 : -20, *hi = is_float(t) ? 3 : 20;
 }
 
 void check_reduce(OpKind k, DataType t, const Shape& shape, const std::vector<int64_t>* axes, int64_t keepdims,
@@ -265,8 +276,10 @@ void check_reduce(OpKind k, DataType t, const Shape& shape, const std::vector<in
   value_range(k, t, &lo, &hi);
   Buf x = random_buf(t, shape, lo, hi);
   std::vector<Buf> ins{x};
-  if (axes) ins.push_back(ints(Vals(axes->begin(), axes->end())));
-  else if (shape.size() % 2) ins.push_back(absent());  // both spellings of "no axes"
+  if (axes)
+    ins.push_back(ints(Vals(axes->begin(), axes->end())));
+  else if (shape.size() % 2)
+    ins.push_back(absent());  // both spellings of "no axes"
   std::vector<bool> mask(shape.size(), axes == nullptr);
   if (axes)
     for (int64_t a : *axes) mask[a < 0 ? a + static_cast<int64_t>(shape.size()) : a] = true;
@@ -279,8 +292,8 @@ void check_reduce(OpKind k, DataType t, const Shape& shape, const std::vector<in
     for (double& v : want) v = std::trunc(v);
   want = as_stored(t, want_shape, want);
   std::string ctx = std::string(op_name(k)) + " " + std::string(dtype_name(t)) + " " + shape_string(shape) +
-                    " keepdims=" + std::to_string(keepdims) + " axes=" +
-                    (axes ? shape_string(*axes) : std::string("none"));
+                    " keepdims=" + std::to_string(keepdims) +
+                    " axes=" + (axes ? shape_string(*axes) : std::string("none"));
   auto out = run(k, ReduceAttrs{keepdims, 0}, ins, 1, threaded);
   double atol = !is_float(t) && k == OpKind::kReduceLogSumExp ? 1.0 : -1.0;
   expect_close(out[0], want_shape, want, ctx, atol);
@@ -294,12 +307,24 @@ TEST(Reduce, AllOpsDtypesAxesKeepdims) {
     std::vector<int64_t> axes;
     bool has_axes;
   };
-  const Case cases[] = {{{2, 3, 4}, {}, false},     {{2, 3, 4}, {0}, true},     {{2, 3, 4}, {1}, true},
-                        {{2, 3, 4}, {-1}, true},    {{2, 3, 4}, {0, 2}, true},  {{2, 3, 4}, {2, -3}, true},
-                        {{2, 3, 4}, {1, 2}, true},  {{2, 3, 4}, {0, 1, 2}, true}, {{5, 1, 7}, {1}, true},
-                        {{5, 1, 7}, {0, 2}, true},  {{3, 0, 2}, {1}, true},     {{3, 0, 2}, {0}, true},
-                        {{}, {}, false},            {{7}, {0}, true},           {{2, 3, 4, 5}, {1, 3}, true},
-                        {{2, 3, 4, 5}, {0, 2}, true}, {{1, 1}, {}, false},      {{3, 1, 5, 2}, {3, 1}, true},
+  const Case cases[] = {{{2, 3, 4}, {}, false},
+                        {{2, 3, 4}, {0}, true},
+                        {{2, 3, 4}, {1}, true},
+                        {{2, 3, 4}, {-1}, true},
+                        {{2, 3, 4}, {0, 2}, true},
+                        {{2, 3, 4}, {2, -3}, true},
+                        {{2, 3, 4}, {1, 2}, true},
+                        {{2, 3, 4}, {0, 1, 2}, true},
+                        {{5, 1, 7}, {1}, true},
+                        {{5, 1, 7}, {0, 2}, true},
+                        {{3, 0, 2}, {1}, true},
+                        {{3, 0, 2}, {0}, true},
+                        {{}, {}, false},
+                        {{7}, {0}, true},
+                        {{2, 3, 4, 5}, {1, 3}, true},
+                        {{2, 3, 4, 5}, {0, 2}, true},
+                        {{1, 1}, {}, false},
+                        {{3, 1, 5, 2}, {3, 1}, true},
                         {{2, 3, 4}, {}, true}};
   for (OpKind k : kReduceKinds)
     for (DataType t : reduce_dtypes(k))
@@ -317,8 +342,8 @@ TEST(Reduce, AllOpsDtypesAxesKeepdims) {
 
 TEST(Reduce, LargeThreaded) {
   const std::vector<int64_t> axes_list[] = {{0}, {1}, {2}, {0, 2}, {1, 2}};
-  for (OpKind k : {OpKind::kReduceSum, OpKind::kReduceMax, OpKind::kReduceLogSumExp, OpKind::kReduceMean,
-                   OpKind::kReduceL2})
+  for (OpKind k :
+       {OpKind::kReduceSum, OpKind::kReduceMax, OpKind::kReduceLogSumExp, OpKind::kReduceMean, OpKind::kReduceL2})
     for (const auto& axes : axes_list) check_reduce(k, DataType::kFloat32, {16, 130, 301}, &axes, 1, true);
   std::vector<int64_t> all{0, 1};
   check_reduce(OpKind::kReduceSum, DataType::kInt64, {300, 257}, &all, 0, true);
@@ -339,11 +364,11 @@ TEST(Reduce, NoopWithEmptyAxesAppliesTheElementOp) {
 }
 
 TEST(Reduce, EmptySetGivesIdentity) {
-  const std::map<OpKind, double> identity = {
-      {OpKind::kReduceL1, 0},      {OpKind::kReduceL2, 0},     {OpKind::kReduceLogSum, -kInf},
-      {OpKind::kReduceLogSumExp, -kInf}, {OpKind::kReduceMax, -kInf}, {OpKind::kReduceMean, kNaN},
-      {OpKind::kReduceMin, kInf},  {OpKind::kReduceProd, 1},   {OpKind::kReduceSum, 0},
-      {OpKind::kReduceSumSquare, 0}};
+  const std::map<OpKind, double> identity = {{OpKind::kReduceL1, 0},         {OpKind::kReduceL2, 0},
+                                             {OpKind::kReduceLogSum, -kInf}, {OpKind::kReduceLogSumExp, -kInf},
+                                             {OpKind::kReduceMax, -kInf},    {OpKind::kReduceMean, kNaN},
+                                             {OpKind::kReduceMin, kInf},     {OpKind::kReduceProd, 1},
+                                             {OpKind::kReduceSum, 0},        {OpKind::kReduceSumSquare, 0}};
   for (auto [k, v] : identity) {
     for (DataType t : {DataType::kFloat32, DataType::kFloat16}) {
       auto out = run(k, ReduceAttrs{1, 0}, {make(t, {2, 0, 3}, {}), ints({1})});
@@ -369,8 +394,7 @@ TEST(Reduce, SpecialValues) {
   EXPECT_TRUE(std::isnan(one(OpKind::kReduceMax, DataType::kFloat32, {1, kNaN, 3})));
   EXPECT_TRUE(std::isnan(one(OpKind::kReduceMin, DataType::kFloat64, {1, 3, kNaN})));
   EXPECT_NEAR(one(OpKind::kReduceLogSumExp, DataType::kFloat32, {1000, 1000}), 1000 + std::log(2.0), 1e-3);
-  EXPECT_NEAR(one(OpKind::kReduceLogSumExp, DataType::kFloat64, {-1000, -1000, -kInf}), -1000 + std::log(2.0),
-              1e-9);
+  EXPECT_NEAR(one(OpKind::kReduceLogSumExp, DataType::kFloat64, {-1000, -1000, -kInf}), -1000 + std::log(2.0), 1e-9);
   EXPECT_EQ(one(OpKind::kReduceLogSumExp, DataType::kFloat32, {-kInf, -kInf}), -kInf);
   EXPECT_EQ(one(OpKind::kReduceLogSumExp, DataType::kFloat32, {kInf, 1}), kInf);
   EXPECT_EQ(one(OpKind::kReduceSum, DataType::kInt32, {2147483647, 1}), -2147483648.0);  // wraps
@@ -384,9 +408,9 @@ TEST(Reduce, SpecialValues) {
 TEST(Reduce, InferenceRejectsBadInput) {
   Buf x = random_buf(DataType::kFloat32, {2, 3, 4}, -1, 1);
   for (OpKind k : kReduceKinds) {
-    infer_throws(k, ReduceAttrs{}, {x, ints({0, 0})});            // repeated
-    infer_throws(k, ReduceAttrs{}, {x, ints({1, -2})});           // repeated after normalization
-    infer_throws(k, ReduceAttrs{}, {x, ints({3})});               // out of range
+    infer_throws(k, ReduceAttrs{}, {x, ints({0, 0})});   // repeated
+    infer_throws(k, ReduceAttrs{}, {x, ints({1, -2})});  // repeated after normalization
+    infer_throws(k, ReduceAttrs{}, {x, ints({3})});      // out of range
     infer_throws(k, ReduceAttrs{}, {x, ints({-4})});
     infer_throws(k, ReduceAttrs{}, {x, make(DataType::kInt64, {1, 1}, {0})});  // not 1-D
     infer_throws(k, ReduceAttrs{}, {x, make(DataType::kFloat32, {1}, {0})});   // not integer
@@ -416,7 +440,7 @@ TEST(ArgReduce, AgainstReference) {
           for (int64_t keep : {0, 1})
             for (int64_t last : {0, 1}) {
               int64_t ax = axis < 0 ? axis + static_cast<int64_t>(shape.size()) : axis;
-              if (shape[ax] == 0) continue;  // rejected by inference (tested below)
+              if (shape[ax] == 0) continue;              // rejected by inference (tested below)
               Buf x = random_buf(t, shape, 0, 6, true);  // few distinct values: many ties
               Vals xv = x.values();
               Shape os = shape;
@@ -504,9 +528,12 @@ TEST(Softmax, AgainstReference) {
                   if (xv[at(i)] > m) m = xv[at(i)], arg = i;
                 for (int64_t i = 0; i < len; ++i) sum += std::exp(xv[at(i)] - m);
                 for (int64_t i = 0; i < len; ++i) {
-                  if (k == OpKind::kSoftmax) want[at(i)] = std::exp(xv[at(i)] - m) / sum;
-                  else if (k == OpKind::kLogSoftmax) want[at(i)] = xv[at(i)] - m - std::log(sum);
-                  else want[at(i)] = i == arg ? 1 : 0;
+                  if (k == OpKind::kSoftmax)
+                    want[at(i)] = std::exp(xv[at(i)] - m) / sum;
+                  else if (k == OpKind::kLogSoftmax)
+                    want[at(i)] = xv[at(i)] - m - std::log(sum);
+                  else
+                    want[at(i)] = i == arg ? 1 : 0;
                 }
               }
             auto out = run(k, SoftmaxAttrs{axis, coerce}, {x}, 1, shape.back() == 300);
@@ -539,8 +566,8 @@ TEST(Softmax, LargeNumbersAndInference) {
 
 TEST(CumSum, AgainstReference) {
   const Shape shapes[] = {{6}, {3, 4}, {2, 3, 5}, {2, 0, 3}, {3, 1, 700}};
-  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
-                     DataType::kInt32, DataType::kInt64, DataType::kUInt32, DataType::kUInt64})
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16, DataType::kInt32,
+                     DataType::kInt64, DataType::kUInt32, DataType::kUInt64})
     for (const Shape& shape : shapes)
       for (int64_t axis = -static_cast<int64_t>(shape.size()); axis < static_cast<int64_t>(shape.size()); ++axis)
         for (int64_t excl : {0, 1})
@@ -580,8 +607,8 @@ TEST(CumSum, AgainstReference) {
 
 TEST(TopK, AgainstReference) {
   const Shape shapes[] = {{9}, {3, 5}, {2, 4, 3}, {2, 0, 3}, {3, 200, 2}};
-  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kInt32,
-                     DataType::kInt64, DataType::kUInt8, DataType::kInt8})
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kInt32, DataType::kInt64,
+                     DataType::kUInt8, DataType::kInt8})
     for (const Shape& shape : shapes)
       for (int64_t axis = -static_cast<int64_t>(shape.size()); axis < static_cast<int64_t>(shape.size()); ++axis)
         for (int64_t largest : {0, 1}) {
@@ -607,8 +634,8 @@ TEST(TopK, AgainstReference) {
             }
             auto out = run(OpKind::kTopK, TopKAttrs{axis, largest, 1}, {x, ints({static_cast<double>(kk)})}, 2,
                            shape.size() > 1 && shape[1] == 200);
-            std::string ctx = std::string(dtype_name(t)) + " " + shape_string(shape) + " axis=" +
-                              std::to_string(axis) + " k=" + std::to_string(kk) + " largest=" + std::to_string(largest);
+            std::string ctx = std::string(dtype_name(t)) + " " + shape_string(shape) + " axis=" + std::to_string(axis) +
+                              " k=" + std::to_string(kk) + " largest=" + std::to_string(largest);
             expect_close(out[0], os, wv, ctx);
             expect_close(out[1], os, wi, ctx + " indices");
           }
@@ -637,13 +664,16 @@ TEST(TopK, NaNAndInference) {
 namespace {
 
 // Brute force over every combination of label values; a size-1 operand dim broadcasts (numpy).
-Vals ref_einsum(const std::string& eq, const std::vector<Shape>& shapes, const std::vector<Vals>& xs, Shape* out_shape) {
+Vals ref_einsum(const std::string& eq, const std::vector<Shape>& shapes, const std::vector<Vals>& xs,
+                Shape* out_shape) {
   size_t arrow = eq.find("->");
   std::string rhs = eq.substr(arrow + 2);
   std::vector<std::string> terms(1);
   for (char c : eq.substr(0, arrow)) {
-    if (c == ',') terms.emplace_back();
-    else terms.back().push_back(c);
+    if (c == ',')
+      terms.emplace_back();
+    else
+      terms.back().push_back(c);
   }
   std::map<char, int64_t> dims;
   for (size_t i = 0; i < terms.size(); ++i)
@@ -716,8 +746,8 @@ TEST(Einsum, AgainstReference) {
       {",i->i", ",i->i", {{}, {4}}},
       {"i->", "i->", {{0}}},
   };
-  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
-                     DataType::kInt32, DataType::kInt64, DataType::kUInt8, DataType::kInt8})
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16, DataType::kInt32,
+                     DataType::kInt64, DataType::kUInt8, DataType::kInt8})
     for (const Case& c : cases) {
       std::vector<Buf> ins;
       std::vector<Vals> xs;
@@ -729,7 +759,10 @@ TEST(Einsum, AgainstReference) {
       Vals want = ref_einsum(c.ref_eq, c.shapes, xs, &os);
       for (double& v : want) v = wrap_int(t, v);
       auto out = run(OpKind::kEinsum, EinsumAttrs{c.eq}, ins, 1, c.shapes[0].size() == 3 && c.shapes[0][0] == 8);
-      double atol = t == DataType::kFloat32 ? 1e-5 : t == DataType::kFloat16 ? 2e-2 : t == DataType::kBFloat16 ? 8e-2 : -1;
+      double atol = t == DataType::kFloat32    ? 1e-5
+                    : t == DataType::kFloat16  ? 2e-2
+                    : t == DataType::kBFloat16 ? 8e-2
+                                               : -1;
       expect_close(out[0], os, want, c.eq + " " + std::string(dtype_name(t)), atol);
     }
 }
@@ -738,24 +771,25 @@ TEST(Einsum, InferenceRejectsBadEquations) {
   Buf a = random_buf(DataType::kFloat32, {2, 3}, -1, 1), b = random_buf(DataType::kFloat32, {3, 4}, -1, 1);
   Buf sq = random_buf(DataType::kFloat32, {3, 3}, -1, 1);
   auto bad = [&](const std::string& eq, std::vector<Buf> ins) { infer_throws(OpKind::kEinsum, EinsumAttrs{eq}, ins); };
-  bad("ij,j2->i", {a, b});      // bad character
+  bad("ij,j2->i", {a, b});  // bad character
   bad("ij,jk->i_", {a, b});
   bad("", {a});
   bad("ij,jk,kl->il", {a, b});  // term count
   bad("ij->i", {a, b});
-  bad("ijk,jk->ik", {a, b});    // rank mismatch
+  bad("ijk,jk->ik", {a, b});  // rank mismatch
   bad("i,jk->ik", {a, b});
-  bad("ij,kj->ik", {a, b});     // j is 3 vs 4
-  bad("ij,jk->ii", {a, b});     // repeated output label
-  bad("ij,jk->iz", {a, b});     // output label in no input
-  bad("...j->j", {a});          // ellipsis dims dropped
+  bad("ij,kj->ik", {a, b});  // j is 3 vs 4
+  bad("ij,jk->ii", {a, b});  // repeated output label
+  bad("ij,jk->iz", {a, b});  // output label in no input
+  bad("...j->j", {a});       // ellipsis dims dropped
   bad("..i->i", {random_buf(DataType::kFloat32, {3}, -1, 1)});
   bad("...i...->i", {a});
   bad("ij->j->i", {a});
   bad("ij-jk", {a});
   bad("ij,jk->i,k", {a, b});
-  bad("ii->i", {a});            // diagonal of a non-square
-  bad("...i,...i->...i", {random_buf(DataType::kFloat32, {2, 3}, -1, 1), random_buf(DataType::kFloat32, {4, 3}, -1, 1)});
+  bad("ii->i", {a});  // diagonal of a non-square
+  bad("...i,...i->...i",
+      {random_buf(DataType::kFloat32, {2, 3}, -1, 1), random_buf(DataType::kFloat32, {4, 3}, -1, 1)});
   bad("ij,jk->ik", {a, random_buf(DataType::kFloat64, {3, 4}, -1, 1)});  // mixed element types
   bad("i->i", {make(DataType::kBool, {2}, {0, 1})});
   EXPECT_NO_THROW(run(OpKind::kEinsum, EinsumAttrs{"ii"}, {sq}));
@@ -770,11 +804,11 @@ TEST(LayerNormalization, AgainstReference) {
     Shape scale, bias;  // empty bias shape with has_bias = false: omitted
     bool has_bias;
   };
-  const Case cases[] = {{{2, 3, 4}, -1, {4}, {4}, true},       {{2, 3, 4}, 1, {3, 4}, {3, 4}, true},
-                        {{2, 3, 4}, 1, {4}, {1, 4}, true},     {{2, 3, 4}, 0, {2, 3, 4}, {}, false},
-                        {{2, 3, 4}, -2, {3, 1}, {1}, true},    {{5, 7}, 1, {7}, {}, false},
-                        {{6}, 0, {6}, {6}, true},               {{0, 4}, 1, {4}, {4}, true},
-                        {{4, 300}, -1, {300}, {300}, true},    {{3, 2, 5}, 2, {1}, {5}, true}};
+  const Case cases[] = {{{2, 3, 4}, -1, {4}, {4}, true},    {{2, 3, 4}, 1, {3, 4}, {3, 4}, true},
+                        {{2, 3, 4}, 1, {4}, {1, 4}, true},  {{2, 3, 4}, 0, {2, 3, 4}, {}, false},
+                        {{2, 3, 4}, -2, {3, 1}, {1}, true}, {{5, 7}, 1, {7}, {}, false},
+                        {{6}, 0, {6}, {6}, true},           {{0, 4}, 1, {4}, {4}, true},
+                        {{4, 300}, -1, {300}, {300}, true}, {{3, 2, 5}, 2, {1}, {5}, true}};
   for (DataType t : kFloats)
     for (const Case& c : cases)
       for (size_t n_out : {1, 3}) {
@@ -797,14 +831,14 @@ TEST(LayerNormalization, AgainstReference) {
           for (int64_t j = 0; j < dn; ++j) var += (xv[r * dn + j] - mu) * (xv[r * dn + j] - mu) / dn;
           double inv = 1 / std::sqrt(var + double{1e-5f});
           for (int64_t j = 0; j < dn; ++j)
-            want[r * dn + j] = (xv[r * dn + j] - mu) * inv * param(sv, c.scale, j) +
-                               (c.has_bias ? param(bv, c.bias, j) : 0.0);
+            want[r * dn + j] =
+                (xv[r * dn + j] - mu) * inv * param(sv, c.scale, j) + (c.has_bias ? param(bv, c.bias, j) : 0.0);
           mean_w.push_back(mu);
           inv_w.push_back(inv);
         }
         auto out = run(OpKind::kLayerNormalization, LayerNormAttrs{c.axis, 1e-5f, 1}, ins, n_out, dn == 300);
-        std::string ctx = "LayerNorm " + std::string(dtype_name(t)) + " " + shape_string(c.x) + " axis " +
-                          std::to_string(c.axis);
+        std::string ctx =
+            "LayerNorm " + std::string(dtype_name(t)) + " " + shape_string(c.x) + " axis " + std::to_string(c.axis);
         expect_close(out[0], c.x, want, ctx, 4 * rtol_of(t));
         if (n_out == 3) {
           EXPECT_EQ(out[1].dtype, DataType::kFloat32);
@@ -815,9 +849,9 @@ TEST(LayerNormalization, AgainstReference) {
       }
   Buf x = random_buf(DataType::kFloat32, {2, 3, 4}, -1, 1);
   auto bad = [&](std::vector<Buf> ins, LayerNormAttrs a = {}) { infer_throws(OpKind::kLayerNormalization, a, ins, 3); };
-  bad({x, random_buf(DataType::kFloat32, {3}, 1, 2)});                      // scale does not broadcast
+  bad({x, random_buf(DataType::kFloat32, {3}, 1, 2)});  // scale does not broadcast
   bad({x, random_buf(DataType::kFloat32, {2, 4}, 1, 2)}, LayerNormAttrs{1, 1e-5f, 1});
-  bad({x, random_buf(DataType::kFloat64, {4}, 1, 2)});                      // dtype mismatch
+  bad({x, random_buf(DataType::kFloat64, {4}, 1, 2)});  // dtype mismatch
   bad({x, random_buf(DataType::kFloat32, {4}, 1, 2), random_buf(DataType::kFloat32, {5}, 1, 2)});
   bad({x, random_buf(DataType::kFloat32, {4}, 1, 2)}, LayerNormAttrs{3, 1e-5f, 1});
   bad({x, random_buf(DataType::kFloat32, {4}, 1, 2)}, LayerNormAttrs{-1, 1e-5f, 7});
@@ -866,7 +900,8 @@ TEST(InstanceAndBatchNormalization, AgainstReference) {
     }
   Buf bx = random_buf(DataType::kFloat32, {2, 3}, -1, 1), p = random_buf(DataType::kFloat32, {3}, 0.5, 1);
   Vals bxv = bx.values(), pv = p.values(), want;  // rank-2 BatchNorm ([N, C], BatchNorm1d)
-  for (int64_t i = 0; i < 6; ++i) want.push_back((bxv[i] - pv[i % 3]) / std::sqrt(pv[i % 3] + double{1e-5f}) * pv[i % 3] + pv[i % 3]);
+  for (int64_t i = 0; i < 6; ++i)
+    want.push_back((bxv[i] - pv[i % 3]) / std::sqrt(pv[i % 3] + double{1e-5f}) * pv[i % 3] + pv[i % 3]);
   expect_close(run(OpKind::kBatchNormalization, BatchNormAttrs{}, {bx, p, p, p, p})[0], {2, 3}, want, "BatchNorm 2-D");
 
   Buf x = random_buf(DataType::kFloat32, {2, 3, 4}, -1, 1), c3 = random_buf(DataType::kFloat32, {3}, 0.5, 1);
@@ -878,8 +913,10 @@ TEST(InstanceAndBatchNormalization, AgainstReference) {
   infer_throws(OpKind::kBatchNormalization, BatchNormAttrs{}, {x, c3, c3, c4, c3});
   if (op_info(OpKind::kBatchNormalization).max_outputs > 1)  // running stats: training mode only
     infer_throws(OpKind::kBatchNormalization, BatchNormAttrs{}, {x, c3, c3, c3, c3}, 3);
-  infer_throws(OpKind::kBatchNormalization, BatchNormAttrs{}, {random_buf(DataType::kFloat32, {3}, 0, 1), c3, c3, c3, c3});
-  infer_throws(OpKind::kBatchNormalization, BatchNormAttrs{}, {random_buf(DataType::kInt32, {2, 3}, 0, 1), c3, c3, c3, c3});
+  infer_throws(OpKind::kBatchNormalization, BatchNormAttrs{},
+               {random_buf(DataType::kFloat32, {3}, 0, 1), c3, c3, c3, c3});
+  infer_throws(OpKind::kBatchNormalization, BatchNormAttrs{},
+               {random_buf(DataType::kInt32, {2, 3}, 0, 1), c3, c3, c3, c3});
   try {
     std::vector<TensorView> iv;
     for (const Buf& b : {x, c3, c3, c3, c3}) iv.push_back(b.view());
@@ -908,8 +945,9 @@ TEST(LRN, AgainstReference) {
           want[i] = xv[i] / std::pow(bias + alpha / size * sq, beta);
         }
         auto out = run(OpKind::kLRN, LrnAttrs{0.02f, 0.75f, 1.5f, size}, {x}, 1, s.back() == 40);
-        expect_close(out[0], s, want, "LRN " + std::string(dtype_name(t)) + shape_string(s) + " size " +
-                                          std::to_string(size), 2 * rtol_of(t));
+        expect_close(out[0], s, want,
+                     "LRN " + std::string(dtype_name(t)) + shape_string(s) + " size " + std::to_string(size),
+                     2 * rtol_of(t));
       }
   Buf x = random_buf(DataType::kFloat32, {1, 3, 2}, -1, 1);
   infer_throws(OpKind::kLRN, LrnAttrs{1e-4f, 0.75f, 1.0f, 0}, {x});
@@ -918,11 +956,27 @@ TEST(LRN, AgainstReference) {
 }
 
 TEST(ReduceFamily, TablesCoverEveryOp) {
-  for (OpKind k : {OpKind::kReduceL1, OpKind::kReduceL2, OpKind::kReduceLogSum, OpKind::kReduceLogSumExp,
-                   OpKind::kReduceMax, OpKind::kReduceMean, OpKind::kReduceMin, OpKind::kReduceProd,
-                   OpKind::kReduceSum, OpKind::kReduceSumSquare, OpKind::kArgMax, OpKind::kArgMin, OpKind::kSoftmax,
-                   OpKind::kLogSoftmax, OpKind::kHardmax, OpKind::kCumSum, OpKind::kTopK, OpKind::kEinsum,
-                   OpKind::kLayerNormalization, OpKind::kInstanceNormalization, OpKind::kBatchNormalization,
+  for (OpKind k : {OpKind::kReduceL1,
+                   OpKind::kReduceL2,
+                   OpKind::kReduceLogSum,
+                   OpKind::kReduceLogSumExp,
+                   OpKind::kReduceMax,
+                   OpKind::kReduceMean,
+                   OpKind::kReduceMin,
+                   OpKind::kReduceProd,
+                   OpKind::kReduceSum,
+                   OpKind::kReduceSumSquare,
+                   OpKind::kArgMax,
+                   OpKind::kArgMin,
+                   OpKind::kSoftmax,
+                   OpKind::kLogSoftmax,
+                   OpKind::kHardmax,
+                   OpKind::kCumSum,
+                   OpKind::kTopK,
+                   OpKind::kEinsum,
+                   OpKind::kLayerNormalization,
+                   OpKind::kInstanceNormalization,
+                   OpKind::kBatchNormalization,
                    OpKind::kLRN}) {
     EXPECT_NE(cpu::cpu_kernel(k), nullptr) << op_name(k);
     std::vector<TensorView> none;

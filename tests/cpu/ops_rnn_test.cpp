@@ -52,8 +52,10 @@ Tensor make(DataType dt, Shape shape, const std::vector<double>& v) {
     using T = typename decltype(tag)::type;
     T* p = reinterpret_cast<T*>(t.buf.data());
     for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) p[i] = T(static_cast<float>(v[i]));
-      else p[i] = static_cast<T>(v[i]);
+      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+        p[i] = T(static_cast<float>(v[i]));
+      else
+        p[i] = static_cast<T>(v[i]);
     }
   });
   return t;
@@ -202,7 +204,9 @@ RefOut reference(OpKind kind, const RnnAttrs& a, const RefIn& in, const std::vec
         } else {
           std::vector<double> nc(nh);
           for (int64_t j = 0; j < H; ++j) {
-            auto pre = [&](int64_t blk) { return xw(blk * H + j) + hr(blk * H + j, h) + Wb(blk * H + j) + Rb(blk * H + j); };
+            auto pre = [&](int64_t blk) {
+              return xw(blk * H + j) + hr(blk * H + j, h) + Wb(blk * H + j) + Rb(blk * H + j);
+            };
             double ig = apply(f[0], cl(pre(0) + P(j) * c[j]));
             double fg = a.input_forget ? 1 - ig : apply(f[0], cl(pre(2) + P(2 * H + j) * c[j]));
             double cg = apply(f[1], cl(pre(3)));
@@ -231,7 +235,8 @@ std::vector<double> swap01(const std::vector<double>& v, int64_t n0, int64_t n1)
   const int64_t rest = n0 * n1 == 0 ? 0 : static_cast<int64_t>(v.size()) / (n0 * n1);
   for (int64_t i = 0; i < n0; ++i)
     for (int64_t j = 0; j < n1; ++j)
-      for (int64_t k = 0; k < rest; ++k) o[static_cast<size_t>((j * n0 + i) * rest + k)] = v[static_cast<size_t>((i * n1 + j) * rest + k)];
+      for (int64_t k = 0; k < rest; ++k)
+        o[static_cast<size_t>((j * n0 + i) * rest + k)] = v[static_cast<size_t>((i * n1 + j) * rest + k)];
   return o;
 }
 // [S, D, B, H] -> [B, S, D, H]
@@ -264,8 +269,8 @@ struct Config {
 };
 
 std::string describe(const Config& c) {
-  return std::string(op_name(c.kind)) + " " + std::string(dtype_name(c.dt)) + " dir=" +
-         std::string(kEnumNames<RnnDirection>[static_cast<size_t>(c.dir)]) + " S=" + std::to_string(c.S) +
+  return std::string(op_name(c.kind)) + " " + std::string(dtype_name(c.dt)) +
+         " dir=" + std::string(kEnumNames<RnnDirection>[static_cast<size_t>(c.dir)]) + " S=" + std::to_string(c.S) +
          " B=" + std::to_string(c.B) + " I=" + std::to_string(c.I) + " H=" + std::to_string(c.H) +
          (c.bias ? " bias" : "") + (c.h0 ? " h0" : "") + (c.c0 ? " c0" : "") + (c.peep ? " P" : "") +
          (c.lens ? " lens" : "") + (c.layout1 ? " layout1" : "") + (c.lbr ? " lbr" : "") +
@@ -333,9 +338,12 @@ void check(const Config& c, std::mt19937& rng) {
   std::vector<std::vector<Fn>> fns = c.ref_fns;
   if (fns.empty()) {
     std::vector<Fn> one;
-    if (c.kind == OpKind::kRNN) one = {{Act::kTanh}};
-    else if (c.kind == OpKind::kGRU) one = {{Act::kSigmoid}, {Act::kTanh}};
-    else one = {{Act::kSigmoid}, {Act::kTanh}, {Act::kTanh}};
+    if (c.kind == OpKind::kRNN)
+      one = {{Act::kTanh}};
+    else if (c.kind == OpKind::kGRU)
+      one = {{Act::kSigmoid}, {Act::kTanh}};
+    else
+      one = {{Act::kSigmoid}, {Act::kTanh}, {Act::kTanh}};
     fns.assign(static_cast<size_t>(D), one);
   }
   RefOut want = reference(c.kind, a, ri, fns);
@@ -631,9 +639,7 @@ struct Bad {
     c0 = h0;
     p = make(DataType::kFloat32, {1, 9}, std::vector<double>(9, 0));
   }
-  void infer_all(size_t n_out = 3) const {
-    infer(kind, Attrs{a}, {&x, &w, &r, &bias, &lens, &h0, &c0, &p}, n_out);
-  }
+  void infer_all(size_t n_out = 3) const { infer(kind, Attrs{a}, {&x, &w, &r, &bias, &lens, &h0, &c0, &p}, n_out); }
 };
 
 TEST(Rnn, InferenceAcceptsTheBaseline) {
@@ -665,7 +671,11 @@ TEST(Rnn, InferenceErrors) {
   expect_error("lens value", [](Bad& b) { b.lens = make(DataType::kInt32, {2}, {6, 1}); });
   expect_error("lens negative", [](Bad& b) { b.lens = make(DataType::kInt32, {2}, {-1, 1}); });
   expect_error("h0 shape", [](Bad& b) { b.h0.shape = {2, 1, 3}; });
-  expect_error("h0 layout 1", [](Bad& b) { b.a.layout = 1; b.x.shape = {2, 5, 4}; b.h0.shape = {1, 2, 3}; });
+  expect_error("h0 layout 1", [](Bad& b) {
+    b.a.layout = 1;
+    b.x.shape = {2, 5, 4};
+    b.h0.shape = {1, 2, 3};
+  });
   expect_error("c0 shape", [](Bad& b) { b.c0.shape = {1, 2, 4}; });
   expect_error("P shape", [](Bad& b) { b.p.shape = {1, 12}; });
   expect_error("layout 2", [](Bad& b) { b.a.layout = 2; });

@@ -61,16 +61,23 @@ Tensor make(DataType dt, Dims shape, const Vals& v) {
     using T = typename decltype(tag)::type;
     T* p = reinterpret_cast<T*>(t.buf.data());
     for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, bool>) p[i] = v[i] != 0;
-      else if constexpr (std::is_integral_v<T>) p[i] = static_cast<T>(static_cast<int64_t>(v[i]));
-      else p[i] = static_cast<T>(static_cast<ComputeType<T>>(v[i]));
+      if constexpr (std::is_same_v<T, bool>)
+        p[i] = v[i] != 0;
+      else if constexpr (std::is_integral_v<T>)
+        p[i] = static_cast<T>(static_cast<int64_t>(v[i]));
+      else
+        p[i] = static_cast<T>(static_cast<ComputeType<T>>(v[i]));
     }
   });
   return t;
 }
 Tensor ints(const Vals& v, DataType dt = DataType::kInt64) { return make(dt, {static_cast<int64_t>(v.size())}, v); }
 Tensor scalar(double v, DataType dt) { return make(dt, {}, {v}); }
-Tensor missing() { Tensor t; t.exists = false; return t; }
+Tensor missing() {
+  Tensor t;
+  t.exists = false;
+  return t;
+}
 
 // Values as double; bool bytes are read raw so that a poisoned (unwritten) byte shows as 171.
 Vals values(const Tensor& t) {
@@ -93,14 +100,20 @@ Vals rand_vals(int64_t n, DataType dt, std::mt19937& rng) {
   std::uniform_int_distribution<int> d(-100, 100);
   for (double& x : v) {
     int k = d(rng);
-    if (dt == DataType::kBool) x = k & 1;
-    else if (is_float(dt)) x = k / 4.0;
-    else if (is_unsigned(dt)) x = k + 100;
-    else x = k;
+    if (dt == DataType::kBool)
+      x = k & 1;
+    else if (is_float(dt))
+      x = k / 4.0;
+    else if (is_unsigned(dt))
+      x = k + 100;
+    else
+      x = k;
   }
   return v;
 }
-Tensor rand_tensor(DataType dt, Dims shape, std::mt19937& rng) { return make(dt, shape, rand_vals(numel(shape), dt, rng)); }
+Tensor rand_tensor(DataType dt, Dims shape, std::mt19937& rng) {
+  return make(dt, shape, rand_vals(numel(shape), dt, rng));
+}
 
 // infer_shapes, then the kernel on outputs poisoned with NaN (floats) or 0xAB bytes.
 std::vector<Tensor> run(OpKind kind, const Attrs& attrs, const std::vector<Tensor>& in, size_t n_out = 1,
@@ -177,11 +190,15 @@ Dims rand_shape(std::mt19937& rng, int rank, int lo = 1, int hi = 5) {
 }
 
 TEST(TensorOps, EveryOpHasInferenceAndKernel) {
-  for (OpKind k : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kTranspose,
-                   OpKind::kConcat, OpKind::kSplit, OpKind::kSlice, OpKind::kGather, OpKind::kGatherElements,
-                   OpKind::kGatherND, OpKind::kScatterElements, OpKind::kScatterND, OpKind::kPad, OpKind::kTile,
-                   OpKind::kExpand, OpKind::kDepthToSpace, OpKind::kSpaceToDepth, OpKind::kShape, OpKind::kSize,
-                   OpKind::kConstantOfShape, OpKind::kRange, OpKind::kEyeLike, OpKind::kOneHot, OpKind::kTrilu})
+  for (OpKind k : {OpKind::kReshape,        OpKind::kFlatten,      OpKind::kSqueeze,
+                   OpKind::kUnsqueeze,      OpKind::kTranspose,    OpKind::kConcat,
+                   OpKind::kSplit,          OpKind::kSlice,        OpKind::kGather,
+                   OpKind::kGatherElements, OpKind::kGatherND,     OpKind::kScatterElements,
+                   OpKind::kScatterND,      OpKind::kPad,          OpKind::kTile,
+                   OpKind::kExpand,         OpKind::kDepthToSpace, OpKind::kSpaceToDepth,
+                   OpKind::kShape,          OpKind::kSize,         OpKind::kConstantOfShape,
+                   OpKind::kRange,          OpKind::kEyeLike,      OpKind::kOneHot,
+                   OpKind::kTrilu})
     EXPECT_NE(cpu::cpu_kernel(k), nullptr) << op_name(k);
 }
 
@@ -189,11 +206,20 @@ TEST(TensorOps, EveryOpHasInferenceAndKernel) {
 
 TEST(TensorOps, Reshape) {
   std::mt19937 rng(1);
-  struct Case { Dims in; Vals shape; int64_t allowzero; Dims want; };
-  const Case cases[] = {{{2, 3, 4}, {4, -1}, 0, {4, 6}},   {{2, 3, 4}, {0, -1}, 0, {2, 12}},
-                        {{2, 3, 4}, {-1}, 0, {24}},        {{2, 3, 4}, {0, 0, 2, 2}, 0, {2, 3, 2, 2}},
-                        {{0, 3}, {3, 0}, 1, {3, 0}},       {{0, 3}, {0, 3}, 0, {0, 3}},
-                        {{1}, {}, 0, {}},                  {{5}, {1, -1, 1}, 0, {1, 5, 1}}};
+  struct Case {
+    Dims in;
+    Vals shape;
+    int64_t allowzero;
+    Dims want;
+  };
+  const Case cases[] = {{{2, 3, 4}, {4, -1}, 0, {4, 6}},
+                        {{2, 3, 4}, {0, -1}, 0, {2, 12}},
+                        {{2, 3, 4}, {-1}, 0, {24}},
+                        {{2, 3, 4}, {0, 0, 2, 2}, 0, {2, 3, 2, 2}},
+                        {{0, 3}, {3, 0}, 1, {3, 0}},
+                        {{0, 3}, {0, 3}, 0, {0, 3}},
+                        {{1}, {}, 0, {}},
+                        {{5}, {1, -1, 1}, 0, {1, 5, 1}}};
   for (DataType dt : kAllTypes)
     for (const Case& c : cases) {
       Tensor x = rand_tensor(dt, c.in, rng);
@@ -225,8 +251,8 @@ TEST(TensorOps, FlattenSqueezeUnsqueeze) {
     expect_arr(run1(OpKind::kSqueeze, NoAttrs{}, {x, ints({-1})}), {{2, 1, 3}, values(x)}, "Squeeze -1");
     expect_arr(run1(OpKind::kSqueeze, NoAttrs{}, {x, ints({3, 1})}), {{2, 3}, values(x)}, "Squeeze 3,1");
     expect_arr(run1(OpKind::kUnsqueeze, NoAttrs{}, {x, ints({0, -1})}), {{1, 2, 1, 3, 1, 1}, values(x)}, "Unsq");
-    expect_arr(run1(OpKind::kUnsqueeze, NoAttrs{}, {x, ints({5, 2}, DataType::kInt32)}), {{2, 1, 1, 3, 1, 1}, values(x)},
-               "Unsqueeze unsorted");
+    expect_arr(run1(OpKind::kUnsqueeze, NoAttrs{}, {x, ints({5, 2}, DataType::kInt32)}),
+               {{2, 1, 1, 3, 1, 1}, values(x)}, "Unsqueeze unsorted");
   }
   Tensor x = rand_tensor(DataType::kFloat32, {2, 1, 3}, rng);
   expect_infer_error(OpKind::kFlatten, AxisAttrs{4}, {x});
@@ -347,7 +373,7 @@ TEST(TensorOps, DepthToSpaceAndSpaceToDepth) {
   expect_infer_error(OpKind::kDepthToSpace, DepthToSpaceAttrs{2, DepthToSpaceMode::kDcr},
                      {rand_tensor(DataType::kFloat32, {8, 2, 3}, rng)});
   // Ported from ONNX backend data: test_depthtospace_crd_mode_example, test_spacetodepth_example.
-  Vals in, out = {0, 9, 1, 10, 2, 11, 18, 27, 19, 28, 20, 29, 3, 12, 4, 13, 5, 14, 21, 30, 22, 31, 23, 32,
+  Vals in, out = {0,  9,  1,  10, 2,  11, 18, 27, 19, 28, 20, 29, 3,  12, 4,  13, 5,  14, 21, 30, 22, 31, 23, 32,
                   36, 45, 37, 46, 38, 47, 54, 63, 55, 64, 56, 65, 39, 48, 40, 49, 41, 50, 57, 66, 58, 67, 59, 68};
   for (int c = 0; c < 8; ++c)
     for (int i = 0; i < 6; ++i) in.push_back(c * 9 + (i / 3) * 3 + i % 3);
@@ -389,11 +415,15 @@ TEST(TensorOps, ConcatAndSplit) {
       });
       Tensor y = run1(OpKind::kConcat, AxisAttrs{axis}, parts);
       expect_arr(y, want, "Concat");
-      std::vector<Tensor> back = run(OpKind::kSplit, SplitAttrs{axis, 0}, {y, ints(Vals(sizes.begin(), sizes.end()))}, 3);
+      std::vector<Tensor> back =
+          run(OpKind::kSplit, SplitAttrs{axis, 0}, {y, ints(Vals(sizes.begin(), sizes.end()))}, 3);
       for (int i = 0; i < 3; ++i) expect_arr(back[i], pa[i], "Split sizes");
     }
   // Equal and uneven parts (opset 18: ceil-sized parts, the last one smaller).
-  struct Case { int64_t d, n, num_outputs; Dims want; };
+  struct Case {
+    int64_t d, n, num_outputs;
+    Dims want;
+  };
   for (const Case& c : {Case{6, 3, 3, {2, 2, 2}}, Case{7, 3, 0, {3, 3, 1}}, Case{5, 2, 2, {3, 2}},
                         Case{4, 3, 3, {2, 2, 0}}, Case{0, 2, 2, {0, 0}}, Case{5, 1, 0, {5}}}) {
     Tensor x = rand_tensor(DataType::kFloat16, {2, c.d}, rng);
@@ -427,8 +457,7 @@ Dims slice_indices(int64_t dim, int64_t start, int64_t end, int64_t step) {
   };
   Dims out;
   if (step > 0) {
-    for (int64_t i = fix(start, 0, dim), e = fix(end, 0, dim); i < e; i = step < e - i ? i + step : e)
-      out.push_back(i);
+    for (int64_t i = fix(start, 0, dim), e = fix(end, 0, dim); i < e; i = step < e - i ? i + step : e) out.push_back(i);
   } else {
     for (int64_t i = fix(start, 0, dim - 1), e = fix(end, -1, dim - 1); i > e; i = step > e - i ? i + step : e)
       out.push_back(i);
@@ -479,8 +508,8 @@ TEST(TensorOps, Slice) {
       return t;
     };
     std::vector<Tensor> in = {x, t64(starts), t64(ends), t64(axes_in), t64(steps)};
-    SCOPED_TRACE("shape " + shape_string(x.shape) + " starts " + shape_string(starts) + " ends " +
-                 shape_string(ends) + " axes " + shape_string(axes_in) + " steps " + shape_string(steps));
+    SCOPED_TRACE("shape " + shape_string(x.shape) + " starts " + shape_string(starts) + " ends " + shape_string(ends) +
+                 " axes " + shape_string(axes_in) + " steps " + shape_string(steps));
     expect_arr(run1(OpKind::kSlice, NoAttrs{}, in), want, "Slice");
   }
   // int32 parameters, default axes and steps; ONNX test_slice_neg_steps shape.
@@ -489,16 +518,20 @@ TEST(TensorOps, Slice) {
   Tensor y = run1(OpKind::kSlice, NoAttrs{},
                   {x, ints({20, 10, 4}, DataType::kInt32), ints({0, 0, 1}, DataType::kInt32),
                    ints({0, 1, 2}, DataType::kInt32), ints({-1, -3, -2}, DataType::kInt32)});
-  expect_arr(y, build({19, 3, 2}, [&](const Dims& o) { return at(ax, {19 - o[0], 9 - 3 * o[1], 4 - 2 * o[2]}); }),
+  expect_arr(y,
+             build({19, 3, 2},
+                   [&](const Dims& o) {
+                     return at(ax, {19 - o[0], 9 - 3 * o[1], 4 - 2 * o[2]});
+                   }),
              "slice_neg_steps");
   y = run1(OpKind::kSlice, NoAttrs{}, {x, ints({1, -3}, DataType::kInt32), ints({3, 100}, DataType::kInt32)});
   expect_arr(y, build({2, 3, 5}, [&](const Dims& o) { return at(ax, {o[0] + 1, o[1] + 7, o[2]}); }), "default axes");
   y = run1(OpKind::kSlice, NoAttrs{}, {x, ints({0}), ints({-1}), missing(), missing()});
   EXPECT_EQ(y.shape, (Dims{19, 10, 5}));
-  expect_infer_error(OpKind::kSlice, NoAttrs{}, {x, ints({0}), ints({5}), ints({0}), ints({0})});       // step 0
-  expect_infer_error(OpKind::kSlice, NoAttrs{}, {x, ints({0, 0}), ints({5, 5}), ints({1, -2})});        // dup axis
-  expect_infer_error(OpKind::kSlice, NoAttrs{}, {x, ints({0}), ints({5}), ints({3})});                  // axis range
-  expect_infer_error(OpKind::kSlice, NoAttrs{}, {x, ints({0, 1}), ints({5})});                          // lengths
+  expect_infer_error(OpKind::kSlice, NoAttrs{}, {x, ints({0}), ints({5}), ints({0}), ints({0})});  // step 0
+  expect_infer_error(OpKind::kSlice, NoAttrs{}, {x, ints({0, 0}), ints({5, 5}), ints({1, -2})});   // dup axis
+  expect_infer_error(OpKind::kSlice, NoAttrs{}, {x, ints({0}), ints({5}), ints({3})});             // axis range
+  expect_infer_error(OpKind::kSlice, NoAttrs{}, {x, ints({0, 1}), ints({5})});                     // lengths
   expect_infer_error(OpKind::kSlice, NoAttrs{}, {x, ints({0}, DataType::kFloat32), ints({5})});
 }
 
@@ -598,9 +631,10 @@ TEST(TensorOps, GatherND) {
         expect_arr(run1(OpKind::kGatherND, GatherNDAttrs{b}, {x, ind}), want, "GatherND");
       }
   // ONNX test_gathernd_example_int32_batch_dim1.
-  expect_arr(run1(OpKind::kGatherND, GatherNDAttrs{1},
-                  {make(DataType::kInt32, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7}), make(DataType::kInt64, {2, 1}, {1, 0})}),
-             {{2, 2}, {2, 3, 4, 5}});
+  expect_arr(
+      run1(OpKind::kGatherND, GatherNDAttrs{1},
+           {make(DataType::kInt32, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7}), make(DataType::kInt64, {2, 1}, {1, 0})}),
+      {{2, 2}, {2, 3, 4, 5}});
   Tensor x = rand_tensor(DataType::kFloat32, {2, 3}, rng);
   EXPECT_THROW(run1(OpKind::kGatherND, GatherNDAttrs{0}, {x, make(DataType::kInt64, {1, 2}, {1, 3})}), Error);
   expect_infer_error(OpKind::kGatherND, GatherNDAttrs{0}, {x, make(DataType::kInt64, {1, 3}, {0, 0, 0})});
@@ -670,16 +704,16 @@ TEST(TensorOps, ScatterElements) {
                     {x, make(DataType::kInt64, {1, 2}, {0, -4}), u}),
                Error);
   expect_infer_error(OpKind::kScatterElements, ScatterAttrs{}, {x, make(DataType::kInt64, {1, 3}, {0, 0, 0}), u});
-  expect_infer_error(OpKind::kScatterElements, ScatterAttrs{}, {x, make(DataType::kInt64, {1, 2}, {0, 0}),
-                                                                 rand_tensor(DataType::kFloat64, {1, 2}, rng)});
+  expect_infer_error(OpKind::kScatterElements, ScatterAttrs{},
+                     {x, make(DataType::kInt64, {1, 2}, {0, 0}), rand_tensor(DataType::kFloat64, {1, 2}, rng)});
   expect_infer_error(OpKind::kScatterElements, ScatterAttrs{0, ScatterReduction::kAdd},
                      {make(DataType::kBool, {2}, {0, 1}), ints({0}), make(DataType::kBool, {1}, {1})});
 }
 
 TEST(TensorOps, ScatterND) {
   std::mt19937 rng(12);
-  for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt16, DataType::kUInt8, DataType::kInt64,
-                      DataType::kBool})
+  for (DataType dt :
+       {DataType::kFloat32, DataType::kBFloat16, DataType::kInt16, DataType::kUInt8, DataType::kInt64, DataType::kBool})
     for (int red = 0; red < 5; ++red) {
       const auto r = static_cast<ScatterReduction>(red);
       if (dt == DataType::kBool && r != ScatterReduction::kNone) continue;
@@ -719,13 +753,13 @@ TEST(TensorOps, ScatterND) {
       }
     }
   Tensor x = rand_tensor(DataType::kFloat32, {3, 4}, rng);
-  EXPECT_THROW(run1(OpKind::kScatterND, ScatterAttrs{}, {x, make(DataType::kInt64, {1, 1}, {3}),
-                                                          rand_tensor(DataType::kFloat32, {1, 4}, rng)}),
+  EXPECT_THROW(run1(OpKind::kScatterND, ScatterAttrs{},
+                    {x, make(DataType::kInt64, {1, 1}, {3}), rand_tensor(DataType::kFloat32, {1, 4}, rng)}),
                Error);
-  expect_infer_error(OpKind::kScatterND, ScatterAttrs{}, {x, make(DataType::kInt64, {1, 1}, {0}),
-                                                          rand_tensor(DataType::kFloat32, {1, 3}, rng)});
-  expect_infer_error(OpKind::kScatterND, ScatterAttrs{}, {x, make(DataType::kInt64, {1, 3}, {0, 0, 0}),
-                                                          rand_tensor(DataType::kFloat32, {1}, rng)});
+  expect_infer_error(OpKind::kScatterND, ScatterAttrs{},
+                     {x, make(DataType::kInt64, {1, 1}, {0}), rand_tensor(DataType::kFloat32, {1, 3}, rng)});
+  expect_infer_error(OpKind::kScatterND, ScatterAttrs{},
+                     {x, make(DataType::kInt64, {1, 3}, {0, 0, 0}), rand_tensor(DataType::kFloat32, {1}, rng)});
 }
 
 // ---- Pad -------------------------------------------------------------------------------------------
@@ -789,8 +823,8 @@ TEST(TensorOps, Pad) {
         for (int64_t a : axes) av.push_back(rng() % 2 ? a : a - rank);
         std::vector<Tensor> in = {x, ints(pads), use_value ? scalar(cv, dt) : missing()};
         if (use_axes) in.push_back(ints(av, iter % 4 == 1 ? DataType::kInt32 : DataType::kInt64));
-        SCOPED_TRACE("mode " + std::to_string(int(mode)) + " shape " + shape_string(x.shape) + " b " +
-                     shape_string(b) + " e " + shape_string(e));
+        SCOPED_TRACE("mode " + std::to_string(int(mode)) + " shape " + shape_string(x.shape) + " b " + shape_string(b) +
+                     " e " + shape_string(e));
         expect_arr(run1(OpKind::kPad, PadAttrs{mode}, in), want, "Pad");
       }
   // ONNX test_reflect_pad / test_edge_pad geometry on a 4x5 plane, and a scalar.
@@ -798,19 +832,23 @@ TEST(TensorOps, Pad) {
   const Arr ax = arr(x);
   Tensor pads = ints({0, 0, 1, 1, 0, 0, 1, 1});
   expect_arr(run1(OpKind::kPad, PadAttrs{PadMode::kReflect}, {x, pads}),
-             build({1, 3, 6, 7}, [&](const Dims& o) {
-               auto rf = [](int64_t i, int64_t n) { return i < 0 ? -i : i >= n ? 2 * n - 2 - i : i; };
-               return at(ax, {0, o[1], rf(o[2] - 1, 4), rf(o[3] - 1, 5)});
-             }), "reflect");
+             build({1, 3, 6, 7},
+                   [&](const Dims& o) {
+                     auto rf = [](int64_t i, int64_t n) { return i < 0 ? -i : i >= n ? 2 * n - 2 - i : i; };
+                     return at(ax, {0, o[1], rf(o[2] - 1, 4), rf(o[3] - 1, 5)});
+                   }),
+             "reflect");
   expect_arr(run1(OpKind::kPad, PadAttrs{PadMode::kEdge}, {x, pads}),
-             build({1, 3, 6, 7}, [&](const Dims& o) {
-               return at(ax, {0, o[1], std::clamp<int64_t>(o[2] - 1, 0, 3), std::clamp<int64_t>(o[3] - 1, 0, 4)});
-             }), "edge");
+             build({1, 3, 6, 7},
+                   [&](const Dims& o) {
+                     return at(ax, {0, o[1], std::clamp<int64_t>(o[2] - 1, 0, 3), std::clamp<int64_t>(o[3] - 1, 0, 4)});
+                   }),
+             "edge");
   expect_arr(run1(OpKind::kPad, PadAttrs{}, {scalar(2, DataType::kFloat32), ints({})}), {{}, {2}}, "scalar");
-  expect_infer_error(OpKind::kPad, PadAttrs{}, {x, ints({0, 0, 1, 1})});                          // length
-  expect_infer_error(OpKind::kPad, PadAttrs{}, {x, ints({0, 0, -5, 0, 0, 0, 0, 0})});             // size < 0
-  expect_infer_error(OpKind::kPad, PadAttrs{}, {x, ints({0, 0, -5, 0, 0, 0, 2, 0})});             // crop > dim
-  expect_infer_error(OpKind::kPad, PadAttrs{}, {x, ints({1, 1}), missing(), ints({1, -3})});      // dup axes
+  expect_infer_error(OpKind::kPad, PadAttrs{}, {x, ints({0, 0, 1, 1})});                      // length
+  expect_infer_error(OpKind::kPad, PadAttrs{}, {x, ints({0, 0, -5, 0, 0, 0, 0, 0})});         // size < 0
+  expect_infer_error(OpKind::kPad, PadAttrs{}, {x, ints({0, 0, -5, 0, 0, 0, 2, 0})});         // crop > dim
+  expect_infer_error(OpKind::kPad, PadAttrs{}, {x, ints({1, 1}), missing(), ints({1, -3})});  // dup axes
   expect_infer_error(OpKind::kPad, PadAttrs{}, {x, ints({1, 1}), scalar(0, DataType::kFloat32), ints({1})});
   expect_infer_error(OpKind::kPad, PadAttrs{PadMode::kEdge},
                      {make(DataType::kFloat32, {0, 2}, {}), ints({1, 0, 0, 0})});  // nothing to replicate
@@ -852,7 +890,9 @@ TEST(TensorOps, ShapeSizeConstantOfShape) {
 }
 
 TEST(TensorOps, Range) {
-  struct Case { double s, l, d; };
+  struct Case {
+    double s, l, d;
+  };
   for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kInt16, DataType::kInt32, DataType::kInt64})
     for (Case c : {Case{0, 10, 3}, Case{10, 6, -3}, Case{1, 1, 1}, Case{5, 1, 2}, Case{-4, 4, 1}, Case{0.5, 3, 0.75},
                    Case{3, -1.5, -0.5}}) {
@@ -872,14 +912,15 @@ TEST(TensorOps, Range) {
   ASSERT_EQ(y.shape, Dims{4});
   EXPECT_EQ(reinterpret_cast<const int64_t*>(y.buf.data())[3], vs + vd + vd + vd);
   for (const Case& bad : {Case{0, 5, 0}, Case{0, 1e30, 1e-30}})
-    expect_infer_error(OpKind::kRange, NoAttrs{},
-                       {scalar(bad.s, DataType::kFloat32), scalar(bad.l, DataType::kFloat32),
-                        scalar(bad.d, DataType::kFloat32)});
-  expect_infer_error(OpKind::kRange, NoAttrs{}, {scalar(0, DataType::kInt32), scalar(1, DataType::kInt64),
-                                                 scalar(1, DataType::kInt32)});
-  expect_infer_error(OpKind::kRange, NoAttrs{}, {scalar(0, DataType::kInt32), scalar(4, DataType::kInt32),
-                                                 scalar(0, DataType::kInt32)});
-  expect_infer_error(OpKind::kRange, NoAttrs{}, {ints({0, 1}), scalar(4, DataType::kInt64), scalar(1, DataType::kInt64)});
+    expect_infer_error(
+        OpKind::kRange, NoAttrs{},
+        {scalar(bad.s, DataType::kFloat32), scalar(bad.l, DataType::kFloat32), scalar(bad.d, DataType::kFloat32)});
+  expect_infer_error(OpKind::kRange, NoAttrs{},
+                     {scalar(0, DataType::kInt32), scalar(1, DataType::kInt64), scalar(1, DataType::kInt32)});
+  expect_infer_error(OpKind::kRange, NoAttrs{},
+                     {scalar(0, DataType::kInt32), scalar(4, DataType::kInt32), scalar(0, DataType::kInt32)});
+  expect_infer_error(OpKind::kRange, NoAttrs{},
+                     {ints({0, 1}), scalar(4, DataType::kInt64), scalar(1, DataType::kInt64)});
 }
 
 TEST(TensorOps, EyeLikeAndTrilu) {
@@ -949,7 +990,11 @@ TEST(TensorOps, OneHot) {
   // ONNX test_onehot_negative_indices.
   expect_arr(run1(OpKind::kOneHot, OneHotAttrs{1},
                   {ints({0, -7, -8}), scalar(10, DataType::kFloat32), make(DataType::kFloat32, {2}, {1, 3})}),
-             build({3, 10}, [](const Dims& o) { return o[1] == (Dims{0, 3, 2})[o[0]] ? 3.0 : 1.0; }), "onnx");
+             build({3, 10},
+                   [](const Dims& o) {
+                     return o[1] == (Dims{0, 3, 2})[o[0]] ? 3.0 : 1.0;
+                   }),
+             "onnx");
   Tensor ind = ints({0, 1}), v = make(DataType::kFloat32, {2}, {0, 1});
   expect_infer_error(OpKind::kOneHot, OneHotAttrs{2}, {ind, scalar(3, DataType::kInt64), v});
   expect_infer_error(OpKind::kOneHot, OneHotAttrs{-3}, {ind, scalar(3, DataType::kInt64), v});
@@ -965,7 +1010,12 @@ TEST(TensorOps, ThreadedMatchesSerial) {
   cpu::ThreadPool pool(4);
   Tensor x = rand_tensor(DataType::kFloat32, {64, 33, 47}, rng);
   Tensor xi = rand_tensor(DataType::kInt8, {64, 33, 47}, rng);
-  struct Case { OpKind kind; Attrs attrs; std::vector<Tensor> in; size_t n_out; };
+  struct Case {
+    OpKind kind;
+    Attrs attrs;
+    std::vector<Tensor> in;
+    size_t n_out;
+  };
   const std::vector<Case> cases = {
       {OpKind::kTranspose, TransposeAttrs{{2, 0, 1}}, {x}, 1},
       {OpKind::kTranspose, TransposeAttrs{{1, 0, 2}}, {xi}, 1},

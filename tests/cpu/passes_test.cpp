@@ -41,8 +41,10 @@ struct Model {
     tt->set_elem_type(elem);
     for (const Dim& d : dims) {
       auto* dim = tt->mutable_shape()->add_dim();
-      if (d.param.empty()) dim->set_dim_value(d.value);
-      else dim->set_dim_param(d.param);
+      if (d.param.empty())
+        dim->set_dim_value(d.value);
+      else
+        dim->set_dim_param(d.param);
     }
   }
   void output(const std::string& name) {  // a tensor of unspecified type and shape

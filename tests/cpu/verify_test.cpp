@@ -176,11 +176,11 @@ TEST(Verify, RequireShapesFlagsOutputsWithoutStaticShape) {
 TEST(Verify, SeveralProblemsInOneMessage) {
   Graph g = valid_graph();
   g.name = "broken";
-  std::swap(g.nodes[0], g.nodes[1]);                                        // 1: out of order
-  g.nodes[1].attrs = AlphaAttrs{};                                          // 2: relu's attrs
-  add_node(g, "dup", OpKind::kSigmoid, {g.find("x")}, {g.find("y")});      // 3: y written twice
-  g.add_constant("bad", DataType::kInt64, {2}, std::vector<uint8_t>(8));   // 4: 8 bytes, 16 needed
-  g.outputs.push_back(add_activation(g, "lost"));                          // 5: never computed
+  std::swap(g.nodes[0], g.nodes[1]);                                      // 1: out of order
+  g.nodes[1].attrs = AlphaAttrs{};                                        // 2: relu's attrs
+  add_node(g, "dup", OpKind::kSigmoid, {g.find("x")}, {g.find("y")});     // 3: y written twice
+  g.add_constant("bad", DataType::kInt64, {2}, std::vector<uint8_t>(8));  // 4: 8 bytes, 16 needed
+  g.outputs.push_back(add_activation(g, "lost"));                         // 5: never computed
   std::string e = verify_error(g);
   EXPECT_TRUE(has(e, "graph 'broken' is not well formed (5 problems):")) << e;
   EXPECT_TRUE(has(e, "\n  - node 'add' (Add) reads 'a' before it is computed")) << e;

@@ -11,8 +11,8 @@ namespace {
 
 // ---- dtype sets as bit masks over the ONNX type codes (all < 32) ------------------------------
 constexpr uint32_t bit(DataType t) { return 1u << static_cast<unsigned>(t); }
-constexpr uint32_t kFloats = bit(DataType::kFloat32) | bit(DataType::kFloat64) | bit(DataType::kFloat16) |
-                             bit(DataType::kBFloat16);
+constexpr uint32_t kFloats =
+    bit(DataType::kFloat32) | bit(DataType::kFloat64) | bit(DataType::kFloat16) | bit(DataType::kBFloat16);
 constexpr uint32_t kSignedInts =
     bit(DataType::kInt8) | bit(DataType::kInt16) | bit(DataType::kInt32) | bit(DataType::kInt64);
 constexpr uint32_t kUnsignedInts =
@@ -38,9 +38,7 @@ std::string set_names(uint32_t set) {
   return s;
 }
 
-std::string input_name(OpKind kind, size_t i) {
-  return std::string(op_name(kind)) + " input " + std::to_string(i);
-}
+std::string input_name(OpKind kind, size_t i) { return std::string(op_name(kind)) + " input " + std::to_string(i); }
 
 void check_dtype(OpKind kind, const TensorView& v, size_t i, uint32_t set) {
   if (!in_set(v.dtype, set))
@@ -72,21 +70,46 @@ struct UnaryTypes {
   uint32_t in;
 };
 constexpr UnaryTypes kUnaryTypes[] = {
-    {OpKind::kAbs, kNumeric},       {OpKind::kAcos, kFloats},        {OpKind::kAcosh, kFloats},
-    {OpKind::kAsin, kFloats},       {OpKind::kAsinh, kFloats},       {OpKind::kAtan, kFloats},
-    {OpKind::kAtanh, kFloats},      {OpKind::kCeil, kFloats},        {OpKind::kCelu, kFloats},
-    {OpKind::kCos, kFloats},        {OpKind::kCosh, kFloats},        {OpKind::kElu, kFloats},
-    {OpKind::kErf, kNumeric},       {OpKind::kExp, kFloats},         {OpKind::kFloor, kFloats},
-    {OpKind::kGelu, kFloats},       {OpKind::kHardSigmoid, kFloats}, {OpKind::kHardSwish, kFloats},
-    {OpKind::kIdentity, kAll},      {OpKind::kIsInf, kFloats},       {OpKind::kIsNaN, kFloats},
-    {OpKind::kLeakyRelu, kFloats},  {OpKind::kLog, kFloats},         {OpKind::kMish, kFloats},
+    {OpKind::kAbs, kNumeric},
+    {OpKind::kAcos, kFloats},
+    {OpKind::kAcosh, kFloats},
+    {OpKind::kAsin, kFloats},
+    {OpKind::kAsinh, kFloats},
+    {OpKind::kAtan, kFloats},
+    {OpKind::kAtanh, kFloats},
+    {OpKind::kCeil, kFloats},
+    {OpKind::kCelu, kFloats},
+    {OpKind::kCos, kFloats},
+    {OpKind::kCosh, kFloats},
+    {OpKind::kElu, kFloats},
+    {OpKind::kErf, kNumeric},
+    {OpKind::kExp, kFloats},
+    {OpKind::kFloor, kFloats},
+    {OpKind::kGelu, kFloats},
+    {OpKind::kHardSigmoid, kFloats},
+    {OpKind::kHardSwish, kFloats},
+    {OpKind::kIdentity, kAll},
+    {OpKind::kIsInf, kFloats},
+    {OpKind::kIsNaN, kFloats},
+    {OpKind::kLeakyRelu, kFloats},
+    {OpKind::kLog, kFloats},
+    {OpKind::kMish, kFloats},
     {OpKind::kNeg, kFloats | kSignedInts},
-    {OpKind::kNot, kBool},          {OpKind::kReciprocal, kFloats},
+    {OpKind::kNot, kBool},
+    {OpKind::kReciprocal, kFloats},
     {OpKind::kRelu, kFloats | kSignedInts},
-    {OpKind::kRound, kFloats},      {OpKind::kSelu, kFloats},        {OpKind::kShrink, kNumeric},
-    {OpKind::kSigmoid, kFloats},    {OpKind::kSign, kNumeric},       {OpKind::kSin, kFloats},
-    {OpKind::kSinh, kFloats},       {OpKind::kSoftplus, kFloats},    {OpKind::kSoftsign, kFloats},
-    {OpKind::kSqrt, kFloats},       {OpKind::kTan, kFloats},         {OpKind::kTanh, kFloats},
+    {OpKind::kRound, kFloats},
+    {OpKind::kSelu, kFloats},
+    {OpKind::kShrink, kNumeric},
+    {OpKind::kSigmoid, kFloats},
+    {OpKind::kSign, kNumeric},
+    {OpKind::kSin, kFloats},
+    {OpKind::kSinh, kFloats},
+    {OpKind::kSoftplus, kFloats},
+    {OpKind::kSoftsign, kFloats},
+    {OpKind::kSqrt, kFloats},
+    {OpKind::kTan, kFloats},
+    {OpKind::kTanh, kFloats},
     {OpKind::kThresholdedRelu, kFloats},
 };
 
@@ -142,8 +165,7 @@ std::vector<OutputType> infer_arith(OpKind kind, const Attrs& attrs, std::span<c
   if (kind == OpKind::kMod) {
     const int64_t fmod = attrs_as<ModAttrs>(attrs).fmod;
     if (fmod != 0 && fmod != 1) throw Error("Mod: fmod must be 0 or 1, got " + std::to_string(fmod));
-    if (fmod == 0 && in_set(in[0].dtype, kFloats))
-      throw Error("Mod: floating-point inputs require fmod=1 (ONNX)");
+    if (fmod == 0 && in_set(in[0].dtype, kFloats)) throw Error("Mod: floating-point inputs require fmod=1 (ONNX)");
   }
   return {OutputType{in[0].dtype, broadcast_all(in)}};
 }
@@ -238,16 +260,15 @@ void check_quant_params(OpKind kind, const QuantizeAttrs& a, const TensorView& x
   const int64_t axis = normalize_axis(a.axis, static_cast<int64_t>(x.rank()), (name + ": axis").c_str());
   if (a.block_size == 0) {
     if (scale.rank() != 1 || scale.shape[0] != x.shape[axis])
-      throw Error(name + ": per-axis scale must be 1-D of length " + std::to_string(x.shape[axis]) +
-                  " (input dim " + std::to_string(axis) + "), got shape " + shape_string(shape_vec(scale)));
+      throw Error(name + ": per-axis scale must be 1-D of length " + std::to_string(x.shape[axis]) + " (input dim " +
+                  std::to_string(axis) + "), got shape " + shape_string(shape_vec(scale)));
     return;
   }
   if (scale.rank() != x.rank())
     throw Error(name + ": blocked scale must have x's rank " + std::to_string(x.rank()) + ", got shape " +
                 shape_string(shape_vec(scale)));
   for (size_t d = 0; d < x.rank(); ++d) {
-    const int64_t want =
-        static_cast<int64_t>(d) == axis ? (x.shape[d] + a.block_size - 1) / a.block_size : x.shape[d];
+    const int64_t want = static_cast<int64_t>(d) == axis ? (x.shape[d] + a.block_size - 1) / a.block_size : x.shape[d];
     if (scale.shape[d] != want)
       throw Error(name + ": blocked scale shape " + shape_string(shape_vec(scale)) + " does not match x shape " +
                   shape_string(shape_vec(x)) + " with block_size " + std::to_string(a.block_size) + " on axis " +

@@ -48,8 +48,7 @@ OutputType infer_loss(const char* op, const LossAttrs& a, std::span<const Tensor
     const TensorView& w = in[2];
     if (w.dtype != x.dtype) throw Error(std::string(op) + ": weight must have the input's element type");
     if (w.rank() != 1 || w.shape[0] != x.shape[1])
-      throw Error(std::string(op) + ": weight must be [C] = [" + std::to_string(x.shape[1]) + "], got " +
-                  shp(w.shape));
+      throw Error(std::string(op) + ": weight must be [C] = [" + std::to_string(x.shape[1]) + "], got " + shp(w.shape));
   }
   OutputType o{x.dtype, {}};
   if (a.reduction == LossReduction::kNone) o.shape.assign(t.shape.begin(), t.shape.end());
@@ -117,9 +116,9 @@ void check_zero_point(const TensorView& zp, DataType want, const char* op, const
 }
 
 void check_scale(const TensorView& s, const char* op, const char* what, bool float32_only) {
-  const bool ok = float32_only ? s.dtype == DataType::kFloat32
-                               : (s.dtype == DataType::kFloat32 || s.dtype == DataType::kFloat16 ||
-                                  s.dtype == DataType::kBFloat16);
+  const bool ok =
+      float32_only ? s.dtype == DataType::kFloat32
+                   : (s.dtype == DataType::kFloat32 || s.dtype == DataType::kFloat16 || s.dtype == DataType::kBFloat16);
   if (!ok) throw Error(std::string(op) + ": " + what + " must be a float tensor, got " + dt(s.dtype));
 }
 
@@ -151,7 +150,8 @@ std::vector<OutputType> infer_qlinear_matmul(OpKind, const Attrs&, std::span<con
   check_scale(in[6], op, "y_scale", false);
   check_zero_point(in[2], A.dtype, op, "a_zero_point");
   check_zero_point(in[5], B.dtype, op, "b_zero_point");
-  if (!is_q8(in[7].dtype)) throw Error(std::string(op) + ": y_zero_point must be int8 or uint8, got " + dt(in[7].dtype));
+  if (!is_q8(in[7].dtype))
+    throw Error(std::string(op) + ": y_zero_point must be int8 or uint8, got " + dt(in[7].dtype));
   check_row_param(in[1], A, true, op, "a_scale");
   check_row_param(in[2], A, true, op, "a_zero_point");
   check_row_param(in[4], B, false, op, "b_scale");
@@ -213,7 +213,8 @@ std::vector<OutputType> infer_qlinear_conv(OpKind, const Attrs& attrs, std::span
   check_scale(in[6], op, "y_scale", true);
   check_zero_point(in[2], x.dtype, op, "x_zero_point");
   check_zero_point(in[5], w.dtype, op, "w_zero_point");
-  if (!is_q8(in[7].dtype)) throw Error(std::string(op) + ": y_zero_point must be int8 or uint8, got " + dt(in[7].dtype));
+  if (!is_q8(in[7].dtype))
+    throw Error(std::string(op) + ": y_zero_point must be int8 or uint8, got " + dt(in[7].dtype));
   check_single(in[1], op, "x_scale");
   check_single(in[2], op, "x_zero_point");
   check_channel_param(in[4], w.shape[0], op, "w_scale");
@@ -232,8 +233,8 @@ std::vector<OutputType> infer_qlinear_conv(OpKind, const Attrs& attrs, std::span
 std::vector<OutputType> infer_dynamic_quantize(OpKind, const Attrs&, std::span<const TensorView> in, size_t) {
   if (in[0].dtype != DataType::kFloat32)
     throw Error("DynamicQuantizeLinear: x must be float32, got " + dt(in[0].dtype));
-  return {OutputType{DataType::kUInt8, {in[0].shape.begin(), in[0].shape.end()}},
-          OutputType{DataType::kFloat32, {}}, OutputType{DataType::kUInt8, {}}};
+  return {OutputType{DataType::kUInt8, {in[0].shape.begin(), in[0].shape.end()}}, OutputType{DataType::kFloat32, {}},
+          OutputType{DataType::kUInt8, {}}};
 }
 
 constexpr InferEntry kEntries[] = {

@@ -23,8 +23,7 @@ bool is_float(DataType t) {
 
 // Gemm and MatMul: the float types and the 32/64-bit integers.
 void check_matmul_dtype(DataType t, const char* op) {
-  if (is_float(t) || t == DataType::kInt32 || t == DataType::kInt64 || t == DataType::kUInt32 ||
-      t == DataType::kUInt64)
+  if (is_float(t) || t == DataType::kInt32 || t == DataType::kInt64 || t == DataType::kUInt32 || t == DataType::kUInt64)
     return;
   throw Error(std::string(op) + " does not support element type " + std::string(dtype_name(t)));
 }

@@ -24,14 +24,12 @@ int64_t checked_add(int64_t a, int64_t b, const char* what) {
 }
 
 // An attribute list of n values (or `fill` repeated when empty), each in [lo, kMaxAttr].
-std::vector<int64_t> attr_list(const std::vector<int64_t>& v, size_t n, int64_t fill, int64_t lo,
-                               const char* name) {
+std::vector<int64_t> attr_list(const std::vector<int64_t>& v, size_t n, int64_t fill, int64_t lo, const char* name) {
   if (v.empty()) return std::vector<int64_t>(n, fill);
   if (v.size() != n)
     throw Error(std::string(name) + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(n));
   for (int64_t x : v)
-    if (x < lo || x > kMaxAttr)
-      throw Error(std::string(name) + " value " + std::to_string(x) + " is out of range");
+    if (x < lo || x > kMaxAttr) throw Error(std::string(name) + " value " + std::to_string(x) + " is out of range");
   return v;
 }
 
@@ -125,8 +123,7 @@ WindowGeometry conv_geometry(const ConvAttrs& attrs, std::span<const int64_t> x,
   return g;
 }
 
-WindowGeometry conv_transpose_geometry(const ConvAttrs& attrs, std::span<const int64_t> x,
-                                       std::span<const int64_t> w) {
+WindowGeometry conv_transpose_geometry(const ConvAttrs& attrs, std::span<const int64_t> x, std::span<const int64_t> w) {
   check_data_shape(x, "ConvTranspose input X");
   if (w.size() != x.size())
     throw Error("ConvTranspose weight W " + shape_string({w.begin(), w.end()}) + " must have the rank of X " +
@@ -134,8 +131,8 @@ WindowGeometry conv_transpose_geometry(const ConvAttrs& attrs, std::span<const i
   const size_t n = x.size() - 2;
   if (attrs.group < 1 || attrs.group > kMaxAttr) throw Error("ConvTranspose group must be >= 1");
   if (w[0] != x[1])
-    throw Error("ConvTranspose: W " + shape_string({w.begin(), w.end()}) + " must have X's " +
-                std::to_string(x[1]) + " input channels first");
+    throw Error("ConvTranspose: W " + shape_string({w.begin(), w.end()}) + " must have X's " + std::to_string(x[1]) +
+                " input channels first");
   if (x[1] % attrs.group != 0) throw Error("ConvTranspose: input channels are not divisible by group");
   WindowGeometry g;
   g.in.assign(x.begin() + 2, x.end());
@@ -160,8 +157,8 @@ WindowGeometry conv_transpose_geometry(const ConvAttrs& attrs, std::span<const i
     const int64_t ek = (g.kernel[i] - 1) * g.dilations[i] + 1;
     // Size of the full (unpadded) result: stride * (in - 1) + output_padding + dilated kernel.
     const int64_t in_m1 = g.in[i] > 0 ? g.in[i] - 1 : 0;
-    const int64_t full = checked_add(checked_mul(g.strides[i], in_m1, "ConvTranspose output"), out_pad[i] + ek,
-                                     "ConvTranspose output");
+    const int64_t full =
+        checked_add(checked_mul(g.strides[i], in_m1, "ConvTranspose output"), out_pad[i] + ek, "ConvTranspose output");
     if (g.in[i] == 0) throw Error("ConvTranspose: spatial input dimension is 0");
     if (!out_shape.empty() || attrs.auto_pad == AutoPad::kSameUpper || attrs.auto_pad == AutoPad::kSameLower) {
       // ONNX: total_padding = full - output_shape (output_shape defaults to in * stride for SAME_*),

@@ -13,9 +13,7 @@ namespace {
 // Output dimensions beyond this are rejected (no real model gets near; keeps doubles exact).
 constexpr double kMaxDim = 9007199254740992.0;  // 2^53
 
-bool given(std::span<const TensorView> in, size_t i) {
-  return in.size() > i && in[i].exists && in[i].numel() > 0;
-}
+bool given(std::span<const TensorView> in, size_t i) { return in.size() > i && in[i].exists && in[i].numel() > 0; }
 
 }  // namespace
 
@@ -26,7 +24,8 @@ ResizePlan resize_plan(const ResizeAttrs& a, std::span<const TensorView> in) {
     if (d < 0) throw Error("Resize: X has a negative dimension");
   if (a.antialias != 0 && a.antialias != 1) throw Error("Resize: antialias must be 0 or 1");
   if (a.exclude_outside != 0 && a.exclude_outside != 1) throw Error("Resize: exclude_outside must be 0 or 1");
-  if (a.antialias && a.mode == ResizeMode::kNearest) throw Error("Resize: antialias is not supported with mode nearest");
+  if (a.antialias && a.mode == ResizeMode::kNearest)
+    throw Error("Resize: antialias is not supported with mode nearest");
   if (!std::isfinite(a.cubic_coeff_a)) throw Error("Resize: cubic_coeff_a must be finite");
 
   // The axes the scales/sizes/roi entries refer to.

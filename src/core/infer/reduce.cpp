@@ -69,14 +69,15 @@ std::vector<OutputType> infer_reduce(OpKind kind, const Attrs& attrs, std::span<
   std::vector<bool> mask = reduce_axes_mask(a, x, axes);
   OutputType out{x.dtype, {}};
   for (size_t i = 0; i < x.rank(); ++i) {
-    if (!mask[i]) out.shape.push_back(x.shape[i]);
-    else if (a.keepdims) out.shape.push_back(1);
+    if (!mask[i])
+      out.shape.push_back(x.shape[i]);
+    else if (a.keepdims)
+      out.shape.push_back(1);
   }
   return {out};
 }
 
-std::vector<OutputType> infer_arg_reduce(OpKind kind, const Attrs& attrs, std::span<const TensorView> inputs,
-                                         size_t) {
+std::vector<OutputType> infer_arg_reduce(OpKind kind, const Attrs& attrs, std::span<const TensorView> inputs, size_t) {
   const auto& a = attrs_as<ArgReduceAttrs>(attrs);
   require_bool_attr(kind, "keepdims", a.keepdims);
   require_bool_attr(kind, "select_last_index", a.select_last_index);
@@ -85,8 +86,10 @@ std::vector<OutputType> infer_arg_reduce(OpKind kind, const Attrs& attrs, std::s
   int64_t axis = normalize_axis(a.axis, static_cast<int64_t>(x.rank()));
   OutputType out{DataType::kInt64, {}};
   for (size_t i = 0; i < x.rank(); ++i) {
-    if (static_cast<int64_t>(i) != axis) out.shape.push_back(x.shape[i]);
-    else if (a.keepdims) out.shape.push_back(1);
+    if (static_cast<int64_t>(i) != axis)
+      out.shape.push_back(x.shape[i]);
+    else if (a.keepdims)
+      out.shape.push_back(1);
   }
   if (x.shape[axis] == 0) {
     int64_t n = 1;
@@ -207,8 +210,9 @@ std::vector<OutputType> infer_batch_norm(OpKind kind, const Attrs& attrs, std::s
                                          size_t num_outputs) {
   const auto& a = attrs_as<BatchNormAttrs>(attrs);
   if (a.training_mode != 0)
-    throw Error("BatchNormalization: training_mode = 1 (training-mode BatchNormalization) is not supported in an "
-                "inference engine; export the model in eval mode");
+    throw Error(
+        "BatchNormalization: training_mode = 1 (training-mode BatchNormalization) is not supported in an "
+        "inference engine; export the model in eval mode");
   if (num_outputs != 1)
     throw Error("BatchNormalization: running_mean / running_var outputs exist only in training mode");
   require_epsilon(kind, a.epsilon);

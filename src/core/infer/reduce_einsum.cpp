@@ -86,8 +86,8 @@ EinsumPlan parse_einsum(std::string_view equation, std::span<const TensorView> i
     const Term& t = terms[i];
     if (t.has_ellipsis ? rank < t.letter_count : rank != t.letter_count)
       bad(equation, "term " + std::to_string(i) + " has " + std::to_string(t.letter_count) + " letters" +
-                        (t.has_ellipsis ? " and an ellipsis" : "") + " but input " + std::to_string(i) +
-                        " has rank " + std::to_string(rank));
+                        (t.has_ellipsis ? " and an ellipsis" : "") + " but input " + std::to_string(i) + " has rank " +
+                        std::to_string(rank));
     if (t.has_ellipsis) plan.ell_rank = std::max<int>(plan.ell_rank, static_cast<int>(rank - t.letter_count));
   }
   plan.label_dims.assign(EinsumPlan::kEllipsisBase + plan.ell_rank, -1);
@@ -110,7 +110,8 @@ EinsumPlan parse_einsum(std::string_view equation, std::span<const TensorView> i
       int64_t& known = plan.label_dims[l];
       int64_t dim = shape[d];
       if (l >= EinsumPlan::kEllipsisBase) {  // ellipsis dims broadcast numpy-style
-        if (known == -1 || known == 1) known = dim;
+        if (known == -1 || known == 1)
+          known = dim;
         else if (dim != 1 && dim != known)
           bad(equation, "ellipsis dimensions of input " + std::to_string(i) + " cannot be broadcast (" +
                             std::to_string(dim) + " vs " + std::to_string(known) + ")");
@@ -161,8 +162,8 @@ std::vector<OutputType> infer_einsum(OpKind kind, const Attrs& attrs, std::span<
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].exists) throw Error("Einsum input " + std::to_string(i) + " is missing");
     if (inputs[i].dtype != t)
-      throw Error("Einsum inputs must share one element type: input 0 is " + std::string(dtype_name(t)) +
-                  ", input " + std::to_string(i) + " is " + std::string(dtype_name(inputs[i].dtype)));
+      throw Error("Einsum inputs must share one element type: input 0 is " + std::string(dtype_name(t)) + ", input " +
+                  std::to_string(i) + " is " + std::string(dtype_name(inputs[i].dtype)));
   }
   if (t == DataType::kBool) throw_unsupported_dtype(t, "Einsum");
   dispatch_numeric(t, "Einsum", [](auto) {});

@@ -104,8 +104,8 @@ std::vector<OutputType> infer_rnn(OpKind kind, const Attrs& attrs, std::span<con
                       " is outside [0, " + std::to_string(seq) + "]");
     }
   }
-  std::vector<int64_t> state = a.layout ? std::vector<int64_t>{batch, dirs, hidden}
-                                        : std::vector<int64_t>{dirs, batch, hidden};
+  std::vector<int64_t> state =
+      a.layout ? std::vector<int64_t>{batch, dirs, hidden} : std::vector<int64_t>{dirs, batch, hidden};
   if (has(5)) expect_shape(op, "initial_h", in[5].shape, state);
   if (kind == OpKind::kLSTM) {
     if (has(6)) expect_shape(op, "initial_c", in[6].shape, state);
@@ -114,8 +114,8 @@ std::vector<OutputType> infer_rnn(OpKind kind, const Attrs& attrs, std::span<con
 
   std::vector<OutputType> out;
   if (n_out > 0)
-    out.push_back(OutputType{t, a.layout ? std::vector<int64_t>{batch, seq, dirs, hidden}
-                                         : std::vector<int64_t>{seq, dirs, batch, hidden}});
+    out.push_back(OutputType{
+        t, a.layout ? std::vector<int64_t>{batch, seq, dirs, hidden} : std::vector<int64_t>{seq, dirs, batch, hidden}});
   for (size_t i = 1; i < n_out; ++i) out.push_back(OutputType{t, state});
   return out;
 }
@@ -137,9 +137,12 @@ std::vector<RnnGateFn> rnn_gate_functions(OpKind kind, const RnnAttrs& a) {
   const size_t dirs = a.direction == RnnDirection::kBidirectional ? 2 : 1;
   std::vector<RnnActivation> acts = a.activations;
   if (acts.empty()) {
-    if (kind == OpKind::kRNN) acts = {RnnActivation::kTanh};
-    else if (kind == OpKind::kGRU) acts = {RnnActivation::kSigmoid, RnnActivation::kTanh};
-    else acts = {RnnActivation::kSigmoid, RnnActivation::kTanh, RnnActivation::kTanh};
+    if (kind == OpKind::kRNN)
+      acts = {RnnActivation::kTanh};
+    else if (kind == OpKind::kGRU)
+      acts = {RnnActivation::kSigmoid, RnnActivation::kTanh};
+    else
+      acts = {RnnActivation::kSigmoid, RnnActivation::kTanh, RnnActivation::kTanh};
   }
   if (acts.size() == slots && dirs == 2) acts.insert(acts.end(), acts.begin(), acts.end());
   if (acts.size() != slots * dirs)

@@ -166,8 +166,8 @@ std::vector<OutputType> infer_reshape(OpKind, const Attrs& attrs, std::span<cons
       throw Error("Reshape: cannot reshape " + shape_string(shape_of(x)) + " into " + shape_string(req));
     out[minus] = n / known;
   } else if (known != n) {
-    throw Error("Reshape: cannot reshape " + shape_string(shape_of(x)) + " (" + std::to_string(n) +
-                " elements) into " + shape_string(out));
+    throw Error("Reshape: cannot reshape " + shape_string(shape_of(x)) + " (" + std::to_string(n) + " elements) into " +
+                shape_string(out));
   }
   return one(x.dtype, out);
 }
@@ -175,8 +175,8 @@ std::vector<OutputType> infer_reshape(OpKind, const Attrs& attrs, std::span<cons
 std::vector<OutputType> infer_flatten(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t) {
   const int64_t r = static_cast<int64_t>(in[0].rank());
   int64_t axis = attrs_as<AxisAttrs>(attrs).axis;
-  if (axis < -r || axis > r) throw Error("Flatten: axis " + std::to_string(axis) + " is out of range for rank " +
-                                         std::to_string(r));
+  if (axis < -r || axis > r)
+    throw Error("Flatten: axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
   if (axis < 0) axis += r;
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < r; ++i) (i < axis ? outer : inner) *= in[0].shape[i];
@@ -225,8 +225,8 @@ std::vector<OutputType> infer_transpose(OpKind, const Attrs& attrs, std::span<co
   std::vector<bool> seen(r, false);
   Shape out(r);
   for (int64_t i = 0; i < r; ++i) {
-    if (perm[i] < 0 || perm[i] >= r || seen[perm[i]]) throw Error("Transpose: perm " + shape_string(perm) +
-                                                                   " is not a permutation of 0.." + std::to_string(r - 1));
+    if (perm[i] < 0 || perm[i] >= r || seen[perm[i]])
+      throw Error("Transpose: perm " + shape_string(perm) + " is not a permutation of 0.." + std::to_string(r - 1));
     seen[perm[i]] = true;
     out[i] = x.shape[perm[i]];
   }
@@ -247,8 +247,8 @@ std::vector<OutputType> infer_concat(OpKind, const Attrs& attrs, std::span<const
     if (static_cast<int64_t>(t.rank()) != r) throw Error("Concat: inputs have different ranks");
     for (int64_t d = 0; d < r; ++d)
       if (d != axis && t.shape[d] != x.shape[d])
-        throw Error("Concat: input " + std::to_string(i) + " shape " + shape_string(shape_of(t)) +
-                    " does not match " + shape_string(shape_of(x)) + " outside axis " + std::to_string(axis));
+        throw Error("Concat: input " + std::to_string(i) + " shape " + shape_string(shape_of(t)) + " does not match " +
+                    shape_string(shape_of(x)) + " outside axis " + std::to_string(axis));
     if (__builtin_add_overflow(total, t.shape[axis], &total)) throw Error("Concat: output too large");
   }
   out[axis] = total;
@@ -271,12 +271,11 @@ std::vector<OutputType> infer_split(OpKind, const Attrs& attrs, std::span<const 
   if (has_input(in, 1)) {
     sizes = const_ints(in[1], "Split", "split");
     if (static_cast<int64_t>(sizes.size()) != n)
-      throw Error("Split: split has " + std::to_string(sizes.size()) + " sizes for " + std::to_string(n) +
-                  " outputs");
+      throw Error("Split: split has " + std::to_string(sizes.size()) + " sizes for " + std::to_string(n) + " outputs");
     int64_t sum = 0;
     for (int64_t s : sizes) {
-      if (s < 0 || s > d - sum) throw Error("Split: split sizes " + shape_string(sizes) + " do not sum to " +
-                                            std::to_string(d));
+      if (s < 0 || s > d - sum)
+        throw Error("Split: split sizes " + shape_string(sizes) + " do not sum to " + std::to_string(d));
       sum += s;
     }
     if (sum != d) throw Error("Split: split sizes " + shape_string(sizes) + " do not sum to " + std::to_string(d));
@@ -286,8 +285,7 @@ std::vector<OutputType> infer_split(OpKind, const Attrs& attrs, std::span<const 
     // Opset 18: parts of ceil(d / n), the last one gets what is left.
     const int64_t part = d / n + 1;
     const int64_t last = d - part * (n - 1);
-    if (last < 0)
-      throw Error("Split: cannot split dim " + std::to_string(d) + " into " + std::to_string(n) + " parts");
+    if (last < 0) throw Error("Split: cannot split dim " + std::to_string(d) + " into " + std::to_string(n) + " parts");
     sizes.assign(n, part);
     sizes.back() = last;
   }
@@ -346,7 +344,8 @@ std::vector<OutputType> infer_depth_space(OpKind kind, const Attrs& attrs, std::
   Shape out(4);
   if (kind == OpKind::kDepthToSpace) {
     if (c % bb != 0)
-      throw Error("DepthToSpace: channels " + std::to_string(c) + " not divisible by blocksize^2 " + std::to_string(bb));
+      throw Error("DepthToSpace: channels " + std::to_string(c) + " not divisible by blocksize^2 " +
+                  std::to_string(bb));
     out = {n, c / bb, 0, 0};
     if (__builtin_mul_overflow(h, b, &out[2]) || __builtin_mul_overflow(w, b, &out[3]))
       throw Error("DepthToSpace: output too large");
@@ -391,12 +390,18 @@ std::vector<OutputType> infer_pad(OpKind, const Attrs& attrs, std::span<const Te
 }
 
 constexpr InferEntry kLayoutEntries[] = {
-    {OpKind::kReshape, infer_reshape},         {OpKind::kFlatten, infer_flatten},
-    {OpKind::kSqueeze, infer_squeeze},         {OpKind::kUnsqueeze, infer_unsqueeze},
-    {OpKind::kTranspose, infer_transpose},     {OpKind::kConcat, infer_concat},
-    {OpKind::kSplit, infer_split},             {OpKind::kSlice, infer_slice},
-    {OpKind::kTile, infer_tile},               {OpKind::kExpand, infer_expand},
-    {OpKind::kDepthToSpace, infer_depth_space}, {OpKind::kSpaceToDepth, infer_depth_space},
+    {OpKind::kReshape, infer_reshape},
+    {OpKind::kFlatten, infer_flatten},
+    {OpKind::kSqueeze, infer_squeeze},
+    {OpKind::kUnsqueeze, infer_unsqueeze},
+    {OpKind::kTranspose, infer_transpose},
+    {OpKind::kConcat, infer_concat},
+    {OpKind::kSplit, infer_split},
+    {OpKind::kSlice, infer_slice},
+    {OpKind::kTile, infer_tile},
+    {OpKind::kExpand, infer_expand},
+    {OpKind::kDepthToSpace, infer_depth_space},
+    {OpKind::kSpaceToDepth, infer_depth_space},
     {OpKind::kPad, infer_pad},
 };
 

@@ -163,8 +163,8 @@ std::vector<OutputType> infer_scatter_nd(OpKind, const Attrs& attrs, std::span<c
   const int64_t r = static_cast<int64_t>(x.rank()), q = static_cast<int64_t>(ind.rank());
   if (r < 1 || q < 1) throw Error("ScatterND: data and indices must have rank >= 1");
   const int64_t k = ind.shape[q - 1];
-  if (k < 1 || k > r) throw Error("ScatterND: last indices dim " + std::to_string(k) + " must be in [1, " +
-                                  std::to_string(r) + "]");
+  if (k < 1 || k > r)
+    throw Error("ScatterND: last indices dim " + std::to_string(k) + " must be in [1, " + std::to_string(r) + "]");
   Shape want(ind.shape.begin(), ind.shape.end() - 1);
   want.insert(want.end(), x.shape.begin() + k, x.shape.end());
   if (upd.dtype != x.dtype) throw Error("ScatterND: updates must have the data's element type");

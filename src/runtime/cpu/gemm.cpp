@@ -57,9 +57,8 @@ struct KernelConfig {
 // acc[r][j] = sum_p a[p*kMr + r] * b[p*kNr + j]; then C = acc + beta * C (beta == 0: C not read).
 // always_inline so that each target-specific wrapper below compiles it for its own ISA.
 template <class V, int kMr, int kNv>
-[[gnu::always_inline]] inline void micro_kernel(int64_t kc, const float* __restrict a,
-                                                const float* __restrict b, float* __restrict c,
-                                                int64_t ldc, float beta) {
+[[gnu::always_inline]] inline void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict b,
+                                                float* __restrict c, int64_t ldc, float beta) {
   constexpr int kLanes = sizeof(V) / sizeof(float);
   V acc[kMr][kNv] = {};
   for (int64_t p = 0; p < kc; ++p, a += kMr, b += kNv * kLanes) {
@@ -92,8 +91,8 @@ inline void transpose4(const float* s, int64_t ld_s, float* d, int64_t ld_d, flo
   const V4 t1 = __builtin_shufflevector(x[0], x[1], 2, 6, 3, 7);  // x02 x12 x03 x13
   const V4 t2 = __builtin_shufflevector(x[2], x[3], 0, 4, 1, 5);
   const V4 t3 = __builtin_shufflevector(x[2], x[3], 2, 6, 3, 7);
-  const V4 y[4] = {__builtin_shufflevector(t0, t2, 0, 1, 4, 5) * scale,   // x00 x10 x20 x30
-                   __builtin_shufflevector(t0, t2, 2, 3, 6, 7) * scale,   // x01 x11 x21 x31
+  const V4 y[4] = {__builtin_shufflevector(t0, t2, 0, 1, 4, 5) * scale,  // x00 x10 x20 x30
+                   __builtin_shufflevector(t0, t2, 2, 3, 6, 7) * scale,  // x01 x11 x21 x31
                    __builtin_shufflevector(t1, t3, 0, 1, 4, 5) * scale,
                    __builtin_shufflevector(t1, t3, 2, 3, 6, 7) * scale};
   for (int i = 0; i < 4; ++i) std::memcpy(d + i * ld_d, &y[i], sizeof(V4));
@@ -104,8 +103,7 @@ inline void transpose4(const float* s, int64_t ld_s, float* d, int64_t ld_d, flo
 // Source reads follow memory order: big jumps between consecutive reads defeat the hardware
 // prefetcher (it stops at page boundaries), which otherwise makes packing the bottleneck.
 template <int kW>
-void pack_panel(const float* src, int64_t stride_w, int64_t stride_k, int64_t w, int64_t kc,
-                float scale, float* dst) {
+void pack_panel(const float* src, int64_t stride_w, int64_t stride_k, int64_t w, int64_t kc, float scale, float* dst) {
   int64_t s0 = 0;
   if (stride_w == 1) {
     // Source rows run along w: read each k step's row once, left to right, dealing kW-wide
@@ -145,31 +143,27 @@ void pack_panel(const float* src, int64_t stride_w, int64_t stride_k, int64_t w,
 }
 
 // Baseline: 6x8 tile of 4-wide vectors = 12 accumulators, fits the 16 SSE registers.
-void kernel_generic(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                    float beta) {
+void kernel_generic(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float beta) {
   micro_kernel<V4, 6, 2>(kc, a, b, c, ldc, beta);
 }
-const KernelConfig kGenericConfig{"generic", 6, 8, 120, 256, 4096, kernel_generic, pack_panel<6>,
-                                  pack_panel<8>};
+const KernelConfig kGenericConfig{"generic", 6, 8, 120, 256, 4096, kernel_generic, pack_panel<6>, pack_panel<8>};
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KILN_GEMM_X86 1
 // 6x16 tile: 12 ymm accumulators + 2 for B + 1 broadcast, of 16 registers.
-[[gnu::target("avx2,fma")]] void kernel_avx2(int64_t kc, const float* a, const float* b, float* c,
-                                             int64_t ldc, float beta) {
+[[gnu::target("avx2,fma")]] void kernel_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                                             float beta) {
   micro_kernel<V8, 6, 2>(kc, a, b, c, ldc, beta);
 }
 // 14x32 tile: 28 zmm accumulators + 2 for B + 1 broadcast, of 32 registers.
-[[gnu::target("avx512f,fma")]] void kernel_avx512(int64_t kc, const float* a, const float* b,
-                                                  float* c, int64_t ldc, float beta) {
+[[gnu::target("avx512f,fma")]] void kernel_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                                                  float beta) {
   micro_kernel<V16, 14, 2>(kc, a, b, c, ldc, beta);
 }
 // The KC x NR B sliver (16 KiB for avx2, 24 KiB for avx512) must stay in L1 (32-48 KiB on
 // current x86) beside the streamed A sliver; the MC x KC packed A block (~100-150 KiB) in L2.
-const KernelConfig kAvx2Config{"avx2", 6, 16, 144, 256, 4096, kernel_avx2, pack_panel<6>,
-                               pack_panel<16>};
-const KernelConfig kAvx512Config{"avx512", 14, 32, 140, 192, 4096, kernel_avx512, pack_panel<14>,
-                                 pack_panel<32>};
+const KernelConfig kAvx2Config{"avx2", 6, 16, 144, 256, 4096, kernel_avx2, pack_panel<6>, pack_panel<16>};
+const KernelConfig kAvx512Config{"avx512", 14, 32, 140, 192, 4096, kernel_avx512, pack_panel<14>, pack_panel<32>};
 #endif
 
 bool cpu_has(GemmKernel kind) {
@@ -214,9 +208,7 @@ void for_range(ThreadPool* pool, int64_t n, const std::function<void(int64_t, in
 int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
 // out = acc + beta * out, without reading out when beta == 0 (it may be NaN).
-inline void store_out(float& out, float acc, float beta) {
-  out = beta == 0.f ? acc : acc + beta * out;
-}
+inline void store_out(float& out, float acc, float beta) { out = beta == 0.f ? acc : acc + beta * out; }
 
 float dot(const float* x, const float* y, int64_t k) {
   V4 s0{}, s1{}, s2{}, s3{};  // independent chains hide the add latency
@@ -238,8 +230,8 @@ float dot(const float* x, const float* y, int64_t k) {
 // y[j * incy] = sum_p x[p] * mat[p * sp + j * sj] + beta * y[j * incy], x already scaled by alpha.
 // Either sp == 1 (each output is a dot product with a contiguous row) or sj == 1 (each k step
 // adds a contiguous row segment, scaled, to a block of outputs held in L1).
-void gemv(int64_t len, int64_t k, const float* x, const float* mat, int64_t sp, int64_t sj,
-          float beta, float* y, int64_t incy, ThreadPool* pool) {
+void gemv(int64_t len, int64_t k, const float* x, const float* mat, int64_t sp, int64_t sj, float beta, float* y,
+          int64_t incy, ThreadPool* pool) {
   constexpr int64_t kMaxChunk = 1024;  // outputs per task: 4 KiB of accumulators
   const int64_t tasks = pool != nullptr ? pool->size() * kTasksPerThread : 1;
   const int64_t chunk = std::clamp(ceil_div(len, tasks * 16) * 16, int64_t{64}, kMaxChunk);
@@ -263,15 +255,13 @@ void gemv(int64_t len, int64_t k, const float* x, const float* mat, int64_t sp, 
 
 }  // namespace
 
-bool gemm_kernel_supported(GemmKernel kernel) {
-  return kernel == GemmKernel::kAuto || cpu_has(kernel);
-}
+bool gemm_kernel_supported(GemmKernel kernel) { return kernel == GemmKernel::kAuto || cpu_has(kernel); }
 
 const char* gemm_kernel_name(GemmKernel kernel) { return config_for(kernel).name; }
 
-void sgemm_with_kernel(GemmKernel kernel, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                       int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                       int64_t ldb, float beta, float* c, int64_t ldc, ThreadPool* pool) {
+void sgemm_with_kernel(GemmKernel kernel, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                       ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.f) {  // C = beta * C
     for (int64_t i = 0; i < m; ++i) {
@@ -289,8 +279,7 @@ void sgemm_with_kernel(GemmKernel kernel, bool trans_a, bool trans_b, int64_t m,
     const bool row = m == 1;
     float* x = scratch(0, k);
     for (int64_t p = 0; p < k; ++p) x[p] = alpha * (row ? a[p * a_sk] : b[p * b_sk]);
-    gemv(row ? n : m, k, x, row ? b : a, row ? b_sk : a_sk, row ? b_sw : a_sw, beta, c,
-         row ? 1 : ldc, pool);
+    gemv(row ? n : m, k, x, row ? b : a, row ? b_sk : a_sk, row ? b_sw : a_sw, beta, c, row ? 1 : ldc, pool);
     return;
   }
   const int64_t threads = pool != nullptr ? pool->size() : 1;
@@ -360,11 +349,9 @@ void sgemm_with_kernel(GemmKernel kernel, bool trans_a, bool trans_b, int64_t m,
   }
 }
 
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc, ThreadPool* pool) {
-  sgemm_with_kernel(GemmKernel::kAuto, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                    ldc, pool);
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, ThreadPool* pool) {
+  sgemm_with_kernel(GemmKernel::kAuto, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pool);
 }
 
 }  // namespace kiln::cpu

@@ -11,7 +11,8 @@ struct KernelTable {
   std::array<CpuKernel, kOpCount> fns{};
   std::array<int, kOpCount> count{};
   KernelTable() {
-    for (auto entries : {elementwise_kernels(), reduce_kernels(), nn_kernels(), tensor_kernels(), extra_kernels(), rnn_kernels()}) {
+    for (auto entries :
+         {elementwise_kernels(), reduce_kernels(), nn_kernels(), tensor_kernels(), extra_kernels(), rnn_kernels()}) {
       for (const KernelEntry& e : entries) {
         fns[static_cast<size_t>(e.kind)] = e.fn;
         ++count[static_cast<size_t>(e.kind)];

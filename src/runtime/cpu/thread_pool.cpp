@@ -68,8 +68,7 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::parallel_for(int64_t n,
-                              const std::function<void(int64_t begin, int64_t end)>& fn) {
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn) {
   if (n <= 0) return;
   if (size_ == 1 || n == 1 || t_in_parallel) {
     fn(0, n);

@@ -17,14 +17,14 @@ inline constexpr bool kInt = std::is_integral_v<C>;
 template <OpKind K>
 struct BinFn;
 
-#define KILN_BINARY_FN(KIND, EXPR)                 \
-  template <>                                      \
-  struct BinFn<OpKind::KIND> {                     \
-    explicit BinFn(const Attrs&) {}                \
-    template <class C>                             \
-    auto operator()(C a, C b) const {              \
-      return EXPR;                                 \
-    }                                              \
+#define KILN_BINARY_FN(KIND, EXPR)    \
+  template <>                         \
+  struct BinFn<OpKind::KIND> {        \
+    explicit BinFn(const Attrs&) {}   \
+    template <class C>                \
+    auto operator()(C a, C b) const { \
+      return EXPR;                    \
+    }                                 \
   };
 
 KILN_BINARY_FN(kGreater, a > b)
@@ -42,8 +42,10 @@ struct BinFn<OpKind::kAdd> {
   explicit BinFn(const Attrs&) {}
   template <class C>
   C operator()(C a, C b) const {
-    if constexpr (kInt<C>) return wrap_add(a, b);
-    else return a + b;
+    if constexpr (kInt<C>)
+      return wrap_add(a, b);
+    else
+      return a + b;
   }
 };
 template <>
@@ -51,8 +53,10 @@ struct BinFn<OpKind::kSub> {
   explicit BinFn(const Attrs&) {}
   template <class C>
   C operator()(C a, C b) const {
-    if constexpr (kInt<C>) return wrap_sub(a, b);
-    else return a - b;
+    if constexpr (kInt<C>)
+      return wrap_sub(a, b);
+    else
+      return a - b;
   }
 };
 template <>
@@ -60,8 +64,10 @@ struct BinFn<OpKind::kMul> {
   explicit BinFn(const Attrs&) {}
   template <class C>
   C operator()(C a, C b) const {
-    if constexpr (kInt<C>) return wrap_mul(a, b);
-    else return a * b;
+    if constexpr (kInt<C>)
+      return wrap_mul(a, b);
+    else
+      return a * b;
   }
 };
 // Integer divisors were checked for zero before the loop; C++ `/` truncates toward zero, and
@@ -71,8 +77,10 @@ struct BinFn<OpKind::kDiv> {
   explicit BinFn(const Attrs&) {}
   template <class C>
   C operator()(C a, C b) const {
-    if constexpr (kInt<C> && std::is_signed_v<C>) return b == C(-1) ? wrap_neg(a) : static_cast<C>(a / b);
-    else return static_cast<C>(a / b);
+    if constexpr (kInt<C> && std::is_signed_v<C>)
+      return b == C(-1) ? wrap_neg(a) : static_cast<C>(a / b);
+    else
+      return static_cast<C>(a / b);
   }
 };
 // fmod = 1: C fmod (sign of the dividend); fmod = 0 (integers only): the sign of the divisor, as
@@ -100,9 +108,12 @@ struct BinFn<OpKind::kPRelu> {
   explicit BinFn(const Attrs&) {}
   template <class C>
   C operator()(C x, C slope) const {
-    if constexpr (std::is_unsigned_v<C>) return x;
-    else if constexpr (kInt<C>) return x < 0 ? wrap_mul(x, slope) : x;
-    else return x < C(0) ? x * slope : x;
+    if constexpr (std::is_unsigned_v<C>)
+      return x;
+    else if constexpr (kInt<C>)
+      return x < 0 ? wrap_mul(x, slope) : x;
+    else
+      return x < C(0) ? x * slope : x;
   }
 };
 // Max/Min propagate NaN like np.maximum/np.minimum.
@@ -248,8 +259,7 @@ std::vector<E> exponent_values(const TensorView& e) {
   return v;
 }
 
-void pow_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,
-                KernelEnv& env) {
+void pow_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv& env) {
   const TensorView& ev = in[1];
   const bool int_exp = ev.dtype != DataType::kFloat32 && ev.dtype != DataType::kFloat64 &&
                        ev.dtype != DataType::kFloat16 && ev.dtype != DataType::kBFloat16;
@@ -275,13 +285,14 @@ void pow_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<
       const TensorView e_view{DataType::kFloat64, ev.shape, const_cast<double*>(e.data())};
       if constexpr (kIsFloat<T>) {
         if (e.size() == 1 && (e[0] == 2.0 || e[0] == 0.5)) {  // x^2 and sqrt fast paths
-          if (e[0] == 2.0) run_unary<T, T>(in[0], out[0], env, [](C x) { return x * x; });
-          else run_unary<T, T>(in[0], out[0], env, [](C x) { return std::sqrt(x); });
+          if (e[0] == 2.0)
+            run_unary<T, T>(in[0], out[0], env, [](C x) { return x * x; });
+          else
+            run_unary<T, T>(in[0], out[0], env, [](C x) { return std::sqrt(x); });
           return;
         }
-        run_binary<T, double, T>(in[0], e_view, out[0], env, [](C a, double b) {
-          return static_cast<C>(std::pow(static_cast<double>(a), b));
-        });
+        run_binary<T, double, T>(in[0], e_view, out[0], env,
+                                 [](C a, double b) { return static_cast<C>(std::pow(static_cast<double>(a), b)); });
       } else {
         // numpy computes int ** float in float64 and casts back; we saturate the cast.
         run_binary<T, double, T>(in[0], e_view, out[0], env, [](T a, double b) {

@@ -29,14 +29,18 @@ using Storage = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
 
 template <class T>
 inline ComputeType<T> load(T v) {
-  if constexpr (kIsHalfType<T>) return static_cast<float>(v);
-  else return v;
+  if constexpr (kIsHalfType<T>)
+    return static_cast<float>(v);
+  else
+    return v;
 }
 
 template <class T, class C>
 inline T store(C v) {
-  if constexpr (kIsHalfType<T>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
+  if constexpr (kIsHalfType<T>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
 }
 
 // ---- integer arithmetic without UB ---------------------------------------------------------
@@ -46,13 +50,21 @@ template <class T>
 using Wide = std::conditional_t<(sizeof(T) < 4), uint32_t, std::make_unsigned_t<T>>;
 
 template <class T>
-inline T wrap_add(T a, T b) { return static_cast<T>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b)); }
+inline T wrap_add(T a, T b) {
+  return static_cast<T>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b));
+}
 template <class T>
-inline T wrap_sub(T a, T b) { return static_cast<T>(static_cast<Wide<T>>(a) - static_cast<Wide<T>>(b)); }
+inline T wrap_sub(T a, T b) {
+  return static_cast<T>(static_cast<Wide<T>>(a) - static_cast<Wide<T>>(b));
+}
 template <class T>
-inline T wrap_mul(T a, T b) { return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b)); }
+inline T wrap_mul(T a, T b) {
+  return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b));
+}
 template <class T>
-inline T wrap_neg(T a) { return static_cast<T>(Wide<T>(0) - static_cast<Wide<T>>(a)); }
+inline T wrap_neg(T a) {
+  return static_cast<T>(Wide<T>(0) - static_cast<Wide<T>>(a));
+}
 
 // Float -> integer with saturation: NaN -> 0, values beyond the range -> the range's ends, others
 // truncate toward zero. (A plain static_cast is UB out of range.)
@@ -182,8 +194,10 @@ void run_binary(const TensorView& a, const TensorView& b, const TensorView& out,
   const TB* pb = b.as<const TB>();
   TO* po = out.as<TO>();
   parallel_range(env, n, [&](int64_t begin, int64_t end) {
-    walk(plan, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& st,
-                               int64_t cnt) { binary_row(pa + off[0], st[0], pb + off[1], st[1], po + o, cnt, f); });
+    walk(plan, begin, end,
+         [&](int64_t o, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& st, int64_t cnt) {
+           binary_row(pa + off[0], st[0], pb + off[1], st[1], po + o, cnt, f);
+         });
   });
 }
 

@@ -19,10 +19,14 @@ namespace {
 template <class To, bool kFromBool, class X>
 inline ComputeType<To> convert(X x) {
   using CT = ComputeType<To>;
-  if constexpr (kFromBool) return static_cast<CT>(x != 0 ? 1 : 0);
-  else if constexpr (std::is_same_v<To, bool>) return x != X(0);
-  else if constexpr (std::is_floating_point_v<X> && std::is_integral_v<CT>) return sat_float_to_int<CT>(x);
-  else return static_cast<CT>(x);
+  if constexpr (kFromBool)
+    return static_cast<CT>(x != 0 ? 1 : 0);
+  else if constexpr (std::is_same_v<To, bool>)
+    return x != X(0);
+  else if constexpr (std::is_floating_point_v<X> && std::is_integral_v<CT>)
+    return sat_float_to_int<CT>(x);
+  else
+    return static_cast<CT>(x);
 }
 
 void cast_kernel(OpKind kind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -49,7 +53,8 @@ void clip_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span
   dispatch_numeric(in[0].dtype, "Clip", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
-    C lo = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::lowest();
+    C lo =
+        std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::lowest();
     C hi = std::numeric_limits<C>::has_infinity ? std::numeric_limits<C>::infinity() : std::numeric_limits<C>::max();
     if (in.size() > 1 && in[1].exists && in[1].numel() == 1) lo = load(in[1].as<const T>()[0]);
     if (in.size() > 2 && in[2].exists && in[2].numel() == 1) hi = load(in[2].as<const T>()[0]);
@@ -100,7 +105,9 @@ void for_quant_rows(KernelEnv& env, const QuantLayout& l, RowFn&& row) {
       switch (l.mode) {
         case QuantLayout::Mode::kTensor: row(pos, cnt, int64_t{0}, int64_t{0}); break;
         case QuantLayout::Mode::kAxis: row(pos, cnt, a, int64_t{0}); break;
-        case QuantLayout::Mode::kBlocked: row(pos, cnt, (o * l.n_blocks + a / l.block) * l.inner + i, int64_t{1}); break;
+        case QuantLayout::Mode::kBlocked:
+          row(pos, cnt, (o * l.n_blocks + a / l.block) * l.inner + i, int64_t{1});
+          break;
       }
       pos += cnt;
     }
@@ -149,7 +156,8 @@ void quantize_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in,
     dispatch_quantized(out[0].dtype, "QuantizeLinear", [&](auto otag) {
       using O = typename decltype(otag)::type;
       if constexpr (sizeof(O) > 2) throw_unsupported_dtype(out[0].dtype, "QuantizeLinear output");
-      const Q qmin = static_cast<Q>(std::numeric_limits<O>::min()), qmax = static_cast<Q>(std::numeric_limits<O>::max());
+      const Q qmin = static_cast<Q>(std::numeric_limits<O>::min()),
+              qmax = static_cast<Q>(std::numeric_limits<O>::max());
       O* po = out[0].as<O>();
       dispatch_quant_float(in[0].dtype, "QuantizeLinear", [&](auto xtag) {
         using X = typename decltype(xtag)::type;
@@ -164,8 +172,10 @@ void quantize_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in,
       });
     });
   };
-  if (in[0].dtype == DataType::kInt32 || in[1].dtype == DataType::kInt32) run(Tag<double>{});
-  else run(Tag<float>{});
+  if (in[0].dtype == DataType::kInt32 || in[1].dtype == DataType::kInt32)
+    run(Tag<double>{});
+  else
+    run(Tag<float>{});
 }
 
 // y = (x - zero_point) * scale, computed in float (as the ONNX reference), stored as scale's type.
@@ -174,7 +184,8 @@ void dequantize_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
   const QuantLayout l = quant_layout(attrs_as<QuantizeAttrs>(attrs), in[0], in[1]);
   const std::vector<float> scale = values_as<float>(in[1], "DequantizeLinear");
   const bool has_zp = in.size() > 2 && in[2].exists;
-  const std::vector<float> zp = has_zp ? values_as<float>(in[2], "DequantizeLinear") : std::vector<float>(scale.size(), 0.f);
+  const std::vector<float> zp =
+      has_zp ? values_as<float>(in[2], "DequantizeLinear") : std::vector<float>(scale.size(), 0.f);
   dispatch_quant_float(out[0].dtype, "DequantizeLinear", [&](auto otag) {
     using O = typename decltype(otag)::type;
     if constexpr (std::is_integral_v<O>) throw_unsupported_dtype(out[0].dtype, "DequantizeLinear output");
@@ -200,8 +211,7 @@ void identity_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::
   copy_input(in[0], out[0]);
 }
 
-void dropout_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,
-                    KernelEnv&) {
+void dropout_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv&) {
   if (in.size() > 2 && in[2].exists && in[2].data && *in[2].as<const uint8_t>() != 0)
     throw Error("Dropout: training-mode Dropout is not supported in an inference engine (training_mode is true)");
   copy_input(in[0], out[0]);

@@ -17,14 +17,14 @@ inline C softplus(C x) {
 template <OpKind K>
 struct UnaryFn;
 
-#define KILN_UNARY_FN(KIND, EXPR)                  \
-  template <>                                      \
-  struct UnaryFn<OpKind::KIND> {                   \
-    explicit UnaryFn(const Attrs&) {}              \
-    template <class C>                             \
-    C operator()(C x) const {                      \
-      return EXPR;                                 \
-    }                                              \
+#define KILN_UNARY_FN(KIND, EXPR)     \
+  template <>                         \
+  struct UnaryFn<OpKind::KIND> {      \
+    explicit UnaryFn(const Attrs&) {} \
+    template <class C>                \
+    C operator()(C x) const {         \
+      return EXPR;                    \
+    }                                 \
   };
 
 KILN_UNARY_FN(kAcos, std::acos(x))
@@ -51,8 +51,8 @@ KILN_UNARY_FN(kSoftsign, x / (C(1) + std::abs(x)))
 KILN_UNARY_FN(kCeil, std::ceil(x))
 KILN_UNARY_FN(kFloor, std::floor(x))
 KILN_UNARY_FN(kRound, std::rint(x))  // default rounding mode: half to even
-KILN_UNARY_FN(kMish, x * std::tanh(softplus(x)))
-KILN_UNARY_FN(kHardSwish, x * std::max(C(0), std::min(C(1), x * C(1.0 / 6.0) + C(0.5))))
+KILN_UNARY_FN(kMish, x* std::tanh(softplus(x)))
+KILN_UNARY_FN(kHardSwish, x* std::max(C(0), std::min(C(1), x* C(1.0 / 6.0) + C(0.5))))
 #undef KILN_UNARY_FN
 
 template <>
@@ -60,8 +60,10 @@ struct UnaryFn<OpKind::kRelu> {
   explicit UnaryFn(const Attrs&) {}
   template <class C>
   C operator()(C x) const {
-    if constexpr (std::is_unsigned_v<C>) return x;
-    else return x < C(0) ? C(0) : x;  // a NaN compares false and passes through, like np.maximum
+    if constexpr (std::is_unsigned_v<C>)
+      return x;
+    else
+      return x < C(0) ? C(0) : x;  // a NaN compares false and passes through, like np.maximum
   }
 };
 template <>
@@ -69,9 +71,12 @@ struct UnaryFn<OpKind::kAbs> {
   explicit UnaryFn(const Attrs&) {}
   template <class C>
   C operator()(C x) const {
-    if constexpr (std::is_floating_point_v<C>) return std::abs(x);
-    else if constexpr (std::is_signed_v<C>) return x < 0 ? wrap_neg(x) : x;  // |INT_MIN| wraps to INT_MIN
-    else return x;
+    if constexpr (std::is_floating_point_v<C>)
+      return std::abs(x);
+    else if constexpr (std::is_signed_v<C>)
+      return x < 0 ? wrap_neg(x) : x;  // |INT_MIN| wraps to INT_MIN
+    else
+      return x;
   }
 };
 template <>
@@ -79,8 +84,10 @@ struct UnaryFn<OpKind::kNeg> {
   explicit UnaryFn(const Attrs&) {}
   template <class C>
   C operator()(C x) const {
-    if constexpr (std::is_floating_point_v<C>) return -x;
-    else return wrap_neg(x);
+    if constexpr (std::is_floating_point_v<C>)
+      return -x;
+    else
+      return wrap_neg(x);
   }
 };
 template <>
@@ -88,9 +95,12 @@ struct UnaryFn<OpKind::kSign> {
   explicit UnaryFn(const Attrs&) {}
   template <class C>
   C operator()(C x) const {
-    if constexpr (std::is_floating_point_v<C>) return x > C(0) ? C(1) : x < C(0) ? C(-1) : x;  // 0 and NaN stay
-    else if constexpr (std::is_signed_v<C>) return static_cast<C>((x > 0) - (x < 0));
-    else return static_cast<C>(x != 0);
+    if constexpr (std::is_floating_point_v<C>)
+      return x > C(0) ? C(1) : x < C(0) ? C(-1) : x;  // 0 and NaN stay
+    else if constexpr (std::is_signed_v<C>)
+      return static_cast<C>((x > 0) - (x < 0));
+    else
+      return static_cast<C>(x != 0);
   }
 };
 template <>
@@ -109,7 +119,8 @@ struct UnaryFn<OpKind::kGelu> {
 template <>
 struct UnaryFn<OpKind::kHardSigmoid> {
   float alpha, beta;
-  explicit UnaryFn(const Attrs& a) : alpha(attrs_as<HardSigmoidAttrs>(a).alpha), beta(attrs_as<HardSigmoidAttrs>(a).beta) {}
+  explicit UnaryFn(const Attrs& a)
+      : alpha(attrs_as<HardSigmoidAttrs>(a).alpha), beta(attrs_as<HardSigmoidAttrs>(a).beta) {}
   template <class C>
   C operator()(C x) const {
     return std::max(C(0), std::min(C(1), C(alpha) * x + C(beta)));
@@ -229,8 +240,7 @@ void is_nan_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::sp
   });
 }
 
-void not_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,
-                KernelEnv& env) {
+void not_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv& env) {
   run_unary<uint8_t, bool>(in[0], out[0], env, [](uint8_t x) { return x == 0; });
 }
 

@@ -26,19 +26,25 @@ namespace {
 template <class Fn>
 void parallel(KernelEnv& env, int64_t n, int64_t work_per_item, Fn&& fn) {
   if (n <= 0) return;
-  if (!env.pool || env.pool->size() <= 1 || n < 2 || n * work_per_item < (1 << 15)) fn(int64_t{0}, n);
-  else env.pool->parallel_for(n, fn);
+  if (!env.pool || env.pool->size() <= 1 || n < 2 || n * work_per_item < (1 << 15))
+    fn(int64_t{0}, n);
+  else
+    env.pool->parallel_for(n, fn);
 }
 
 template <class T>
 double to_d(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return static_cast<float>(v);
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return static_cast<float>(v);
+  else
+    return static_cast<double>(v);
 }
 template <class T>
 T from_d(double v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
 }
 
 // ---- losses ----------------------------------------------------------------------------------
@@ -132,8 +138,10 @@ void loss_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   const bool softmax = kind == OpKind::kSoftmaxCrossEntropyLoss;
   dispatch_float(in[0].dtype, op_name(kind).data(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (in[1].dtype == DataType::kInt32) loss_typed<T, int32_t>(softmax, a, in, out, env);
-    else loss_typed<T, int64_t>(softmax, a, in, out, env);
+    if (in[1].dtype == DataType::kInt32)
+      loss_typed<T, int32_t>(softmax, a, in, out, env);
+    else
+      loss_typed<T, int64_t>(softmax, a, in, out, env);
   });
 }
 
@@ -144,8 +152,10 @@ template <class T, bool kLeft>
 inline T shift(T x, T s) {
   constexpr T kBits = sizeof(T) * 8;
   if (s >= kBits) return T(0);
-  if constexpr (kLeft) return static_cast<T>(static_cast<uint64_t>(x) << s);
-  else return static_cast<T>(x >> s);
+  if constexpr (kLeft)
+    return static_cast<T>(static_cast<uint64_t>(x) << s);
+  else
+    return static_cast<T>(x >> s);
 }
 
 template <class T, bool kLeft>
@@ -207,15 +217,22 @@ void bitshift_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in,
   const bool left = std::get<BitShiftAttrs>(attrs).direction == BitShiftDirection::kLeft;
   auto run = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (left) bitshift_typed<T, true>(in[0], in[1], out[0], env);
-    else bitshift_typed<T, false>(in[0], in[1], out[0], env);
+    if (left)
+      bitshift_typed<T, true>(in[0], in[1], out[0], env);
+    else
+      bitshift_typed<T, false>(in[0], in[1], out[0], env);
   };
   const DataType t = in[0].dtype;
-  if (t == DataType::kUInt8) run(Tag<uint8_t>{});
-  else if (t == DataType::kUInt16) run(Tag<uint16_t>{});
-  else if (t == DataType::kUInt32) run(Tag<uint32_t>{});
-  else if (t == DataType::kUInt64) run(Tag<uint64_t>{});
-  else throw_unsupported_dtype(t, "BitShift");
+  if (t == DataType::kUInt8)
+    run(Tag<uint8_t>{});
+  else if (t == DataType::kUInt16)
+    run(Tag<uint16_t>{});
+  else if (t == DataType::kUInt32)
+    run(Tag<uint32_t>{});
+  else if (t == DataType::kUInt64)
+    run(Tag<uint64_t>{});
+  else
+    throw_unsupported_dtype(t, "BitShift");
 }
 
 constexpr KernelEntry kEntries[] = {

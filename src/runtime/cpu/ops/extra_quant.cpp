@@ -25,8 +25,10 @@ namespace {
 template <class Fn>
 void parallel(KernelEnv& env, int64_t n, int64_t work_per_item, Fn&& fn) {
   if (n <= 0) return;
-  if (!env.pool || env.pool->size() <= 1 || n < 2 || n * work_per_item < (1 << 15)) fn(int64_t{0}, n);
-  else env.pool->parallel_for(n, fn);
+  if (!env.pool || env.pool->size() <= 1 || n < 2 || n * work_per_item < (1 << 15))
+    fn(int64_t{0}, n);
+  else
+    env.pool->parallel_for(n, fn);
 }
 
 // Values of a zero-point tensor (int8/uint8) as int32; absent means 0.
@@ -156,9 +158,12 @@ void qmatmul(const TensorView& A, const TensorView& B, const std::vector<int32_t
 
 template <class Fn>
 void dispatch_q8(DataType t, const char* op, Fn&& fn) {
-  if (t == DataType::kUInt8) fn(Tag<uint8_t>{});
-  else if (t == DataType::kInt8) fn(Tag<int8_t>{});
-  else throw_unsupported_dtype(t, op);
+  if (t == DataType::kUInt8)
+    fn(Tag<uint8_t>{});
+  else if (t == DataType::kInt8)
+    fn(Tag<int8_t>{});
+  else
+    throw_unsupported_dtype(t, op);
 }
 
 }  // namespace
@@ -204,8 +209,10 @@ void qlinear_matmul_kernel(OpKind, const Attrs&, std::span<const TensorView> in,
               // b's parameters are per column of the (broadcast) B matrix of this batch.
               const float mult = s_a * sb[psb.index(d.b_batch[batch], j)] / s_y;
               const int32_t v = requantize(static_cast<int32_t>(acc[j]) * static_cast<double>(mult) + zy, lo, hi);
-              if (y_signed) store_q<int8_t>(y, o + j, v);
-              else store_q<uint8_t>(y, o + j, v);
+              if (y_signed)
+                store_q<int8_t>(y, o + j, v);
+              else
+                store_q<uint8_t>(y, o + j, v);
             }
           });
     });
@@ -219,8 +226,8 @@ namespace {
 // For every (n, output channel m): acc[o] = sum over (c, tap) of (w - w_zp[m]) * (x - x_zp), with
 // taps in the padding contributing 0 (padding holds the zero point); emit(n, m, acc) stores row o.
 template <class TX, class TW, class Emit>
-void qconv(const ConvAttrs& attrs, const TensorView& X, const TensorView& W, int32_t zx,
-           const std::vector<int32_t>& zw, KernelEnv& env, Emit&& emit) {
+void qconv(const ConvAttrs& attrs, const TensorView& X, const TensorView& W, int32_t zx, const std::vector<int32_t>& zw,
+           KernelEnv& env, Emit&& emit) {
   const kiln::nn::WindowGeometry g = kiln::nn::conv_geometry(attrs, X.shape, W.shape);
   const size_t r = g.rank();
   const int64_t N = X.shape[0], C = X.shape[1], M = W.shape[0], G = attrs.group;
@@ -331,8 +338,10 @@ void qlinear_conv_kernel(OpKind, const Attrs& attrs, std::span<const TensorView>
             const int64_t base = (n * M + m) * O;
             for (int64_t o = 0; o < O; ++o) {
               const int32_t v = requantize(static_cast<int32_t>(acc[o] + b) * mult + zy, lo, hi);
-              if (y_signed) store_q<int8_t>(y, base + o, v);
-              else store_q<uint8_t>(y, base + o, v);
+              if (y_signed)
+                store_q<int8_t>(y, base + o, v);
+              else
+                store_q<uint8_t>(y, base + o, v);
             }
           });
     });

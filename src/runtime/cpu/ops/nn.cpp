@@ -60,8 +60,7 @@ void gemm_generic(bool ta, bool tb, int64_t m, int64_t n, int64_t k, GemmAcc<T> 
           const T* br = b + p * ldb;
           for (int64_t j = 0; j < n; ++j) row[j] += av * static_cast<Acc>(static_cast<ComputeType<T>>(br[j]));
         } else {
-          for (int64_t j = 0; j < n; ++j)
-            row[j] += av * static_cast<Acc>(static_cast<ComputeType<T>>(b[j * ldb + p]));
+          for (int64_t j = 0; j < n; ++j) row[j] += av * static_cast<Acc>(static_cast<ComputeType<T>>(b[j * ldb + p]));
         }
       }
       T* cr = c + i * ldc;
@@ -129,8 +128,8 @@ void gemm_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std
         for (int64_t i = 0; i < m * n; ++i) y[i] = has_c ? a.beta * y[i] : 0.0f;
         return;
       }
-      sgemm(ta, tb, m, n, k, a.alpha, A.as<const float>(), lda, B.as<const float>(), ldb, has_c ? a.beta : 0.0f, y,
-            n, env.pool);
+      sgemm(ta, tb, m, n, k, a.alpha, A.as<const float>(), lda, B.as<const float>(), ldb, has_c ? a.beta : 0.0f, y, n,
+            env.pool);
     } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       std::vector<float> af = widen<T>(A), bf = widen<T>(B), yf(static_cast<size_t>(m * n), 0.0f);
       if (has_c) {
@@ -143,8 +142,7 @@ void gemm_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std
       if (k == 0) {
         for (float& v : yf) v = has_c ? a.beta * v : 0.0f;
       } else {
-        sgemm(ta, tb, m, n, k, a.alpha, af.data(), lda, bf.data(), ldb, has_c ? a.beta : 0.0f, yf.data(), n,
-              env.pool);
+        sgemm(ta, tb, m, n, k, a.alpha, af.data(), lda, bf.data(), ldb, has_c ? a.beta : 0.0f, yf.data(), n, env.pool);
       }
       narrow<T>(yf, Y);
     } else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
@@ -159,8 +157,7 @@ void gemm_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std
         alpha = a.alpha;
         beta = a.beta;
       }
-      gemm_generic<T>(ta, tb, m, n, k, alpha, A.as<const T>(), lda, B.as<const T>(), ldb, beta, has_c, y, n,
-                      env.pool);
+      gemm_generic<T>(ta, tb, m, n, k, alpha, A.as<const T>(), lda, B.as<const T>(), ldb, beta, has_c, y, n, env.pool);
     } else {
       throw_unsupported_dtype(A.dtype, "Gemm");
     }
@@ -210,8 +207,10 @@ MatMulPlan matmul_plan(const TensorView& A, const TensorView& B, const TensorVie
     p.a_off[b] = oa;
     p.b_off[b] = ob;
     for (size_t i = batch_rank; i-- > 0;)
-      if (++idx[i] < bshape[i]) break;
-      else idx[i] = 0;
+      if (++idx[i] < bshape[i])
+        break;
+      else
+        idx[i] = 0;
   }
   bool a_contig = true, b_shared = true;
   for (int64_t b = 0; b < p.batch; ++b) {
@@ -238,14 +237,14 @@ void matmul_f32(const MatMulPlan& p, const float* a, const float* b, float* y, T
     // Many small products: one thread per product beats splitting each one.
     pool->parallel_for(p.batch, [&](int64_t b0, int64_t b1) {
       for (int64_t bi = b0; bi < b1; ++bi)
-        sgemm(false, false, p.m, p.n, p.k, 1.0f, a + p.a_off[bi], p.k, b + p.b_off[bi], p.n, 0.0f,
-              y + bi * p.m * p.n, p.n, nullptr);
+        sgemm(false, false, p.m, p.n, p.k, 1.0f, a + p.a_off[bi], p.k, b + p.b_off[bi], p.n, 0.0f, y + bi * p.m * p.n,
+              p.n, nullptr);
     });
     return;
   }
   for (int64_t bi = 0; bi < p.batch; ++bi)
-    sgemm(false, false, p.m, p.n, p.k, 1.0f, a + p.a_off[bi], p.k, b + p.b_off[bi], p.n, 0.0f,
-          y + bi * p.m * p.n, p.n, pool);
+    sgemm(false, false, p.m, p.n, p.k, 1.0f, a + p.a_off[bi], p.k, b + p.b_off[bi], p.n, 0.0f, y + bi * p.m * p.n, p.n,
+          pool);
 }
 
 void matmul_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,

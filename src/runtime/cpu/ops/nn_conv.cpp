@@ -34,8 +34,8 @@ int64_t ceil_div(int64_t a, int64_t b) {  // b > 0
 }
 
 template <class T>
-void gemm_t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-            T* c, int64_t ldc, ThreadPool* pool) {
+void gemm_t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+            int64_t ldc, ThreadPool* pool) {
   if constexpr (std::is_same_v<T, float>)
     sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, pool);
   else
@@ -98,8 +98,10 @@ void im_col(std::conditional_t<kScatter, T*, const T*> img, int64_t channels, co
         p += l1 - l0;
       }
       for (size_t i = n; i-- > 0;)  // next tap, row-major
-        if (++tap[i] < g.kernel[i]) break;
-        else tap[i] = 0;
+        if (++tap[i] < g.kernel[i])
+          break;
+        else
+          tap[i] = 0;
     }
   }
 }
@@ -222,14 +224,14 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   const bool transpose = kind == OpKind::kConvTranspose;
   const TensorView &X = in[0], &W = in[1], &Y = out[0];
   const TensorView* B = in.size() > 2 && in[2].exists ? &in[2] : nullptr;
-  const WindowGeometry g = transpose ? kiln::nn::conv_transpose_geometry(a, X.shape, W.shape)
-                                     : kiln::nn::conv_geometry(a, X.shape, W.shape);
+  const WindowGeometry g =
+      transpose ? kiln::nn::conv_transpose_geometry(a, X.shape, W.shape) : kiln::nn::conv_geometry(a, X.shape, W.shape);
   const int64_t batch = X.shape[0], C = X.shape[1], M = Y.shape[1], G = a.group;
   dispatch_float(X.dtype, transpose ? "ConvTranspose" : "Conv", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      conv_typed<T>(transpose, X.as<const T>(), W.as<const T>(), B ? B->as<const T>() : nullptr, Y.as<T>(), batch, C,
-                    M, G, g, env.pool);
+      conv_typed<T>(transpose, X.as<const T>(), W.as<const T>(), B ? B->as<const T>() : nullptr, Y.as<T>(), batch, C, M,
+                    G, g, env.pool);
     } else {
       std::vector<float> xf = to_float<T>(X), wf = to_float<T>(W), bf, yf(static_cast<size_t>(Y.numel()));
       if (B) bf = to_float<T>(*B);

@@ -22,9 +22,9 @@ int64_t ceil_div(int64_t a, int64_t b) {  // b > 0
 }
 
 struct AxisTable {
-  std::vector<int64_t> first;  // image index of the first inside tap
-  std::vector<int64_t> count;  // inside taps
-  std::vector<int64_t> padded; // taps inside the padded extent [-pad_begin, in + pad_end)
+  std::vector<int64_t> first;   // image index of the first inside tap
+  std::vector<int64_t> count;   // inside taps
+  std::vector<int64_t> padded;  // taps inside the padded extent [-pad_begin, in + pad_end)
 };
 
 std::vector<AxisTable> axis_tables(const WindowGeometry& g) {
@@ -135,8 +135,10 @@ void pool_typed(bool is_max, const PoolAttrs& a, const WindowGeometry& g, const 
           yp[q] = static_cast<T>(div > 0 && cnt > 0 ? sum / static_cast<C>(div) : C(0));
         }
         for (size_t i = n; i-- > 0;)
-          if (++o[i] < g.out[i]) break;
-          else o[i] = 0;
+          if (++o[i] < g.out[i])
+            break;
+          else
+            o[i] = 0;
       }
     }
   };

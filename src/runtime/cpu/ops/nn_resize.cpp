@@ -26,9 +26,9 @@ constexpr double kCoordLimit = 1e15;
 
 struct AxisPlan {
   int64_t taps = 0;
-  std::vector<int64_t> idx;      // [out * taps], clamped into [0, in); nearest: [out]
-  std::vector<double> w;         // [out * taps]
-  std::vector<uint8_t> extrap;   // [out]: tf_crop_and_resize source outside the input
+  std::vector<int64_t> idx;     // [out * taps], clamped into [0, in); nearest: [out]
+  std::vector<double> w;        // [out * taps]
+  std::vector<uint8_t> extrap;  // [out]: tf_crop_and_resize source outside the input
 };
 
 // Source coordinate of output index y on one axis (op_resize.py _compute_x_ori).

@@ -92,8 +92,10 @@ using SumAcc = std::conditional_t<kIsFloat<T>, double, uint64_t>;
 
 template <class T>
 T finish_sum(SumAcc<T> a) {
-  if constexpr (kIsFloat<T>) return from_double<T>(a);
-  else return static_cast<T>(a);  // modular (C++20)
+  if constexpr (kIsFloat<T>)
+    return from_double<T>(a);
+  else
+    return static_cast<T>(a);  // modular (C++20)
 }
 
 template <class T>
@@ -101,8 +103,10 @@ struct SumOp {
   using Acc = SumAcc<T>;
   Acc init() const { return 0; }
   void add(Acc& a, T x, int64_t) const {
-    if constexpr (kIsFloat<T>) a += to_double(x);
-    else a += wrap(x);
+    if constexpr (kIsFloat<T>)
+      a += to_double(x);
+    else
+      a += wrap(x);
   }
   T finish(Acc a, int64_t, int64_t) const { return finish_sum<T>(a); }
   void merge(Acc& a, Acc b) const { a += b; }
@@ -112,8 +116,10 @@ template <class T>
 struct SumSquareOp : SumOp<T> {
   using Acc = SumAcc<T>;
   void add(Acc& a, T x, int64_t) const {
-    if constexpr (kIsFloat<T>) a += to_double(x) * to_double(x);
-    else a += wrap(x) * wrap(x);
+    if constexpr (kIsFloat<T>)
+      a += to_double(x) * to_double(x);
+    else
+      a += wrap(x) * wrap(x);
   }
 };
 
@@ -121,9 +127,12 @@ template <class T>
 struct L1Op : SumOp<T> {
   using Acc = SumAcc<T>;
   void add(Acc& a, T x, int64_t) const {
-    if constexpr (kIsFloat<T>) a += std::fabs(to_double(x));
-    else if constexpr (std::is_signed_v<T>) a += x < 0 ? 0 - wrap(x) : wrap(x);
-    else a += wrap(x);
+    if constexpr (kIsFloat<T>)
+      a += std::fabs(to_double(x));
+    else if constexpr (std::is_signed_v<T>)
+      a += x < 0 ? 0 - wrap(x) : wrap(x);
+    else
+      a += wrap(x);
   }
 };
 
@@ -132,8 +141,10 @@ struct ProdOp : SumOp<T> {
   using Acc = SumAcc<T>;
   Acc init() const { return 1; }
   void add(Acc& a, T x, int64_t) const {
-    if constexpr (kIsFloat<T>) a *= to_double(x);
-    else a *= wrap(x);
+    if constexpr (kIsFloat<T>)
+      a *= to_double(x);
+    else
+      a *= wrap(x);
   }
   void merge(Acc& a, Acc b) const { a *= b; }
 };
@@ -173,9 +184,12 @@ template <class T, bool kMax>
 struct ExtremeOp {
   using Acc = ComputeType<T>;  // comparisons are exact in the element type
   Acc init() const {
-    if constexpr (std::is_same_v<T, bool>) return !kMax;
-    else if constexpr (kIsFloat<T>) return kMax ? -std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::infinity();
-    else return kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    if constexpr (std::is_same_v<T, bool>)
+      return !kMax;
+    else if constexpr (kIsFloat<T>)
+      return kMax ? -std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::infinity();
+    else
+      return kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
   }
   void add(Acc& a, T x, int64_t) const {
     if constexpr (std::is_same_v<T, bool>) {
@@ -188,12 +202,16 @@ struct ExtremeOp {
     }
   }
   T finish(Acc a, int64_t, int64_t) const {
-    if constexpr (kIsFloat<T>) return from_double<T>(a);
-    else return a;
+    if constexpr (kIsFloat<T>)
+      return from_double<T>(a);
+    else
+      return a;
   }
   void merge(Acc& a, Acc b) const {
-    if constexpr (std::is_same_v<T, bool>) a = kMax ? (a || b) : (a && b);
-    else if ((kMax ? b > a : b < a) || b != b) a = b;
+    if constexpr (std::is_same_v<T, bool>)
+      a = kMax ? (a || b) : (a && b);
+    else if ((kMax ? b > a : b < a) || b != b)
+      a = b;
   }
 };
 
@@ -338,8 +356,10 @@ bool better(C v, C best) {
   bool vn = v != v, bn = best != best;
   if (bn) return kLast && vn;
   if (vn) return true;
-  if constexpr (kLast) return kMax ? v >= best : v <= best;
-  else return kMax ? v > best : v < best;
+  if constexpr (kLast)
+    return kMax ? v >= best : v <= best;
+  else
+    return kMax ? v > best : v < best;
 }
 
 template <class T, bool kMax, bool kLast>
@@ -394,8 +414,7 @@ void arg_reduce_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorVi
     if (is_max) {
       a.select_last_index ? arg_extreme<T, true, true>(xp, y, s, env) : arg_extreme<T, true, false>(xp, y, s, env);
     } else {
-      a.select_last_index ? arg_extreme<T, false, true>(xp, y, s, env)
-                          : arg_extreme<T, false, false>(xp, y, s, env);
+      a.select_last_index ? arg_extreme<T, false, true>(xp, y, s, env) : arg_extreme<T, false, false>(xp, y, s, env);
     }
   });
 }

@@ -39,8 +39,10 @@ inline double to_double(T v) {
 
 template <class T>
 inline bool is_nan(T v) {
-  if constexpr (kIsFloat<T>) return std::isnan(static_cast<ComputeType<T>>(v));
-  else return false;
+  if constexpr (kIsFloat<T>)
+    return std::isnan(static_cast<ComputeType<T>>(v));
+  else
+    return false;
 }
 
 // Runs fn(begin, end) over [0, n): on the pool when there is one and the work (n * cost_per_item,
@@ -63,9 +65,12 @@ struct AxisSplit {
 inline AxisSplit split_at(std::span<const int64_t> shape, int64_t axis) {
   AxisSplit s;
   for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
-    if (i < axis) s.outer *= shape[i];
-    else if (i == axis) s.len = shape[i];
-    else s.inner *= shape[i];
+    if (i < axis)
+      s.outer *= shape[i];
+    else if (i == axis)
+      s.len = shape[i];
+    else
+      s.inner *= shape[i];
   }
   return s;
 }
@@ -80,8 +85,7 @@ void cumsum_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<
 void topk_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 void einsum_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 void layer_norm_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
-void instance_norm_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>,
-                          KernelEnv&);
+void instance_norm_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 void batch_norm_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 void lrn_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 

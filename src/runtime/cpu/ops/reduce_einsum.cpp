@@ -159,8 +159,10 @@ Term<W> contract(Term<W>& a, Term<W>& b, const std::vector<bool>& needed_later, 
   sum_out(b, [&](int l) { return needed_later[l] || in(a, l); });
   std::vector<int> batch, a_only, contracted, b_only;
   for (int l : a.labels) {
-    if (!in(b, l)) a_only.push_back(l);
-    else (needed_later[l] ? batch : contracted).push_back(l);
+    if (!in(b, l))
+      a_only.push_back(l);
+    else
+      (needed_later[l] ? batch : contracted).push_back(l);
   }
   for (int l : b.labels)
     if (!in(a, l)) b_only.push_back(l);
@@ -203,8 +205,10 @@ Term<W> contract(Term<W>& a, Term<W>& b, const std::vector<bool>& needed_later, 
 
 template <class W, class T>
 W to_work(T v) {
-  if constexpr (std::is_integral_v<T>) return static_cast<W>(static_cast<std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>(v));
-  else return static_cast<W>(static_cast<ComputeType<T>>(v));
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<W>(static_cast<std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>(v));
+  else
+    return static_cast<W>(static_cast<ComputeType<T>>(v));
 }
 
 template <class T, class W>
@@ -245,22 +249,27 @@ void einsum_typed(const EinsumPlan& plan, std::span<const TensorView> inputs, co
   std::vector<W> res = gather(cur.data.data(), plan.out_shape, strides);
   T* y = out.as<T>();
   for (size_t i = 0; i < res.size(); ++i) {
-    if constexpr (std::is_integral_v<T>) y[i] = static_cast<T>(res[i]);  // modular (C++20)
-    else y[i] = static_cast<T>(static_cast<ComputeType<T>>(res[i]));
+    if constexpr (std::is_integral_v<T>)
+      y[i] = static_cast<T>(res[i]);  // modular (C++20)
+    else
+      y[i] = static_cast<T>(static_cast<ComputeType<T>>(res[i]));
   }
 }
 
 }  // namespace
 
-void einsum_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> inputs,
-                   std::span<const TensorView> outputs, KernelEnv& env) {
+void einsum_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> inputs, std::span<const TensorView> outputs,
+                   KernelEnv& env) {
   EinsumPlan plan = parse_einsum(attrs_as<EinsumAttrs>(attrs).equation, inputs);
   if (product(plan.out_shape) != outputs[0].numel()) throw Error("Einsum: output shape does not match the equation");
   dispatch_numeric(inputs[0].dtype, "Einsum", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_integral_v<T>) einsum_typed<T, uint64_t>(plan, inputs, outputs[0], env);
-    else if constexpr (std::is_same_v<T, double>) einsum_typed<T, double>(plan, inputs, outputs[0], env);
-    else einsum_typed<T, float>(plan, inputs, outputs[0], env);
+    if constexpr (std::is_integral_v<T>)
+      einsum_typed<T, uint64_t>(plan, inputs, outputs[0], env);
+    else if constexpr (std::is_same_v<T, double>)
+      einsum_typed<T, double>(plan, inputs, outputs[0], env);
+    else
+      einsum_typed<T, float>(plan, inputs, outputs[0], env);
   });
 }
 

@@ -121,8 +121,9 @@ void batch_norm_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
                        std::span<const TensorView> outputs, KernelEnv& env) {
   const auto& a = attrs_as<BatchNormAttrs>(attrs);
   if (a.training_mode != 0)
-    throw Error("BatchNormalization: training-mode BatchNormalization is not supported in an inference engine; "
-                "export the model in eval mode");
+    throw Error(
+        "BatchNormalization: training-mode BatchNormalization is not supported in an inference engine; "
+        "export the model in eval mode");
   const TensorView& x = inputs[0];
   int64_t n = x.shape[0], c = x.shape[1], sp = x.numel() / std::max<int64_t>(n * c, 1);
   if (n * c == 0) return;

@@ -49,8 +49,10 @@ void softmax_typed(const T* x, T* y, AxisSplit s, KernelEnv& env) {
           if constexpr (kMode == SoftMode::kSoftmax) {
             C inv = static_cast<C>(1.0 / sum);
             for (int64_t i = 0; i < s.len; ++i) {
-              if constexpr (std::is_same_v<T, C>) yr[i] = yr[i] * inv;
-              else yr[i] = static_cast<T>(std::exp(static_cast<C>(xr[i]) - m) * inv);
+              if constexpr (std::is_same_v<T, C>)
+                yr[i] = yr[i] * inv;
+              else
+                yr[i] = static_cast<T>(std::exp(static_cast<C>(xr[i]) - m) * inv);
             }
           } else {
             // (x - m) is exact when x is near m; folding m into the log term would round it away.
@@ -82,8 +84,10 @@ void softmax_typed(const T* x, T* y, AxisSplit s, KernelEnv& env) {
         for (int64_t i = 0; i < s.len; ++i)
           for (int64_t j = 0; j < n; ++j) sum[j] += std::exp(static_cast<C>(xb[i * s.inner + j]) - m[j]);
         for (int64_t j = 0; j < n; ++j) {
-          if constexpr (kMode == SoftMode::kSoftmax) sum[j] = 1.0 / sum[j];
-          else sum[j] = std::log(sum[j]);
+          if constexpr (kMode == SoftMode::kSoftmax)
+            sum[j] = 1.0 / sum[j];
+          else
+            sum[j] = std::log(sum[j]);
         }
         for (int64_t i = 0; i < s.len; ++i) {
           for (int64_t j = 0; j < n; ++j) {
@@ -124,9 +128,8 @@ void topk_typed(const T* x, T* vals, int64_t* idx, AxisSplit s, int64_t k, Kerne
       const T* xl = x + o * s.len * s.inner + in;
       for (int64_t i = 0; i < s.len; ++i) v[i] = static_cast<C>(xl[i * s.inner]);
       std::iota(order.begin(), order.end(), int64_t{0});
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t i, int64_t j) {
-        return topk_before<C, kLargest>(v[i], v[j], i, j);
-      });
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int64_t i, int64_t j) { return topk_before<C, kLargest>(v[i], v[j], i, j); });
       int64_t base = o * k * s.inner + in;
       for (int64_t r = 0; r < k; ++r) {
         vals[base + r * s.inner] = xl[order[r] * s.inner];
@@ -152,9 +155,12 @@ void softmax_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView>
     using T = typename decltype(tag)::type;
     const T* xp = x.as<const T>();
     T* yp = outputs[0].as<T>();
-    if (kind == OpKind::kSoftmax) softmax_typed<T, SoftMode::kSoftmax>(xp, yp, s, env);
-    else if (kind == OpKind::kLogSoftmax) softmax_typed<T, SoftMode::kLogSoftmax>(xp, yp, s, env);
-    else softmax_typed<T, SoftMode::kHardmax>(xp, yp, s, env);
+    if (kind == OpKind::kSoftmax)
+      softmax_typed<T, SoftMode::kSoftmax>(xp, yp, s, env);
+    else if (kind == OpKind::kLogSoftmax)
+      softmax_typed<T, SoftMode::kLogSoftmax>(xp, yp, s, env);
+    else
+      softmax_typed<T, SoftMode::kHardmax>(xp, yp, s, env);
   });
 }
 
@@ -181,12 +187,16 @@ void cumsum_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> 
           int64_t off = (o * s.len + i) * s.inner + c0;
           for (int64_t j = 0; j < n; ++j) {
             Acc v;
-            if constexpr (kIsFloat<T>) v = to_double(xp[off + j]);
-            else v = static_cast<uint64_t>(static_cast<std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>(
-                xp[off + j]));
+            if constexpr (kIsFloat<T>)
+              v = to_double(xp[off + j]);
+            else
+              v = static_cast<uint64_t>(
+                  static_cast<std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>(xp[off + j]));
             if (!exclusive) acc[j] += v;
-            if constexpr (kIsFloat<T>) yp[off + j] = from_double<T>(acc[j]);
-            else yp[off + j] = static_cast<T>(acc[j]);
+            if constexpr (kIsFloat<T>)
+              yp[off + j] = from_double<T>(acc[j]);
+            else
+              yp[off + j] = static_cast<T>(acc[j]);
             if (exclusive) acc[j] += v;
           }
         }
@@ -207,8 +217,10 @@ void topk_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
     const T* xp = x.as<const T>();
     T* vp = outputs[0].as<T>();
     int64_t* ip = outputs[1].as<int64_t>();
-    if (a.largest) topk_typed<T, true>(xp, vp, ip, s, k, env);
-    else topk_typed<T, false>(xp, vp, ip, s, k, env);
+    if (a.largest)
+      topk_typed<T, true>(xp, vp, ip, s, k, env);
+    else
+      topk_typed<T, false>(xp, vp, ip, s, k, env);
   });
 }
 

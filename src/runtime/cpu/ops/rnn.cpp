@@ -16,12 +16,13 @@
 // runs sequence_lens[b] steps (the first ones; reverse starts at step len-1); Y is zero past its
 // length, and Y_h / Y_c are zero for a length of 0 (onnxruntime's convention).
 // float32 uses sgemm; float16 computes in float; float64 in double with its own small GEMM.
+#include "core/infer/rnn.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "core/infer/rnn.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernels.h"
 #include "runtime/cpu/thread_pool.h"
@@ -33,8 +34,10 @@ namespace {
 template <class Fn>
 void parallel(KernelEnv& env, int64_t n, int64_t work_per_item, Fn&& fn) {
   if (n <= 0) return;
-  if (!env.pool || env.pool->size() <= 1 || n < 2 || n * work_per_item < (1 << 15)) fn(int64_t{0}, n);
-  else env.pool->parallel_for(n, fn);
+  if (!env.pool || env.pool->size() <= 1 || n < 2 || n * work_per_item < (1 << 15))
+    fn(int64_t{0}, n);
+  else
+    env.pool->parallel_for(n, fn);
 }
 
 // c[m x n] (+)= a[m x k] * b[n x k]^T, row-major with leading dimensions.
@@ -140,9 +143,7 @@ template <class T, class C>
 void run_typed(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
                KernelEnv& env) {
   auto has_in = [&](size_t i) { return in.size() > i && in[i].exists; };
-  auto out_data = [&](size_t i) -> T* {
-    return out.size() > i && out[i].exists ? out[i].as<T>() : nullptr;
-  };
+  auto out_data = [&](size_t i) -> T* { return out.size() > i && out[i].exists ? out[i].as<T>() : nullptr; };
   const TensorView& xv = in[0];
   Dims dm{};
   dm.batch_first = a.layout == 1;
@@ -164,8 +165,8 @@ void run_typed(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in, s
     const auto* p = in[4].as<const int32_t>();
     for (int64_t b = 0; b < B; ++b) {
       if (p[b] < 0 || p[b] > S)
-        throw Error(std::string(op_name(kind)) + ": sequence_lens[" + std::to_string(b) + "] = " +
-                    std::to_string(p[b]) + " is outside [0, " + std::to_string(S) + "]");
+        throw Error(std::string(op_name(kind)) + ": sequence_lens[" + std::to_string(b) +
+                    "] = " + std::to_string(p[b]) + " is outside [0, " + std::to_string(S) + "]");
       lens[static_cast<size_t>(b)] = p[b];
     }
   }

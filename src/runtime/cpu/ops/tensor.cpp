@@ -57,8 +57,8 @@ void run_rows(KernelEnv& env, int64_t rows, int64_t bytes_per_row, const Fn& fn)
 }
 
 template <class T>
-void strided_rows(const uint8_t* src, uint8_t* dst, const Dims& shape, const Dims& strides, int64_t begin,
-                  int64_t end, KernelEnv&) {
+void strided_rows(const uint8_t* src, uint8_t* dst, const Dims& shape, const Dims& strides, int64_t begin, int64_t end,
+                  KernelEnv&) {
   const size_t r = shape.size();
   const int64_t inner = shape[r - 1], istride = strides[r - 1];
   // Multi-index of row `begin` over the outer dims and its source offset (in elements).
@@ -192,8 +192,7 @@ void k_transpose(OpKind, const Attrs& attrs, std::span<const TensorView> in, std
   strided_copy(x.dtype, Dims(out[0].shape.begin(), out[0].shape.end()), strides, x.data, out[0].data, env);
 }
 
-void k_slice(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,
-             KernelEnv& env) {
+void k_slice(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv& env) {
   const TensorView& x = in[0];
   Dims start, step, count;
   tensor_plan::slice_plan(x.shape, in, start, step, count);
@@ -224,8 +223,7 @@ void k_tile(OpKind, const Attrs&, std::span<const TensorView> in, std::span<cons
   strided_copy(x.dtype, shape, strides, x.data, out[0].data, env);
 }
 
-void k_expand(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,
-              KernelEnv& env) {
+void k_expand(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv& env) {
   const TensorView& x = in[0];
   const size_t r = out[0].rank(), lead = r - x.rank();
   const Dims xs = strides_of(x.shape);
@@ -275,8 +273,9 @@ void k_concat(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::s
       int64_t pos = 0;
       for (const TensorView& t : in) {
         const int64_t row = t.shape[axis] * inner;
-        if (row) std::memcpy(static_cast<uint8_t*>(o.data) + r * orow + pos,
-                             static_cast<const uint8_t*>(t.data) + r * row, static_cast<size_t>(row));
+        if (row)
+          std::memcpy(static_cast<uint8_t*>(o.data) + r * orow + pos, static_cast<const uint8_t*>(t.data) + r * row,
+                      static_cast<size_t>(row));
         pos += row;
       }
     }
@@ -298,8 +297,9 @@ void k_split(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::sp
       int64_t pos = 0;
       for (const TensorView& t : out) {
         const int64_t row = t.shape[axis] * inner;
-        if (row) std::memcpy(static_cast<uint8_t*>(t.data) + r * row,
-                             static_cast<const uint8_t*>(x.data) + r * xrow + pos, static_cast<size_t>(row));
+        if (row)
+          std::memcpy(static_cast<uint8_t*>(t.data) + r * row, static_cast<const uint8_t*>(x.data) + r * xrow + pos,
+                      static_cast<size_t>(row));
         pos += row;
       }
     }

@@ -73,8 +73,7 @@ Dims pad_map(int64_t dim, int64_t begin, int64_t end, int64_t out_dim, PadMode m
 
 }  // namespace
 
-void pad(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-         KernelEnv& env) {
+void pad(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv& env) {
   const PadMode mode = attrs_as<PadAttrs>(attrs).mode;
   const TensorView &x = in[0], &o = out[0];
   const size_t r = x.rank();
@@ -132,8 +131,7 @@ void pad(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<c
   });
 }
 
-void shape(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-           KernelEnv&) {
+void shape(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv&) {
   const auto& a = attrs_as<ShapeAttrs>(attrs);
   int64_t s = 0, e = 0;
   tensor_plan::shape_bounds(a.start, a.end, static_cast<int64_t>(in[0].rank()), s, e);
@@ -173,8 +171,7 @@ void range(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const
   });
 }
 
-void eye_like(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-              KernelEnv&) {
+void eye_like(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv&) {
   const TensorView& o = out[0];
   const int64_t rows = o.shape[0], cols = o.shape[1], k = attrs_as<EyeLikeAttrs>(attrs).k;
   if (o.bytes() > 0) std::memset(o.data, 0, o.bytes());  // all-zero bytes are 0 in every dtype
@@ -187,8 +184,7 @@ void eye_like(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::s
   });
 }
 
-void one_hot(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-             KernelEnv&) {
+void one_hot(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv&) {
   const TensorView &ind = in[0], &vals = in[2], &o = out[0];
   const int64_t r = static_cast<int64_t>(ind.rank());
   int64_t axis = attrs_as<OneHotAttrs>(attrs).axis;
@@ -216,8 +212,10 @@ void one_hot(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::sp
         ok = p[i] >= -depth && p[i] < depth;
         if (ok) c = p[i];
       }
-      if (!ok) c = -1;
-      else if (c < 0) c += depth;
+      if (!ok)
+        c = -1;
+      else if (c < 0)
+        c += depth;
       cls[i] = c;
     }
   });
