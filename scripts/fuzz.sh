@@ -88,24 +88,30 @@ fi
 ENGINE_MAX=$(stat -c %s "$SEEDS"/engine/* | sort -n | tail -1)
 ENGINE_MAX=$((ENGINE_MAX < 16384 ? 16384 : ENGINE_MAX))
 
-failed=()
-run_fuzzer() {  # name corpus max_len
+run_fuzzer() {  # name corpus max_len; returns non-zero on a finding
   local name="$1" corpus="$2" max_len="$3"
-  echo "== $name for ${SECONDS_PER_FUZZER}s (max_len $max_len)"
   if (cd "$WORK" && "$FUZZ_BIN/$name" \
         -max_total_time="$SECONDS_PER_FUZZER" -max_len="$max_len" -timeout=25 -rss_limit_mb=4096 \
         -print_final_stats=1 -artifact_prefix="$ARTIFACTS/$name-" \
         "$CORPUS/$corpus" "$SEEDS/$corpus" >"$BUILD/$name.log" 2>&1); then
+    echo "== $name: ${SECONDS_PER_FUZZER}s, no findings"
     grep -E "^stat::(number_of_executed_units|new_units_added)|^Done" "$BUILD/$name.log" | sed 's/^/   /' || true
   else
-    echo "   FAILED: see $BUILD/$name.log and $ARTIFACTS/$name-*" >&2
+    echo "== $name: FAILED: see $BUILD/$name.log and $ARTIFACTS/$name-*" >&2
     grep -E "ERROR|SUMMARY|runtime error|==[0-9]+==|uncaught|deadly|#[0-9]+ 0x" "$BUILD/$name.log" | head -40 >&2 || true
-    failed+=("$name")
+    return 1
   fi
 }
-run_fuzzer engine_fuzz engine "$ENGINE_MAX"
-run_fuzzer onnx_import_fuzz onnx 8192
-run_fuzzer tensor_file_fuzz tensor_file 4096
+
+# The three fuzzers run at the same time (one core each); each is given SECONDS.
+echo "== fuzzing engine_fuzz, onnx_import_fuzz and tensor_file_fuzz for ${SECONDS_PER_FUZZER}s each, concurrently"
+run_fuzzer engine_fuzz engine "$ENGINE_MAX" & pid_engine=$!
+run_fuzzer onnx_import_fuzz onnx 8192 & pid_onnx=$!
+run_fuzzer tensor_file_fuzz tensor_file 4096 & pid_tensor=$!
+failed=()
+wait "$pid_engine" || failed+=(engine_fuzz)
+wait "$pid_onnx" || failed+=(onnx_import_fuzz)
+wait "$pid_tensor" || failed+=(tensor_file_fuzz)
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "fuzzing found problems in: ${failed[*]}" >&2

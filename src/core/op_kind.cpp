@@ -16,7 +16,7 @@ namespace {
 template <size_t... I>
 Attrs attrs_by_index(size_t index, std::index_sequence<I...>) {
   Attrs out;
-  ((index == I ? (out = std::variant_alternative_t<I, Attrs>{}, true) : false) || ...);
+  (void)((index == I ? (out = std::variant_alternative_t<I, Attrs>{}, true) : false) || ...);
   return out;
 }
 }  // namespace

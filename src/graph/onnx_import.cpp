@@ -174,6 +174,24 @@ void apply_type(const onnx::TypeProto& type, Value& v, const std::string& what) 
   if (!symbolic) v.dim_params.clear();
 }
 
+// Checked before any import rule runs, so that rules may index the inputs an op requires. Rules
+// that move an old attribute into an input slot add inputs; the verifier checks the final arity.
+void check_input_arity(const onnx::NodeProto& np, const ImportNode& n) {
+  const OpInfo& info = op_info(n.kind);
+  auto count = static_cast<int>(n.inputs.size());
+  // Ops whose required inputs were attributes before opset 13 (the rules move them).
+  bool legacy_attr_inputs = n.opset < 13 && (n.kind == OpKind::kPad || n.kind == OpKind::kSlice ||
+                                             n.kind == OpKind::kTopK || n.kind == OpKind::kUnsqueeze);
+  int min_inputs = legacy_attr_inputs ? 1 : info.min_inputs;
+  if (count < min_inputs || (info.max_inputs >= 0 && count > info.max_inputs))
+    throw Error("has " + std::to_string(count) + " inputs; " + np.op_type() + " takes " +
+                std::to_string(info.min_inputs) +
+                (info.max_inputs < 0 ? " or more" : " to " + std::to_string(info.max_inputs)));
+  for (int i = 0; i < min_inputs && i < count; ++i)
+    if (n.inputs[static_cast<size_t>(i)] == kNoValue)
+      throw Error("required input " + std::to_string(i) + " of " + np.op_type() + " is empty");
+}
+
 // Constant nodes become constant values.
 void import_constant(Importer& im, const onnx::NodeProto& n, const std::filesystem::path& base) {
   if (n.output_size() != 1 || n.attribute_size() != 1)
@@ -327,6 +345,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
         n.inputs.push_back(id);
       }
       while (!n.inputs.empty() && n.inputs.back() == kNoValue) n.inputs.pop_back();
+      check_input_arity(np, n);
       auto rule = detail::import_rules().find(np.op_type());
       if (rule != detail::import_rules().end()) rule->second(im, n);
       for (const std::string& a : unknown) {

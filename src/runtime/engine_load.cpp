@@ -87,7 +87,13 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
     r.name = str(t->name());
     if (!dtype_valid(t->dtype())) fail(origin, "tensor '" + r.name + "' has an invalid element type");
     r.dtype = static_cast<DataType>(t->dtype());
-    if (t->shape()) r.shape.assign(t->shape()->begin(), t->shape()->end());
+    if (t->shape()) {
+      // The verifier only guarantees 4-byte alignment for vectors, so int64 elements are copied
+      // byte-wise rather than read in place.
+      const uint8_t* p = t->shape()->Data();
+      r.shape.resize(t->shape()->size());
+      if (!r.shape.empty()) std::memcpy(r.shape.data(), p, r.shape.size() * sizeof(int64_t));
+    }
     if (r.shape.size() > 16) fail(origin, "tensor '" + r.name + "' has rank above 16");
     r.bytes = tensor_bytes(r.shape, r.dtype, origin, r.name);
     auto kind = static_cast<uint8_t>(t->kind());
