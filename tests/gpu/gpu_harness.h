@@ -1,0 +1,383 @@
+// Shared harness of the GPU op tests: host tensors with random or chosen values, device buffers
+// with guard bytes, and check_op(), which runs one op through shape inference, the CPU kernel (the
+// reference) and the GPU kernel, and compares the outputs.
+//
+// The GPU run: inputs copied to device buffers; outputs POISONED with 0xFF bytes (NaN for floats,
+// -1 for integers, an invalid byte for bools) so that unwritten elements show; each buffer sits
+// between 256-byte guard zones that must still hold 0xFF afterwards (no write out of bounds).
+// Optionally every buffer is shifted by one element (misaligned: the kernels' scalar paths), or the
+// kernel is recorded by CUDA stream capture and replayed as a graph: capture fails if the kernel
+// synchronizes or allocates, which GPU kernels must never do.
+//
+// Without a GPU every test skips (KILN_SKIP_WITHOUT_GPU) with the CUDA runtime's reason.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/shape_infer.h"
+#include "runtime/cpu/kernels.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/gpu_kernels.h"
+
+namespace kiln::gpu_test {
+
+using DT = DataType;
+using Shape = std::vector<int64_t>;
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+inline std::string no_gpu_reason() {
+  try {
+    gpu::gpu_target();
+    return "gpu_available() is false";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+#define KILN_SKIP_WITHOUT_GPU()                                                         \
+  do {                                                                                  \
+    if (!::kiln::gpu::gpu_available())                                                  \
+      GTEST_SKIP() << "needs a CUDA GPU (" << ::kiln::gpu_test::no_gpu_reason()         \
+                   << "); GPU tests run on the GPU machine through bench/gpu_tests.sh"; \
+  } while (0)
+
+#define KILN_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
+
+inline bool is_float(DT t) { return t == DT::kFloat32 || t == DT::kFloat64 || t == DT::kFloat16 || t == DT::kBFloat16; }
+
+inline std::string shape_str(const Shape& s) { return shape_string(s); }
+
+// ---- host tensors ------------------------------------------------------------------------------
+struct HostTensor {
+  DT dtype = DT::kFloat32;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+  bool exists = true;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  TensorView view(void* data) const { return TensorView{dtype, shape, data, exists}; }
+};
+
+inline double get(const HostTensor& t, int64_t i) {
+  if (t.dtype == DT::kBool) return t.bytes[static_cast<size_t>(i)] ? 1.0 : 0.0;
+  return dispatch_numeric(t.dtype, "get", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T v;
+    std::memcpy(&v, t.bytes.data() + i * sizeof(T), sizeof(T));
+    return static_cast<double>(static_cast<ComputeType<T>>(v));
+  });
+}
+
+// Floats round to the type (through float for the half types); integers wrap modulo 2^bits.
+inline void set(HostTensor& t, int64_t i, double v) {
+  if (t.dtype == DT::kBool) {
+    t.bytes[static_cast<size_t>(i)] = v != 0;
+    return;
+  }
+  dispatch_numeric(t.dtype, "set", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T x;
+    if constexpr (kIsFloat<T>)
+      x = T(static_cast<ComputeType<T>>(v));
+    else
+      x = static_cast<T>(static_cast<int64_t>(v));
+    std::memcpy(t.bytes.data() + i * sizeof(T), &x, sizeof(T));
+  });
+}
+
+inline HostTensor make(DT dt, Shape shape, const std::vector<double>& v) {
+  HostTensor t{dt, std::move(shape), {}};
+  t.bytes.resize(static_cast<size_t>(t.numel()) * dtype_size(dt));
+  for (int64_t i = 0; i < t.numel(); ++i) set(t, i, v[static_cast<size_t>(i) % v.size()]);
+  return t;
+}
+
+inline HostTensor absent() {
+  HostTensor t;
+  t.exists = false;
+  return t;
+}
+
+// Deterministic per test: reseeded from the test's name by the fixture.
+inline std::mt19937& rng() {
+  static std::mt19937 g(1234);
+  return g;
+}
+
+// Uniform in [lo, hi]; integer-valued for integer dtypes or when `integral`; bools half true.
+inline HostTensor rand_tensor(DT dt, Shape shape, double lo, double hi, bool integral = false) {
+  HostTensor t{dt, std::move(shape), {}};
+  t.bytes.resize(static_cast<size_t>(t.numel()) * dtype_size(dt));
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double x = u(rng());
+    if (dt == DT::kBool)
+      x = x > (lo + hi) / 2;
+    else if (integral || !is_float(dt))
+      x = std::round(x);
+    set(t, i, x);
+  }
+  return t;
+}
+
+// Random values with NaN, +-inf, +-0 and halves (rounding ties) mixed in.
+// Integer and bool tensors get plain random values.
+inline HostTensor special_tensor(DT dt, Shape shape, double lo, double hi) {
+  HostTensor t = rand_tensor(dt, std::move(shape), lo, hi);
+  if (!is_float(dt)) return t;
+  const double specials[] = {kNaN, kInf, -kInf, 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1.0, -1.0};
+  for (int64_t i = 0; i < t.numel(); i += 3) set(t, i, specials[(i / 3) % std::size(specials)]);
+  return t;
+}
+
+// ---- device buffers ----------------------------------------------------------------------------
+inline constexpr size_t kGuard = 256;  // keeps the data 256-byte aligned unless misaligned on purpose
+
+class DeviceBuffer {
+ public:
+  // `shift` bytes past the guard: 0, or one element to misalign the data on purpose.
+  DeviceBuffer(size_t bytes, size_t shift) : bytes_(bytes), shift_(shift), total_(bytes + shift + 2 * kGuard) {
+    if (cudaMalloc(&base_, total_) != cudaSuccess) throw Error("cudaMalloc failed");
+    if (cudaMemset(base_, 0xFF, total_) != cudaSuccess) throw Error("cudaMemset failed");
+  }
+  ~DeviceBuffer() { cudaFree(base_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return static_cast<uint8_t*>(base_) + kGuard + shift_; }
+  void upload(const std::vector<uint8_t>& b) {
+    if (!b.empty() && cudaMemcpy(data(), b.data(), b.size(), cudaMemcpyHostToDevice) != cudaSuccess)
+      throw Error("cudaMemcpy to device failed");
+  }
+  // The data bytes; sets *guards_ok to whether every byte around them is still 0xFF.
+  std::vector<uint8_t> download(bool* guards_ok) const {
+    std::vector<uint8_t> all(total_);
+    if (cudaMemcpy(all.data(), base_, total_, cudaMemcpyDeviceToHost) != cudaSuccess)
+      throw Error("cudaMemcpy to host failed");
+    const size_t begin = kGuard + shift_, end = begin + bytes_;
+    *guards_ok = true;
+    for (size_t i = 0; i < total_; ++i)
+      if ((i < begin || i >= end) && all[i] != 0xFF) *guards_ok = false;
+    return {all.begin() + static_cast<std::ptrdiff_t>(begin), all.begin() + static_cast<std::ptrdiff_t>(end)};
+  }
+
+ private:
+  void* base_ = nullptr;
+  size_t bytes_, shift_, total_;
+};
+
+class Stream {
+ public:
+  Stream() {
+    if (cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking) != cudaSuccess) throw Error("cudaStreamCreate failed");
+  }
+  ~Stream() { cudaStreamDestroy(s_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// ---- running and comparing -----------------------------------------------------------------------
+enum class Accuracy {
+  kExact,           // the same IEEE operations as the CPU: bit-identical values (NaN matches NaN)
+  kArith,           // float32 1e-5 relative + 1e-6 absolute (contracted multiply-adds)
+  kTranscendental,  // float32 1e-4 relative + 1e-6 absolute (math library functions)
+};
+
+struct Tolerance {
+  double rel = 0, abs = 0;
+};
+
+// float16 outputs: 2e-3 relative + 1e-3 absolute (one half ulp is 2^-10 relative) unless exact.
+inline Tolerance tolerance_for(DT out, Accuracy acc) {
+  if (acc == Accuracy::kExact || !is_float(out)) return {};
+  if (out == DT::kFloat16 || out == DT::kBFloat16) return {2e-3, 1e-3};
+  return acc == Accuracy::kTranscendental ? Tolerance{1e-4, 1e-6} : Tolerance{1e-5, 1e-6};
+}
+
+enum class GpuMode {
+  kDirect,      // launch on a stream, synchronize
+  kMisaligned,  // every buffer shifted by one element
+  kCaptured,    // recorded by stream capture, replayed as a CUDA graph
+};
+
+inline const char* mode_name(GpuMode m) {
+  switch (m) {
+    case GpuMode::kDirect: return "direct";
+    case GpuMode::kMisaligned: return "misaligned";
+    case GpuMode::kCaptured: return "captured";
+  }
+  return "?";
+}
+
+inline std::vector<HostTensor> empty_outputs(const std::vector<OutputType>& types, uint8_t poison) {
+  std::vector<HostTensor> outs;
+  for (const OutputType& o : types) {
+    HostTensor t{o.dtype, o.shape, {}};
+    t.bytes.assign(static_cast<size_t>(t.numel()) * dtype_size(o.dtype), poison);
+    outs.push_back(std::move(t));
+  }
+  return outs;
+}
+
+inline std::vector<HostTensor> run_cpu(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins,
+                                       const std::vector<OutputType>& types) {
+  std::vector<HostTensor> outs = empty_outputs(types, 0xAB);
+  for (HostTensor& t : outs)
+    if (is_float(t.dtype))
+      for (int64_t i = 0; i < t.numel(); ++i) set(t, i, kNaN);
+  std::vector<TensorView> iv, ov;
+  for (const HostTensor& t : ins) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
+  for (HostTensor& t : outs) ov.push_back(t.view(t.bytes.data()));
+  cpu::KernelEnv env;
+  cpu::cpu_kernel(kind)(kind, attrs, iv, ov, env);
+  return outs;
+}
+
+// Runs the GPU kernel; guard and poison problems are reported as test failures.
+inline std::vector<HostTensor> run_gpu(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins,
+                                       const std::vector<OutputType>& types, GpuMode mode) {
+  std::vector<HostTensor> outs = empty_outputs(types, 0xFF);
+  std::vector<std::unique_ptr<DeviceBuffer>> in_bufs, out_bufs;
+  std::vector<TensorView> iv, ov;
+  auto shift_of = [&](DT dt) { return mode == GpuMode::kMisaligned ? dtype_size(dt) : size_t{0}; };
+  for (const HostTensor& t : ins) {
+    if (!t.exists) {
+      iv.push_back(t.view(nullptr));
+      continue;
+    }
+    in_bufs.push_back(std::make_unique<DeviceBuffer>(t.bytes.size(), shift_of(t.dtype)));
+    in_bufs.back()->upload(t.bytes);
+    iv.push_back(t.view(in_bufs.back()->data()));
+  }
+  for (const HostTensor& t : outs) {
+    out_bufs.push_back(std::make_unique<DeviceBuffer>(t.bytes.size(), shift_of(t.dtype)));
+    ov.push_back(t.view(out_bufs.back()->data()));
+  }
+  // The poison memsets and the pageable uploads ran on the legacy default stream, which a
+  // non-blocking stream does not wait for (and a pageable cudaMemcpy may return before its DMA
+  // lands): finish them before the kernel runs.
+  gpu::check_cuda(cudaDeviceSynchronize(), "uploading the inputs");
+  Stream stream;
+  gpu::GpuEnv env{stream.get()};
+  gpu::GpuKernel k = gpu::gpu_kernel(kind);
+  if (mode == GpuMode::kCaptured) {
+    if (cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal) != cudaSuccess)
+      throw Error("cudaStreamBeginCapture failed");
+    try {
+      k(kind, attrs, iv, ov, env);
+    } catch (...) {
+      cudaGraph_t g = nullptr;
+      cudaStreamEndCapture(stream.get(), &g);
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream.get(), &graph);
+    if (end != cudaSuccess)
+      throw Error(std::string("stream capture failed (the kernel synchronized or allocated?): ") +
+                  cudaGetErrorString(end));
+    cudaGraphExec_t exec = nullptr;
+    gpu::check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    gpu::check_cuda(cudaGraphLaunch(exec, stream.get()), "cudaGraphLaunch");
+    gpu::check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  } else {
+    k(kind, attrs, iv, ov, env);
+    gpu::check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
+  }
+  gpu::check_cuda(cudaGetLastError(), "after the kernel");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    bool guards_ok = false;
+    outs[i].bytes = out_bufs[i]->download(&guards_ok);
+    EXPECT_TRUE(guards_ok) << "output " << i << ": bytes outside the tensor were written";
+  }
+  return outs;
+}
+
+inline bool same_value(double g, double r, Tolerance tol) {
+  if (std::isnan(r)) return std::isnan(g);
+  if (std::isinf(r) || (tol.rel == 0 && tol.abs == 0)) return g == r && std::signbit(g) == std::signbit(r);
+  return std::abs(g - r) <= tol.abs + tol.rel * std::abs(r);
+}
+
+// Reports up to 5 mismatching elements of one output.
+inline void expect_match(const HostTensor& got, const HostTensor& want, Tolerance tol, const std::string& what) {
+  ASSERT_EQ(got.dtype, want.dtype) << what;
+  ASSERT_EQ(got.bytes.size(), want.bytes.size()) << what;
+  int bad = 0;
+  for (int64_t i = 0; i < got.numel() && bad < 5; ++i) {
+    bool ok;
+    double g = 0, r = 0;
+    if (got.dtype == DT::kBool) {
+      // Exact bytes: a bool output must hold 0 or 1, never the 0xFF poison.
+      g = got.bytes[static_cast<size_t>(i)];
+      r = want.bytes[static_cast<size_t>(i)];
+      ok = g == r;
+    } else {
+      g = get(got, i);
+      r = get(want, i);
+      ok = is_float(got.dtype) ? same_value(g, r, tol) : g == r;
+    }
+    if (!ok) {
+      ++bad;
+      ADD_FAILURE() << what << " [" << dtype_name(got.dtype) << "] element " << i << " of " << got.numel() << ": gpu "
+                    << g << ", cpu " << r;
+    }
+  }
+}
+
+inline std::string describe(OpKind kind, const std::vector<HostTensor>& ins) {
+  std::ostringstream s;
+  s << op_name(kind) << "(";
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (i) s << ", ";
+    if (!ins[i].exists)
+      s << "absent";
+    else
+      s << dtype_name(ins[i].dtype) << shape_str(ins[i].shape);
+  }
+  s << ")";
+  return s.str();
+}
+
+// Infers the outputs, runs CPU and GPU, compares every output.
+inline void check_op(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins, size_t n_out, Accuracy acc,
+                     GpuMode mode = GpuMode::kDirect) {
+  const std::string what = describe(kind, ins) + " " + mode_name(mode);
+  std::vector<TensorView> iv;
+  for (const HostTensor& t : ins) iv.push_back(t.view(nullptr));
+  const std::vector<OutputType> types = infer_shapes(kind, attrs, iv, n_out);
+  const std::vector<HostTensor> want = run_cpu(kind, attrs, ins, types);
+  std::vector<HostTensor> got;
+  try {
+    got = run_gpu(kind, attrs, ins, types, mode);
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << ": GPU kernel threw: " << e.what();
+    return;
+  }
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_match(got[i], want[i], tolerance_for(want[i].dtype, acc), what + " output " + std::to_string(i));
+}
+
+}  // namespace kiln::gpu_test

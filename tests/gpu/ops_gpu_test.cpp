@@ -1,0 +1,457 @@
+// Every op of the CUDA kernel table against the CPU kernel (the reference) on random inputs:
+// odd, zero-size, scalar and broadcasting shapes (up to 8 dims that cannot merge), special values
+// (NaN, inf, -0, rounding ties), float32 and float16 (and the integer and bool types an op takes
+// on the GPU); each op also misaligned (scalar paths) and under stream capture (no synchronizing,
+// no allocating). Plus: outputs beyond 2^31 elements (64-bit indices), error reporting, and a list
+// of the ops that run on the CPU but not yet on the GPU. Skips without a GPU.
+#include <algorithm>
+#include <iostream>
+#include <regex>
+
+#include "gpu_harness.h"
+
+namespace kiln::gpu_test {
+namespace {
+
+using Inputs = std::vector<HostTensor>;
+using InputSets = std::vector<Inputs>;
+
+struct OpCase {
+  std::string name;  // test name: the op, plus the attribute variant
+  OpKind kind;
+  Attrs attrs;
+  std::vector<DT> dtypes;               // the main input's element types to test
+  std::function<InputSets(DT)> inputs;  // the input sets (one run each) for a dtype
+  Accuracy acc = Accuracy::kExact;
+  size_t n_out = 1;
+};
+
+const std::vector<DT> kFloat = {DT::kFloat32, DT::kFloat16};
+const std::vector<DT> kNumeric = {DT::kFloat32, DT::kFloat16, DT::kInt32, DT::kInt64};
+const std::vector<DT> kAll = {DT::kFloat32, DT::kFloat16, DT::kInt32, DT::kInt64, DT::kBool};
+const std::vector<DT> kBool = {DT::kBool};
+
+const std::vector<Shape> kUnaryShapes = {{}, {0}, {1}, {7}, {3, 5, 2}, {2, 0, 3}, {1, 1, 33}, {4099}, {129, 257}};
+
+// Pairs: same shape, scalars either side, trailing and middle broadcasts, zero-size, and 8
+// alternating dims that the plan cannot merge (the kernels' limit).
+const std::vector<std::vector<Shape>> kBinaryShapes = {
+    {{3, 5}, {3, 5}},       {{}, {4, 5}},
+    {{4, 5}, {}},           {{}, {}},
+    {{2, 3, 4}, {4}},       {{2, 1, 4}, {3, 1}},
+    {{1}, {7, 1}},          {{2, 3, 4, 5}, {1, 3, 1, 5}},
+    {{0, 3}, {1, 3}},       {{5, 1, 7}, {1, 1}},
+    {{4097}, {4097}},       {{129, 257}, {257}},
+    {{129, 257}, {129, 1}}, {{2, 1, 2, 1, 2, 1, 2, 1}, {1, 2, 1, 2, 1, 2, 1, 2}},
+};
+// PRelu's slope must broadcast to X's shape.
+const std::vector<std::vector<Shape>> kPReluShapes = {
+    {{3, 5}, {3, 5}}, {{4, 5}, {}},     {{2, 3, 4}, {4}},    {{2, 3, 4}, {3, 1}},
+    {{0, 3}, {1, 3}}, {{4097}, {4097}}, {{129, 257}, {257}}, {{2, 3, 4, 5}, {1, 3, 1, 5}},
+};
+const std::vector<std::vector<Shape>> kVariadicShapes = {
+    {{7}},         {{2, 3, 4}, {4}, {3, 1}}, {{5}, {5}, {5}, {5}}, {{}, {2, 2}}, {{4099}, {4099}},
+    {{2, 0}, {1}}, {{1, 4}, {3, 1}, {}},
+};
+const std::vector<std::vector<Shape>> kWhereShapes = {
+    {{5}, {5}, {5}},
+    {{3, 1}, {1, 4}, {}},
+    {{2, 3, 4}, {2, 3, 4}, {4}},
+    {{0, 2}, {1, 2}, {0, 1}},
+    {{}, {}, {}},
+    {{4099}, {}, {4099}},
+    {{129, 257}, {129, 257}, {129, 257}},
+    {{2, 1, 2, 1, 2, 1, 2, 1}, {1, 2, 1, 2, 1, 2, 1, 2}, {2, 2, 1, 1, 2, 2, 1, 1}},
+};
+
+std::string suffix_of(const std::string& s) { return s.empty() ? "" : "_" + s; }
+
+// ---- case builders ---------------------------------------------------------------------------
+OpCase unary(OpKind k, double lo, double hi, Accuracy acc, Attrs attrs = NoAttrs{}, std::string variant = "",
+             std::vector<DT> dtypes = kFloat, bool specials = false) {
+  return {std::string(op_name(k)) + suffix_of(variant),
+          k,
+          std::move(attrs),
+          std::move(dtypes),
+          [=](DT dt) {
+            InputSets s;
+            for (const Shape& sh : kUnaryShapes) s.push_back({rand_tensor(dt, sh, lo, hi)});
+            if (specials) s.push_back({special_tensor(dt, {37}, lo, hi)});
+            return s;
+          },
+          acc};
+}
+
+struct Range {
+  double lo, hi;
+  bool integral = false;
+};
+
+OpCase binary(OpKind k, Range a, Range b, Accuracy acc, std::vector<DT> dtypes, bool specials = false,
+              Attrs attrs = NoAttrs{}, const std::vector<std::vector<Shape>>& shapes = kBinaryShapes) {
+  return {
+      std::string(op_name(k)),
+      k,
+      std::move(attrs),
+      std::move(dtypes),
+      [=](DT dt) {
+        InputSets s;
+        for (const auto& sh : shapes)
+          s.push_back({rand_tensor(dt, sh[0], a.lo, a.hi, a.integral), rand_tensor(dt, sh[1], b.lo, b.hi, b.integral)});
+        if (specials && is_float(dt)) {
+          s.push_back({special_tensor(dt, {37}, a.lo, a.hi), special_tensor(dt, {37}, b.lo, b.hi)});
+          s.push_back({special_tensor(dt, {37}, a.lo, a.hi), make(dt, {}, {kNaN})});
+          s.push_back({make(dt, {}, {kInf}), special_tensor(dt, {37}, b.lo, b.hi)});
+        }
+        return s;
+      },
+      acc};
+}
+
+OpCase variadic(OpKind k, std::vector<DT> dtypes, Accuracy acc) {
+  return {std::string(op_name(k)),
+          k,
+          NoAttrs{},
+          std::move(dtypes),
+          [](DT dt) {
+            InputSets s;
+            for (const auto& shapes : kVariadicShapes) {
+              Inputs in;
+              for (const Shape& sh : shapes) in.push_back(rand_tensor(dt, sh, -50, 50));
+              s.push_back(std::move(in));
+            }
+            s.push_back({special_tensor(dt, {37}, -5, 5), special_tensor(dt, {37}, -5, 5), rand_tensor(dt, {}, -1, 1)});
+            return s;
+          },
+          acc};
+}
+
+OpCase compare(OpKind k, std::vector<DT> dtypes) {
+  return binary(k, {-3, 3, true}, {-3, 3, true}, Accuracy::kExact, std::move(dtypes), true);
+}
+
+OpCase pow_case() {
+  return {"Pow",
+          OpKind::kPow,
+          NoAttrs{},
+          kFloat,
+          [](DT dt) {
+            InputSets s;
+            for (const auto& sh : kBinaryShapes)
+              s.push_back({rand_tensor(dt, sh[0], 0.5, 2), rand_tensor(dt, sh[1], -3, 3)});
+            for (DT e : {DT::kInt32, DT::kInt64, dt == DT::kFloat32 ? DT::kFloat16 : DT::kFloat32}) {
+              s.push_back({rand_tensor(dt, {3, 5}, -2, 2), rand_tensor(e, {3, 5}, -3, 3, true)});
+              s.push_back({rand_tensor(dt, {2, 3, 4}, -2, 2), rand_tensor(e, {4}, -3, 3, true)});
+              s.push_back({rand_tensor(dt, {4099}, -2, 2), make(e, {}, {3})});
+            }
+            s.push_back({rand_tensor(dt, {4099}, -3, 3), make(dt, {}, {2})});   // x*x
+            s.push_back({rand_tensor(dt, {4099}, 0, 9), make(dt, {}, {0.5})});  // sqrt
+            s.push_back({rand_tensor(dt, {37}, -2, 2),
+                         make(DT::kInt64, {}, {static_cast<double>((int64_t{1} << 40) + 1)})});  // odd, > 2^24
+            s.push_back({special_tensor(dt, {37}, 0.5, 2), special_tensor(dt, {37}, -2, 2)});
+            return s;
+          },
+          Accuracy::kTranscendental};
+}
+
+OpCase where_case() {
+  return {"Where", OpKind::kWhere, NoAttrs{}, kAll, [](DT dt) {
+            InputSets s;
+            for (const auto& sh : kWhereShapes)
+              s.push_back(
+                  {rand_tensor(DT::kBool, sh[0], 0, 1), rand_tensor(dt, sh[1], -9, 9), rand_tensor(dt, sh[2], -9, 9)});
+            return s;
+          }};
+}
+
+OpCase clip_case() {
+  return {"Clip", OpKind::kClip, NoAttrs{}, kNumeric, [](DT dt) {
+            InputSets s;
+            for (const Shape& sh : std::vector<Shape>{{}, {0}, {7}, {3, 5, 2}, {4099}}) {
+              s.push_back({rand_tensor(dt, sh, -4, 4)});
+              s.push_back({rand_tensor(dt, sh, -4, 4), make(dt, {}, {-1})});
+              s.push_back({rand_tensor(dt, sh, -4, 4), make(dt, {1}, {-1.5}), make(dt, {}, {2})});
+              s.push_back({rand_tensor(dt, sh, -4, 4), absent(), make(dt, {}, {1})});
+              s.push_back({rand_tensor(dt, sh, -4, 4), make(dt, {}, {2}), make(dt, {}, {-1})});  // lo > hi: all hi
+            }
+            s.push_back({special_tensor(dt, {37}, -4, 4), make(dt, {}, {-1}), make(dt, {}, {1})});
+            return s;
+          }};
+}
+
+// Cast inputs: ordinary values plus those where the conversion rules matter (NaN, +-inf, -0,
+// ties, beyond int32 and float16 ranges, int64 values a float cannot hold exactly).
+HostTensor cast_input(DT dt, const Shape& shape) {
+  if (dt == DT::kBool) return rand_tensor(dt, shape, 0, 1);
+  if (is_float(dt)) {
+    HostTensor t = rand_tensor(dt, shape, -300, 300);
+    const double v[] = {kNaN, kInf,  -kInf, -0.0,  0.5,  -0.5,         2.5,          -2.7,          3e9,    -3e9,
+                        1e20, 65504, 70000, -1e10, 1e-8, 2147483520.0, 2147483648.0, -2147483904.0, 9.3e18, -9.3e18};
+    for (int64_t i = 0; i < t.numel(); i += 2) set(t, i, v[(i / 2) % std::size(v)]);
+    return t;
+  }
+  HostTensor t = rand_tensor(dt, shape, -1e6, 1e6);
+  const double v[] = {0,     1,     -1,         2147483647.0,        -2147483648.0, 4294967301.0, -1099511627777.0,
+                      65504, 65520, 16777217.0, (1LL << 62) + 4096.0};
+  for (int64_t i = 0; i < t.numel(); i += 2) set(t, i, v[(i / 2) % std::size(v)]);
+  return t;
+}
+
+OpCase cast_case(OpKind k, DT to) {
+  return {std::string(op_name(k)) + "_to_" + std::string(dtype_name(to)), k, CastAttrs{to}, kAll, [k, to](DT dt) {
+            InputSets s;
+            for (const Shape& sh : std::vector<Shape>{{}, {0}, {37}, {3, 5, 2}, {4099}}) {
+              Inputs in{cast_input(dt, sh)};
+              if (k == OpKind::kCastLike) in.push_back(make(to, {2}, {0}));
+              s.push_back(std::move(in));
+            }
+            return s;
+          }};
+}
+
+OpCase copy_case(OpKind k, std::vector<DT> dtypes, size_t n_out, std::string variant) {
+  OpCase c{std::string(op_name(k)) + suffix_of(variant), k, NoAttrs{}, std::move(dtypes), [k](DT dt) {
+             InputSets s;
+             for (const Shape& sh : kUnaryShapes) s.push_back({rand_tensor(dt, sh, -9, 9)});
+             if (k == OpKind::kDropout) s.push_back({rand_tensor(dt, {4099}, -9, 9), make(dt, {}, {0.3})});
+             return s;
+           }};
+  c.n_out = n_out;
+  return c;
+}
+
+std::vector<OpCase> all_cases() {
+  using A = Accuracy;
+  using K = OpKind;
+  const A kT = A::kTranscendental, kE = A::kExact;
+  std::vector<OpCase> c = {
+      unary(K::kAcos, -0.99, 0.99, kT),
+      unary(K::kAcosh, 1, 5, kT),
+      unary(K::kAsin, -0.99, 0.99, kT),
+      unary(K::kAsinh, -5, 5, kT),
+      unary(K::kAtan, -5, 5, kT),
+      unary(K::kAtanh, -0.95, 0.95, kT),
+      unary(K::kCos, -6, 6, kT),
+      unary(K::kCosh, -5, 5, kT),
+      unary(K::kSin, -6, 6, kT),
+      unary(K::kSinh, -5, 5, kT),
+      unary(K::kTan, -1.3, 1.3, kT),
+      unary(K::kTanh, -5, 5, kT),
+      unary(K::kErf, -3, 3, kT),
+      unary(K::kExp, -10, 10, kT),
+      unary(K::kLog, 0.01, 100, kT),
+      unary(K::kSqrt, 0, 100, kE),
+      unary(K::kReciprocal, -4, 4, kE),
+      unary(K::kSigmoid, -10, 10, kT, NoAttrs{}, "", kFloat, true),
+      unary(K::kSoftplus, -10, 10, kT),
+      unary(K::kSoftsign, -5, 5, kE),
+      unary(K::kCeil, -5, 5, kE, NoAttrs{}, "", kFloat, true),
+      unary(K::kFloor, -5, 5, kE, NoAttrs{}, "", kFloat, true),
+      unary(K::kRound, -5, 5, kE, NoAttrs{}, "", kFloat, true),
+      unary(K::kMish, -10, 10, kT),
+      unary(K::kHardSwish, -5, 5, A::kArith),
+      unary(K::kGelu, -5, 5, kT, GeluAttrs{GeluApproximation::kNone}, "erf"),
+      unary(K::kGelu, -5, 5, kT, GeluAttrs{GeluApproximation::kTanh}, "tanh"),
+      unary(K::kHardSigmoid, -5, 5, A::kArith, HardSigmoidAttrs{0.2f, 0.5f}, "default"),
+      unary(K::kHardSigmoid, -5, 5, A::kArith, HardSigmoidAttrs{0.5f, 0.1f}, "alpha_beta"),
+      unary(K::kElu, -5, 5, kT, AlphaAttrs{1.0f}, "alpha1"),
+      unary(K::kElu, -5, 5, kT, AlphaAttrs{0.5f}, "alpha05"),
+      unary(K::kCelu, -5, 5, kT, AlphaAttrs{1.0f}, "alpha1"),
+      unary(K::kCelu, -5, 5, kT, AlphaAttrs{2.0f}, "alpha2"),
+      unary(K::kLeakyRelu, -5, 5, kE, AlphaAttrs{0.01f}),
+      unary(K::kThresholdedRelu, -5, 5, kE, AlphaAttrs{1.0f}),
+      unary(K::kSelu, -5, 5, kT, SeluAttrs{}),
+      unary(K::kShrink, -3, 3, kE, ShrinkAttrs{0.5f, 1.0f}),
+      unary(K::kAbs, -9, 9, kE, NoAttrs{}, "", kNumeric, true),
+      unary(K::kNeg, -9, 9, kE, NoAttrs{}, "", kNumeric, true),
+      unary(K::kRelu, -9, 9, kE, NoAttrs{}, "", kNumeric, true),
+      unary(K::kSign, -9, 9, kE, NoAttrs{}, "", kNumeric, true),
+      unary(K::kIsNaN, -9, 9, kE, NoAttrs{}, "", kFloat, true),
+      unary(K::kIsInf, -9, 9, kE, IsInfAttrs{1, 1}, "both", kFloat, true),
+      unary(K::kIsInf, -9, 9, kE, IsInfAttrs{0, 1}, "positive", kFloat, true),
+      unary(K::kIsInf, -9, 9, kE, IsInfAttrs{1, 0}, "negative", kFloat, true),
+      unary(K::kNot, 0, 1, kE, NoAttrs{}, "", kBool),
+      binary(K::kAdd, {-9, 9}, {-9, 9}, kE, kNumeric, true),
+      binary(K::kSub, {-9, 9}, {-9, 9}, kE, kNumeric, true),
+      binary(K::kMul, {-9, 9}, {-9, 9}, kE, kNumeric, true),
+      binary(K::kDiv, {-9, 9}, {0.25, 4}, kE, kFloat, true),
+      binary(K::kMod, {-10, 10}, {0.5, 3}, kE, kFloat, true, ModAttrs{1}),
+      binary(K::kPRelu, {-9, 9}, {-1, 1}, kE, kFloat, false, NoAttrs{}, kPReluShapes),
+      pow_case(),
+      variadic(K::kMax, kNumeric, kE),
+      variadic(K::kMin, kNumeric, kE),
+      variadic(K::kSum, kFloat, kE),
+      variadic(K::kMean, kFloat, kE),
+      compare(K::kEqual, kAll),
+      compare(K::kGreater, kNumeric),
+      compare(K::kGreaterOrEqual, kNumeric),
+      compare(K::kLess, kNumeric),
+      compare(K::kLessOrEqual, kNumeric),
+      binary(K::kAnd, {0, 1}, {0, 1}, kE, kBool),
+      binary(K::kOr, {0, 1}, {0, 1}, kE, kBool),
+      binary(K::kXor, {0, 1}, {0, 1}, kE, kBool),
+      where_case(),
+      clip_case(),
+      copy_case(K::kIdentity, kAll, 1, ""),
+      copy_case(K::kDropout, kFloat, 1, ""),
+      copy_case(K::kDropout, kFloat, 2, "mask"),
+  };
+  for (DT to : kAll) {
+    c.push_back(cast_case(K::kCast, to));
+    c.push_back(cast_case(K::kCastLike, to));
+  }
+  return c;
+}
+
+const std::vector<OpCase>& cases() {
+  static const std::vector<OpCase> c = all_cases();
+  return c;
+}
+
+int64_t total_elements(const Inputs& in) {
+  int64_t n = 0;
+  for (const HostTensor& t : in) n += t.exists ? t.numel() : 0;
+  return n;
+}
+
+// ---- the op tests ------------------------------------------------------------------------------
+class GpuOps : public testing::TestWithParam<OpCase> {};
+
+TEST_P(GpuOps, MatchesCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  const OpCase& c = GetParam();
+  rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+  for (DT dt : c.dtypes) {
+    SCOPED_TRACE(std::string("dtype ") + std::string(dtype_name(dt)));
+    const InputSets sets = c.inputs(dt);
+    for (const Inputs& in : sets) check_op(c.kind, c.attrs, in, c.n_out, c.acc);
+    // The largest set (where the vector paths run) again, misaligned and under stream capture.
+    const Inputs& big = *std::max_element(sets.begin(), sets.end(), [](const Inputs& a, const Inputs& b) {
+      return total_elements(a) < total_elements(b);
+    });
+    check_op(c.kind, c.attrs, big, c.n_out, c.acc, GpuMode::kMisaligned);
+    check_op(c.kind, c.attrs, big, c.n_out, c.acc, GpuMode::kCaptured);
+  }
+}
+
+void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+
+INSTANTIATE_TEST_SUITE_P(Elementwise, GpuOps, testing::ValuesIn(cases()),
+                         [](const testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+
+// ---- coverage ----------------------------------------------------------------------------------
+// A GPU op without a case here would go untested.
+TEST(GpuCoverage, EveryGpuOpHasCases) {
+  KILN_SKIP_WITHOUT_GPU();
+  std::string dup;
+  EXPECT_TRUE(gpu::gpu_kernel_table_valid(&dup)) << "ops with several GPU kernels: " << dup;
+  for (const OpInfo& info : kOpTable) {
+    if (!gpu::gpu_kernel(info.kind)) continue;
+    const bool tested =
+        std::any_of(cases().begin(), cases().end(), [&](const OpCase& c) { return c.kind == info.kind; });
+    EXPECT_TRUE(tested) << info.name << " has a GPU kernel but no case in ops_gpu_test.cpp";
+  }
+}
+
+// Prints the CPU ops still missing on the GPU; informational, never fails.
+TEST(GpuCoverage, OpsSupportedOnCpuButNotGpu) {
+  std::string missing;
+  int n = 0, on_gpu = 0;
+  for (const OpInfo& info : kOpTable) {
+    if (gpu::gpu_kernel(info.kind))
+      ++on_gpu;
+    else if (cpu::cpu_kernel(info.kind)) {
+      missing += (n++ % 12 == 0 ? "\n  " : " ") + std::string(info.name);
+    }
+  }
+  std::cout << "[ GPU ops  ] " << on_gpu << " of " << kOpCount << " ops have a GPU kernel; " << n
+            << " run on the CPU only:" << missing << "\n";
+  KILN_SKIP_WITHOUT_GPU();
+}
+
+// ---- device, errors ----------------------------------------------------------------------------
+TEST(GpuDevice, TargetNamesTheComputeCapability) {
+  KILN_SKIP_WITHOUT_GPU();
+  const std::string t = gpu::gpu_target();
+  EXPECT_TRUE(std::regex_match(t, std::regex("sm_[0-9]+"))) << t;
+  std::cout << "[ device   ] " << t << "\n";
+}
+
+TEST(GpuErrors, UnsupportedDtypeThrowsNamingTheBackend) {
+  KILN_SKIP_WITHOUT_GPU();
+  const HostTensor a = rand_tensor(DT::kFloat64, {4}, -1, 1);
+  try {
+    (void)run_gpu(OpKind::kAdd, NoAttrs{}, {a, a}, {OutputType{DT::kFloat64, {4}}}, GpuMode::kDirect);
+    FAIL() << "float64 Add should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA backend"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GpuErrors, MoreThanEightUnmergeableDimsThrow) {
+  KILN_SKIP_WITHOUT_GPU();
+  const HostTensor a = rand_tensor(DT::kFloat32, {2, 1, 2, 1, 2, 1, 2, 1, 2}, -1, 1);
+  const HostTensor b = rand_tensor(DT::kFloat32, {1, 2, 1, 2, 1, 2, 1, 2, 1}, -1, 1);
+  try {
+    (void)run_gpu(OpKind::kAdd, NoAttrs{}, {a, b}, {OutputType{DT::kFloat32, Shape(9, 2)}}, GpuMode::kDirect);
+    FAIL() << "a 9-dim broadcast should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 8"), std::string::npos) << e.what();
+  }
+}
+
+// ---- beyond 2^31 elements ----------------------------------------------------------------------
+// float16 [3, M] + [3, 1] with 3M > 2^31: the strided kernel's 64-bit flavour; and [3M] + [] the
+// flat kernel past 2^31. Inputs are filled on the device (every half 0x3C3C = 1.05859375) and only
+// samples are copied back: near the start, the row boundaries, 2^31 and the end.
+TEST(GpuLarge, OutputsBeyond2To31Elements) {
+  KILN_SKIP_WITHOUT_GPU();
+  const int64_t m = 715827883, n = 3 * m;  // n = 2^31 + 1
+  static_assert(3 * int64_t{715827883} > (int64_t{1} << 31));
+  size_t free_b = 0, total_b = 0;
+  KILN_CUDA_OK(cudaMemGetInfo(&free_b, &total_b));
+  const size_t need = static_cast<size_t>(n) * 2 * 2 + (size_t{1} << 30);
+  if (free_b < need) GTEST_SKIP() << "needs " << (need >> 20) << " MiB of free GPU memory, has " << (free_b >> 20);
+  void *x = nullptr, *y = nullptr, *b = nullptr;
+  KILN_CUDA_OK(cudaMalloc(&x, static_cast<size_t>(n) * 2));
+  KILN_CUDA_OK(cudaMalloc(&y, static_cast<size_t>(n) * 2));
+  KILN_CUDA_OK(cudaMalloc(&b, 16));
+  KILN_CUDA_OK(cudaMemset(x, 0x3C, static_cast<size_t>(n) * 2));
+  const uint16_t rows[3] = {Half(1.0f).bits, Half(2.0f).bits, Half(3.0f).bits};
+  KILN_CUDA_OK(cudaMemcpy(b, rows, sizeof(rows), cudaMemcpyHostToDevice));
+  const float x0 = Half::to_float(0x3C3C);
+
+  auto sample = [&](int64_t i) {
+    uint16_t h = 0;
+    EXPECT_EQ(cudaMemcpy(&h, static_cast<uint16_t*>(y) + i, 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    return Half::to_float(h);
+  };
+  std::vector<int64_t> at;
+  for (int64_t base : {int64_t{0}, m - 4, 2 * m - 4, (int64_t{1} << 31) - 4, n - 8})
+    for (int64_t i = base; i < base + 8 && i < n; ++i) at.push_back(i);
+
+  gpu::GpuEnv env{nullptr};
+  const Shape s2{3, m}, sb{3, 1}, s1{n}, s0{};
+  {  // strided: [3, M] + [3, 1]
+    KILN_CUDA_OK(cudaMemset(y, 0xFF, static_cast<size_t>(n) * 2));
+    const std::vector<TensorView> in = {{DT::kFloat16, s2, x}, {DT::kFloat16, sb, b}};
+    const std::vector<TensorView> out = {{DT::kFloat16, s2, y}};
+    gpu::gpu_kernel(OpKind::kAdd)(OpKind::kAdd, NoAttrs{}, in, out, env);
+    KILN_CUDA_OK(cudaDeviceSynchronize());
+    for (int64_t i : at) EXPECT_EQ(sample(i), float(Half(x0 + float(i / m + 1)))) << "strided, element " << i;
+  }
+  {  // flat: [3M] + [] (the scalar 1.0)
+    KILN_CUDA_OK(cudaMemset(y, 0xFF, static_cast<size_t>(n) * 2));
+    const std::vector<TensorView> in = {{DT::kFloat16, s1, x}, {DT::kFloat16, s0, b}};
+    const std::vector<TensorView> out = {{DT::kFloat16, s1, y}};
+    gpu::gpu_kernel(OpKind::kAdd)(OpKind::kAdd, NoAttrs{}, in, out, env);
+    KILN_CUDA_OK(cudaDeviceSynchronize());
+    for (int64_t i : at) EXPECT_EQ(sample(i), float(Half(x0 + 1.0f))) << "flat, element " << i;
+  }
+  cudaFree(x);
+  cudaFree(y);
+  cudaFree(b);
+}
+
+}  // namespace
+}  // namespace kiln::gpu_test
