@@ -14,52 +14,17 @@
 #include <vector>
 
 #include "core/shape_infer.h"
+#include "op_test_util.h"
 #include "runtime/cpu/kernels.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace kiln {
 namespace {
 
-using Shape = std::vector<int64_t>;
-
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+using namespace kiln::test;  // Shape, Tensor, make, numel
 
 bool is_float(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 || t == DataType::kBFloat16;
-}
-
-struct Tensor {
-  DataType dtype = DataType::kFloat32;
-  Shape shape;
-  std::vector<uint8_t> buf;
-  TensorView view() const {
-    TensorView v;
-    v.dtype = dtype;
-    v.shape = shape;
-    v.data = const_cast<uint8_t*>(buf.data());
-    return v;
-  }
-  std::vector<double> values() const { return view().to_double(); }
-};
-
-Tensor make(DataType dt, Shape shape, const std::vector<double>& v) {
-  Tensor t{dt, shape, std::vector<uint8_t>(static_cast<size_t>(numel(shape)) * dtype_size(dt) + 1)};
-  EXPECT_EQ(static_cast<int64_t>(v.size()), numel(shape));
-  dispatch_all(dt, "make", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = reinterpret_cast<T*>(t.buf.data());
-    for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
-        p[i] = T(static_cast<float>(v[i]));
-      else
-        p[i] = static_cast<T>(v[i]);
-    }
-  });
-  return t;
 }
 
 // Floats in [lo, hi] rounded to the dtype; integers uniform in [lo, hi].

@@ -14,52 +14,15 @@
 
 #include "core/attrs_codec.h"
 #include "core/shape_infer.h"
+#include "op_test_util.h"
 #include "runtime/cpu/kernels.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace kiln {
 namespace {
 
-using Shape = std::vector<int64_t>;
+using namespace kiln::test;  // Shape, Tensor, make, numel
 using Act = RnnActivation;
-
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-struct Tensor {
-  DataType dtype = DataType::kFloat32;
-  Shape shape;
-  std::vector<uint8_t> buf;
-  bool exists = true;
-  TensorView view() const {
-    if (!exists) return absent_tensor();
-    TensorView v;
-    v.dtype = dtype;
-    v.shape = shape;
-    v.data = const_cast<uint8_t*>(buf.data());
-    return v;
-  }
-  std::vector<double> values() const { return view().to_double(); }
-};
-
-Tensor make(DataType dt, Shape shape, const std::vector<double>& v) {
-  Tensor t{dt, shape, std::vector<uint8_t>(static_cast<size_t>(numel(shape)) * dtype_size(dt) + 1)};
-  EXPECT_EQ(static_cast<int64_t>(v.size()), numel(shape));
-  dispatch_all(dt, "make", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = reinterpret_cast<T*>(t.buf.data());
-    for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
-        p[i] = T(static_cast<float>(v[i]));
-      else
-        p[i] = static_cast<T>(v[i]);
-    }
-  });
-  return t;
-}
 
 // Floats uniform in [lo, hi], rounded to the dtype (values() then gives what the kernel sees).
 Tensor random_tensor(DataType dt, Shape shape, std::mt19937& rng, double lo = -1, double hi = 1) {
