@@ -17,6 +17,8 @@ constexpr Pass kPipeline[] = {
     // Shape -> Gather -> Concat -> Reshape). Shape operands must be constant to infer what follows,
     // so inference and folding run together, node by node.
     {"infer-and-fold", true, infer_and_fold},
+    // Needs the constant BN parameters and static shapes that folding leaves; before the removals.
+    {"fold-batchnorm", false, fold_batchnorm},
     // Identity and inference-mode Dropout only copy; after folding, so that folded chains that end
     // in an Identity disappear too.
     {"remove-identity", false, remove_identity},

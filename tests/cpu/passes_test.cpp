@@ -311,7 +311,8 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   o.disabled_passes = {"remove-identity", "constant-folding"};
   std::string e = build_error(g, o);
   EXPECT_TRUE(has(e, "--disable-pass constant-folding: no such pass")) << e;
-  EXPECT_TRUE(has(e, "bind-inputs, infer-and-fold, remove-identity, remove-dead-nodes, materialize-outputs")) << e;
+  EXPECT_TRUE(has(e, "bind-inputs, infer-and-fold, fold-batchnorm, remove-identity, remove-dead-nodes,"
+                        " materialize-outputs")) << e;
 }
 
 // ---- input binding ---------------------------------------------------------------------------------
