@@ -257,53 +257,44 @@ void k_depth_space(OpKind kind, const Attrs& attrs, std::span<const TensorView> 
   strided_copy(x.dtype, shape, strides, x.data, out[0].data, env);
 }
 
-// Concat and Split move [outer, axis*inner] blocks between one tensor and slices of another.
-void k_concat(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-              KernelEnv& env) {
-  const TensorView& o = out[0];
-  const int64_t axis = normalize_axis(attrs_as<AxisAttrs>(attrs).axis, static_cast<int64_t>(o.rank()));
-  const int64_t esize = static_cast<int64_t>(dtype_size(o.dtype));
-  int64_t outer = 1, inner = esize;
-  for (int64_t i = 0; i < axis; ++i) outer *= o.shape[i];
-  for (size_t i = axis + 1; i < o.rank(); ++i) inner *= o.shape[i];
-  const int64_t orow = o.shape[axis] * inner;
-  if (outer == 0 || orow == 0) return;
-  run_rows(env, outer, orow, [&](int64_t b, int64_t e) {
+// Concat and Split move [outer, axis*inner] blocks between one whole tensor and its slices along
+// `axis`: Concat gathers the parts into the whole, Split scatters the whole into the parts.
+void move_blocks(const TensorView& whole, std::span<const TensorView> parts, int64_t axis_attr, bool into_whole,
+                 KernelEnv& env) {
+  const int64_t axis = normalize_axis(axis_attr, static_cast<int64_t>(whole.rank()));
+  int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(whole.dtype));
+  for (int64_t i = 0; i < axis; ++i) outer *= whole.shape[i];
+  for (size_t i = axis + 1; i < whole.rank(); ++i) inner *= whole.shape[i];
+  const int64_t whole_row = whole.shape[axis] * inner;
+  if (outer == 0 || whole_row == 0) return;
+  auto* w = static_cast<uint8_t*>(whole.data);
+  run_rows(env, outer, whole_row, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       int64_t pos = 0;
-      for (const TensorView& t : in) {
+      for (const TensorView& t : parts) {
         const int64_t row = t.shape[axis] * inner;
-        if (row)
-          std::memcpy(static_cast<uint8_t*>(o.data) + r * orow + pos, static_cast<const uint8_t*>(t.data) + r * row,
-                      static_cast<size_t>(row));
+        auto* part = static_cast<uint8_t*>(t.data) + r * row;
+        if (row) {
+          if (into_whole) {
+            std::memcpy(w + r * whole_row + pos, part, static_cast<size_t>(row));
+          } else {
+            std::memcpy(part, w + r * whole_row + pos, static_cast<size_t>(row));
+          }
+        }
         pos += row;
       }
     }
   });
 }
 
+void k_concat(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+              KernelEnv& env) {
+  move_blocks(out[0], in, attrs_as<AxisAttrs>(attrs).axis, /*into_whole=*/true, env);
+}
+
 void k_split(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
              KernelEnv& env) {
-  const TensorView& x = in[0];
-  const int64_t axis = normalize_axis(attrs_as<SplitAttrs>(attrs).axis, static_cast<int64_t>(x.rank()));
-  const int64_t esize = static_cast<int64_t>(dtype_size(x.dtype));
-  int64_t outer = 1, inner = esize;
-  for (int64_t i = 0; i < axis; ++i) outer *= x.shape[i];
-  for (size_t i = axis + 1; i < x.rank(); ++i) inner *= x.shape[i];
-  const int64_t xrow = x.shape[axis] * inner;
-  if (outer == 0 || xrow == 0) return;
-  run_rows(env, outer, xrow, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      int64_t pos = 0;
-      for (const TensorView& t : out) {
-        const int64_t row = t.shape[axis] * inner;
-        if (row)
-          std::memcpy(static_cast<uint8_t*>(t.data) + r * row, static_cast<const uint8_t*>(x.data) + r * xrow + pos,
-                      static_cast<size_t>(row));
-        pos += row;
-      }
-    }
-  });
+  move_blocks(in[0], out, attrs_as<SplitAttrs>(attrs).axis, /*into_whole=*/false, env);
 }
 
 using namespace tensor_ops;
