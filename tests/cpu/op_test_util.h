@@ -1,14 +1,18 @@
-// Helpers shared by the op kernel tests: a host tensor that owns its bytes, and filling one
-// from doubles in any Kiln dtype.
+// Helpers shared by the op kernel tests: a host tensor that owns its bytes, filling one from
+// doubles in any Kiln dtype, running one op with poisoned outputs, comparing with a reference.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "core/shape_infer.h"
 #include "core/tensor.h"
+#include "runtime/cpu/kernels.h"
 
 namespace kiln::test {
 
@@ -50,6 +54,42 @@ inline Tensor make(DataType dt, Shape shape, const std::vector<double>& v) {
     }
   });
   return t;
+}
+
+inline bool is_float(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
+// Infers, allocates poisoned outputs (NaN for floats, 0xAB bytes otherwise), runs the kernel.
+inline std::vector<Tensor> run(OpKind kind, const Attrs& attrs, const std::vector<const Tensor*>& in, size_t n_out,
+                               cpu::ThreadPool* pool = nullptr) {
+  std::vector<TensorView> iv;
+  for (const Tensor* t : in) iv.push_back(t ? t->view() : absent_tensor());
+  std::vector<OutputType> types = infer_shapes(kind, attrs, iv, n_out);
+  std::vector<Tensor> out;
+  for (const OutputType& o : types) {
+    Tensor t{o.dtype, o.shape,
+             std::vector<uint8_t>(static_cast<size_t>(numel(o.shape)) * dtype_size(o.dtype) + 1, 0xAB)};
+    if (is_float(o.dtype)) t = make(o.dtype, o.shape, std::vector<double>(numel(o.shape), NAN));
+    out.push_back(std::move(t));
+  }
+  std::vector<TensorView> ov;
+  for (Tensor& t : out) ov.push_back(t.view());
+  cpu::KernelEnv env{pool};
+  cpu::CpuKernel k = cpu::cpu_kernel(kind);
+  EXPECT_NE(k, nullptr);
+  k(kind, attrs, iv, ov, env);
+  return out;
+}
+
+inline void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                        const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok =
+        std::isnan(want[i]) ? std::isnan(got[i]) : std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]));
+    ASSERT_TRUE(ok) << what << ": element " << i << " got " << got[i] << " want " << want[i];
+  }
 }
 
 }  // namespace kiln::test

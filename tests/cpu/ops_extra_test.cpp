@@ -23,10 +23,6 @@ namespace {
 
 using namespace kiln::test;  // Shape, Tensor, make, numel
 
-bool is_float(DataType t) {
-  return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 || t == DataType::kBFloat16;
-}
-
 // Floats in [lo, hi] rounded to the dtype; integers uniform in [lo, hi].
 Tensor random_tensor(DataType dt, Shape shape, std::mt19937& rng, double lo, double hi) {
   std::vector<double> v(static_cast<size_t>(numel(shape)));
@@ -35,28 +31,6 @@ Tensor random_tensor(DataType dt, Shape shape, std::mt19937& rng, double lo, dou
   for (double& x : v) x = is_float(dt) ? uf(rng) : static_cast<double>(ui(rng));
   Tensor t = make(dt, shape, v);
   return make(dt, shape, t.values());  // exact values of the stored type
-}
-
-// Infers, allocates poisoned outputs (NaN for floats, 0xAB bytes otherwise), runs the kernel.
-std::vector<Tensor> run(OpKind kind, const Attrs& attrs, const std::vector<const Tensor*>& in, size_t n_out,
-                        cpu::ThreadPool* pool = nullptr) {
-  std::vector<TensorView> iv;
-  for (const Tensor* t : in) iv.push_back(t ? t->view() : absent_tensor());
-  std::vector<OutputType> types = infer_shapes(kind, attrs, iv, n_out);
-  std::vector<Tensor> out;
-  for (const OutputType& o : types) {
-    Tensor t{o.dtype, o.shape,
-             std::vector<uint8_t>(static_cast<size_t>(numel(o.shape)) * dtype_size(o.dtype) + 1, 0xAB)};
-    if (is_float(o.dtype)) t = make(o.dtype, o.shape, std::vector<double>(numel(o.shape), NAN));
-    out.push_back(std::move(t));
-  }
-  std::vector<TensorView> ov;
-  for (Tensor& t : out) ov.push_back(t.view());
-  cpu::KernelEnv env{pool};
-  cpu::CpuKernel k = cpu::cpu_kernel(kind);
-  EXPECT_NE(k, nullptr);
-  k(kind, attrs, iv, ov, env);
-  return out;
 }
 
 // Shape inference only (for the negative tests).
@@ -73,15 +47,6 @@ double tolerance(DataType dt) {
     case DataType::kFloat16: return 4e-3;
     case DataType::kBFloat16: return 3e-2;
     default: return 0;
-  }
-}
-
-void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const bool ok =
-        std::isnan(want[i]) ? std::isnan(got[i]) : std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]));
-    ASSERT_TRUE(ok) << what << ": element " << i << " got " << got[i] << " want " << want[i];
   }
 }
 
