@@ -13,11 +13,14 @@
 
 #include "graph/onnx_import.h"
 #include "kiln/engine.h"
+#include "onnx_model_util.h"
 #include "passes/build.h"
 #include "passes/pass.h"
 
 namespace kiln::passes {
 namespace {
+
+using namespace kiln::test;  // attr_* and import_model (onnx_model_util.h)
 
 using graph::Graph;
 using I64s = std::vector<int64_t>;
@@ -81,32 +84,8 @@ struct Model {
     a->set_f(1e-3f);
     return n;
   }
-  Graph import() const {
-    std::string s;
-    m.SerializeToString(&s);
-    std::vector<uint8_t> b(s.begin(), s.end());
-    return graph::import_onnx_bytes(b, m.graph().name() + ".onnx", "");
-  }
+  Graph import() const { return import_model(m); }
 };
-
-void attr_ints(onnx::NodeProto* n, const std::string& name, const I64s& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-void attr_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-void attr_float(onnx::NodeProto* n, const std::string& name, float v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
 
 struct Built {
   std::vector<uint8_t> engine;

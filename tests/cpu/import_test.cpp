@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "graph/onnx_import.h"
+#include "onnx_model_util.h"
 
 namespace kiln::graph {
 namespace {
+
+using namespace kiln::test;  // attr_* and import_model (onnx_model_util.h)
 
 namespace fs = std::filesystem;
 
@@ -74,30 +77,6 @@ onnx::NodeProto* add_node(onnx::ModelProto& m, const std::string& op, const std:
   for (const auto& i : ins) n->add_input(i);
   for (const auto& o : outs) n->add_output(o);
   return n;
-}
-
-onnx::AttributeProto* new_attr(onnx::NodeProto* n, const std::string& name, onnx::AttributeProto::AttributeType t) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(t);
-  return a;
-}
-void attr_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  new_attr(n, name, onnx::AttributeProto::INT)->set_i(v);
-}
-void attr_float(onnx::NodeProto* n, const std::string& name, float v) {
-  new_attr(n, name, onnx::AttributeProto::FLOAT)->set_f(v);
-}
-void attr_string(onnx::NodeProto* n, const std::string& name, const std::string& v) {
-  new_attr(n, name, onnx::AttributeProto::STRING)->set_s(v);
-}
-void attr_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = new_attr(n, name, onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-void attr_floats(onnx::NodeProto* n, const std::string& name, const std::vector<float>& v) {
-  auto* a = new_attr(n, name, onnx::AttributeProto::FLOATS);
-  for (float x : v) a->add_floats(x);
 }
 
 // m becomes a model at `opset` with input x (float32 of x_dims) and one node op(ins) -> outs, whose

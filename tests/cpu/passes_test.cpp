@@ -8,11 +8,14 @@
 
 #include "graph/onnx_import.h"
 #include "kiln/engine.h"
+#include "onnx_model_util.h"
 #include "passes/build.h"
 #include "passes/pass.h"
 
 namespace kiln::passes {
 namespace {
+
+using namespace kiln::test;  // attr_* and import_model (onnx_model_util.h)
 
 using graph::Graph;
 using I64s = std::vector<int64_t>;
@@ -68,20 +71,8 @@ struct Model {
     for (int64_t d : dims) t->add_dims(d);
     for (int64_t x : v) t->add_int64_data(x);
   }
-  Graph import() const {
-    std::string s;
-    m.SerializeToString(&s);
-    std::vector<uint8_t> b(s.begin(), s.end());
-    return graph::import_onnx_bytes(b, m.graph().name() + ".onnx", "");
-  }
+  Graph import() const { return import_model(m); }
 };
-
-void attr_ints(onnx::NodeProto* n, const std::string& name, const I64s& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
 
 std::string build_error(Graph& g, const BuildOptions& o) {
   try {
@@ -311,8 +302,10 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   o.disabled_passes = {"remove-identity", "constant-folding"};
   std::string e = build_error(g, o);
   EXPECT_TRUE(has(e, "--disable-pass constant-folding: no such pass")) << e;
-  EXPECT_TRUE(has(e, "bind-inputs, infer-and-fold, fold-batchnorm, remove-identity, remove-dead-nodes,"
-                        " materialize-outputs")) << e;
+  EXPECT_TRUE(has(e,
+                  "bind-inputs, infer-and-fold, fold-batchnorm, remove-identity, remove-dead-nodes,"
+                  " materialize-outputs"))
+      << e;
 }
 
 // ---- input binding ---------------------------------------------------------------------------------
