@@ -239,6 +239,55 @@ inline std::vector<HostTensor> empty_outputs(const std::vector<OutputType>& type
   return outs;
 }
 
+// What a Context gives its kernels: cuDNN and cuBLASLt handles, a workspace (grown on demand),
+// and a device error flag. One per test process; run_gpu throws kiln::Error with the kernel's
+// GpuError message (as a Context would) when the flag is set after a run.
+class GpuResources {
+ public:
+  static GpuResources& get() {
+    static GpuResources r;
+    return r;
+  }
+  gpu::GpuEnv env(cudaStream_t stream, const std::vector<const void*>& host_in, std::unique_ptr<gpu::StepState>* state,
+                  size_t workspace = 0) {
+    if (workspace > ws_bytes_) {
+      if (ws_) cudaFree(ws_);
+      ws_ = nullptr;
+      gpu::check_cuda(cudaMalloc(&ws_, workspace), "allocating the workspace");
+      ws_bytes_ = workspace;
+    }
+    gpu::check_cudnn(cudnnSetStream(cudnn_, stream), "cudnnSetStream");
+    gpu::check_cuda(cudaMemset(error_, 0, sizeof(int)), "clearing the error flag");
+    gpu::GpuEnv e;
+    e.stream = stream;
+    e.cudnn = cudnn_;
+    e.cublaslt = lt_;
+    e.workspace = ws_;
+    e.workspace_bytes = ws_bytes_;
+    e.error = error_;
+    e.host_in = host_in;
+    e.state = state;
+    return e;
+  }
+  void throw_if_device_error() {
+    int code = 0;
+    gpu::check_cuda(cudaMemcpy(&code, error_, sizeof(int), cudaMemcpyDeviceToHost), "reading the error flag");
+    if (code != 0) throw Error(gpu::gpu_error_message(code));
+  }
+
+ private:
+  GpuResources() {
+    gpu::check_cudnn(cudnnCreate(&cudnn_), "cudnnCreate");
+    gpu::check_cublas(cublasLtCreate(&lt_), "cublasLtCreate");
+    gpu::check_cuda(cudaMalloc(reinterpret_cast<void**>(&error_), sizeof(int)), "allocating the error flag");
+  }
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* ws_ = nullptr;
+  size_t ws_bytes_ = 0;
+  int* error_ = nullptr;
+};
+
 inline std::vector<HostTensor> run_cpu(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins,
                                        const std::vector<OutputType>& types) {
   std::vector<HostTensor> outs = empty_outputs(types, 0xAB);
@@ -278,8 +327,20 @@ inline std::vector<HostTensor> run_gpu(OpKind kind, const Attrs& attrs, const st
   // lands): finish them before the kernel runs.
   gpu::check_cuda(cudaDeviceSynchronize(), "uploading the inputs");
   Stream stream;
-  gpu::GpuEnv env{stream.get()};
-  gpu::GpuKernel k = gpu::gpu_kernel(kind);
+  GpuResources& res = GpuResources::get();
+  // Host copies of the inputs that are build-time constants in an engine (the op's const_inputs):
+  // what a Context gives its kernels in env.host_in.
+  std::vector<const void*> host_in(ins.size(), nullptr);
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i].exists && i < 32 && (op_info(kind).const_inputs >> i & 1u)) host_in[i] = ins[i].bytes.data();
+  std::unique_ptr<gpu::StepState> state;
+  gpu::GpuEnv env = res.env(stream.get(), host_in, &state);
+  const gpu::GpuKernelEntry* entry = gpu::gpu_kernel_entry(kind);
+  if (entry->workspace) {
+    const size_t need = entry->workspace(kind, attrs, iv, ov, env);
+    env = res.env(stream.get(), host_in, &state, need);
+  }
+  gpu::GpuKernel k = entry->fn;
   if (mode == GpuMode::kCaptured) {
     if (cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal) != cudaSuccess)
       throw Error("cudaStreamBeginCapture failed");
@@ -306,6 +367,7 @@ inline std::vector<HostTensor> run_gpu(OpKind kind, const Attrs& attrs, const st
     k(kind, attrs, iv, ov, env);
     gpu::check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
   }
+  res.throw_if_device_error();
   gpu::check_cuda(cudaGetLastError(), "after the kernel");
   for (size_t i = 0; i < outs.size(); ++i) {
     bool guards_ok = false;

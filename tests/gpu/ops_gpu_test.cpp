@@ -430,7 +430,7 @@ TEST(GpuLarge, OutputsBeyond2To31Elements) {
   for (int64_t base : {int64_t{0}, m - 4, 2 * m - 4, (int64_t{1} << 31) - 4, n - 8})
     for (int64_t i = base; i < base + 8 && i < n; ++i) at.push_back(i);
 
-  gpu::GpuEnv env{nullptr};
+  gpu::GpuEnv env;
   const Shape s2{3, m}, sb{3, 1}, s1{n}, s0{};
   {  // strided: [3, M] + [3, 1]
     KILN_CUDA_OK(cudaMemset(y, 0xFF, static_cast<size_t>(n) * 2));

@@ -11,12 +11,13 @@ namespace kiln::gpu {
 namespace {
 
 struct GpuKernelTable {
-  std::array<GpuKernel, kOpCount> fns{};
+  std::array<const GpuKernelEntry*, kOpCount> entries{};
   std::array<int, kOpCount> count{};
   GpuKernelTable() {
-    for (auto entries : {elementwise_gpu_kernels()}) {
-      for (const GpuKernelEntry& e : entries) {
-        fns[static_cast<size_t>(e.kind)] = e.fn;
+    for (auto family : {elementwise_gpu_kernels(), reduce_gpu_kernels(), nn_gpu_kernels(), pool_gpu_kernels(), tensor_gpu_kernels(),
+                        extra_gpu_kernels(), rnn_gpu_kernels()}) {
+      for (const GpuKernelEntry& e : family) {
+        entries[static_cast<size_t>(e.kind)] = &e;
         ++count[static_cast<size_t>(e.kind)];
       }
     }
@@ -30,7 +31,21 @@ const GpuKernelTable& table() {
 
 }  // namespace
 
-GpuKernel gpu_kernel(OpKind kind) { return table().fns[static_cast<size_t>(kind)]; }
+const GpuKernelEntry* gpu_kernel_entry(OpKind kind) { return table().entries[static_cast<size_t>(kind)]; }
+
+GpuKernel gpu_kernel(OpKind kind) {
+  const GpuKernelEntry* e = gpu_kernel_entry(kind);
+  return e ? e->fn : nullptr;
+}
+
+const char* gpu_error_message(int code) {
+  switch (code) {
+    case kGpuOk: return "no error";
+    case kGpuIndexOutOfRange: return "an index is out of range";
+    case kGpuBadValue: return "an input holds a value the op cannot take";
+  }
+  return "unknown device error";
+}
 
 bool gpu_kernel_table_valid(std::string* duplicates) {
   bool ok = true;
@@ -46,6 +61,16 @@ bool gpu_kernel_table_valid(std::string* duplicates) {
 void check_cuda(cudaError_t err, std::string_view what) {
   if (err == cudaSuccess) return;
   throw Error(std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+void check_cudnn(cudnnStatus_t st, std::string_view what) {
+  if (st == CUDNN_STATUS_SUCCESS) return;
+  throw Error(std::string(what) + ": cuDNN: " + cudnnGetErrorString(st));
+}
+
+void check_cublas(cublasStatus_t st, std::string_view what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return;
+  throw Error(std::string(what) + ": cuBLASLt: " + cublasLtGetStatusString(st));
 }
 
 void check_launch(std::string_view what) {
