@@ -8,6 +8,16 @@
 //
 // An Engine is immutable after load and may be shared by any number of threads. A Context holds the
 // activation memory of one inference at a time; use one Context per thread.
+//
+// GPU engines (built with `kiln optimize --device gpu`, target "sm_XX") run on the current CUDA
+// device of the thread that creates the context. The engine's weights are uploaded once, on the
+// first context of each device, and shared by all its contexts. A GPU context allocates all its
+// device memory when it is created (activation arena, workspace, input/output staging), so that
+//   ctx->set_input_device("input", d_image, bytes);            // zero copy: the caller's device memory
+//   ctx->set_output_device("logits", d_logits, bytes);
+//   ctx->enqueue(stream);                                      // asynchronous; allocates nothing
+// only enqueues work on the caller's stream. Inputs and outputs set with set_input / set_output
+// (host memory) go through pinned staging buffers of the context.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +30,8 @@
 
 #include "kiln/types.h"
 
+struct CUstream_st;  // cudaStream_t is CUstream_st*; this header does not need CUDA's
+
 namespace kiln {
 
 namespace detail {
@@ -28,6 +40,20 @@ struct EngineImpl;
 
 class Context;
 
+struct ContextOptions {
+  int cpu_threads = 0;      // CPU engines: worker threads (0: all cores)
+  bool cuda_graph = false;  // GPU engines: after a first direct run, record the steps once as a CUDA graph
+                            // and replay it (re-recorded when device bindings change)
+  bool profile = false;     // time every step (GPU: CUDA events; no graph); see Context::step_times
+};
+
+// One step's time in the runs since profiling started (Context::step_times).
+struct StepTime {
+  std::string op, name;
+  double total_ms = 0;
+  int runs = 0;
+};
+
 // What `kiln inspect` shows about one step of an engine.
 struct StepInfo {
   std::string op;                   // ONNX op type, e.g. "Conv"
@@ -35,6 +61,7 @@ struct StepInfo {
   std::string attrs;                // attributes that differ from their defaults
   std::vector<std::string> inputs;  // tensor names ("" for an omitted optional input)
   std::vector<std::string> outputs;
+  int tactic = -1;                  // GPU engines: the implementation chosen by timing (-1: default)
 };
 
 struct EngineSummary {
@@ -45,6 +72,7 @@ struct EngineSummary {
   size_t weight_bytes = 0;      // constant data
   size_t arena_bytes = 0;       // activation memory of one Context (planned: tensors share memory)
   size_t activation_bytes = 0;  // sum of all activation sizes, without sharing
+  size_t peak_live_bytes = 0;   // most activation bytes live at once: the lower bound of any arena
   size_t file_bytes = 0;
   std::vector<StepInfo> steps;
 };
@@ -61,8 +89,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const std::vector<TensorInfo>& outputs() const;
   EngineSummary summary() const;
 
-  // A context to run the engine; `threads` CPU threads (0: all cores).
+  // A context to run the engine; `threads` CPU threads (0: all cores). For a GPU engine this
+  // checks that the current device is the architecture it was built for, uploads the weights if
+  // this is the device's first context, and allocates the context's device memory; errors (no GPU,
+  // another architecture, out of memory, an op without a GPU kernel) are thrown as kiln::Error.
   std::unique_ptr<Context> create_context(int threads = 0) const;
+  std::unique_ptr<Context> create_context(const ContextOptions& options) const;
+  // True for engines built for a GPU (target "sm_XX").
+  bool is_gpu() const;
 
   ~Engine();
   Engine(const Engine&) = delete;
@@ -80,24 +114,41 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  // Binds an input to caller memory (not copied; it must stay valid until run() returns). `bytes`
+  // Binds an input to caller host memory. CPU: read in place; GPU: copied into the context's
+  // pinned staging buffer when run()/enqueue() is called, so it may change right after. `bytes`
   // must equal the input's size; a wrong name or size throws kiln::Error naming the input and what
   // was expected.
   void set_input(std::string_view name, const void* data, size_t bytes);
-  // Optionally binds an output to caller memory; otherwise output() returns the context's own.
+  // Optionally binds an output to caller host memory; otherwise output() returns the context's own.
+  // GPU + enqueue: the buffer is filled when the stream reaches the end of the work.
   void set_output(std::string_view name, void* data, size_t bytes);
+  // GPU engines only: bind caller device memory (on the context's device), used in place, zero copy.
+  void set_input_device(std::string_view name, const void* device_data, size_t bytes);
+  void set_output_device(std::string_view name, void* device_data, size_t bytes);
   // Runs the engine synchronously. Throws kiln::Error if an input is unbound or a kernel fails
   // (e.g. a Gather index out of range), naming the step.
   void run();
-  // An output's bytes after run(): the bound buffer if set_output was used.
+  // GPU: enqueues the whole inference on `stream` (a cudaStream_t; null: the legacy default stream)
+  // and returns: no allocation, no host synchronization (except waiting for the previous run's
+  // input staging copy if it has not happened yet). CPU engines run synchronously here.
+  // Data errors that only the device sees (an index out of range) are reported by check().
+  void enqueue(CUstream_st* stream);
+  // After the enqueued work finished: throws kiln::Error naming the first step that reported a
+  // data error since the last check, and clears it.
+  void check();
+  // An output's bytes after run() (or after enqueue's stream finished): the bound host buffer if
+  // set_output was used, else the context's own (GPU: its pinned staging buffer). Throws for
+  // outputs bound to device memory.
   std::span<const std::byte> output(std::string_view name) const;
+  // Profiling (ContextOptions::profile): each step's accumulated time since the context was created.
+  std::vector<StepTime> step_times() const;
 
   const Engine& engine() const { return *engine_; }
 
  private:
   friend class Engine;
   struct State;
-  Context(std::shared_ptr<const Engine> engine, int threads);
+  Context(std::shared_ptr<const Engine> engine, const ContextOptions& options);
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<State> state_;
 };

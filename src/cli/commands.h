@@ -2,6 +2,7 @@
 // function returning the process exit code (cli/common.h). Errors are thrown as kiln::Error.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@ struct ModelOptions {  // how a model becomes an engine, shared by optimize and 
   std::vector<std::string> consts;    // NAME=FILE
   std::vector<std::string> disabled;  // pass names
   std::string device = "cpu";
+  bool fp16 = false;
+  std::string timing_cache;  // GPU: file of kernel timings reused across builds
   bool verbose = false;
 };
 

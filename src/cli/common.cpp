@@ -1,5 +1,7 @@
 #include "cli/common.h"
 
+#include "runtime/cuda/device.h"
+
 #include <fmt/format.h>
 
 namespace kiln::cli {
@@ -33,25 +35,35 @@ std::vector<int64_t> parse_dims(const std::string& s, const char* option) {
   return dims;
 }
 
-passes::BuildOptions build_options(int64_t batch, const std::vector<std::string>& shapes,
-                                   const std::vector<std::string>& consts, const std::vector<std::string>& disabled,
-                                   const std::string& device, bool verbose) {
+passes::BuildOptions build_options(const ModelOptions& m) {
   passes::BuildOptions o;
-  if (batch < 1) throw Error("--batch must be at least 1");
-  o.batch = batch;
-  for (const std::string& s : shapes) {
+  if (m.batch < 1) throw Error("--batch must be at least 1");
+  o.batch = m.batch;
+  for (const std::string& s : m.shapes) {
     auto [name, dims] = split_assignment(s, "--shape");
     o.input_shapes[name] = parse_dims(dims, "--shape");
   }
-  for (const std::string& c : consts) {
+  for (const std::string& c : m.consts) {
     auto [name, file] = split_assignment(c, "--const");
     o.constant_inputs[name] = read_tensor_file(file);
   }
-  o.disabled_passes = disabled;
-  if (device == "gpu") throw Error("--device gpu: this build of Kiln has no GPU backend yet; use --device cpu");
-  if (device != "cpu") throw Error("--device " + device + ": expected cpu or gpu");
-  o.target = "cpu";
-  if (verbose) o.log = [](const std::string& m) { fmt::print(stderr, "  {}\n", m); };
+  o.disabled_passes = m.disabled;
+  if (m.device == "gpu") {
+    // Engines are built for the GPU that is here: the builder times kernels on it.
+    try {
+      o.target = gpu::gpu_target();
+    } catch (const Error& e) {
+      throw Error(std::string("--device gpu needs the GPU the engine is for: ") + e.what());
+    }
+  } else if (m.device == "cpu") {
+    o.target = "cpu";
+    if (!m.timing_cache.empty()) throw Error("--timing-cache is for GPU builds (--device gpu)");
+  } else {
+    throw Error("--device " + m.device + ": expected cpu or gpu");
+  }
+  o.fp16 = m.fp16;
+  o.timing_cache = m.timing_cache;
+  if (m.verbose) o.log = [](const std::string& m) { fmt::print(stderr, "  {}\n", m); };
   return o;
 }
 

@@ -9,6 +9,7 @@
 
 #include "graph/tensor_file.h"
 #include "kiln/engine.h"
+#include "cli/commands.h"
 #include "passes/build.h"
 
 namespace kiln::cli {
@@ -24,9 +25,7 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
 // "1x3x224x224" -> {1,3,224,224}
 std::vector<int64_t> parse_dims(const std::string& s, const char* option);
 // Builds options shared by optimize and run from --batch/--shape/--const/--disable-pass.
-passes::BuildOptions build_options(int64_t batch, const std::vector<std::string>& shapes,
-                                   const std::vector<std::string>& consts, const std::vector<std::string>& disabled,
-                                   const std::string& device, bool verbose);
+passes::BuildOptions build_options(const ModelOptions& m);
 std::string human_bytes(uint64_t b);
 
 }  // namespace kiln::cli

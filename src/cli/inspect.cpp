@@ -25,7 +25,8 @@ int inspect_engine(const InspectOptions& o) {
     nlohmann::json steps = nlohmann::json::array();
     for (const StepInfo& st : s.steps)
       steps.push_back(
-          {{"op", st.op}, {"name", st.name}, {"attrs", st.attrs}, {"inputs", st.inputs}, {"outputs", st.outputs}});
+          {{"op", st.op}, {"name", st.name}, {"attrs", st.attrs}, {"inputs", st.inputs}, {"outputs", st.outputs},
+           {"tactic", st.tactic}});
     nlohmann::json j = {{"file", o.model},
                         {"format_version", s.format_version},
                         {"producer", s.producer},
@@ -35,6 +36,7 @@ int inspect_engine(const InspectOptions& o) {
                         {"weight_bytes", s.weight_bytes},
                         {"arena_bytes", s.arena_bytes},
                         {"activation_bytes", s.activation_bytes},
+                        {"peak_live_bytes", s.peak_live_bytes},
                         {"inputs", io_json(e->inputs())},
                         {"outputs", io_json(e->outputs())},
                         {"steps", steps}};
@@ -46,8 +48,8 @@ int inspect_engine(const InspectOptions& o) {
   fmt::print("target     {}\n", s.target);
   fmt::print("versions   format {}, built by {}\n", s.format_version, s.producer);
   fmt::print("weights    {}\n", human_bytes(s.weight_bytes));
-  fmt::print("arena      {} (all activations without sharing: {})\n", human_bytes(s.arena_bytes),
-             human_bytes(s.activation_bytes));
+  fmt::print("arena      {} (all activations without sharing: {}; peak of live bytes, the lower bound: {})\n",
+             human_bytes(s.arena_bytes), human_bytes(s.activation_bytes), human_bytes(s.peak_live_bytes));
   for (const TensorInfo& t : e->inputs())
     fmt::print("input      {} {}{}\n", t.name, dtype_name(t.dtype), shape_string(t.shape));
   for (const TensorInfo& t : e->outputs())
@@ -55,8 +57,9 @@ int inspect_engine(const InspectOptions& o) {
   fmt::print("steps      {}\n", s.steps.size());
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const StepInfo& st = s.steps[i];
-    fmt::print("  {:>4}  {:<20} {:<28} {} -> {}{}\n", i, st.op, st.name, fmt::join(st.inputs, ", "),
-               fmt::join(st.outputs, ", "), st.attrs.empty() ? "" : "  {" + st.attrs + "}");
+    fmt::print("  {:>4}  {:<20} {:<28} {} -> {}{}{}\n", i, st.op, st.name, fmt::join(st.inputs, ", "),
+               fmt::join(st.outputs, ", "), st.attrs.empty() ? "" : "  {" + st.attrs + "}",
+               st.tactic < 0 ? "" : fmt::format("  [tactic {}]", st.tactic));
   }
   return kExitOk;
 }

@@ -15,6 +15,8 @@ void add_model_options(CLI::App* cmd, kiln::cli::ModelOptions& m) {
   cmd->add_option("--const", m.consts, "Freeze an input to a value (.npy or .pb): NAME=FILE");
   cmd->add_option("--disable-pass", m.disabled, "Switch off an optimization pass by name");
   cmd->add_option("--device", m.device, "cpu or gpu")->capture_default_str();
+  cmd->add_flag("--fp16", m.fp16, "Float16 storage and compute inside the engine (inputs and outputs keep their types)");
+  cmd->add_option("--timing-cache", m.timing_cache, "GPU: kernel timings file, read if present and updated");
   cmd->add_flag("-v,--verbose", m.verbose, "List the passes run and what each changed");
 }
 

@@ -16,7 +16,7 @@ int run_optimize(const OptimizeOptions& o) {
   std::filesystem::path out =
       o.output.empty() ? std::filesystem::path(in).replace_extension(".kiln") : std::filesystem::path(o.output);
   passes::BuildOptions bo =
-      build_options(o.build.batch, o.build.shapes, o.build.consts, o.build.disabled, o.build.device, o.build.verbose);
+      build_options(o.build);
   graph::Graph g = graph::import_onnx(in);
   passes::BuildReport report;
   std::vector<uint8_t> bytes = passes::build_engine(g, bo, &report);

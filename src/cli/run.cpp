@@ -92,7 +92,7 @@ int run_run(const RunOptions& o) {
                               input_names.size()));
     for (size_t i = 0; i < positional.size(); ++i) given.try_emplace(input_names[i], positional[i]);
     passes::BuildOptions bo =
-        build_options(o.build.batch, o.build.shapes, o.build.consts, o.build.disabled, o.build.device, o.build.verbose);
+        build_options(o.build);
     for (const auto& [name, t] : given) {
       if (std::find(input_names.begin(), input_names.end(), name) == input_names.end())
         throw Error(fmt::format("--input {}: the model has no input of that name (inputs: {})", name,

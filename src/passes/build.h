@@ -19,7 +19,9 @@ struct BuildOptions {
   // Inputs frozen to known values: they become constants. Needed when an input determines a shape
   // (a Reshape target, Range bounds); `kiln run` freezes such inputs to the values it is given.
   std::map<std::string, HostTensor> constant_inputs;
-  std::string target = "cpu";
+  std::string target = "cpu";  // or the GPU architecture, e.g. "sm_90" (kernels are timed on the GPU here)
+  bool fp16 = false;            // float32 tensors inside the graph become float16 (inputs/outputs keep theirs)
+  std::string timing_cache;     // GPU: a file of measured tactic timings; read if present, written after
   std::vector<std::string> disabled_passes;
   std::function<void(const std::string&)> log;  // verbose messages (-v); may be empty
 };
@@ -37,6 +39,8 @@ struct BuildReport {
   size_t engine_bytes = 0;
   size_t weight_bytes = 0;
   size_t arena_bytes = 0;
+  size_t activation_bytes = 0;  // sum of all activation sizes (no sharing)
+  size_t peak_live_bytes = 0;   // the most bytes live at once: the lower bound of any arena
 };
 
 // Runs the pass pipeline on g (in place), then writes the engine.

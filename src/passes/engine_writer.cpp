@@ -11,7 +11,8 @@
 
 namespace kiln::passes {
 
-std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& target, BuildReport* report) {
+std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& target, const std::vector<int32_t>& tactics,
+                                  BuildReport* report) {
   struct Rec {
     graph::ValueId value;
     fb::TensorKind kind;
@@ -65,7 +66,8 @@ std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& targ
                                        fbb.CreateVector(v.shape), r.kind, r.offset));
   }
   std::vector<flatbuffers::Offset<fb::Step>> steps;
-  for (const graph::Node& n : g.nodes) {
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const graph::Node& n = g.nodes[k];
     std::vector<int32_t> ins, outs;
     for (graph::ValueId v : n.inputs) ins.push_back(v == graph::kNoValue ? -1 : index[static_cast<size_t>(v)]);
     for (graph::ValueId v : n.outputs) {
@@ -75,7 +77,8 @@ std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& targ
     std::vector<uint8_t> attrs = encode_attrs(n.attrs);
     steps.push_back(fb::CreateStep(fbb, static_cast<uint16_t>(n.kind),
                                    fbb.CreateString(n.origin.empty() ? n.name : n.origin), fbb.CreateVector(ins),
-                                   fbb.CreateVector(outs), fbb.CreateVector(attrs)));
+                                   fbb.CreateVector(outs), fbb.CreateVector(attrs),
+                                   k < tactics.size() ? tactics[k] : -1));
   }
   std::vector<int32_t> in_ids, out_ids;
   for (graph::ValueId v : g.inputs) in_ids.push_back(index[static_cast<size_t>(v)]);
@@ -102,6 +105,9 @@ std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& targ
   if (report) {
     report->weight_bytes = weights.size();
     report->arena_bytes = plan.arena_bytes;
+    report->peak_live_bytes = plan.peak_live_bytes;
+    report->activation_bytes = 0;
+    for (const Lifetime& l : lifetimes) report->activation_bytes += l.bytes;
   }
   return file;
 }

@@ -8,6 +8,8 @@
 
 namespace kiln::passes {
 
-std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& target, BuildReport* report);
+// tactics: per node, the GPU implementation chosen by timing (-1 or missing: the kernel's default).
+std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& target, const std::vector<int32_t>& tactics,
+                                  BuildReport* report);
 
 }  // namespace kiln::passes

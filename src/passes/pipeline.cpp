@@ -61,7 +61,7 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
     graph::verify(g, p.run != bind_inputs);
   }
   r.nodes_out = g.nodes.size();
-  std::vector<uint8_t> bytes = write_engine(g, options.target, &r);
+  std::vector<uint8_t> bytes = write_engine(g, options.target, {}, &r);
   r.engine_bytes = bytes.size();
   return bytes;
 }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fstream>
 
 #include "core/attrs_codec.h"
@@ -49,9 +50,29 @@ EngineSummary Engine::summary() const {
   for (const detail::TensorRec& t : e.tensors)
     if (t.kind == detail::TensorKind::kActivation || t.kind == detail::TensorKind::kOutput)
       s.activation_bytes += t.bytes;
+  // Peak of live bytes: each activation lives from the step that writes it to its last reader
+  // (outputs to the end). No arena can be smaller.
+  std::vector<int64_t> delta(e.steps.size() + 2, 0);
+  std::vector<int> first(e.tensors.size(), -1), last(e.tensors.size(), -1);
+  for (size_t k = 0; k < e.steps.size(); ++k) {
+    for (int32_t o : e.steps[k].outputs)
+      if (o >= 0 && first[static_cast<size_t>(o)] < 0) first[static_cast<size_t>(o)] = last[static_cast<size_t>(o)] = int(k);
+    for (int32_t i : e.steps[k].inputs)
+      if (i >= 0) last[static_cast<size_t>(i)] = int(k);
+  }
+  for (size_t t = 0; t < e.tensors.size(); ++t) {
+    if (first[t] < 0) continue;
+    const detail::TensorRec& r = e.tensors[t];
+    if (r.kind != detail::TensorKind::kActivation && r.kind != detail::TensorKind::kOutput) continue;
+    const int end = r.kind == detail::TensorKind::kOutput ? int(e.steps.size()) : last[t];
+    delta[static_cast<size_t>(first[t])] += static_cast<int64_t>(r.bytes);
+    delta[static_cast<size_t>(end) + 1] -= static_cast<int64_t>(r.bytes);
+  }
+  int64_t live = 0;
+  for (int64_t d : delta) s.peak_live_bytes = std::max<size_t>(s.peak_live_bytes, static_cast<size_t>(live += d));
   auto name_of = [&](int32_t i) { return i < 0 ? std::string() : e.tensors[static_cast<size_t>(i)].name; };
   for (const detail::StepRec& st : e.steps) {
-    StepInfo info{std::string(op_name(st.kind)), st.name, describe_attrs(st.attrs), {}, {}};
+    StepInfo info{std::string(op_name(st.kind)), st.name, describe_attrs(st.attrs), {}, {}, st.tactic};
     for (int32_t i : st.inputs) info.inputs.push_back(name_of(i));
     for (int32_t o : st.outputs) info.outputs.push_back(name_of(o));
     s.steps.push_back(std::move(info));

@@ -1,7 +1,10 @@
 // The loaded, verified form of an engine, shared by Engine and Context.
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/attrs.h"
@@ -27,6 +30,7 @@ struct StepRec {
   std::string name;
   std::vector<int32_t> inputs;  // -1: omitted optional input
   std::vector<int32_t> outputs;
+  int32_t tactic = -1;  // GPU: the builder's timed choice (GpuEnv::tactic)
 };
 
 struct EngineImpl {
@@ -41,6 +45,10 @@ struct EngineImpl {
   uint64_t weights_offset = 0, weights_bytes = 0, arena_bytes = 0;
 
   const uint8_t* weight_data(const TensorRec& t) const { return file.data() + weights_offset + t.offset; }
+
+  // GPU engines: the weight blob on each device that has a context (uploaded by the first one).
+  mutable std::mutex gpu_mu;
+  mutable std::vector<std::pair<int, std::shared_ptr<void>>> gpu_weights;
 };
 
 // Parses and verifies an engine file; throws kiln::Error naming `origin` and the problem.

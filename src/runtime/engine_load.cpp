@@ -154,6 +154,7 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
       }
       if (s->inputs()) st.inputs.assign(s->inputs()->begin(), s->inputs()->end());
       if (s->outputs()) st.outputs.assign(s->outputs()->begin(), s->outputs()->end());
+      st.tactic = s->tactic();
       std::vector<TensorView> ins;
       for (int32_t i : st.inputs) {
         check_index(i, true, where);

@@ -1,0 +1,438 @@
+// GPU execution of an engine. Everything is allocated when the context is created: the activation
+// arena (laid out by the builder's memory plan), the largest workspace any step asks for, device
+// buffers and pinned host staging for inputs and outputs bound to host memory, and one error flag
+// per step. enqueue() then only patches the bound input/output pointers into the step views and
+// enqueues copies and kernels on the caller's stream. With ContextOptions::cuda_graph the steps
+// are recorded once (after a first direct run, which lets libraries finish their lazy setup) and
+// replayed with one cudaGraphLaunch; a change of device bindings records them again.
+#include "runtime/cuda/gpu_context.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "kiln/types.h"
+#include "runtime/engine_impl.h"
+
+#if defined(KILN_HAVE_CUDA)
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/gpu_kernels.h"
+
+namespace kiln::gpu {
+
+namespace {
+
+using detail::EngineImpl;
+using detail::StepRec;
+using detail::TensorKind;
+using detail::TensorRec;
+
+std::string arch_of_current_device(int* device) {
+  check_cuda(cudaGetDevice(device), "no usable CUDA device");
+  int major = 0, minor = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *device), "reading the GPU");
+  check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, *device), "reading the GPU");
+  return "sm_" + std::to_string(major) + std::to_string(minor);
+}
+
+std::string mib(size_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+// cudaMalloc with an error that says what the memory was for.
+std::shared_ptr<void> device_alloc(size_t bytes, const std::string& what) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error("cannot allocate " + mib(bytes) + " of GPU memory for " + what + ": " + cudaGetErrorString(err));
+  }
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+std::shared_ptr<void> pinned_alloc(size_t bytes, const std::string& what) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocHost(&p, bytes);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error("cannot allocate " + mib(bytes) + " of pinned host memory for " + what + ": " +
+                cudaGetErrorString(err));
+  }
+  return std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
+}
+
+// The engine's weights on `device`, uploaded by the first context there.
+std::shared_ptr<void> device_weights(const EngineImpl& e, int device) {
+  std::lock_guard lock(e.gpu_mu);
+  for (auto& [d, w] : e.gpu_weights)
+    if (d == device) return w;
+  std::shared_ptr<void> w = device_alloc(e.weights_bytes, "the engine's weights");
+  if (w)
+    check_cuda(cudaMemcpy(w.get(), e.file.data() + e.weights_offset, e.weights_bytes, cudaMemcpyHostToDevice),
+               "uploading the engine's weights");
+  e.gpu_weights.emplace_back(device, w);
+  return w;
+}
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+struct Step {
+  const StepRec* rec = nullptr;
+  const GpuKernelEntry* entry = nullptr;
+  std::vector<TensorView> in, out;
+  std::vector<const void*> host_in;
+  std::unique_ptr<StepState> state;
+};
+
+// A host output copy done by the stream (cudaLaunchHostFunc) once the data is in staging.
+struct HostCopy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+};
+
+void CUDART_CB run_host_copy(void* p) {
+  const auto* c = static_cast<const HostCopy*>(p);
+  std::memcpy(c->dst, c->src, c->bytes);
+}
+
+class GpuContextImpl final : public GpuContext {
+ public:
+  GpuContextImpl(const EngineImpl& e, const ContextOptions& o) : e_(e), opt_(o) {
+    if (!gpu_available()) {
+      try {
+        gpu_target();  // throws "no CUDA device: <CUDA's reason>"
+      } catch (const Error& err) {
+        throw Error(e.origin + ": the engine targets " + e.target + " but there is " + err.what());
+      }
+    }
+    const std::string arch = arch_of_current_device(&device_);
+    if (arch != e.target)
+      throw Error(e.origin + ": the engine was built for " + e.target + " but this GPU is " + arch +
+                  "; rebuild it here with `kiln optimize --device gpu`");
+    std::vector<std::string> missing;
+    for (const StepRec& st : e.steps) {
+      Step s;
+      s.rec = &st;
+      s.entry = gpu_kernel_entry(st.kind);
+      if (!s.entry) missing.push_back(std::string(op_name(st.kind)) + " (step '" + st.name + "')");
+      steps_.push_back(std::move(s));
+    }
+    if (!missing.empty()) {
+      std::string m = e.origin + ": the GPU backend has no kernel for:";
+      for (const auto& x : missing) m += "\n  - " + x;
+      throw Error(m + "\nrun this model with --device cpu");
+    }
+    weights_ = device_weights(e, device_);
+    arena_ = device_alloc(e.arena_bytes, "the activation arena");
+    check_cuda(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cudnn(cudnnCreate(&cudnn_), "cudnnCreate");
+    check_cublas(cublasLtCreate(&lt_), "cublasLtCreate");
+
+    // Where each tensor lives, as far as it is known now (inputs and outputs are patched per run).
+    data_.assign(e.tensors.size(), nullptr);
+    for (size_t i = 0; i < e.tensors.size(); ++i) {
+      const TensorRec& t = e.tensors[i];
+      if (t.kind == TensorKind::kWeight) data_[i] = static_cast<uint8_t*>(weights_.get()) + t.offset;
+      if (t.kind == TensorKind::kActivation || t.kind == TensorKind::kOutput)
+        data_[i] = static_cast<uint8_t*>(arena_.get()) + t.offset;
+    }
+    // Staging: [inputs | outputs], each 256-byte aligned, pinned on the host and (inputs) on the device.
+    size_t in_bytes = 0, out_bytes = 0;
+    for (int32_t id : e.input_ids) {
+      in_off_.push_back(in_bytes);
+      in_bytes += align_up(e.tensors[static_cast<size_t>(id)].bytes);
+    }
+    for (int32_t id : e.output_ids) {
+      out_off_.push_back(in_bytes + out_bytes);
+      out_bytes += align_up(e.tensors[static_cast<size_t>(id)].bytes);
+    }
+    pinned_ = pinned_alloc(in_bytes + out_bytes, "input/output staging");
+    device_in_ = device_alloc(in_bytes, "the inputs");
+    in_host_.assign(e.input_ids.size(), nullptr);
+    in_dev_.assign(e.input_ids.size(), nullptr);
+    out_host_.assign(e.output_ids.size(), nullptr);
+    out_dev_.assign(e.output_ids.size(), nullptr);
+    host_copies_.resize(e.output_ids.size());
+
+    errors_ = device_alloc(std::max<size_t>(1, steps_.size()) * sizeof(int), "error flags");
+    check_cuda(cudaMemset(errors_.get(), 0, std::max<size_t>(1, steps_.size()) * sizeof(int)), "cudaMemset");
+
+    // Step views, host copies of constant inputs, and the largest workspace any step asks for.
+    size_t workspace = 0;
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      Step& s = steps_[k];
+      auto view_of = [&](int32_t id) {
+        if (id < 0) return absent_tensor();
+        const TensorRec& t = e.tensors[static_cast<size_t>(id)];
+        return TensorView{t.dtype, t.shape, data_[static_cast<size_t>(id)], true};
+      };
+      for (int32_t i : s.rec->inputs) {
+        s.in.push_back(view_of(i));
+        const bool constant = i >= 0 && e.tensors[static_cast<size_t>(i)].kind == TensorKind::kWeight;
+        s.host_in.push_back(constant ? e.weight_data(e.tensors[static_cast<size_t>(i)]) : nullptr);
+      }
+      for (int32_t o : s.rec->outputs) s.out.push_back(view_of(o));
+      if (s.entry->workspace) {
+        GpuEnv env = env_for(k, own_stream_);
+        try {
+          workspace = std::max(workspace, s.entry->workspace(s.rec->kind, s.rec->attrs, s.in, s.out, env));
+        } catch (const Error& err) {
+          throw Error(step_name(k) + ": " + err.what());
+        }
+      }
+    }
+    workspace_bytes_ = align_up(workspace);
+    workspace_ = device_alloc(workspace_bytes_, "the workspace");
+    if (opt_.profile) {
+      events_.resize(steps_.size() + 1);
+      for (cudaEvent_t& ev : events_) check_cuda(cudaEventCreate(&ev), "cudaEventCreate");
+      step_ms_.assign(steps_.size(), 0.0);
+    }
+  }
+
+  ~GpuContextImpl() override {
+    cudaStreamSynchronize(own_stream_);
+    if (exec_) cudaGraphExecDestroy(exec_);
+    for (cudaEvent_t ev : events_) cudaEventDestroy(ev);
+    if (staged_) cudaEventDestroy(staged_);
+    if (cudnn_) cudnnDestroy(cudnn_);
+    if (lt_) cublasLtDestroy(lt_);
+    if (own_stream_) cudaStreamDestroy(own_stream_);
+    if (capture_stream_) cudaStreamDestroy(capture_stream_);
+  }
+
+  void bind_input(size_t i, const void* p, bool device) override {
+    in_host_[i] = device ? nullptr : p;
+    in_dev_[i] = device ? p : nullptr;
+  }
+  void bind_output(size_t i, void* p, bool device) override {
+    out_host_[i] = device ? nullptr : p;
+    out_dev_[i] = device ? p : nullptr;
+  }
+
+  void enqueue(CUstream_st* stream) override {
+    flush_profile();
+    // Inputs: the caller's device memory, or host memory through staging.
+    bool staging = false;
+    for (size_t i = 0; i < e_.input_ids.size(); ++i) {
+      const auto id = static_cast<size_t>(e_.input_ids[i]);
+      const TensorRec& t = e_.tensors[id];
+      if (in_dev_[i]) {
+        data_[id] = const_cast<void*>(in_dev_[i]);
+      } else if (in_host_[i] || t.bytes == 0) {
+        data_[id] = static_cast<uint8_t*>(device_in_.get()) + in_off_[i];
+        staging |= t.bytes > 0;
+      } else {
+        throw Error("input '" + t.name + "' was not set (Context::set_input or set_input_device)");
+      }
+    }
+    for (size_t i = 0; i < e_.output_ids.size(); ++i) {
+      const auto id = static_cast<size_t>(e_.output_ids[i]);
+      data_[id] = out_dev_[i] ? out_dev_[i] : static_cast<uint8_t*>(arena_.get()) + e_.tensors[id].offset;
+    }
+    if (staging) {
+      // The previous run's staging copy must have left the buffer before it is overwritten.
+      check_cuda(cudaEventSynchronize(staged_), "waiting for the previous input copy");
+      for (size_t i = 0; i < e_.input_ids.size(); ++i) {
+        const TensorRec& t = e_.tensors[static_cast<size_t>(e_.input_ids[i])];
+        if (in_dev_[i] || t.bytes == 0) continue;
+        uint8_t* pin = static_cast<uint8_t*>(pinned_.get()) + in_off_[i];
+        std::memcpy(pin, in_host_[i], t.bytes);
+        check_cuda(cudaMemcpyAsync(static_cast<uint8_t*>(device_in_.get()) + in_off_[i], pin, t.bytes,
+                                   cudaMemcpyHostToDevice, stream),
+                   "copying input '" + t.name + "' to the GPU");
+      }
+      check_cuda(cudaEventRecord(staged_, stream), "cudaEventRecord");
+    }
+    patch_views();
+
+    if (opt_.cuda_graph && !opt_.profile)
+      launch_graph(stream);
+    else
+      run_steps(stream, opt_.profile);
+
+    // Outputs not bound to device memory: to pinned staging, then (if bound) the caller's buffer.
+    for (size_t i = 0; i < e_.output_ids.size(); ++i) {
+      if (out_dev_[i]) continue;
+      const auto id = static_cast<size_t>(e_.output_ids[i]);
+      const TensorRec& t = e_.tensors[id];
+      if (t.bytes == 0) continue;
+      uint8_t* pin = static_cast<uint8_t*>(pinned_.get()) + out_off_[i];
+      check_cuda(cudaMemcpyAsync(pin, data_[id], t.bytes, cudaMemcpyDeviceToHost, stream),
+                 "copying output '" + t.name + "' from the GPU");
+      if (out_host_[i]) {
+        host_copies_[i] = {out_host_[i], pin, t.bytes};
+        check_cuda(cudaLaunchHostFunc(stream, run_host_copy, &host_copies_[i]), "cudaLaunchHostFunc");
+      }
+    }
+    profile_pending_ = opt_.profile;
+  }
+
+  void run() override {
+    enqueue(own_stream_);
+    check_cuda(cudaStreamSynchronize(own_stream_), "running the engine on the GPU");
+    check();
+  }
+
+  void check() override {
+    std::vector<int> flags(steps_.size(), 0);
+    if (flags.empty()) return;
+    check_cuda(cudaMemcpy(flags.data(), errors_.get(), flags.size() * sizeof(int), cudaMemcpyDeviceToHost),
+               "reading the steps' error flags");
+    for (size_t k = 0; k < flags.size(); ++k) {
+      if (flags[k] == 0) continue;
+      check_cuda(cudaMemset(errors_.get(), 0, flags.size() * sizeof(int)), "clearing the error flags");
+      throw Error(step_name(k) + " failed: " + gpu_error_message(flags[k]));
+    }
+  }
+
+  const std::byte* host_output(size_t i) const override {
+    if (out_dev_[i]) return nullptr;
+    if (out_host_[i]) return static_cast<const std::byte*>(out_host_[i]);
+    return static_cast<const std::byte*>(pinned_.get()) + out_off_[i];
+  }
+
+  std::vector<StepTime> step_times() override {
+    flush_profile();
+    std::vector<StepTime> r;
+    for (size_t k = 0; k < steps_.size(); ++k)
+      r.push_back({std::string(op_name(steps_[k].rec->kind)), steps_[k].rec->name, opt_.profile ? step_ms_[k] : 0.0,
+                   profiled_runs_});
+    return r;
+  }
+
+ private:
+  std::string step_name(size_t k) const {
+    return "step '" + steps_[k].rec->name + "' (" + std::string(op_name(steps_[k].rec->kind)) + ")";
+  }
+
+  GpuEnv env_for(size_t k, cudaStream_t stream) {
+    Step& s = steps_[k];
+    GpuEnv env;
+    env.stream = stream;
+    env.cudnn = cudnn_;
+    env.cublaslt = lt_;
+    env.workspace = workspace_.get();
+    env.workspace_bytes = workspace_bytes_;
+    env.error = static_cast<int*>(errors_.get()) + k;
+    env.host_in = s.host_in;
+    env.tactic = s.rec->tactic;
+    env.state = &s.state;
+    return env;
+  }
+
+  void patch_views() {
+    for (Step& s : steps_) {
+      for (size_t j = 0; j < s.rec->inputs.size(); ++j)
+        if (s.rec->inputs[j] >= 0) s.in[j].data = data_[static_cast<size_t>(s.rec->inputs[j])];
+      for (size_t j = 0; j < s.rec->outputs.size(); ++j) s.out[j].data = data_[static_cast<size_t>(s.rec->outputs[j])];
+    }
+  }
+
+  void run_steps(cudaStream_t stream, bool timed) {
+    check_cudnn(cudnnSetStream(cudnn_, stream), "cudnnSetStream");
+    if (timed) check_cuda(cudaEventRecord(events_[0], stream), "cudaEventRecord");
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      Step& s = steps_[k];
+      GpuEnv env = env_for(k, stream);
+      try {
+        s.entry->fn(s.rec->kind, s.rec->attrs, s.in, s.out, env);
+      } catch (const Error& err) {
+        throw Error(step_name(k) + " failed: " + err.what());
+      }
+      if (timed) check_cuda(cudaEventRecord(events_[k + 1], stream), "cudaEventRecord");
+    }
+  }
+
+  // Graph replay; (re)records when there is no graph yet or the device bindings changed.
+  void launch_graph(cudaStream_t stream) {
+    std::vector<const void*> key;
+    for (size_t i = 0; i < e_.input_ids.size(); ++i) key.push_back(data_[static_cast<size_t>(e_.input_ids[i])]);
+    for (size_t i = 0; i < e_.output_ids.size(); ++i) key.push_back(data_[static_cast<size_t>(e_.output_ids[i])]);
+    if (!exec_ || key != graph_key_) {
+      if (direct_runs_ == 0) {  // first run: direct, so that libraries finish their lazy setup
+        ++direct_runs_;
+        run_steps(stream, false);
+        return;
+      }
+      if (exec_) cudaGraphExecDestroy(exec_);
+      exec_ = nullptr;
+      cudaGraph_t graph = nullptr;
+      check_cuda(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal), "recording a CUDA graph");
+      try {
+        run_steps(capture_stream_, false);
+      } catch (...) {
+        cudaStreamEndCapture(capture_stream_, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      check_cuda(cudaStreamEndCapture(capture_stream_, &graph), "recording a CUDA graph");
+      const cudaError_t err = cudaGraphInstantiate(&exec_, graph, 0);
+      cudaGraphDestroy(graph);
+      check_cuda(err, "instantiating the CUDA graph");
+      graph_key_ = key;
+    }
+    check_cuda(cudaGraphLaunch(exec_, stream), "launching the CUDA graph");
+  }
+
+  void flush_profile() {
+    if (!profile_pending_) return;
+    profile_pending_ = false;
+    check_cuda(cudaEventSynchronize(events_.back()), "profiling");
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      float ms = 0;
+      check_cuda(cudaEventElapsedTime(&ms, events_[k], events_[k + 1]), "profiling");
+      step_ms_[k] += ms;
+    }
+    ++profiled_runs_;
+  }
+
+  const EngineImpl& e_;
+  ContextOptions opt_;
+  int device_ = 0;
+  std::vector<Step> steps_;
+  std::shared_ptr<void> weights_, arena_, workspace_, device_in_, pinned_, errors_;
+  size_t workspace_bytes_ = 0;
+  cudaStream_t own_stream_ = nullptr, capture_stream_ = nullptr;
+  cudaEvent_t staged_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  std::vector<void*> data_;
+  std::vector<size_t> in_off_, out_off_;
+  std::vector<const void*> in_host_, in_dev_;
+  std::vector<void*> out_host_, out_dev_;
+  std::vector<HostCopy> host_copies_;
+  cudaGraphExec_t exec_ = nullptr;
+  std::vector<const void*> graph_key_;
+  int direct_runs_ = 0;
+  std::vector<cudaEvent_t> events_;
+  std::vector<double> step_ms_;
+  int profiled_runs_ = 0;
+  bool profile_pending_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuContext> GpuContext::create(const detail::EngineImpl& e, const ContextOptions& options) {
+  return std::make_unique<GpuContextImpl>(e, options);
+}
+
+}  // namespace kiln::gpu
+
+#else  // a CPU-only build
+
+namespace kiln::gpu {
+
+std::unique_ptr<GpuContext> GpuContext::create(const detail::EngineImpl& e, const ContextOptions&) {
+  throw Error(e.origin + ": the engine targets " + e.target +
+              " but this Kiln was built without CUDA (KILN_CUDA=OFF); rebuild Kiln with the CUDA toolkit or the "
+              "engine with --device cpu");
+}
+
+}  // namespace kiln::gpu
+
+#endif
