@@ -37,6 +37,20 @@ struct RunOptions {
   ModelOptions build;
 };
 
+struct BenchOptions {
+  std::string model;
+  int warmup = 20;
+  int iterations = 100;
+  double duration = 2.0;  // seconds, at least
+  bool cuda_graph = false;
+  int streams = 1;
+  bool no_transfers = false;
+  bool profile = false;
+  std::string json;
+  int threads = 0;
+  ModelOptions build;
+};
+
 struct InspectOptions {
   std::string model;
   bool json = false;
@@ -50,5 +64,6 @@ int run_ops(const OpsOptions& o);
 int run_optimize(const OptimizeOptions& o);
 int run_run(const RunOptions& o);
 int run_inspect(const InspectOptions& o);
+int run_bench(const BenchOptions& o);
 
 }  // namespace kiln::cli

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "runtime/cuda/device.h"
 
 namespace {
 
@@ -46,6 +47,23 @@ int main(int argc, char** argv) {
   runc->add_option("--threads", run.threads, "CPU threads (0: all cores)")->capture_default_str();
   add_model_options(runc, run.build);
 
+  BenchOptions bench;
+  CLI::App* benchc = app.add_subcommand("bench", "Measure latency and throughput (.kiln, or .onnx built in memory)");
+  benchc->add_option("model", bench.model, "MODEL.kiln or MODEL.onnx")->required();
+  benchc->add_option("--warmup", bench.warmup, "Inferences before measuring")->capture_default_str();
+  benchc->add_option("--iterations", bench.iterations, "Measure at least this many inferences per stream")
+      ->capture_default_str();
+  benchc->add_option("--duration", bench.duration, "... and at least this many seconds")->capture_default_str();
+  benchc->add_flag("--cuda-graph", bench.cuda_graph, "GPU: replay the steps as a CUDA graph");
+  benchc->add_option("--streams", bench.streams, "Concurrent streams, each with its own context and thread")
+      ->capture_default_str();
+  benchc->add_flag("--no-transfers", bench.no_transfers, "GPU: leave out the input and output copies");
+  benchc->add_flag("--profile", bench.profile, "Per-layer times and shares");
+  benchc->add_option("--json", bench.json, "Write every figure to this JSON file");
+  benchc->add_option("--threads", bench.threads, "CPU threads per context (0: all cores)")->capture_default_str();
+  bench.build.device = kiln::gpu::gpu_available() ? "gpu" : "cpu";
+  add_model_options(benchc, bench.build);
+
   InspectOptions insp;
   CLI::App* inspect = app.add_subcommand("inspect", "Show a model's or an engine's inputs, outputs and steps");
   inspect->add_option("model", insp.model, "MODEL.kiln or MODEL.onnx")->required();
@@ -69,6 +87,7 @@ int main(int argc, char** argv) {
     if (*optimize) return run_optimize(opt);
     if (*runc) return run_run(run);
     if (*inspect) return run_inspect(insp);
+    if (*benchc) return run_bench(bench);
     if (*opsc) return run_ops(ops);
   } catch (const kiln::Error& e) {
     fmt::print(stderr, "kiln: error: {}\n", e.what());
