@@ -24,6 +24,9 @@ constexpr Pass kPipeline[] = {
     {"remove-identity", false, remove_identity},
     // Last of the rewrites: removes what the passes above left unused.
     {"remove-dead-nodes", false, remove_dead_nodes},
+    // Precision last among the rewrites, so that the rewrites above see (and fold) float32
+    // constants; only with --fp16.
+    {"to-fp16", false, to_fp16},
     // Every engine output must be written by a step: outputs that are inputs or constants (or
     // listed twice) get an explicit copy.
     {"materialize-outputs", true, materialize_outputs},

@@ -1,0 +1,171 @@
+// to-fp16 (kiln optimize --fp16): float32 tensors inside the graph become float16. Kernels load
+// float16, compute and accumulate in float32 (cuDNN/cuBLASLt: float accumulation) and store
+// float16, so this halves memory traffic and enables tensor cores.
+//
+// A node computes in float16 unless its op is in kKeepFloat32: ops whose float inputs are not the
+// data (quantization, losses), whose results overflow float16's range easily (sums of squares,
+// products), or recurrent nets, whose error compounds over time. Shape-determining inputs (Resize
+// scales, ...) keep their type. Casts are inserted where a float16 value meets a float32 reader and
+// vice versa, one per value; constants read in float16 are converted once. The graph's inputs and
+// outputs keep their types: the user's data does not change.
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "core/half.h"
+#include "core/shape_infer.h"
+#include "passes/pass.h"
+
+namespace kiln::passes {
+
+namespace {
+
+const std::set<OpKind> kKeepFloat32 = {
+    OpKind::kCast,         OpKind::kCastLike,         OpKind::kQuantizeLinear,       OpKind::kDequantizeLinear,
+    OpKind::kDynamicQuantizeLinear, OpKind::kQLinearConv, OpKind::kQLinearMatMul,    OpKind::kMatMulInteger,
+    OpKind::kConvInteger,  OpKind::kNegativeLogLikelihoodLoss, OpKind::kSoftmaxCrossEntropyLoss,
+    OpKind::kLSTM,         OpKind::kGRU,              OpKind::kRNN,                  OpKind::kConstantOfShape,
+    OpKind::kRange,        OpKind::kEyeLike,          OpKind::kReduceSumSquare,      OpKind::kReduceL2,
+    OpKind::kReduceProd,   OpKind::kReduceLogSumExp,  OpKind::kCumSum,
+};
+
+bool shape_input(OpKind kind, size_t slot) { return slot < 32 && (op_info(kind).const_inputs >> slot & 1u); }
+
+std::vector<uint8_t> to_half(const std::vector<uint8_t>& f32) {
+  std::vector<uint8_t> out(f32.size() / 2);
+  for (size_t i = 0; i < f32.size() / 4; ++i) {
+    float f;
+    std::memcpy(&f, f32.data() + 4 * i, 4);
+    const uint16_t h = Half::from_float(f);
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+  return out;
+}
+
+}  // namespace
+
+PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
+  PassResult r;
+  if (!options.fp16) return r;
+  using graph::ValueId;
+  std::vector<graph::Node> out;
+  std::map<ValueId, ValueId> half_of, float_of;  // cached conversions of a value
+  std::vector<char> now_half(g.values.size(), 0);  // values whose dtype this pass changed to float16
+  int casts = 0, converted = 0, constants = 0;
+
+  auto cast = [&](ValueId v, DataType to, const std::string& why) {
+    graph::Value nv = g.value(v);
+    nv.name = g.unique_name(g.value(v).name + (to == DataType::kFloat16 ? "_fp16" : "_fp32"));
+    nv.dtype = to;
+    nv.data = nullptr;
+    const ValueId id = g.add_value(std::move(nv));
+    graph::Node c;
+    c.name = g.unique_name("cast_" + why);
+    c.kind = OpKind::kCast;
+    CastAttrs a;
+    a.to = to;
+    c.attrs = a;
+    c.inputs = {v};
+    c.outputs = {id};
+    c.origin = "fp16 cast";
+    out.push_back(std::move(c));
+    now_half.resize(g.values.size(), 0);
+    ++casts;
+    return id;
+  };
+  auto as_half = [&](ValueId v) {
+    if (now_half[static_cast<size_t>(v)]) return v;
+    if (auto it = half_of.find(v); it != half_of.end()) return it->second;
+    ValueId h;
+    if (g.value(v).is_constant()) {
+      const graph::Value& c = g.value(v);
+      h = g.add_constant(g.unique_name(c.name + "_fp16"), DataType::kFloat16, c.shape, to_half(*c.data));
+      now_half.resize(g.values.size(), 0);
+      ++constants;
+    } else {
+      h = cast(v, DataType::kFloat16, g.value(v).name);
+    }
+    now_half[static_cast<size_t>(h)] = 1;
+    return half_of[v] = h;
+  };
+  auto as_float = [&](ValueId v) {
+    if (!now_half[static_cast<size_t>(v)]) return v;
+    if (auto it = float_of.find(v); it != float_of.end()) return it->second;
+    return float_of[v] = cast(v, DataType::kFloat32, g.value(v).name);
+  };
+
+  for (graph::Node& n : g.nodes) {
+    bool half = !kKeepFloat32.count(n.kind);
+    if (half) {
+      bool any_float = false;
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        if (n.inputs[i] != graph::kNoValue && !shape_input(n.kind, i))
+          any_float |= g.value(n.inputs[i]).dtype == DataType::kFloat32 || now_half[static_cast<size_t>(n.inputs[i])];
+      half = any_float;
+    }
+    if (!half) {
+      for (ValueId& v : n.inputs)
+        if (v != graph::kNoValue) v = as_float(v);
+      out.push_back(std::move(n));
+      continue;
+    }
+    std::vector<TensorView> views;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      ValueId& v = n.inputs[i];
+      if (v == graph::kNoValue) {
+        views.push_back(absent_tensor());
+        continue;
+      }
+      if (!shape_input(n.kind, i) && g.value(v).dtype == DataType::kFloat32) v = as_half(v);
+      views.push_back(g.value(v).view());
+    }
+    // The outputs' types follow from the new input types.
+    std::vector<OutputType> types;
+    try {
+      types = infer_shapes(n.kind, n.attrs, views, n.outputs.size());
+    } catch (const Error& e) {
+      throw Error("to-fp16: node '" + n.name + "' (" + std::string(op_name(n.kind)) + "): " + e.what());
+    }
+    for (size_t j = 0; j < n.outputs.size(); ++j) {
+      const ValueId o = n.outputs[j];
+      if (o == graph::kNoValue) continue;
+      graph::Value& ov = g.value(o);
+      if (ov.dtype == DataType::kFloat32 && types[j].dtype == DataType::kFloat16) {
+        ov.dtype = DataType::kFloat16;
+        now_half[static_cast<size_t>(o)] = 1;
+      }
+    }
+    ++converted;
+    out.push_back(std::move(n));
+  }
+  // Graph outputs keep their float32 type and their names: the float16 value is renamed and a
+  // Cast writes the output.
+  for (ValueId& o : g.outputs) {
+    if (!now_half[static_cast<size_t>(o)]) continue;
+    const std::string name = g.value(o).name;
+    g.rename(o, g.unique_name(name + "_fp16"));
+    graph::Value fv = g.value(o);
+    fv.name = name;
+    fv.dtype = DataType::kFloat32;
+    const ValueId f = g.add_value(std::move(fv));
+    graph::Node c;
+    c.name = g.unique_name("cast_" + name);
+    c.kind = OpKind::kCast;
+    CastAttrs a;
+    a.to = DataType::kFloat32;
+    c.attrs = a;
+    c.inputs = {o};
+    c.outputs = {f};
+    c.origin = "fp16 cast";
+    out.push_back(std::move(c));
+    ++casts;
+    o = f;
+  }
+  g.nodes = std::move(out);
+  r.changes = converted;
+  r.detail = std::to_string(converted) + " nodes in float16, " + std::to_string(casts) + " casts, " +
+             std::to_string(constants) + " constants converted";
+  return r;
+}
+
+}  // namespace kiln::passes
