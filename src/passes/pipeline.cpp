@@ -1,6 +1,7 @@
 #include <chrono>
 #include <set>
 
+#include "passes/choose_tactics.h"
 #include "passes/engine_writer.h"
 #include "passes/pass.h"
 
@@ -64,7 +65,7 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
     graph::verify(g, p.run != bind_inputs);
   }
   r.nodes_out = g.nodes.size();
-  std::vector<uint8_t> bytes = write_engine(g, options.target, {}, &r);
+  std::vector<uint8_t> bytes = write_engine(g, options.target, choose_tactics(g, options), &r);
   r.engine_bytes = bytes.size();
   return bytes;
 }

@@ -1,0 +1,215 @@
+// Kernel choice for GPU engines: every node whose GPU kernel has several implementations (cuDNN
+// algorithms, cuBLASLt heuristics) is run with each on this GPU, on buffers of its real shapes
+// (constants hold their real values), and the fastest is written into the engine. Timings are keyed
+// by GPU name, op, attributes and tensor types, and kept in the timing cache file when one is given,
+// so a rebuild measures nothing it measured before and picks the same kernels.
+#include "passes/choose_tactics.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/attrs_codec.h"
+
+#if defined(KILN_HAVE_CUDA)
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "runtime/cuda/gpu_kernels.h"
+#endif
+
+namespace kiln::passes {
+
+#if defined(KILN_HAVE_CUDA)
+
+namespace {
+
+using gpu::check_cuda;
+
+struct DeviceBuf {
+  void* p = nullptr;
+  explicit DeviceBuf(size_t bytes) {
+    check_cuda(cudaMalloc(&p, std::max<size_t>(bytes, 256)), "choosing kernels: allocating a test buffer");
+  }
+  ~DeviceBuf() { cudaFree(p); }
+  DeviceBuf(const DeviceBuf&) = delete;
+  DeviceBuf& operator=(const DeviceBuf&) = delete;
+};
+
+std::string device_name() {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  check_cuda(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+  return std::string(prop.name) + " cudnn " + std::to_string(cudnnGetVersion());
+}
+
+std::string node_key(const graph::Graph& g, const graph::Node& n) {
+  std::string k = std::string(op_name(n.kind));
+  const std::vector<uint8_t> a = encode_attrs(n.attrs);
+  k += fmt::format(" attrs:{:016x}", XXH64(a.data(), a.size(), 0));
+  for (const auto* list : {&n.inputs, &n.outputs}) {
+    k += " |";
+    for (graph::ValueId v : *list) {
+      if (v == graph::kNoValue) {
+        k += " -";
+        continue;
+      }
+      const graph::Value& val = g.value(v);
+      k += " " + std::string(dtype_name(val.dtype)) + shape_string(val.shape) + (val.is_constant() ? "c" : "");
+    }
+  }
+  return k;
+}
+
+// Median-free but robust enough: the best of 3 rounds of 5 launches each, in milliseconds.
+double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::span<const TensorView> in,
+                   std::span<const TensorView> out, gpu::GpuEnv env, cudaStream_t stream) {
+  cudaEvent_t a, b;
+  check_cuda(cudaEventCreate(&a), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&b), "cudaEventCreate");
+  double best = 1e30;
+  entry.fn(n.kind, n.attrs, in, out, env);  // warm-up (and per-step state)
+  for (int round = 0; round < 3; ++round) {
+    check_cuda(cudaEventRecord(a, stream), "cudaEventRecord");
+    for (int i = 0; i < 5; ++i) entry.fn(n.kind, n.attrs, in, out, env);
+    check_cuda(cudaEventRecord(b, stream), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(b), "timing a kernel");
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    best = std::min(best, ms / 5.0);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return best;
+}
+
+}  // namespace
+
+std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options) {
+  std::vector<int32_t> tactics(g.nodes.size(), -1);
+  if (options.target == "cpu") return tactics;
+  const std::string device = device_name();
+  nlohmann::json cache = nlohmann::json::object();
+  if (!options.timing_cache.empty()) {
+    std::ifstream f(options.timing_cache);
+    if (f) {
+      try {
+        nlohmann::json j = nlohmann::json::parse(f);
+        if (j.value("format", 0) != 1) throw Error("unknown format");
+        cache = j.at("entries");
+      } catch (const std::exception& e) {
+        throw Error(options.timing_cache + ": not a Kiln timing cache (" + e.what() +
+                    "); delete it or give another --timing-cache file");
+      }
+    }
+  }
+  std::vector<size_t> todo;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const gpu::GpuKernelEntry* entry = gpu::gpu_kernel_entry(g.nodes[k].kind);
+    if (entry && entry->tactics) todo.push_back(k);
+  }
+  if (todo.empty()) return tactics;
+
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  gpu::check_cudnn(cudnnCreate(&cudnn), "cudnnCreate");
+  gpu::check_cudnn(cudnnSetStream(cudnn, stream), "cudnnSetStream");
+  gpu::check_cublas(cublasLtCreate(&lt), "cublasLtCreate");
+  DeviceBuf error(sizeof(int));
+  const bool tty = isatty(2);
+  int measured = 0, cached = 0;
+  for (size_t t = 0; t < todo.size(); ++t) {
+    const graph::Node& n = g.nodes[todo[t]];
+    const gpu::GpuKernelEntry& entry = *gpu::gpu_kernel_entry(n.kind);
+    if (tty) fmt::print(stderr, "\rchoosing kernels on the GPU: {}/{} ", t + 1, todo.size());
+    const std::string key = device + " | " + node_key(g, n);
+    if (cache.contains(key)) {
+      tactics[todo[t]] = cache[key].at("tactic").get<int32_t>();
+      ++cached;
+      continue;
+    }
+    // Buffers of the node's shapes: constants with their values, the rest zero-filled.
+    std::vector<std::unique_ptr<DeviceBuf>> bufs;
+    std::vector<TensorView> in, out;
+    std::vector<const void*> host_in;
+    auto make = [&](graph::ValueId v, bool is_out) {
+      if (v == graph::kNoValue) return absent_tensor();
+      const graph::Value& val = g.value(v);
+      TensorView view = val.view();
+      bufs.push_back(std::make_unique<DeviceBuf>(view.bytes()));
+      if (!is_out && val.is_constant())
+        check_cuda(cudaMemcpy(bufs.back()->p, val.data->data(), val.data->size(), cudaMemcpyHostToDevice), "upload");
+      else
+        check_cuda(cudaMemset(bufs.back()->p, 0, view.bytes()), "cudaMemset");
+      view.data = bufs.back()->p;
+      return view;
+    };
+    for (graph::ValueId v : n.inputs) {
+      in.push_back(make(v, false));
+      host_in.push_back(v != graph::kNoValue && g.value(v).is_constant() ? g.value(v).data->data() : nullptr);
+    }
+    for (graph::ValueId v : n.outputs) out.push_back(make(v, true));
+    gpu::GpuEnv env;
+    env.stream = stream;
+    env.cudnn = cudnn;
+    env.cublaslt = lt;
+    env.error = static_cast<int*>(error.p);
+    env.host_in = host_in;
+    std::vector<int32_t> candidates = entry.tactics(n.kind, n.attrs, in, out, env);
+    int32_t best = -1;
+    double best_ms = 1e30;
+    std::string report;
+    for (int32_t tactic : candidates) {
+      std::unique_ptr<gpu::StepState> state;
+      env.tactic = tactic;
+      env.state = &state;
+      try {
+        const size_t ws = entry.workspace ? entry.workspace(n.kind, n.attrs, in, out, env) : 0;
+        DeviceBuf workspace(ws);
+        env.workspace = workspace.p;
+        env.workspace_bytes = ws;
+        const double ms = time_tactic(entry, n, in, out, env, stream);
+        report += fmt::format(" {}:{:.4f}", tactic, ms);
+        if (ms < best_ms) best_ms = ms, best = tactic;
+      } catch (const Error& e) {
+        (void)cudaGetLastError();
+        report += fmt::format(" {}:failed", tactic);
+      }
+      env.state = nullptr;
+    }
+    tactics[todo[t]] = best;
+    cache[key] = {{"tactic", best}, {"ms", best_ms}};
+    ++measured;
+    if (options.log)
+      options.log(fmt::format("tactic for '{}' ({}): {} of{}", n.name, op_name(n.kind), best, report));
+  }
+  if (tty) fmt::print(stderr, "\r\033[K");
+  cublasLtDestroy(lt);
+  cudnnDestroy(cudnn);
+  cudaStreamDestroy(stream);
+  if (options.log)
+    options.log(fmt::format("choose-tactics: {} nodes timed, {} from the timing cache", measured, cached));
+  if (!options.timing_cache.empty()) {
+    std::ofstream f(options.timing_cache);
+    if (!(f << nlohmann::json{{"format", 1}, {"entries", cache}}.dump(1) << "\n"))
+      throw Error(options.timing_cache + ": cannot write the timing cache");
+  }
+  return tactics;
+}
+
+#else
+
+std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options) {
+  if (options.target != "cpu") throw Error("GPU engines need a Kiln built with CUDA");
+  return std::vector<int32_t>(g.nodes.size(), -1);
+}
+
+#endif
+
+}  // namespace kiln::passes

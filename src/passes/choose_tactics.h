@@ -1,0 +1,15 @@
+// GPU kernel choice by timing on the device ("tactics"), with an optional timing cache file.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "passes/build.h"
+
+namespace kiln::passes {
+
+// Per node of g (final, fully typed): the fastest tactic of its GPU kernel on this GPU, or -1 (one
+// implementation, or a CPU target). Reads and updates options.timing_cache when set.
+std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options);
+
+}  // namespace kiln::passes
