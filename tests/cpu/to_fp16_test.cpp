@@ -1,0 +1,132 @@
+// Tests for the to-fp16 pass (kiln optimize --fp16): it fires only when asked; float tensors inside
+// the graph become float16 while inputs and outputs keep their types and names; constants are
+// converted once; shape inputs (Resize scales) and float32-only ops (ReduceSumSquare) keep float32
+// with casts at the seams; and the engine computes what the float32 engine computes to float16
+// accuracy (run on the CPU backend, whose kernels take float16 too).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "onnx_model_util.h"
+#include "passes/build.h"
+
+namespace kiln::passes {
+namespace {
+
+using namespace kiln::test;
+
+struct Built {
+  std::vector<uint8_t> engine;
+  EngineSummary summary;
+  std::map<std::string, DataType> dtypes;  // engine tensors by name (inputs, outputs, steps' tensors)
+  std::string detail;
+};
+
+Built build(const OnnxModel& m, bool fp16) {
+  graph::Graph g = m.import();
+  BuildOptions o;
+  o.fp16 = fp16;
+  BuildReport r;
+  Built b;
+  b.engine = build_engine(g, o, &r);
+  for (const PassReport& p : r.passes)
+    if (p.name == "to-fp16") b.detail = p.detail;
+  auto e = Engine::from_bytes(b.engine);
+  b.summary = e->summary();
+  for (const auto& v : g.values) b.dtypes[v.name] = v.dtype;
+  return b;
+}
+
+int count_op(const Built& b, const std::string& op) {
+  return static_cast<int>(std::count_if(b.summary.steps.begin(), b.summary.steps.end(),
+                                        [&](const StepInfo& s) { return s.op == op; }));
+}
+
+// x[1,3,6,6] -> Conv -> Relu -> Add(const) -> y ; shared constant "k" read by Add and Mul.
+OnnxModel conv_model() {
+  OnnxModel m("conv");
+  m.input("x", {1, 3, 6, 6});
+  m.output("y");
+  m.output("z");
+  m.init_rand("w", {4, 3, 3, 3});
+  m.init_rand("b", {4});
+  m.init_rand("k", {4, 1, 1});
+  m.node("Conv", "conv", {"x", "w", "b"}, {"c"});
+  m.node("Relu", "relu", {"c"}, {"r"});
+  m.node("Add", "add", {"r", "k"}, {"y"});
+  m.node("Mul", "mul", {"y", "k"}, {"z"});
+  return m;
+}
+
+TEST(ToFp16, OffByDefault) {
+  Built b = build(conv_model(), false);
+  EXPECT_EQ(b.detail, "");
+  EXPECT_EQ(count_op(b, "Cast"), 0);
+  EXPECT_EQ(b.dtypes["c"], DataType::kFloat32);
+}
+
+TEST(ToFp16, InsideHalfBoundaryFloat) {
+  Built b = build(conv_model(), true);
+  auto e = Engine::from_bytes(b.engine);
+  EXPECT_EQ(e->inputs()[0].dtype, DataType::kFloat32);
+  ASSERT_EQ(e->outputs().size(), 2u);
+  EXPECT_EQ(e->outputs()[0].name, "y");
+  EXPECT_EQ(e->outputs()[0].dtype, DataType::kFloat32);
+  EXPECT_EQ(e->outputs()[1].dtype, DataType::kFloat32);
+  EXPECT_EQ(b.dtypes["c"], DataType::kFloat16);
+  EXPECT_EQ(b.dtypes["r"], DataType::kFloat16);
+  // One cast in (x), one out per output; the shared constant k is converted once.
+  EXPECT_EQ(count_op(b, "Cast"), 3);
+  EXPECT_NE(b.detail.find("4 nodes in float16"), std::string::npos) << b.detail;
+  EXPECT_NE(b.detail.find("3 constants converted"), std::string::npos) << b.detail;
+}
+
+TEST(ToFp16, SameNumbersToHalfPrecision) {
+  const OnnxModel m = conv_model();
+  Built h = build(m, true), f = build(m, false);
+  const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(108, 5)}};
+  auto yh = run_engine(h.engine, feed, {"y", "z"}), yf = run_engine(f.engine, feed, {"y", "z"});
+  for (const char* out : {"y", "z"}) {
+    float scale = 0;
+    for (float v : yf[out]) scale = std::max(scale, std::fabs(v));
+    ASSERT_GT(scale, 0.f);
+    for (size_t i = 0; i < yf[out].size(); ++i) EXPECT_NEAR(yh[out][i], yf[out][i], 2e-3 * scale) << out << " " << i;
+  }
+}
+
+// ReduceSumSquare stays float32: its input is cast back, and its output is float32.
+TEST(ToFp16, Float32OnlyOpKeepsFloat32) {
+  OnnxModel m("rss");
+  m.input("x", {2, 8});
+  m.output("y");
+  m.node("Relu", "relu", {"x"}, {"r"});
+  m.node("ReduceSumSquare", "rss", {"r"}, {"y"});
+  Built b = build(m, true);
+  EXPECT_EQ(b.dtypes["r"], DataType::kFloat16);
+  EXPECT_EQ(b.dtypes["y"], DataType::kFloat32);
+  EXPECT_EQ(count_op(b, "Cast"), 2);  // x to half for Relu, r back to float for ReduceSumSquare
+}
+
+// Resize's scales determine the output shape: they keep float32 while X becomes float16.
+TEST(ToFp16, ShapeInputsKeepTheirType) {
+  OnnxModel m("resize");
+  m.input("x", {1, 1, 2, 2});
+  m.output("y");
+  auto* s = m.g()->add_initializer();
+  s->set_name("scales");
+  s->set_data_type(onnx::TensorProto::FLOAT);
+  s->add_dims(4);
+  for (float v : {1.f, 1.f, 2.f, 2.f}) s->add_float_data(v);
+  m.node("Relu", "relu", {"x"}, {"r"});
+  m.node("Resize", "resize", {"r", "", "scales"}, {"y"});
+  Built b = build(m, true);
+  EXPECT_EQ(b.dtypes["scales"], DataType::kFloat32);
+  EXPECT_EQ(b.dtypes["r"], DataType::kFloat16);
+  auto e = Engine::from_bytes(b.engine);
+  EXPECT_EQ(e->outputs()[0].dtype, DataType::kFloat32);
+  EXPECT_EQ(e->outputs()[0].shape, (std::vector<int64_t>{1, 1, 4, 4}));
+}
+
+}  // namespace
+}  // namespace kiln::passes
