@@ -125,9 +125,11 @@ OpCase matmul_integer_case(DT ta, DT tb) {
                 }
                 s.push_back(std::move(in));
               }
-            // Large magnitudes: every product at its extreme (-128 - 127 = -255 per factor).
-            s.push_back({make(ta, {5, 300}, {qlo(ta)}), make(tb, {300, 6}, {qhi(tb)}), make(ta, {}, {qhi(ta)}),
-                         make(tb, {}, {qlo(tb)})});
+            // Every product at its extreme (-255 * 255): K = 300, and K = 40000, whose sum passes 2^31
+            // and wraps modulo 2^32 as the CPU's uint32 accumulation does.
+            for (int64_t K : {300, 40000})
+              s.push_back({make(ta, {2, K}, {qlo(ta)}), make(tb, {K, 3}, {qhi(tb)}), make(ta, {}, {qhi(ta)}),
+                           make(tb, {}, {qlo(tb)})});
             return s;
           }};
 }
@@ -147,6 +149,10 @@ OpCase qlinear_matmul_case(DT ta, DT tb, DT ty) {
                              rand_tensor(sbt, pb, 0.002, 0.05), rand_q(tb, pb),
                              rand_tensor(DT::kFloat32, py, 0.05, 0.5), rand_q(ty, py)});
               }
+            // An accumulator that wraps past 2^31 (K = 40000 extreme products), then saturates.
+            s.push_back({make(ta, {2, 40000}, {qlo(ta)}), make(DT::kFloat32, {}, {0.01}), make(ta, {}, {qhi(ta)}),
+                         make(tb, {40000, 3}, {qhi(tb)}), make(DT::kFloat32, {}, {0.01}), make(tb, {}, {qlo(tb)}),
+                         make(DT::kFloat32, {}, {1e-3}), make(ty, {}, {0})});
             return s;
           }};
 }
