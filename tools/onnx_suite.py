@@ -36,13 +36,13 @@ def model_ops(path):
     return ops
 
 
-def run_one(kiln, test_dir, timeout):
+def run_one(kiln, test_dir, timeout, device):
     sets = sorted(d for d in os.listdir(test_dir) if d.startswith("test_data_set_"))
     model = os.path.join(test_dir, "model.onnx")
     for s in sets:
         d = os.path.join(test_dir, s)
         try:
-            p = subprocess.run([kiln, "run", model, "--inputs", d, "--expect", d, "--threads", "1"],
+            p = subprocess.run([kiln, "run", model, "--inputs", d, "--expect", d, "--threads", "1", "--device", device],
                                capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return "fail", f"{s}: timed out after {timeout} s"
@@ -55,6 +55,7 @@ def run_one(kiln, test_dir, timeout):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
+    ap.add_argument("--device", default="cpu", help="cpu or gpu: where kiln run builds and runs the engines")
     ap.add_argument("--data", default="/usr/share/libonnx-testdata/data")
     ap.add_argument("--suites", default="node,pytorch-converted,pytorch-operator,simple")
     ap.add_argument("--min-pass-rate", type=float, default=0.95)
@@ -95,7 +96,7 @@ def main():
             if missing:
                 results[key] = {"status": "unsupported", "in_scope": in_scope, "detail": ", ".join(missing)}
                 continue
-            jobs[pool.submit(run_one, args.kiln, path, args.timeout)] = (key, in_scope)
+            jobs[pool.submit(run_one, args.kiln, path, args.timeout, args.device)] = (key, in_scope)
         for f in cf.as_completed(jobs):
             key, in_scope = jobs[f]
             status, detail = f.result()
