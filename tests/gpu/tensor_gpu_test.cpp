@@ -127,7 +127,7 @@ Runs squeeze_runs(DT dt) {
 Runs unsqueeze_runs(DT dt) {
   return {
       {NoAttrs{}, {data(dt, {2, 3}), ints({0, -1})}},
-      {NoAttrs{}, {data(dt, {2, 3}), ints({5, 2}, DT::kInt32)}},
+      {NoAttrs{}, {data(dt, {2, 3}), ints({3, 1}, DT::kInt32)}},
       {NoAttrs{}, {data(dt, {}), ints({0})}},
       {NoAttrs{}, {data(dt, {0, 3}), ints({1})}},
   };
@@ -141,6 +141,8 @@ Runs transpose_runs(DT dt) {
   const std::vector<std::pair<Shape, P>> cases = {
       {{3, 5}, {}},
       {{33, 65}, {}},
+      {{300, 40}, {}},  // taller tiles for narrow types
+      {{3, 70, 130}, {0, 2, 1}},
       {{2, 37, 41}, {0, 2, 1}},
       {{2, 16, 9, 11}, {0, 2, 3, 1}},  // NCHW -> NHWC
       {{2, 9, 11, 16}, {0, 3, 1, 2}},  // NHWC -> NCHW

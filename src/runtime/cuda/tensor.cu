@@ -40,7 +40,7 @@ void copy_device(void* dst, const void* src, size_t bytes, GpuEnv& env, const ch
 namespace {
 
 __global__ void __launch_bounds__(kThreads)
-    check_indices_kernel(const void* ind, bool i64, int64_t n, IndexDims dims, int* error) {
+    check_indices_kernel(const void* ind, bool i64, int64_t n, const __grid_constant__ IndexDims dims, int* error) {
   const int64_t step = grid_threads();
   for (int64_t j = global_thread(); j < n; j += step)
     if (fix_index(load_index(ind, i64, j), dims.dim[j % dims.m]) < 0) report(error, kGpuIndexOutOfRange);
@@ -68,7 +68,7 @@ struct Values {
   int64_t v[kValuesPerLaunch];
 };
 
-__global__ void write_values_kernel(int64_t* out, int n, Values vals) {
+__global__ void write_values_kernel(int64_t* out, int n, const __grid_constant__ Values vals) {
   if (static_cast<int>(threadIdx.x) < n) out[threadIdx.x] = vals.v[threadIdx.x];
 }
 

@@ -23,8 +23,10 @@ namespace {
 using Dims = std::vector<int64_t>;
 
 // ---- Pad ---------------------------------------------------------------------------------------
-// Per output dim: the begin pad pb, the begin crop cb and the kept length len (negative pads crop
-// first; the kept part is then padded as the mode says), and the source stride.
+// Per output dim, innermost first: the begin pad pb, the begin crop cb and the kept length len
+// (negative pads crop first; the kept part is then padded as the mode says), and the source
+// stride. Each thread writes V consecutive elements of one output row: one decode of the outer
+// dims, then the inner dim's positions one by one, and one vector store.
 struct PadPlan {
   int rank = 0;
   int64_t out[kMaxDims] = {};
@@ -34,43 +36,78 @@ struct PadPlan {
   int64_t xs[kMaxDims] = {};
 };
 
-template <class I, class W>
+template <class W, int V>
+struct alignas(sizeof(W) * V) PadVec {
+  W v[V];
+};
+
+// Maps pos (relative to the kept part, length len) into it as the mode says; false: the constant.
+__device__ __forceinline__ bool pad_map(int64_t& pos, int64_t len, PadMode mode) {
+  if (pos >= 0 && pos < len) return true;
+  switch (mode) {
+    case PadMode::kConstant: return false;
+    case PadMode::kEdge: pos = pos < 0 ? 0 : len - 1; break;
+    case PadMode::kWrap: pos = ((pos % len) + len) % len; break;
+    case PadMode::kReflect:
+      if (len == 1) {
+        pos = 0;
+      } else {  // reflection without repeating the edge has period 2 (len - 1)
+        const int64_t period = 2 * (len - 1);
+        pos = ((pos % period) + period) % period;
+        if (pos >= len) pos = period - pos;
+      }
+      break;
+  }
+  return true;
+}
+
+template <class I, class W, int V>
 __global__ void __launch_bounds__(kThreads)
-    pad_kernel(const W* __restrict__ src, W* __restrict__ dst, I n, PadPlan p, PadMode mode, const W* value) {
+    pad_kernel(const W* __restrict__ src, W* __restrict__ dst, I items, PadPlan p, PadMode mode, const W* value) {
   const W cval = value ? *value : W{};
   const I step = static_cast<I>(grid_threads());
-  for (I e = static_cast<I>(global_thread()); e < n; e += step) {
-    I rem = e;
+  for (I t = static_cast<I>(global_thread()); t < items; t += step) {
+    const I e = t * V;
+    I rem = e / static_cast<I>(p.out[0]);
+    const int64_t o0 = static_cast<int64_t>(e - rem * static_cast<I>(p.out[0]));
     int64_t off = 0;
     bool inside = true;
 #pragma unroll
-    for (int d = kMaxDims - 1; d >= 0; --d) {
-      if (d >= p.rank) continue;
+    for (int d = 1; d < kMaxDims; ++d) {
+      if (d >= p.rank) break;
       const I dim = static_cast<I>(p.out[d]);
-      const I q = d > 0 ? rem / dim : 0;
+      const I q = d + 1 < p.rank ? rem / dim : 0;
       int64_t pos = static_cast<int64_t>(rem - q * dim) - p.pb[d];
       rem = q;
-      const int64_t len = p.len[d];
-      if (pos < 0 || pos >= len) {
-        switch (mode) {
-          case PadMode::kConstant: inside = false; break;
-          case PadMode::kEdge: pos = pos < 0 ? 0 : len - 1; break;
-          case PadMode::kWrap: pos = ((pos % len) + len) % len; break;
-          case PadMode::kReflect:
-            if (len == 1) {
-              pos = 0;
-            } else {  // reflection without repeating the edge has period 2 (len - 1)
-              const int64_t period = 2 * (len - 1);
-              pos = ((pos % period) + period) % period;
-              if (pos >= len) pos = period - pos;
-            }
-            break;
-        }
-      }
+      inside = pad_map(pos, p.len[d], mode) && inside;
       off += (p.cb[d] + pos) * p.xs[d];
     }
-    dst[e] = inside ? src[off] : cval;
+    PadVec<W, V> v;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      int64_t pos = o0 + k - p.pb[0];
+      const bool in0 = pad_map(pos, p.len[0], mode);
+      v.v[k] = inside && in0 ? src[off + (p.cb[0] + pos) * p.xs[0]] : cval;
+    }
+    if constexpr (V == 1)
+      dst[e] = v.v[0];
+    else
+      *reinterpret_cast<PadVec<W, V>*>(dst + e) = v;
   }
+}
+
+template <class I, class W>
+void launch_pad(const W* src, W* dst, int64_t n, const PadPlan& p, PadMode mode, const W* value, GpuEnv& env) {
+  constexpr int kWide = sizeof(W) >= 8 ? 2 : 4;
+  auto fits = [&](int v) { return p.out[0] % v == 0 && aligned_to(dst, sizeof(W) * v); };
+  if (fits(kWide))
+    pad_kernel<I, W, kWide>
+        <<<blocks_for(n / kWide), kThreads, 0, env.stream>>>(src, dst, static_cast<I>(n / kWide), p, mode, value);
+  else if (fits(2))
+    pad_kernel<I, W, 2>
+        <<<blocks_for(n / 2), kThreads, 0, env.stream>>>(src, dst, static_cast<I>(n / 2), p, mode, value);
+  else
+    pad_kernel<I, W, 1><<<blocks_for(n), kThreads, 0, env.stream>>>(src, dst, static_cast<I>(n), p, mode, value);
 }
 
 void pad(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -84,19 +121,18 @@ void pad(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::s
   Dims begin, end;
   tensor_plan::pad_plan(x.shape, with_host_constants(kind, in, env), begin, end);
   const Dims xs = strides_of(x.shape);
-  // Unpadded dims of size 1 drop out; runs of unpadded dims merge into one.
+  // Innermost first. Unpadded dims of size 1 drop out; runs of unpadded dims merge into one.
   PadPlan p;
   bool last_plain = false;
-  for (size_t d = 0; d < r; ++d) {
+  for (size_t d = r; d-- > 0;) {
     const bool plain = begin[d] == 0 && end[d] == 0;
     if (plain && x.shape[d] == 1) continue;
     const int64_t cb = std::max<int64_t>(0, -begin[d]);
     const int64_t len = x.shape[d] - cb - std::max<int64_t>(0, -end[d]);
-    if (plain && last_plain) {
+    if (plain && last_plain) {  // x is contiguous: an outer plain dim extends the inner one
       const int k = p.rank - 1;
       p.out[k] *= o.shape[d];
       p.len[k] *= len;
-      p.xs[k] = xs[d];
       continue;
     }
     if (p.rank == kMaxDims)
@@ -118,11 +154,9 @@ void pad(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::s
       W* dp = static_cast<W*>(o.data);
       const W* vp = static_cast<const W*>(value);
       if (n < k32Bit)
-        pad_kernel<uint32_t, W>
-            <<<blocks_for(n), kThreads, 0, env.stream>>>(sp, dp, static_cast<uint32_t>(n), p, mode, vp);
+        launch_pad<uint32_t, W>(sp, dp, n, p, mode, vp, env);
       else
-        pad_kernel<uint64_t, W>
-            <<<blocks_for(n), kThreads, 0, env.stream>>>(sp, dp, static_cast<uint64_t>(n), p, mode, vp);
+        launch_pad<uint64_t, W>(sp, dp, n, p, mode, vp, env);
     }
   });
   check_launch("Pad");

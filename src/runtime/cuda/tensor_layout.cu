@@ -32,28 +32,51 @@ struct CopyPlan {
   int64_t stride[kMaxDims] = {};  // source strides in words; may be 0 or negative
 };
 
-// I is uint32_t or uint64_t: offsets from src (base + the strided sum) wrap modulo 2^bits through
-// negative strides and come out exact, since the final offset lies in [0, source size).
-template <class I, class W>
-__global__ void __launch_bounds__(kThreads)
-    strided_kernel(const W* __restrict__ src, W* __restrict__ dst, I n, I base, CopyPlan p) {
-  const I step = static_cast<I>(grid_threads());
-  for (I i = static_cast<I>(global_thread()); i < n; i += step) {
-    I rem = i, off = base;
+template <class W, int V>
+struct alignas(sizeof(W) * V) Vec {
+  W v[V];
+};
+
+// Output offset i's source offset: base + i's digits in p.shape dotted with p.stride. I is
+// uint32_t or uint64_t: the sum wraps modulo 2^bits through negative strides and comes out exact,
+// since the final offset lies in [0, source size).
+template <class I>
+__device__ __forceinline__ I source_offset(const CopyPlan& p, I i, I base) {
+  I rem = i, off = base;
 #pragma unroll
-    for (int d = kMaxDims - 1; d >= 0; --d) {
-      if (d >= p.rank) continue;
-      const I dim = static_cast<I>(p.shape[d]);
-      const I q = d > 0 ? rem / dim : 0;
-      off += (rem - q * dim) * static_cast<I>(p.stride[d]);
-      rem = q;
+  for (int d = kMaxDims - 1; d >= 0; --d) {
+    if (d >= p.rank) continue;
+    const I dim = static_cast<I>(p.shape[d]);
+    const I q = d > 0 ? rem / dim : 0;
+    off += (rem - q * dim) * static_cast<I>(p.stride[d]);
+    rem = q;
+  }
+  return off;
+}
+
+// Each thread moves V consecutive output words of one row (the inner dim is a multiple of V, and
+// with V > 1 the output is 16-byte aligned): one index decode and one 16-byte store for V words.
+template <class I, class W, int V>
+__global__ void __launch_bounds__(kThreads)
+    strided_kernel(const W* __restrict__ src, W* __restrict__ dst, I items, I base, I inner_stride, CopyPlan p) {
+  const I step = static_cast<I>(grid_threads());
+  for (I t = static_cast<I>(global_thread()); t < items; t += step) {
+    const I i = t * V, off = source_offset(p, i, base);
+    if constexpr (V == 1) {
+      dst[i] = src[off];
+    } else {
+      Vec<W, V> v;
+#pragma unroll
+      for (int k = 0; k < V; ++k) v.v[k] = src[off + static_cast<I>(k) * inner_stride];
+      *reinterpret_cast<Vec<W, V>*>(dst + i) = v;
     }
-    dst[i] = src[off];
   }
 }
 
 // Output dims: `a` reads the source contiguously, `b` (the last) writes the output contiguously;
-// the other dims are batch dims with their own source and output strides.
+// the other dims are batch dims with their own source and output strides. A tile covers 32 a by
+// 32 * R b (R up to 8 / word size, so that each thread has 4 R loads, 32 bytes, in flight, but no
+// taller than dim b): the reads run along a and the writes along b, each 32 threads wide.
 constexpr int kTile = 32, kTileRows = 8;
 struct TilePlan {
   int batch_rank = 0;
@@ -67,38 +90,48 @@ struct TilePlan {
   int64_t base = 0;  // source offset of the first element
 };
 
-template <class W>
+// I: uint32_t when there are fewer than 2^31 tiles (the tile decode then divides in 32 bits).
+template <class I, class W, int R>
 __global__ void __launch_bounds__(kTile* kTileRows)
     tiled_kernel(const W* __restrict__ src, W* __restrict__ dst, TilePlan p) {
-  __shared__ W tile[kTile][kTile + 1];  // [b][a]; the padding column avoids bank conflicts
+  constexpr int kB = kTile * R;
+  __shared__ W tile[kB][kTile + 1];  // [b][a]; the padding column avoids bank conflicts
   const int tx = threadIdx.x, ty = threadIdx.y;
-  for (int64_t t = blockIdx.x; t < p.tiles; t += gridDim.x) {
-    int64_t rem = t;
-    const int64_t b0 = (rem % p.tiles_b) * kTile;
-    rem /= p.tiles_b;
-    const int64_t a0 = (rem % p.tiles_a) * kTile;
-    rem /= p.tiles_a;
+  for (I t = blockIdx.x; t < static_cast<I>(p.tiles); t += gridDim.x) {
+    I rem = t / static_cast<I>(p.tiles_b);
+    const int64_t b0 = static_cast<int64_t>(t - rem * static_cast<I>(p.tiles_b)) * kB;
+    I q = rem / static_cast<I>(p.tiles_a);
+    const int64_t a0 = static_cast<int64_t>(rem - q * static_cast<I>(p.tiles_a)) * kTile;
+    rem = q;
     int64_t so = p.base, dof = 0;
 #pragma unroll
     for (int d = kMaxDims - 1; d >= 0; --d) {
       if (d >= p.batch_rank) continue;
-      const int64_t i = rem % p.batch_shape[d];
-      rem /= p.batch_shape[d];
+      const I dim = static_cast<I>(p.batch_shape[d]);
+      q = rem / dim;
+      const auto i = static_cast<int64_t>(rem - q * dim);
+      rem = q;
       so += i * p.batch_src[d];
       dof += i * p.batch_dst[d];
     }
-    {
-      const int64_t a = a0 + tx;
-      if (a < p.na)
-        for (int y = ty; y < kTile; y += kTileRows)
-          if (b0 + y < p.nb) tile[y][tx] = src[so + a + (b0 + y) * p.b_src];
+    if (a0 + tx < p.na) {
+      const W* s = src + so + a0 + tx + b0 * p.b_src;
+#pragma unroll
+      for (int k = 0; k < kB / kTileRows; ++k) {
+        const int y = ty + k * kTileRows;
+        if (b0 + y < p.nb) tile[y][tx] = s[y * p.b_src];
+      }
     }
     __syncthreads();
-    {
-      const int64_t b = b0 + tx;
-      if (b < p.nb)
-        for (int y = ty; y < kTile; y += kTileRows)
-          if (a0 + y < p.na) dst[dof + (a0 + y) * p.a_dst + b] = tile[tx][y];
+    W* d = dst + dof + a0 * p.a_dst + b0;
+#pragma unroll
+    for (int k = 0; k < kTile / kTileRows; ++k) {
+      const int y = ty + k * kTileRows;
+      if (a0 + y < p.na) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (b0 + r * kTile + tx < p.nb) d[y * p.a_dst + r * kTile + tx] = tile[r * kTile + tx][y];
+      }
     }
     __syncthreads();
   }
@@ -122,14 +155,47 @@ void launch_tiled(const Dims& s, const Dims& st, size_t a, const void* src, int6
   p.nb = s[r - 1];
   p.a_dst = ostr[a];
   p.b_src = st[r - 1];
+  constexpr int kMaxR = sizeof(W) >= 8 ? 1 : static_cast<int>(8 / sizeof(W));
+  int r_b = 1;
+  while (r_b < kMaxR && kTile * r_b * 2 <= p.nb) r_b *= 2;
   p.tiles_a = (p.na + kTile - 1) / kTile;
-  p.tiles_b = (p.nb + kTile - 1) / kTile;
+  p.tiles_b = (p.nb + kTile * r_b - 1) / (kTile * r_b);
   p.tiles = p.tiles_a * p.tiles_b;
   for (int d = 0; d < p.batch_rank; ++d) p.tiles *= p.batch_shape[d];
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.tiles, kMaxBlocks));
-  tiled_kernel<W>
-      <<<blocks, dim3(kTile, kTileRows), 0, env.stream>>>(static_cast<const W*>(src), static_cast<W*>(dst), p);
+  const dim3 threads(kTile, kTileRows);
+  const W* sp = static_cast<const W*>(src);
+  W* dp = static_cast<W*>(dst);
+  auto launch = [&](auto r_tag) {
+    constexpr int R = decltype(r_tag)::value;
+    if constexpr (R <= kMaxR) {
+      if (p.tiles < k32Bit)
+        tiled_kernel<uint32_t, W, R><<<blocks, threads, 0, env.stream>>>(sp, dp, p);
+      else
+        tiled_kernel<uint64_t, W, R><<<blocks, threads, 0, env.stream>>>(sp, dp, p);
+    }
+  };
+  switch (r_b) {
+    case 8: launch(std::integral_constant<int, 8>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    default: launch(std::integral_constant<int, 1>{}); break;
+  }
   check_launch(op);
+}
+
+template <class I, class W>
+void launch_strided(const W* src, W* dst, int64_t n, int64_t base, const CopyPlan& p, GpuEnv& env) {
+  constexpr int V = static_cast<int>(16 / sizeof(W));
+  const int64_t inner = p.shape[p.rank - 1], inner_stride = p.stride[p.rank - 1];
+  if (V > 1 && inner % V == 0 && aligned_to(dst, 16)) {
+    if constexpr (V > 1)
+      strided_kernel<I, W, V><<<blocks_for(n / V), kThreads, 0, env.stream>>>(
+          src, dst, static_cast<I>(n / V), static_cast<I>(base), static_cast<I>(inner_stride), p);
+  } else {
+    strided_kernel<I, W, 1>
+        <<<blocks_for(n), kThreads, 0, env.stream>>>(src, dst, static_cast<I>(n), static_cast<I>(base), 0, p);
+  }
 }
 
 }  // namespace
@@ -198,11 +264,9 @@ void strided_copy(size_t esize, const Dims& shape, const Dims& strides, const vo
     const W* sp = static_cast<const W*>(src);
     W* dp = static_cast<W*>(dst);
     if (n < k32Bit && src_numel < k32Bit)
-      strided_kernel<uint32_t, W><<<blocks_for(n), kThreads, 0, env.stream>>>(sp, dp, static_cast<uint32_t>(n),
-                                                                              static_cast<uint32_t>(base), p);
+      launch_strided<uint32_t, W>(sp, dp, n, base, p, env);
     else
-      strided_kernel<uint64_t, W><<<blocks_for(n), kThreads, 0, env.stream>>>(sp, dp, static_cast<uint64_t>(n),
-                                                                              static_cast<uint64_t>(base), p);
+      launch_strided<uint64_t, W>(sp, dp, n, base, p, env);
   });
   check_launch(op);
 }
