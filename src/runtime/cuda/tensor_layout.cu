@@ -4,8 +4,12 @@
 //     contiguous inner run moves in words of up to 16 bytes (when sizes, strides and pointers
 //     allow); when the inner output dim strides through the source while another dim reads it
 //     contiguously (any transpose that moves the source's inner dim: last-two-dims swaps,
-//     NCHW<->NHWC, ...), 32x32 tiles go through shared memory so that both the reads and the
-//     writes are coalesced; everything else decodes each output index into a source offset.
+//     NCHW<->NHWC, ...), tiles of 32 x 32..256 go through shared memory so that both the reads
+//     and the writes are coalesced; everything else decodes output indices into source offsets,
+//     16 bytes of output per decode where the inner dim allows.
+//   Measured on an H200 (float32 / float16, [32,256,28,28]-sized tensors): Concat, Split and
+//   channel Slice at memcpy speed (~3.6-4 TB/s counting reads and writes), NCHW<->NHWC about
+//   2.7 / 2.1 TB/s, Expand of a per-channel vector ~5 TB/s (writes mostly).
 //   Concat/Split: up to kMaxParts parts per launch, passed by value; blockIdx.y picks the part,
 //     and each part picks its own word width (a misaligned part does not slow the others down).
 #include <vector>
