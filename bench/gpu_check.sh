@@ -3,9 +3,7 @@
 #   torchvision classifiers exported by torch.onnx.export, through kiln optimize + kiln run --expect,
 #   against onnxruntime. Full logs go to $OUT; a short table is printed last.
 set -uo pipefail
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/build-dev/lib:/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}"
+source bench/device_env.sh
 PY=python3
 [ -x /opt/torch/.venv/bin/python ] && PY=/opt/torch/.venv/bin/python
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/device.txt" 2>&1

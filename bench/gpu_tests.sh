@@ -5,9 +5,7 @@
 # and the totals; the full logs go to $OUT/gpu_test_logs.tar.gz. Exits non-zero if any test failed
 # or a binary crashed.
 set -uo pipefail
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/build-dev/lib:/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}"
+source bench/device_env.sh
 LOGS=$(mktemp -d)
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1

@@ -3,7 +3,5 @@
 # PyTorch eager and torch.compile on ResNet-50, MobileNetV2 and LeNet-5 (bench/peers.py). Logs and
 # JSON go to $OUT; the table is printed last. Extra arguments go to peers.py.
 set -uo pipefail
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/build-dev/lib:/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}"
+source bench/device_env.sh
 /opt/torch/.venv/bin/python bench/peers.py --kiln "$PWD/build-dev/kiln" --out "$OUT/peers" "$@" 2>&1 | tee "$OUT/peers.log" | grep -v "^{" | tail -n 40

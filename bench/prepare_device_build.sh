@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Builds Kiln here and packs what the GPU machine needs into build-dev/ (listed in
-# .git/info/exclude): the stripped kiln binary and the builder-side shared libraries the GPU
-# machine's image lacks, and the stripped GPU test binaries (build-dev/tests/*_gpu_test). Then,
-# from the device tool: carry build-dev and run bench/gpu_check.sh or bench/gpu_tests.sh.
+# Builds Kiln here and packs what the GPU machine needs into build-dev/pack.tar.xz (build-dev/ is
+# listed in .git/info/exclude): the stripped kiln binary, the builder-side shared libraries the GPU
+# machine's image lacks, and the stripped GPU test binaries. The binaries share most of their bytes
+# (the CUDA kernels), so one xz stream with a large dictionary keeps the pack small enough to carry
+# (64 MiB limit). Then, from the device tool: carry build-dev and run bench/gpu_tests.sh,
+# bench/gpu_check.sh or bench/peers.sh; they unpack it there (bench/device_env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-rm -rf build-dev && mkdir -p build-dev/lib
-cp build/kiln build-dev/kiln && strip build-dev/kiln
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/lib" "$stage/tests"
+strip -o "$stage/kiln" build/kiln
 for lib in libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9; do
-  cp -L "/lib/x86_64-linux-gnu/$lib" build-dev/lib/
+  cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"
 done
-# GPU tests (tests/gpu; built when the CUDA backend is): bench/gpu_tests.sh runs each one there.
-mkdir -p build-dev/tests
-for t in build/tests/*_gpu_test; do
+for t in build/tests/*_gpu_test build/bench/*_gpu_bench; do
   [ -x "$t" ] || continue
-  cp "$t" build-dev/tests/ && strip "build-dev/tests/$(basename "$t")"
+  strip -o "$stage/tests/$(basename "$t")" "$t"
 done
-du -sh build-dev
+rm -rf build-dev && mkdir -p build-dev
+tar -C "$stage" -cf - . | xz -9 -T2 > build-dev/pack.tar.xz
+ls -la build-dev/pack.tar.xz

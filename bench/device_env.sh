@@ -1,0 +1,14 @@
+# Sourced by the GPU-machine scripts (bench/gpu_tests.sh, gpu_check.sh, peers.sh): unpacks the
+# carried build-dev/pack.tar.xz (bench/prepare_device_build.sh) and puts its libraries and the
+# cuDNN 9.19 of PyTorch's venv first on the library path (the system cuDNN there is older).
+OUT=${OUT:-/tmp/kiln-out}
+mkdir -p "$OUT"
+if [ -f build-dev/pack.tar.xz ] && [ ! -x build-dev/kiln ]; then
+  xz -dc build-dev/pack.tar.xz | tar -C build-dev -xf -
+fi
+if [ ! -x build-dev/kiln ]; then
+  echo "no build-dev/kiln: run bench/prepare_device_build.sh on the build machine and carry build-dev" >&2
+  exit 2
+fi
+nv=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+export LD_LIBRARY_PATH="$PWD/build-dev/lib:$nv/cudnn/lib:$nv/cu13/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
