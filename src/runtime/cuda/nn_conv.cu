@@ -1,0 +1,425 @@
+// Conv and ConvTranspose on the GPU through cuDNN's descriptor API (float32, float16, float64).
+//
+// Conv is cudnnConvolutionForward; ConvTranspose is the data gradient of the Conv that maps Y back
+// onto X (cudnnConvolutionBackwardData), which also covers output_padding and output_shape: Y's
+// view already has its final size. The bias is fused (cudnnConvolutionBiasActivationForward with
+// an identity activation) where cuDNN allows that (the IMPLICIT_PRECOMP_GEMM algorithm), else
+// added by cudnnAddTensor. float32 runs with CUDNN_FMA_MATH (no TF32), float16 as half tensors
+// with float accumulation (CUDNN_TENSOR_OP_MATH), float64 with FMA math.
+//
+// cuDNN pads symmetrically. Conv with pads that differ at the two ends of an axis (auto_pad
+// SAME_* with an odd total, or explicit pads) runs on a copy of X in the workspace that carries
+// the difference as explicit zeros; ConvTranspose with such pads (or negative ones, or an
+// output_padding of a stride or more) computes a larger result in the workspace and copies the
+// window that Y needs out of it, zero where it has none. 1-D convolutions run as 2-D ones with a
+// height of 1; more than 3 spatial axes are not supported.
+//
+// Everything host-side (geometry, descriptors, the algorithm choice) is kept in the step's state.
+// The tactics are cuDNN algorithm ids, best heuristic guess first.
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "core/infer/nn_geometry.h"
+#include "runtime/cuda/nn_internal.cuh"
+
+namespace kiln::gpu::nn {
+
+namespace {
+
+using kiln::nn::WindowGeometry;
+
+constexpr size_t kMaxAlgoWorkspace = size_t{512} << 20;
+constexpr int kMaxSpatial = 3;
+
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class CudnnDesc {
+ public:
+  CudnnDesc() { check_cudnn(Create(&d_), "creating a cuDNN descriptor"); }
+  ~CudnnDesc() { Destroy(d_); }
+  CudnnDesc(const CudnnDesc&) = delete;
+  CudnnDesc& operator=(const CudnnDesc&) = delete;
+  operator T() const { return d_; }
+
+ private:
+  T d_ = nullptr;
+};
+using TensorDesc = CudnnDesc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDesc = CudnnDesc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvDesc =
+    CudnnDesc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using ActDesc =
+    CudnnDesc<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
+
+// ---- window copy: zero padding (Conv) and cropping (ConvTranspose) -------------------------------
+// dst [planes, dst...] from src [planes, src...]: dst position d reads src position d - pre on
+// each spatial axis, or zero where that is outside src. E moves the element's bits (zero bits are
+// 0.0 in every float type).
+struct Window {
+  int rank = 0;
+  int64_t planes = 0;
+  int64_t dst[kMaxSpatial] = {}, src[kMaxSpatial] = {}, pre[kMaxSpatial] = {};
+  int64_t dst_numel() const {
+    int64_t n = planes;
+    for (int i = 0; i < rank; ++i) n *= dst[i];
+    return n;
+  }
+  int64_t src_numel() const {
+    int64_t n = planes;
+    for (int i = 0; i < rank; ++i) n *= src[i];
+    return n;
+  }
+};
+
+template <class E>
+__global__ void window_copy_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t n, Window w) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t rest = i, off = 0, stride = 1;
+    bool inside = true;
+    for (int d = w.rank - 1; d >= 0; --d) {
+      const int64_t o = rest % w.dst[d];
+      rest /= w.dst[d];
+      const int64_t s = o - w.pre[d];
+      inside &= s >= 0 && s < w.src[d];
+      off += s * stride;
+      stride *= w.src[d];
+    }
+    dst[i] = inside ? src[rest * stride + off] : E(0);
+  }
+}
+
+// y [planes, plane] = bias[plane index % channels], or zero without a bias.
+template <class E>
+__global__ void bias_fill_kernel(const E* __restrict__ bias, E* __restrict__ y, int64_t n, int64_t plane,
+                                 int64_t channels) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    y[i] = bias ? bias[(i / plane) % channels] : E(0);
+}
+
+constexpr int kThreads = 256;
+unsigned blocks_for(int64_t n) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65536));
+}
+
+template <class Fn>
+void dispatch_bits(size_t elem, Fn&& fn) {
+  if (elem == 2) return fn(uint16_t{});
+  if (elem == 4) return fn(uint32_t{});
+  return fn(uint64_t{});
+}
+
+void window_copy(const void* src, void* dst, const Window& w, size_t elem, cudaStream_t s, const char* op) {
+  const int64_t n = w.dst_numel();
+  if (n == 0) return;
+  dispatch_bits(elem, [&](auto tag) {
+    using E = decltype(tag);
+    window_copy_kernel<E><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const E*>(src), static_cast<E*>(dst), n, w);
+  });
+  check_launch(op);
+}
+
+void bias_fill(const void* bias, void* y, int64_t n, int64_t plane, int64_t channels, size_t elem, cudaStream_t s,
+               const char* op) {
+  if (n == 0) return;
+  dispatch_bits(elem, [&](auto tag) {
+    using E = decltype(tag);
+    bias_fill_kernel<E>
+        <<<blocks_for(n), kThreads, 0, s>>>(static_cast<const E*>(bias), static_cast<E*>(y), n, plane, channels);
+  });
+  check_launch(op);
+}
+
+// ---- the plan ------------------------------------------------------------------------------------
+cudnnDataType_t cudnn_type(DataType t, const char* op) {
+  switch (t) {
+    case DataType::kFloat32: return CUDNN_DATA_FLOAT;
+    case DataType::kFloat16: return CUDNN_DATA_HALF;
+    case DataType::kFloat64: return CUDNN_DATA_DOUBLE;
+    default:
+      throw Error(std::string(op) + ": element type " + std::string(dtype_name(t)) +
+                  " is not supported by the CUDA backend");
+  }
+}
+
+int to_int(int64_t v, const char* op) {
+  if (v < 0 || v > INT_MAX) throw Error(std::string(op) + ": a size exceeds cuDNN's 32-bit range");
+  return static_cast<int>(v);
+}
+
+void set_tensor(cudnnTensorDescriptor_t d, cudnnDataType_t t, const std::vector<int64_t>& dims, const char* op) {
+  std::vector<int> di(dims.size()), st(dims.size());
+  int64_t stride = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    di[i] = to_int(dims[i], op);
+    st[i] = to_int(stride, op);
+    stride *= dims[i];
+  }
+  to_int(stride, op);  // cuDNN indexes a tensor with 32-bit offsets
+  check_cudnn(cudnnSetTensorNdDescriptor(d, t, static_cast<int>(di.size()), di.data(), st.data()), op);
+}
+
+// One cuDNN algorithm the heuristics offer for this step (status success, workspace <= 512 MiB).
+struct Candidate {
+  int algo;
+  cudnnMathType_t math;
+};
+
+struct ConvPlan final : StepState {
+  std::vector<int64_t> key;
+  bool transpose = false;
+  bool empty = false;      // Y has no elements: nothing to do
+  bool bias_only = false;  // no element of X reaches Y (no input channels, or X empty): Y = B or 0
+  DataType dtype = DataType::kFloat32;
+  size_t elem = 4;
+  int64_t y_numel = 0, y_plane = 0, channels = 0;  // Y [N, channels, plane]
+  TensorDesc x, y, y_out, bias;                    // y: what cuDNN writes (the staged buffer or Y); y_out: Y itself
+  FilterDesc w;
+  ConvDesc conv;
+  ActDesc identity;
+  std::vector<Candidate> candidates;
+  std::vector<int32_t> tactics;
+  Candidate chosen{-1, CUDNN_DEFAULT_MATH};
+  size_t algo_ws = 0;
+  bool fused = false;
+  bool staged = false;  // Conv: X padded into the workspace; ConvTranspose: Y computed there
+  Window window;
+  size_t staged_bytes = 0;
+
+  size_t workspace() const { return empty || bias_only ? 0 : align_up(algo_ws) + staged_bytes; }
+};
+
+std::vector<int64_t> plan_key(OpKind kind, std::span<const TensorView> in, std::span<const TensorView> out,
+                              int32_t tactic) {
+  std::vector<int64_t> k{static_cast<int64_t>(kind), static_cast<int64_t>(in[0].dtype), tactic,
+                         in.size() > 2 && in[2].exists};
+  for (const TensorView* t : {&in[0], &in[1], &out[0]}) {
+    k.push_back(-1);
+    k.insert(k.end(), t->shape.begin(), t->shape.end());
+  }
+  return k;
+}
+
+bool allowed_math(DataType dt, cudnnMathType_t m) {
+  // float32 and float64 must not use tensor cores (TF32): FMA kernels only.
+  return dt == DataType::kFloat16 || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+}
+
+std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                     std::span<const TensorView> out, GpuEnv& env) {
+  const char* op = op_name(kind).data();
+  auto p = std::make_unique<ConvPlan>();
+  p->key = plan_key(kind, in, out, env.tactic);
+  p->transpose = kind == OpKind::kConvTranspose;
+  const auto& a = std::get<ConvAttrs>(attrs);
+  const TensorView &X = in[0], &W = in[1], &Y = out[0];
+  const WindowGeometry g = p->transpose ? kiln::nn::conv_transpose_geometry(a, X.shape, W.shape)
+                                        : kiln::nn::conv_geometry(a, X.shape, W.shape);
+  p->dtype = X.dtype;
+  const cudnnDataType_t dt = cudnn_type(X.dtype, op);
+  p->elem = dtype_size(X.dtype);
+  const int64_t N = X.shape[0], C = X.shape[1], M = Y.shape[1], G = a.group;
+  p->y_numel = Y.numel();
+  p->channels = M;
+  p->y_plane = N * M > 0 ? p->y_numel / (N * M) : 0;
+  if (p->y_numel == 0) {
+    p->empty = true;
+    return p;
+  }
+  if (X.numel() == 0 || W.numel() == 0) {
+    p->bias_only = true;
+    return p;
+  }
+  const size_t n = g.rank();
+  if (n > static_cast<size_t>(kMaxSpatial))
+    throw Error(std::string(op) + ": " + std::to_string(n) + " spatial axes; the CUDA backend supports at most 3");
+
+  // Symmetric cuDNN pads plus the staged window (see the file comment).
+  std::vector<int64_t> pad(n), staged_dims(n);
+  Window& win = p->window;
+  win.rank = static_cast<int>(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t pb = g.pads[i], pe = g.pads[n + i], s = g.strides[i];
+    const int64_t ek = (g.kernel[i] - 1) * g.dilations[i] + 1;
+    if (!p->transpose) {
+      pad[i] = std::min(pb, pe);
+      staged_dims[i] = g.in[i] + pb + pe - 2 * pad[i];
+      p->staged |= pb != pe;
+      win.src[i] = g.in[i];
+      win.dst[i] = staged_dims[i];
+      win.pre[i] = pb - pad[i];
+    } else {
+      pad[i] = std::max<int64_t>(0, std::min(pb, pe));
+      const int64_t full = s * (g.in[i] - 1) + ek;      // the result without output_padding
+      const int64_t extra = g.out[i] + pb + pe - full;  // output_padding (or what output_shape implies)
+      p->staged |= pb != pad[i] || pe != pad[i] || extra >= s;
+      staged_dims[i] = full - 2 * pad[i];
+      win.src[i] = staged_dims[i];
+      win.dst[i] = g.out[i];
+      win.pre[i] = pad[i] - pb;
+    }
+  }
+  const int64_t staged_channels = p->transpose ? M : C;
+  win.planes = N * staged_channels;
+  if (p->staged)
+    p->staged_bytes = align_up(static_cast<size_t>(p->transpose ? win.src_numel() : win.dst_numel()) * p->elem);
+
+  // cuDNN dims: 1-D runs as 2-D with a leading spatial axis of 1.
+  const bool one_d = n == 1;
+  auto dims_of = [&](int64_t batch, int64_t ch, const std::vector<int64_t>& sp) {
+    std::vector<int64_t> d{batch, ch};
+    if (one_d) d.push_back(1);
+    d.insert(d.end(), sp.begin(), sp.end());
+    return d;
+  };
+  auto spatial = [&](std::span<const int64_t> s) { return std::vector<int64_t>(s.begin() + 2, s.end()); };
+  const std::vector<int64_t> x_sp = p->transpose || !p->staged ? spatial(X.shape) : staged_dims;
+  const std::vector<int64_t> y_sp = !p->transpose || !p->staged ? spatial(Y.shape) : staged_dims;
+  set_tensor(p->x, dt, dims_of(N, C, x_sp), op);
+  set_tensor(p->y, dt, dims_of(N, M, y_sp), op);
+  set_tensor(p->y_out, dt, dims_of(N, M, spatial(Y.shape)), op);
+  std::vector<int64_t> bias_dims = dims_of(1, M, std::vector<int64_t>(n, 1));
+  set_tensor(p->bias, dt, bias_dims, op);
+  std::vector<int> wdims;
+  for (int64_t d : dims_of(W.shape[0], W.shape[1], spatial(W.shape))) wdims.push_back(to_int(d, op));
+  check_cudnn(cudnnSetFilterNdDescriptor(p->w, dt, CUDNN_TENSOR_NCHW, static_cast<int>(wdims.size()), wdims.data()),
+              op);
+  std::vector<int> cpad, cstride, cdil;
+  if (one_d) {  // the added axis of extent 1
+    cpad = {0};
+    cstride = cdil = {1};
+  }
+  for (size_t i = 0; i < n; ++i) {
+    cpad.push_back(to_int(pad[i], op));
+    cstride.push_back(to_int(g.strides[i], op));
+    cdil.push_back(to_int(g.dilations[i], op));
+  }
+  const cudnnDataType_t compute = X.dtype == DataType::kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  check_cudnn(cudnnSetConvolutionNdDescriptor(p->conv, static_cast<int>(cpad.size()), cpad.data(), cstride.data(),
+                                              cdil.data(), CUDNN_CROSS_CORRELATION, compute),
+              op);
+  check_cudnn(cudnnSetConvolutionGroupCount(p->conv, to_int(G, op)), op);
+  const cudnnMathType_t math = X.dtype == DataType::kFloat16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  check_cudnn(cudnnSetConvolutionMathType(p->conv, math), op);
+
+  // Heuristic candidates, best first, one per algorithm.
+  auto add = [&](int algo, cudnnStatus_t st, size_t mem, cudnnMathType_t m) {
+    if (st != CUDNN_STATUS_SUCCESS || mem > kMaxAlgoWorkspace || !allowed_math(X.dtype, m)) return;
+    for (const Candidate& c : p->candidates)
+      if (c.algo == algo) return;
+    p->candidates.push_back({algo, X.dtype == DataType::kFloat16 ? m : CUDNN_FMA_MATH});
+    p->tactics.push_back(algo);
+  };
+  int count = 0;
+  if (!p->transpose) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(env.cudnn, p->x, p->w, p->conv, p->y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
+                op);
+    for (int i = 0; i < count; ++i) add(perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType);
+  } else {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(env.cudnn, p->w, p->x, p->conv, p->y,
+                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf),
+                op);
+    for (int i = 0; i < count; ++i) add(perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType);
+  }
+  if (p->candidates.empty()) throw Error(std::string(op) + ": cuDNN has no algorithm for these shapes");
+
+  p->chosen = p->candidates[0];
+  for (const Candidate& c : p->candidates)
+    if (c.algo == env.tactic) p->chosen = c;
+  check_cudnn(cudnnSetConvolutionMathType(p->conv, p->chosen.math), op);
+  if (!p->transpose) {
+    const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(p->chosen.algo);
+    check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(env.cudnn, p->x, p->w, p->conv, p->y, algo, &p->algo_ws), op);
+    p->fused = in.size() > 2 && in[2].exists && algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&
+               X.dtype != DataType::kFloat64;
+    if (p->fused)
+      check_cudnn(cudnnSetActivationDescriptor(p->identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+                  op);
+  } else {
+    const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(p->chosen.algo);
+    check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(env.cudnn, p->w, p->x, p->conv, p->y, algo, &p->algo_ws),
+                op);
+  }
+  return p;
+}
+
+ConvPlan& plan_for(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                   GpuEnv& env, std::unique_ptr<ConvPlan>& local) {
+  return step_plan<ConvPlan>(env, plan_key(kind, in, out, env.tactic), local,
+                             [&] { return build_plan(kind, attrs, in, out, env); });
+}
+
+// ---- entry points --------------------------------------------------------------------------------
+void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                 GpuEnv& env) {
+  const char* op = op_name(kind).data();
+  std::unique_ptr<ConvPlan> local;
+  ConvPlan& p = plan_for(kind, attrs, in, out, env, local);
+  const TensorView &X = in[0], &W = in[1], &Y = out[0];
+  const void* B = in.size() > 2 && in[2].exists ? in[2].data : nullptr;
+  if (p.empty) return;
+  if (p.bias_only) return bias_fill(B, Y.data, p.y_numel, p.y_plane, p.channels, p.elem, env.stream, op);
+  if (env.workspace_bytes < p.workspace())
+    throw Error(std::string(op) + ": the workspace is smaller than the step asked for");
+  char* ws = static_cast<char*>(env.workspace);
+  char* stage = ws + align_up(p.algo_ws);
+  const float f1 = 1.0f, f0 = 0.0f;
+  const double d1 = 1.0, d0 = 0.0;
+  const bool dbl = p.dtype == DataType::kFloat64;
+  const void* one = dbl ? static_cast<const void*>(&d1) : &f1;
+  const void* zero = dbl ? static_cast<const void*>(&d0) : &f0;
+  if (!p.transpose) {
+    const void* x = X.data;
+    if (p.staged) {
+      window_copy(X.data, stage, p.window, p.elem, env.stream, op);
+      x = stage;
+    }
+    const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(p.chosen.algo);
+    if (p.fused) {
+      check_cudnn(
+          cudnnConvolutionBiasActivationForward(env.cudnn, one, p.x, x, p.w, W.data, p.conv, algo, ws, p.algo_ws, zero,
+                                                p.y, Y.data, p.bias, B, p.identity, p.y, Y.data),
+          op);
+      return;
+    }
+    check_cudnn(
+        cudnnConvolutionForward(env.cudnn, one, p.x, x, p.w, W.data, p.conv, algo, ws, p.algo_ws, zero, p.y, Y.data),
+        op);
+  } else {
+    const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(p.chosen.algo);
+    void* y = p.staged ? static_cast<void*>(stage) : Y.data;
+    check_cudnn(cudnnConvolutionBackwardData(env.cudnn, one, p.w, W.data, p.x, X.data, p.conv, algo, ws, p.algo_ws,
+                                             zero, p.y, y),
+                op);
+    if (p.staged) window_copy(stage, Y.data, p.window, p.elem, env.stream, op);
+  }
+  if (B) check_cudnn(cudnnAddTensor(env.cudnn, one, p.bias, B, one, p.y_out, Y.data), op);
+}
+
+size_t conv_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                      GpuEnv& env) {
+  std::unique_ptr<ConvPlan> local;
+  return plan_for(kind, attrs, in, out, env, local).workspace();
+}
+
+std::vector<int32_t> conv_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                  std::span<const TensorView> out, GpuEnv& env) {
+  std::unique_ptr<ConvPlan> local;
+  return plan_for(kind, attrs, in, out, env, local).tactics;
+}
+
+const GpuKernelEntry kEntries[] = {
+    {OpKind::kConv, conv_kernel, conv_workspace, conv_tactics},
+    {OpKind::kConvTranspose, conv_kernel, conv_workspace, conv_tactics},
+};
+
+}  // namespace
+
+std::span<const GpuKernelEntry> conv_gpu_entries() { return kEntries; }
+
+}  // namespace kiln::gpu::nn

@@ -1,0 +1,41 @@
+// Shared pieces of the nn family's CUDA kernels (private to src/runtime/cuda/nn*.cu): the entry
+// spans of each file, pointer alignment, and the per-step state lookup.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "runtime/cuda/gpu_kernels.h"
+
+namespace kiln::gpu::nn {
+
+std::span<const GpuKernelEntry> conv_gpu_entries();  // nn_conv.cu: Conv, ConvTranspose
+std::span<const GpuKernelEntry> gemm_gpu_entries();  // nn_gemm_ops.cu: Gemm, MatMul
+
+inline size_t align_up(size_t bytes, size_t to = 256) { return (bytes + to - 1) / to * to; }
+
+// The largest power of two (at most `cap`) that divides the address; null counts as aligned.
+inline uint32_t alignment_of(const void* p, uint32_t cap = 256) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 1;
+  while (a < cap && v % (2 * a) == 0) a *= 2;
+  return a;
+}
+
+// This step's state as a Plan if it is one built for `key`, else a new one from make() (kept in
+// env.state when the step has a slot, in *local otherwise).
+template <class Plan, class Key, class Make>
+Plan& step_plan(GpuEnv& env, const Key& key, std::unique_ptr<Plan>& local, Make&& make) {
+  if (env.state) {
+    if (auto* p = dynamic_cast<Plan*>(env.state->get()); p && p->key == key) return *p;
+    std::unique_ptr<Plan> fresh = make();
+    Plan& ref = *fresh;
+    *env.state = std::move(fresh);
+    return ref;
+  }
+  local = make();
+  return *local;
+}
+
+}  // namespace kiln::gpu::nn
