@@ -20,13 +20,20 @@ namespace {
 using Inputs = std::vector<HostTensor>;
 
 // ---- running with a tactic ---------------------------------------------------------------------
-// run_gpu (gpu_harness.h) with env.tactic set; tactic -1 is the kernel's default choice.
+// run_gpu (gpu_harness.h) with env.tactic set (-1: the kernel's default choice) and, with
+// `shift`, every buffer that many bytes past a 256-byte boundary (instead of the mode's shift).
+constexpr size_t kModeShift = ~size_t{0};
+
 std::vector<HostTensor> run_gpu_tactic(OpKind kind, const Attrs& attrs, const Inputs& ins,
-                                       const std::vector<OutputType>& types, GpuMode mode, int32_t tactic) {
+                                       const std::vector<OutputType>& types, GpuMode mode, int32_t tactic,
+                                       size_t shift = kModeShift) {
   std::vector<HostTensor> outs = empty_outputs(types, 0xFF);
   std::vector<std::unique_ptr<DeviceBuffer>> in_bufs, out_bufs;
   std::vector<TensorView> iv, ov;
-  auto shift_of = [&](DT dt) { return mode == GpuMode::kMisaligned ? dtype_size(dt) : size_t{0}; };
+  auto shift_of = [&](DT dt) {
+    if (shift != kModeShift) return shift;
+    return mode == GpuMode::kMisaligned ? dtype_size(dt) : size_t{0};
+  };
   for (const HostTensor& t : ins) {
     if (!t.exists) {
       iv.push_back(t.view(nullptr));
@@ -132,16 +139,17 @@ Tolerance dot_tolerance(DT dt, double terms, double scale, double max_ref) {
 
 // terms: products summed per output element; scale: bound of one product's size.
 void check_nn(OpKind kind, const Attrs& attrs, const Inputs& ins, double terms, double scale, GpuMode mode,
-              int32_t tactic = -1) {
+              int32_t tactic = -1, size_t shift = kModeShift) {
   std::string what = describe(kind, ins) + " " + mode_name(mode);
   if (tactic >= 0) what += " tactic " + std::to_string(tactic);
+  if (shift != kModeShift) what += " shifted by " + std::to_string(shift) + " bytes";
   std::vector<TensorView> iv;
   for (const HostTensor& t : ins) iv.push_back(t.view(nullptr));
   const std::vector<OutputType> types = infer_shapes(kind, attrs, iv, 1);
   const std::vector<HostTensor> want = run_cpu(kind, attrs, ins, types);
   std::vector<HostTensor> got;
   try {
-    got = run_gpu_tactic(kind, attrs, ins, types, mode, tactic);
+    got = run_gpu_tactic(kind, attrs, ins, types, mode, tactic, shift);
   } catch (const Error& e) {
     ADD_FAILURE() << what << ": GPU kernel threw: " << e.what();
     return;
@@ -233,10 +241,13 @@ std::vector<NnCase> conv_cases() {
       {"KernelLargerThanImage", C, conv({2, 2, 2, 2}), kF, conv_inputs({1, 2, 2, 3}, {3, 2, 5, 5}, false)},
       // 1-D and 3-D.
       {"Conv1D", C, conv({1, 2}, {2}), kFD, conv_inputs({3, 5, 20}, {4, 5, 3}, true), true},
-      {"Conv1DSymmetric", C, conv({1, 1}), kF, conv_inputs({2, 6, 17}, {6, 3, 3}, false)},
+      {"Conv1DGrouped", C, conv({1, 1}, {}, 2), kF, conv_inputs({2, 6, 17}, {6, 3, 3}, false)},
       {"Conv3D", C, conv({1, 1, 1, 1, 1, 1}), kF, conv_inputs({1, 3, 6, 7, 8}, {4, 3, 3, 3, 3}, true), true},
       {"Conv3DStrided", C, conv({0, 1, 0, 1, 0, 0}, {2, 1, 2}), kF,
        conv_inputs({2, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, false)},
+      // 4 spatial axes: the direct kernel.
+      {"Conv4D", C, conv({1, 0, 1, 0, 0, 1, 0, 1}, {1, 2, 1, 1}), kF,
+       conv_inputs({2, 3, 4, 5, 3, 4}, {2, 3, 2, 2, 2, 3}, true)},
       // Zero-size: no batch, no input channels (Y = B), no output channels.
       {"ZeroBatch", C, conv({1, 1, 1, 1}), kF, conv_inputs({0, 3, 5, 5}, {4, 3, 3, 3}, true)},
       {"ZeroInputChannels", C, conv({1, 1, 1, 1}), kF, conv_inputs({1, 0, 5, 5}, {4, 0, 3, 3}, true)},
@@ -263,6 +274,8 @@ std::vector<NnCase> conv_cases() {
       {"ConvT1D", T, conv_t({1, 0}, {3}, 1, {2}), kFD, conv_inputs({2, 4, 7}, {4, 5, 4}, true, 5), true},
       {"ConvT3D", T, conv_t({1, 1, 1, 1, 1, 1}, {2, 2, 2}, 1, {1, 1, 1}), kF,
        conv_inputs({1, 3, 3, 4, 3}, {3, 2, 3, 3, 3}, true, 2)},
+      {"ConvT4D", T, conv_t({0, 1, 0, 0, 1, 0, 0, 0}, {2, 1, 1, 2}), kF,
+       conv_inputs({1, 2, 3, 2, 3, 2}, {2, 3, 2, 2, 2, 2}, true, 3)},
       {"ConvTZeroBatch", T, conv_t({}, {2, 2}), kF, conv_inputs({0, 3, 4, 4}, {3, 2, 3, 3}, true, 2)},
       {"ConvTZeroInputChannels", T, conv_t({}, {2, 2}), kF, conv_inputs({1, 0, 4, 4}, {0, 2, 3, 3}, true, 2)},
   };
@@ -445,6 +458,21 @@ TEST_P(NnGpuTactics, EveryTacticMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(Nn, NnGpuTactics, testing::ValuesIn(tactic_cases()),
                          [](const testing::TestParamInfo<NnCase>& info) { return info.param.name; });
 
+// Pointers 16-byte aligned (but not 32): cuDNN still runs (the direct kernel takes over below 16),
+// cuBLASLt with the alignment its plan assumed; at 8 bytes cuBLASLt plans again.
+TEST(NnGpuAlignment, SixteenAndEightByteShifts) {
+  KILN_SKIP_WITHOUT_GPU();
+  for (const NnCase& c : all_cases()) {
+    if (!c.tactics) continue;
+    rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+    for (DT dt : kF) {
+      const Inputs in = c.inputs(dt);
+      for (size_t shift : {size_t{16}, size_t{8}})
+        check_nn(c.kind, c.attrs, in, terms_of(c, in), scale_of(c, in), GpuMode::kDirect, -1, shift);
+    }
+  }
+}
+
 // ---- errors --------------------------------------------------------------------------------------
 void expect_gpu_throws(OpKind kind, const Attrs& attrs, const Inputs& in, const std::string& needle) {
   std::vector<TensorView> iv;
@@ -466,10 +494,10 @@ TEST(NnGpuErrors, UnsupportedTypesThrowNamingTheBackend) {
   expect_gpu_throws(OpKind::kGemm, gemm(0, 0), gemm_inputs(2, 3, 4, 0, 0, std::nullopt)(DT::kBFloat16), "CUDA backend");
 }
 
-TEST(NnGpuErrors, MoreThanThreeSpatialAxesThrow) {
+TEST(NnGpuErrors, MoreThanEightSpatialAxesThrow) {
   KILN_SKIP_WITHOUT_GPU();
-  expect_gpu_throws(OpKind::kConv, conv(), conv_inputs({1, 2, 3, 3, 3, 3}, {2, 2, 1, 1, 1, 1}, false)(DT::kFloat32),
-                    "at most 3");
+  const Shape x(11, 1), w(11, 1);
+  expect_gpu_throws(OpKind::kConv, conv(), conv_inputs(x, w, false)(DT::kFloat32), "at most 8");
 }
 
 TEST(NnGpuErrors, ShapeErrorsThrowBeforeTheGpu) {

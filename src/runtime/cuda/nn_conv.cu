@@ -4,15 +4,17 @@
 // onto X (cudnnConvolutionBackwardData), which also covers output_padding and output_shape: Y's
 // view already has its final size. The bias is fused (cudnnConvolutionBiasActivationForward with
 // an identity activation) where cuDNN allows that (the IMPLICIT_PRECOMP_GEMM algorithm), else
-// added by cudnnAddTensor. float32 runs with CUDNN_FMA_MATH (no TF32), float16 as half tensors
-// with float accumulation (CUDNN_TENSOR_OP_MATH), float64 with FMA math.
+// added by cudnnAddTensor. float32 runs with CUDNN_FMA_MATH (no TF32) and without the Winograd
+// algorithms (less accurate), float16 as half tensors with float accumulation
+// (CUDNN_TENSOR_OP_MATH), float64 with FMA math.
 //
 // cuDNN pads symmetrically. Conv with pads that differ at the two ends of an axis (auto_pad
 // SAME_* with an odd total, or explicit pads) runs on a copy of X in the workspace that carries
 // the difference as explicit zeros; ConvTranspose with such pads (or negative ones, or an
 // output_padding of a stride or more) computes a larger result in the workspace and copies the
 // window that Y needs out of it, zero where it has none. 1-D convolutions run as 2-D ones with a
-// height of 1; more than 3 spatial axes are not supported.
+// height of 1. More than 3 spatial axes, tensors beyond 2^31 elements and pointers below 16-byte
+// alignment take the direct kernel (nn_conv_direct.cu) instead.
 //
 // Everything host-side (geometry, descriptors, the algorithm choice) is kept in the step's state.
 // The tactics are cuDNN algorithm ids, best heuristic guess first.
@@ -172,6 +174,8 @@ struct ConvPlan final : StepState {
   bool transpose = false;
   bool empty = false;      // Y has no elements: nothing to do
   bool bias_only = false;  // no element of X reaches Y (no input channels, or X empty): Y = B or 0
+  bool direct = false;     // cuDNN cannot take these shapes: the direct kernel runs
+  DirectConv geometry;     // for the direct kernel (also used at run time with misaligned pointers)
   DataType dtype = DataType::kFloat32;
   size_t elem = 4;
   int64_t y_numel = 0, y_plane = 0, channels = 0;  // Y [N, channels, plane]
@@ -188,7 +192,7 @@ struct ConvPlan final : StepState {
   Window window;
   size_t staged_bytes = 0;
 
-  size_t workspace() const { return empty || bias_only ? 0 : align_up(algo_ws) + staged_bytes; }
+  size_t workspace() const { return empty || bias_only || direct ? 0 : align_up(algo_ws) + staged_bytes; }
 };
 
 std::vector<int64_t> plan_key(OpKind kind, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -202,9 +206,16 @@ std::vector<int64_t> plan_key(OpKind kind, std::span<const TensorView> in, std::
   return k;
 }
 
-bool allowed_math(DataType dt, cudnnMathType_t m) {
-  // float32 and float64 must not use tensor cores (TF32): FMA kernels only.
-  return dt == DataType::kFloat16 || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+// float32 and float64 must not use tensor cores (TF32): FMA kernels only. Nor Winograd: its
+// transforms lose about ten times more than a dot product (measured 2e-4 on 3x3 convs with 576
+// products in float32), while FFT stays within a dot product's error. float16 takes every
+// algorithm: all accumulate in float, below the output's half precision.
+bool allowed(DataType dt, int algo, bool transpose, cudnnMathType_t m) {
+  if (dt == DataType::kFloat16) return true;
+  if (m != CUDNN_FMA_MATH && m != CUDNN_DEFAULT_MATH) return false;
+  if (!transpose)
+    return algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+  return algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD && algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
 }
 
 std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
@@ -233,8 +244,28 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
     return p;
   }
   const size_t n = g.rank();
-  if (n > static_cast<size_t>(kMaxSpatial))
-    throw Error(std::string(op) + ": " + std::to_string(n) + " spatial axes; the CUDA backend supports at most 3");
+  DirectConv& dg = p->geometry;
+  if (n > static_cast<size_t>(kMaxDirectRank))
+    throw Error(std::string(op) + ": " + std::to_string(n) + " spatial axes; the CUDA backend supports at most " +
+                std::to_string(kMaxDirectRank));
+  dg.transpose = p->transpose;
+  dg.rank = static_cast<int>(n);
+  dg.batch = N;
+  dg.C = C;
+  dg.M = M;
+  dg.G = G;
+  for (size_t i = 0; i < n; ++i) {
+    dg.in[i] = g.in[i];
+    dg.out[i] = g.out[i];
+    dg.kernel[i] = g.kernel[i];
+    dg.strides[i] = g.strides[i];
+    dg.dilations[i] = g.dilations[i];
+    dg.pads[i] = g.pads[i];
+  }
+  if (n > static_cast<size_t>(kMaxSpatial)) {
+    p->direct = true;
+    return p;
+  }
 
   // Symmetric cuDNN pads plus the staged window (see the file comment).
   std::vector<int64_t> pad(n), staged_dims(n);
@@ -306,7 +337,7 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
 
   // Heuristic candidates, best first, one per algorithm.
   auto add = [&](int algo, cudnnStatus_t st, size_t mem, cudnnMathType_t m) {
-    if (st != CUDNN_STATUS_SUCCESS || mem > kMaxAlgoWorkspace || !allowed_math(X.dtype, m)) return;
+    if (st != CUDNN_STATUS_SUCCESS || mem > kMaxAlgoWorkspace || !allowed(X.dtype, algo, p->transpose, m)) return;
     for (const Candidate& c : p->candidates)
       if (c.algo == algo) return;
     p->candidates.push_back({algo, X.dtype == DataType::kFloat16 ? m : CUDNN_FMA_MATH});
@@ -364,6 +395,10 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   const void* B = in.size() > 2 && in[2].exists ? in[2].data : nullptr;
   if (p.empty) return;
   if (p.bias_only) return bias_fill(B, Y.data, p.y_numel, p.y_plane, p.channels, p.elem, env.stream, op);
+  // cuDNN's kernels need aligned tensors (a Kiln engine's are 64-byte aligned; the tests shift them).
+  const bool aligned = alignment_of(X.data, 16) == 16 && alignment_of(W.data, 16) == 16 &&
+                       alignment_of(Y.data, 16) == 16 && alignment_of(B, 16) == 16;
+  if (p.direct || !aligned) return direct_conv(p.geometry, p.dtype, X.data, W.data, B, Y.data, env.stream, op);
   if (env.workspace_bytes < p.workspace())
     throw Error(std::string(op) + ": the workspace is smaller than the step asked for");
   char* ws = static_cast<char*>(env.workspace);

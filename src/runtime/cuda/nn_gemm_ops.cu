@@ -1,6 +1,8 @@
 // Gemm and MatMul on the GPU. The float types (float32, float16 with float accumulation, float64)
 // go through cuBLASLt (GemmPlan, nn_gemm.h); the integer types the CPU takes (int32, int64,
-// uint32, uint64) through a tiled kernel here that wraps modulo 2^bits like the CPU kernel.
+// uint32, uint64) through a tiled kernel here that wraps modulo 2^bits like the CPU kernel. The
+// tiled kernel also runs float products for which cuBLASLt offers no algorithm (pointers aligned
+// to less than an element pair, say).
 //
 // Gemm's C: a full [M, N] C is cuBLASLt's C operand; a per-column vector with beta == 1 is the
 // BIAS epilogue; any other broadcast is first written into Y, which is then C in place.
@@ -49,27 +51,51 @@ struct BatchDims {
   int64_t dims[kMaxBatchDims] = {}, sa[kMaxBatchDims] = {}, sb[kMaxBatchDims] = {};
 };
 
+// The tiled kernel's arithmetic type: integer products wrap (computed unsigned, as on the CPU);
+// float16 and float32 accumulate in float, float64 in double.
 template <class T>
-using Wrap = std::make_unsigned_t<T>;  // integer products wrap: computed unsigned
+struct AccOf {
+  using type = std::make_unsigned_t<T>;
+};
+template <>
+struct AccOf<__half> {
+  using type = float;
+};
+template <>
+struct AccOf<float> {
+  using type = float;
+};
+template <>
+struct AccOf<double> {
+  using type = double;
+};
+template <class T>
+using Acc = typename AccOf<T>::type;
 
 template <class T>
-struct IntGemmArgs {
+struct TiledGemmArgs {
   int64_t m, n, k, lda, ldb;
   bool ta, tb, use_c;
-  Wrap<T> alpha, beta;
+  Acc<T> alpha, beta;
   int64_t crs, ccs;  // C element (i, j) at i * crs + j * ccs
   int64_t batches;
   BatchDims batch;
 };
 
-// 16x16 output tiles per block, K in steps of 16 through shared memory; grid-stride over tiles
-// and batches (gridDim.y and .z stop at 65535).
+template <class T>
+__device__ __forceinline__ Acc<T> to_acc(T v) {
+  return static_cast<Acc<T>>(ew::load(v));
+}
+
+// The integer products, and the float ones where cuBLASLt has no algorithm: 16x16 output tiles
+// per block, K in steps of 16 through shared memory; grid-stride over tiles and batches (gridDim.y
+// and .z stop at 65535).
 constexpr int kTile = 16;
 
 template <class T>
-__global__ void int_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
-                                T* __restrict__ y, IntGemmArgs<T> p) {
-  using U = Wrap<T>;
+__global__ void tiled_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
+                                  T* __restrict__ y, TiledGemmArgs<T> p) {
+  using U = Acc<T>;
   __shared__ U as[kTile][kTile + 1], bs[kTile][kTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   for (int64_t bz = blockIdx.z; bz < p.batches; bz += gridDim.z) {
@@ -85,10 +111,10 @@ __global__ void int_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b
       for (int64_t tj = blockIdx.x; tj * kTile < p.n; tj += gridDim.x) {
         const int64_t i = ti * kTile + ty, j = tj * kTile + tx;
         U acc = 0;
-        for (int64_t p0 = 0; p0 < p.k; p0 += kTile) {
-          const int64_t qa = p0 + tx, qb = p0 + ty;
-          as[ty][tx] = i < p.m && qa < p.k ? static_cast<U>(a[a_off + (p.ta ? qa * p.lda + i : i * p.lda + qa)]) : U(0);
-          bs[ty][tx] = j < p.n && qb < p.k ? static_cast<U>(b[b_off + (p.tb ? j * p.ldb + qb : qb * p.ldb + j)]) : U(0);
+        for (int64_t k0 = 0; k0 < p.k; k0 += kTile) {
+          const int64_t qa = k0 + tx, qb = k0 + ty;
+          as[ty][tx] = i < p.m && qa < p.k ? to_acc(a[a_off + (p.ta ? qa * p.lda + i : i * p.lda + qa)]) : U(0);
+          bs[ty][tx] = j < p.n && qb < p.k ? to_acc(b[b_off + (p.tb ? j * p.ldb + qb : qb * p.ldb + j)]) : U(0);
           __syncthreads();
 #pragma unroll
           for (int q = 0; q < kTile; ++q) acc += as[ty][q] * bs[q][tx];
@@ -96,8 +122,8 @@ __global__ void int_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b
         }
         if (i < p.m && j < p.n) {
           U v = p.alpha * acc;
-          if (p.use_c) v += p.beta * static_cast<U>(c[i * p.crs + j * p.ccs]);
-          yb[i * p.n + j] = static_cast<T>(v);
+          if (p.use_c) v += p.beta * to_acc(c[i * p.crs + j * p.ccs]);
+          yb[i * p.n + j] = ew::store<T>(v);
         }
       }
     }
@@ -105,27 +131,27 @@ __global__ void int_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b
 }
 
 template <class T>
-void launch_int_gemm(const TensorView& A, const TensorView& B, const void* c, const TensorView& Y,
-                     const IntGemmArgs<T>& p, GpuEnv& env, const char* op) {
+void launch_tiled_gemm(const void* a, const void* b, const void* c, void* y, const TiledGemmArgs<T>& p, GpuEnv& env,
+                       const char* op) {
   const int64_t tm = (p.m + kTile - 1) / kTile, tn = (p.n + kTile - 1) / kTile;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tn, 65535)),
                   static_cast<unsigned>(std::min<int64_t>(tm, 65535)),
                   static_cast<unsigned>(std::min<int64_t>(p.batches, 65535)));
-  int_gemm_kernel<T><<<grid, dim3(kTile, kTile), 0, env.stream>>>(A.as<const T>(), B.as<const T>(),
-                                                                  static_cast<const T*>(c), Y.as<T>(), p);
+  tiled_gemm_kernel<T><<<grid, dim3(kTile, kTile), 0, env.stream>>>(static_cast<const T*>(a), static_cast<const T*>(b),
+                                                                    static_cast<const T*>(c), static_cast<T*>(y), p);
   check_launch(op);
 }
 
 // The CPU's float attribute -> integer multiplier: truncated, saturated to T, NaN -> 0.
 template <class T>
-Wrap<T> int_scalar(float f) {
+Acc<T> int_scalar(float f) {
   if (std::isnan(f)) return 0;
   const double lo = static_cast<double>(std::numeric_limits<T>::lowest());
   const double hi = static_cast<double>(std::numeric_limits<T>::max());
   const double v = std::trunc(static_cast<double>(f));
-  if (v <= lo) return static_cast<Wrap<T>>(std::numeric_limits<T>::lowest());
-  if (v >= hi) return static_cast<Wrap<T>>(std::numeric_limits<T>::max());
-  return static_cast<Wrap<T>>(static_cast<T>(v));
+  if (v <= lo) return static_cast<Acc<T>>(std::numeric_limits<T>::lowest());
+  if (v >= hi) return static_cast<Acc<T>>(std::numeric_limits<T>::max());
+  return static_cast<Acc<T>>(static_cast<T>(v));
 }
 
 // float32 / float16 / float64 (cuBLASLt) or the integer kernel's types.
@@ -245,7 +271,7 @@ GemmStepPlan& gemm_plan(const Attrs& attrs, std::span<const TensorView> in, std:
       d.ldb = B.shape[1];
       d.bias = mode == CMode::kBias;
       p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
-      if (p->gemm->algo_count() == 0) throw Error("Gemm: cuBLASLt has no algorithm for these shapes");
+      if (p->gemm->algo_count() == 0) p->gemm.reset();  // the tiled kernel runs instead
     }
     return p;
   });
@@ -258,34 +284,37 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   const TensorView &A = in[0], &B = in[1], &Y = out[0];
   const GemmShape s = gemm_shape(a, in, Y);
   if (s.m == 0 || s.n == 0) return;
-  if (!lt_dtype(A.dtype)) {
-    dispatch_gemm_int(A.dtype, op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      IntGemmArgs<T> p{};
-      p.m = s.m;
-      p.n = s.n;
-      p.k = s.k;
-      p.lda = A.shape[1];
-      p.ldb = B.shape[1];
-      p.ta = a.transA != 0;
-      p.tb = a.transB != 0;
-      p.use_c = s.has_c;
+  auto tiled = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    TiledGemmArgs<T> p{};
+    p.m = s.m;
+    p.n = s.n;
+    p.k = s.k;
+    p.lda = A.shape[1];
+    p.ldb = B.shape[1];
+    p.ta = a.transA != 0;
+    p.tb = a.transB != 0;
+    p.use_c = s.has_c;
+    if constexpr (std::is_integral_v<T>) {
       p.alpha = int_scalar<T>(a.alpha);
       p.beta = int_scalar<T>(a.beta);
-      if (s.has_c) {
-        const int64_t cr = s.C->rank() == 2 ? s.C->shape[0] : 1,
-                      cc = s.C->rank() >= 1 ? s.C->shape[s.C->rank() - 1] : 1;
-        p.crs = cr == 1 ? 0 : cc;
-        p.ccs = cc == 1 ? 0 : 1;
-      }
-      p.batches = 1;
-      launch_int_gemm<T>(A, B, s.has_c ? s.C->data : nullptr, Y, p, env, op);
-    });
-    return;
-  }
+    } else {
+      p.alpha = static_cast<Acc<T>>(a.alpha);
+      p.beta = static_cast<Acc<T>>(a.beta);
+    }
+    if (s.has_c) {
+      const int64_t cr = s.C->rank() == 2 ? s.C->shape[0] : 1, cc = s.C->rank() >= 1 ? s.C->shape[s.C->rank() - 1] : 1;
+      p.crs = cr == 1 ? 0 : cc;
+      p.ccs = cc == 1 ? 0 : 1;
+    }
+    p.batches = 1;
+    launch_tiled_gemm<T>(A.data, B.data, s.has_c ? s.C->data : nullptr, Y.data, p, env, op);
+  };
+  if (!lt_dtype(A.dtype)) return dispatch_gemm_int(A.dtype, op, tiled);
   if (s.k == 0) return fill_from_c(s.C, Y, s.m, s.n, a.beta, env, op);
   std::unique_ptr<GemmStepPlan> local;
   GemmStepPlan& p = gemm_plan(attrs, in, out, env, local);
+  if (!p.gemm) return dispatch_lt(A.dtype, op, tiled);
   switch (p.mode) {
     case CMode::kNone:
       p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, 0.0, nullptr, Y.data, nullptr, env.workspace,
@@ -372,10 +401,16 @@ MatMulStepPlan& matmul_plan(std::span<const TensorView> in, std::span<const Tens
     d.m = p->m;
     d.n = p->n;
     d.k = p->k;
+    // Batch offsets are multiples of the strides: the pointers of later matrices may be less aligned.
+    const size_t es = dtype_size(A.dtype);
     GemmAlignment al;
     al.a = al_a;
     al.b = al_b;
-    al.c = al_y;
+    al.c = std::min(al_y, alignment_of(reinterpret_cast<const void*>(p->m * p->n * es), 16));
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (sa[i]) al.a = std::min(al.a, alignment_of(reinterpret_cast<const void*>(sa[i] * es), 16));
+      if (sb[i]) al.b = std::min(al.b, alignment_of(reinterpret_cast<const void*>(sb[i] * es), 16));
+    }
     const int r = p->batch.rank;
     if (r == 1 && sb[0] == 0 && sa[0] == p->m * p->k) {  // B shared, A's matrices back to back
       d.m = p->m * dims[0];
@@ -409,7 +444,7 @@ MatMulStepPlan& matmul_plan(std::span<const TensorView> in, std::span<const Tens
       p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
       p->a_off = p->b_off = p->y_off = {0};
     }
-    if (p->gemm->algo_count() == 0) throw Error("MatMul: cuBLASLt has no algorithm for these shapes");
+    if (p->gemm->algo_count() == 0) p->gemm.reset();  // the tiled kernel runs instead
     return p;
   });
 }
@@ -421,26 +456,25 @@ void matmul_kernel(OpKind kind, const Attrs&, std::span<const TensorView> in, st
   if (Y.numel() == 0) return;
   std::unique_ptr<MatMulStepPlan> local;
   MatMulStepPlan& p = matmul_plan(in, out, env, local);
-  if (!lt_dtype(A.dtype)) {
-    dispatch_gemm_int(A.dtype, op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      IntGemmArgs<T> g{};
-      g.m = p.m;
-      g.n = p.n;
-      g.k = p.k;
-      g.lda = p.k;
-      g.ldb = p.n;
-      g.alpha = 1;
-      g.batches = p.batches;
-      g.batch = p.batch;
-      launch_int_gemm<T>(A, B, nullptr, Y, g, env, op);
-    });
-    return;
-  }
+  auto tiled = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    TiledGemmArgs<T> g{};
+    g.m = p.m;
+    g.n = p.n;
+    g.k = p.k;
+    g.lda = p.k;
+    g.ldb = p.n;
+    g.alpha = 1;
+    g.batches = p.batches;
+    g.batch = p.batch;
+    launch_tiled_gemm<T>(A.data, B.data, nullptr, Y.data, g, env, op);
+  };
+  if (!lt_dtype(A.dtype)) return dispatch_gemm_int(A.dtype, op, tiled);
   if (p.k == 0) {
     check_cuda(cudaMemsetAsync(Y.data, 0, Y.bytes(), env.stream), op);
     return;
   }
+  if (!p.gemm) return dispatch_lt(A.dtype, op, tiled);
   const size_t es = dtype_size(A.dtype);
   const char *a = static_cast<const char*>(A.data), *b = static_cast<const char*>(B.data);
   char* y = static_cast<char*>(Y.data);

@@ -13,6 +13,22 @@ namespace kiln::gpu::nn {
 std::span<const GpuKernelEntry> conv_gpu_entries();  // nn_conv.cu: Conv, ConvTranspose
 std::span<const GpuKernelEntry> gemm_gpu_entries();  // nn_gemm_ops.cu: Gemm, MatMul
 
+// Conv / ConvTranspose geometry for the direct kernels (nn_conv_direct.cu): one thread per output
+// element, no workspace, any alignment and any number of spatial axes up to kMaxDirectRank. The
+// fallback where cuDNN cannot run: pointers below 16-byte alignment, more than 3 spatial axes, or
+// tensors beyond cuDNN's 32-bit sizes.
+inline constexpr int kMaxDirectRank = 8;
+struct DirectConv {
+  bool transpose = false;
+  int rank = 0;
+  int64_t batch = 0, C = 0, M = 0, G = 1;  // X [batch, C, in...], Y [batch, M, out...]
+  int64_t in[kMaxDirectRank] = {}, out[kMaxDirectRank] = {}, kernel[kMaxDirectRank] = {};
+  int64_t strides[kMaxDirectRank] = {}, dilations[kMaxDirectRank] = {}, pads[kMaxDirectRank] = {};  // pads: begin
+};
+// Y = conv(X, W) + B (B may be null); float32, float16 (float accumulation) or float64.
+void direct_conv(const DirectConv& g, DataType dt, const void* x, const void* w, const void* b, void* y,
+                 cudaStream_t stream, const char* op);
+
 inline size_t align_up(size_t bytes, size_t to = 256) { return (bytes + to - 1) / to * to; }
 
 // The largest power of two (at most `cap`) that divides the address; null counts as aligned.

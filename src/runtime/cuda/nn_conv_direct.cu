@@ -1,0 +1,84 @@
+// The direct Conv / ConvTranspose kernels (nn_internal.cuh): one thread per output element sums
+// its taps in the accumulation type (float for float32 and float16, double for float64). Slow
+// next to cuDNN, but it needs no workspace and no alignment, and takes any spatial rank up to 8
+// and 64-bit sizes: it runs only where cuDNN cannot (see nn_conv.cu).
+#include "runtime/cuda/elementwise_internal.cuh"
+#include "runtime/cuda/nn_internal.cuh"
+
+namespace kiln::gpu::nn {
+
+namespace {
+
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T>
+__global__ void direct_conv_kernel(DirectConv g, const T* __restrict__ x, const T* __restrict__ w,
+                                   const T* __restrict__ b, T* __restrict__ y, int64_t n) {
+  int64_t in_size = 1, out_size = 1, taps = 1;
+  for (int d = 0; d < g.rank; ++d) {
+    in_size *= g.in[d];
+    out_size *= g.out[d];
+    taps *= g.kernel[d];
+  }
+  const int64_t cg = g.C / g.G, mg = g.M / g.G;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t pos[kMaxDirectRank];
+    int64_t rest = i;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      pos[d] = rest % g.out[d];
+      rest /= g.out[d];
+    }
+    const int64_t m = rest % g.M, img = rest / g.M, grp = m / mg;
+    Acc<T> acc = 0;
+    for (int64_t c = 0; c < cg; ++c) {
+      const int64_t ch = grp * cg + c;
+      const T* xc = x + (img * g.C + ch) * in_size;
+      // Conv: W [M, cg, taps]; ConvTranspose: W [C, mg, taps].
+      const T* wc = g.transpose ? w + (ch * mg + m % mg) * taps : w + (m * cg + c) * taps;
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t tr = t, off = 0, stride = 1;
+        bool inside = true;
+        for (int d = g.rank - 1; d >= 0; --d) {
+          const int64_t k = tr % g.kernel[d];
+          tr /= g.kernel[d];
+          int64_t p;
+          if (!g.transpose) {
+            p = pos[d] * g.strides[d] - g.pads[d] + k * g.dilations[d];
+          } else {  // X position q with q * stride - pad + k * dilation == pos
+            const int64_t q = pos[d] + g.pads[d] - k * g.dilations[d];
+            p = q >= 0 && q % g.strides[d] == 0 ? q / g.strides[d] : -1;
+          }
+          inside &= p >= 0 && p < g.in[d];
+          off += p * stride;
+          stride *= g.in[d];
+        }
+        if (inside) acc += static_cast<Acc<T>>(ew::load(xc[off])) * static_cast<Acc<T>>(ew::load(wc[t]));
+      }
+    }
+    if (b) acc += static_cast<Acc<T>>(ew::load(b[m]));
+    y[i] = ew::store<T>(acc);
+  }
+}
+
+}  // namespace
+
+void direct_conv(const DirectConv& g, DataType dt, const void* x, const void* w, const void* b, void* y,
+                 cudaStream_t stream, const char* op) {
+  int64_t n = g.batch * g.M;
+  for (int d = 0; d < g.rank; ++d) n *= g.out[d];
+  if (n == 0) return;
+  auto launch = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    direct_conv_kernel<T><<<ew::blocks_for(n), ew::kThreads, 0, stream>>>(
+        g, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(y), n);
+  };
+  if (dt == DataType::kFloat64)
+    launch(Tag<double>{});
+  else
+    ew::dispatch_gpu_float(dt, op, launch);
+  check_launch(op);
+}
+
+}  // namespace kiln::gpu::nn
