@@ -3,7 +3,8 @@
 // Each iteration is one kernel call on a stream, timed with CUDA events (manual time); the
 // counter TFLOP/s counts 2 * multiply-adds. As the builder does, every tactic the kernel offers is
 // timed first and the fastest runs; the step's state and workspace are set up before the timing
-// (an engine does that once). Without a GPU the program says so and exits 0.
+// (an engine does that once); KILN_BENCH_TACTICS=1 prints each tactic's time to stderr. Without a
+// GPU the program says so and exits 0.
 // Args (Conv): batch, in channels, image size, out channels, kernel, stride, float16 (0/1).
 // Args (Gemm): m, n, k, float16 (0/1).
 #include <benchmark/benchmark.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -141,6 +143,9 @@ void run_op(benchmark::State& state, OpKind kind, const Attrs& attrs, DataType d
       setup(t);
       double s = 1e30;
       for (int i = 0; i < 3; ++i) s = std::min(s, time_call());
+      if (std::getenv("KILN_BENCH_TACTICS"))
+        std::fprintf(stderr, "%s %s %s %s: tactic %d %.1f us\n", op_name(kind).data(), shape_string(shapes[0]).c_str(),
+                     shape_string(shapes[1]).c_str(), dtype_name(dt).data(), t, s * 1e6);
       if (s < best_s) {
         best_s = s;
         best = t;

@@ -1,6 +1,8 @@
 // GemmPlan and gemm_rowmajor (nn_gemm.h): row-major products through cuBLASLt.
 // Operand swap: row-major D [m, n] is column-major D^T [n, m], so cuBLASLt's "A" is our B (op
-// trans_b), its "B" our A (op trans_a), and its m and n are our n and m.
+// trans_b), its "B" our A (op trans_a), and its m and n are our n and m. cuBLASLt's BIAS
+// epilogue runs along its D's rows: a bias per column of ours. (Its row-major layouts, which
+// would give a bias per row of ours, found no algorithm for half products with a bias here.)
 #include <algorithm>
 #include <climits>
 #include <memory>
@@ -84,7 +86,7 @@ void GemmPlan::build(GemmAlignment align, size_t max_workspace, int max_algos) {
     set_desc(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
              reinterpret_cast<const void*>(static_cast<uintptr_t>(std::max<uint32_t>(align.bias, 1))));
   }
-  // cuBLASLt's A: our B, stored [k, n] (or [n, k] transposed) row-major = column-major [n, k] (or [k, n]).
+  // cuBLASLt's A: our B, stored [k, n] (or [n, k]) row-major = column-major [n, k] (or [k, n]).
   la_ = g.trans_b ? make_layout(t, g.k, g.n, g.ldb, g.batch, g.stride_b)
                   : make_layout(t, g.n, g.k, g.ldb, g.batch, g.stride_b);
   lb_ = g.trans_a ? make_layout(t, g.m, g.k, g.lda, g.batch, g.stride_a)

@@ -1,6 +1,6 @@
 // Row-major GEMM through cuBLASLt, for the Gemm/MatMul kernels and for other GPU code that needs
 // a matrix product on the stream (the RNN kernels, say):
-//   D = alpha * op(A) op(B) + beta * C (+ bias per column), for `batch` matrices at fixed strides.
+//   D = alpha * op(A) op(B) + beta * C (+ a bias per column), for `batch` matrices at fixed strides.
 // float32 runs with CUBLAS_COMPUTE_32F (never TF32), float16 as half A/B/C/D with float
 // accumulation (split-K partial sums are kept in float, never in half), float64 in double.
 // cuBLASLt is column-major: the row-major product is computed as D^T = op(B)^T op(A)^T.

@@ -1,5 +1,6 @@
 // Shared pieces of the nn family's CUDA kernels (private to src/runtime/cuda/nn*.cu): the entry
-// spans of each file, pointer alignment, and the per-step state lookup.
+// spans of each file, the Conv helper kernels of nn_conv_kernels.cu, pointer alignment, and the
+// per-step state lookup.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,35 @@ struct DirectConv {
 // Y = conv(X, W) + B (B may be null); float32, float16 (float accumulation) or float64.
 void direct_conv(const DirectConv& g, DataType dt, const void* x, const void* w, const void* b, void* y,
                  cudaStream_t stream, const char* op);
+
+// Zero padding (Conv) and cropping (ConvTranspose) around cuDNN, which pads symmetrically only:
+// dst [planes, dst...] from src [planes, src...], dst position d reading src position d - pre on
+// each spatial axis, or zero where that is outside src.
+inline constexpr int kMaxWindowRank = 3;
+struct Window {
+  int rank = 0;
+  int64_t planes = 0;
+  int64_t dst[kMaxWindowRank] = {}, src[kMaxWindowRank] = {}, pre[kMaxWindowRank] = {};
+  int64_t dst_numel() const {
+    int64_t n = planes;
+    for (int i = 0; i < rank; ++i) n *= dst[i];
+    return n;
+  }
+  int64_t src_numel() const {
+    int64_t n = planes;
+    for (int i = 0; i < rank; ++i) n *= src[i];
+    return n;
+  }
+};
+// elem: element size in bytes (the bits are moved; zero bits are 0.0 in every float type).
+void window_copy(const void* src, void* dst, const Window& w, size_t elem, cudaStream_t stream, const char* op);
+
+// y [n / plane planes of `plane` elements] = bias[plane index % channels], or zeros without a bias.
+void bias_fill(const void* bias, void* y, int64_t n, int64_t plane, int64_t channels, size_t elem, cudaStream_t stream,
+               const char* op);
+// y += bias likewise, in float (double for float64); nothing without a bias.
+void bias_add(void* y, const void* bias, int64_t n, int64_t plane, int64_t channels, DataType dt, cudaStream_t stream,
+              const char* op);
 
 inline size_t align_up(size_t bytes, size_t to = 256) { return (bytes + to - 1) / to * to; }
 
