@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "gpu_harness.h"
+#include "runtime/cuda/nn_gemm.h"
 
 namespace kiln::gpu_test {
 namespace {
@@ -217,6 +218,11 @@ std::vector<NnCase> conv_cases() {
       {"Conv3x3Bias", C, conv({1, 1, 1, 1}), kFD, conv_inputs({2, 16, 14, 14}, {16, 16, 3, 3}, true), true},
       {"Conv3x3Wide", C, conv({1, 1, 1, 1}), kF, conv_inputs({1, 64, 28, 28}, {64, 64, 3, 3}, true), true},
       {"Conv1x1", C, conv(), kF, conv_inputs({1, 64, 7, 7}, {32, 64, 1, 1}, false), true},
+      // 1x1 with unit strides: also a batched GEMM (tactics from 100), then the bias add (vectorized
+      // when the plane is a multiple of 16 bytes).
+      {"Conv1x1BiasBatch", C, conv(), kFD, conv_inputs({3, 16, 5, 7}, {24, 16, 1, 1}, true), true},
+      {"Conv1x1BiasVectorPlane", C, conv(), kF, conv_inputs({2, 8, 4, 8}, {12, 8, 1, 1}, true), true},
+      {"Conv1D1x1", C, conv(), kF, conv_inputs({2, 5, 9}, {3, 5, 1}, true)},
       {"Conv1x1Stride2", C, conv({}, {2, 2}), kF, conv_inputs({2, 8, 9, 9}, {16, 8, 1, 1}, true)},
       {"Conv7x7Stride2", C, conv({3, 3, 3, 3}, {2, 2}), kFD, conv_inputs({1, 3, 32, 32}, {8, 3, 7, 7}, true), true},
       // MobileNet: depthwise, with and without stride; grouped; dilated.
@@ -471,6 +477,72 @@ TEST(NnGpuAlignment, SixteenAndEightByteShifts) {
         check_nn(c.kind, c.attrs, in, terms_of(c, in), scale_of(c, in), GpuMode::kDirect, -1, shift);
     }
   }
+}
+
+// gemm_rowmajor (nn_gemm.h), the helper other GPU code calls: transposes, leading dimensions
+// wider than the matrices, strided batches with a shared A, alpha and beta, float32 and float16.
+TEST(NnGpuGemmHelper, RowMajorBatchedMatchesReference) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(7);
+  for (DT dt : kF)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
+        const int64_t m = 13, n = 10, k = 21, batch = 3, pad = 3;
+        gpu::GemmDesc d;
+        d.dtype = dt;
+        d.trans_a = ta;
+        d.trans_b = tb;
+        d.m = m;
+        d.n = n;
+        d.k = k;
+        d.lda = (ta ? m : k) + pad;
+        d.ldb = (tb ? k : n) + pad;
+        d.ldc = n + pad;
+        d.batch = batch;
+        const int64_t a_rows = ta ? k : m, b_rows = tb ? n : k;
+        d.stride_a = 0;  // one A for every batch
+        d.stride_b = b_rows * d.ldb;
+        d.stride_c = m * d.ldc;
+        const HostTensor a = rand_tensor(dt, {a_rows * d.lda}, -1, 1);
+        const HostTensor b = rand_tensor(dt, {batch * b_rows * d.ldb}, -1, 1);
+        HostTensor c = rand_tensor(dt, {batch * m * d.ldc}, -1, 1);
+        const float alpha = 0.75f, beta = -0.5f;
+        // Reference in double from the (rounded) inputs.
+        std::vector<double> want(static_cast<size_t>(c.numel()));
+        for (int64_t i = 0; i < c.numel(); ++i) want[static_cast<size_t>(i)] = get(c, i);
+        for (int64_t bi = 0; bi < batch; ++bi)
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double acc = 0;
+              for (int64_t p = 0; p < k; ++p)
+                acc += get(a, ta ? p * d.lda + i : i * d.lda + p) *
+                       get(b, bi * d.stride_b + (tb ? j * d.ldb + p : p * d.ldb + j));
+              double& w = want[static_cast<size_t>(bi * d.stride_c + i * d.ldc + j)];
+              w = alpha * acc + beta * w;
+            }
+        DeviceBuffer da(a.bytes.size(), 0), db(b.bytes.size(), 0), dc(c.bytes.size(), 0);
+        DeviceBuffer ws(gpu::kGemmWorkspaceBytes, 0);
+        da.upload(a.bytes);
+        db.upload(b.bytes);
+        dc.upload(c.bytes);
+        Stream stream;
+        gpu::gemm_rowmajor(GpuResources::get().env(stream.get(), {}, nullptr).cublaslt, stream.get(), d, alpha,
+                           da.data(), db.data(), beta, dc.data(), ws.data(), gpu::kGemmWorkspaceBytes);
+        KILN_CUDA_OK(cudaStreamSynchronize(stream.get()));
+        bool guards = false;
+        c.bytes = dc.download(&guards);
+        EXPECT_TRUE(guards);
+        double max_want = 0;
+        for (double w : want) max_want = std::max(max_want, std::abs(w));
+        const Tolerance tol = dot_tolerance(dt, k, alpha, max_want);
+        int bad = 0;
+        for (int64_t i = 0; i < c.numel() && bad < 5; ++i)
+          if (!same_value(get(c, i), want[static_cast<size_t>(i)], tol)) {
+            ++bad;
+            ADD_FAILURE() << "element " << i << ": gpu " << get(c, i) << ", reference " << want[static_cast<size_t>(i)];
+          }
+      }
 }
 
 // ---- errors --------------------------------------------------------------------------------------

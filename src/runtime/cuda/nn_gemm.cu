@@ -134,6 +134,12 @@ size_t GemmPlan::workspace(int index) const {
   return algos_[static_cast<size_t>(index)].workspace;
 }
 
+bool GemmPlan::fits(size_t workspace_bytes) const {
+  for (const Algo& a : algos_)
+    if (a.workspace <= workspace_bytes) return true;
+  return false;
+}
+
 void GemmPlan::run(cudaStream_t stream, int index, double alpha, const void* a, const void* b, double beta,
                    const void* c, void* d, const void* bias, void* workspace, size_t workspace_bytes) const {
   if (algos_.empty()) throw Error("GEMM: cuBLASLt has no algorithm for this product");

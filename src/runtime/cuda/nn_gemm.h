@@ -52,6 +52,8 @@ class GemmPlan {
   int algo_count() const { return static_cast<int>(algos_.size()); }
   // Workspace bytes of algorithm `index` (clamped to the range; 0 when there is none).
   size_t workspace(int index) const;
+  // Whether some algorithm runs within workspace_bytes.
+  bool fits(size_t workspace_bytes) const;
   // Enqueues the product with algorithm `index` (out of range: the first). c may be d (in place)
   // and is not read when beta is 0; bias is read only with GemmDesc::bias. If workspace_bytes is
   // too small for that algorithm, the first one that fits runs instead.

@@ -1,8 +1,8 @@
 // Gemm and MatMul on the GPU. The float types (float32, float16 with float accumulation, float64)
 // go through cuBLASLt (GemmPlan, nn_gemm.h); the integer types the CPU takes (int32, int64,
-// uint32, uint64) through a tiled kernel here that wraps modulo 2^bits like the CPU kernel. The
-// tiled kernel also runs float products for which cuBLASLt offers no algorithm (pointers aligned
-// to less than an element pair, say).
+// uint32, uint64) through the tiled kernel of nn_gemm_kernels.cu, which wraps modulo 2^bits like
+// the CPU kernel. The tiled kernel also runs float products for which cuBLASLt offers no algorithm
+// (pointers aligned to less than an element pair, say).
 //
 // Gemm's C: a full [M, N] C is cuBLASLt's C operand; a per-column vector with beta == 1 is the
 // BIAS epilogue; any other broadcast is first written into Y, which is then C in place.
@@ -14,13 +14,9 @@
 // tactics are indices into the heuristic's list (up to 8).
 #include <algorithm>
 #include <climits>
-#include <cmath>
-#include <limits>
 #include <string>
-#include <type_traits>
 #include <vector>
 
-#include "runtime/cuda/elementwise_internal.cuh"
 #include "runtime/cuda/nn_gemm.h"
 #include "runtime/cuda/nn_internal.cuh"
 
@@ -28,155 +24,8 @@ namespace kiln::gpu::nn {
 
 namespace {
 
-using ew::blocks_for;
-using ew::kThreads;
-
-// ---- kernels -----------------------------------------------------------------------------------
-// y [m, n] = scale * C broadcast (C element (i, j) at i * crs + j * ccs), in T's compute type.
-template <class T, class S>
-__global__ void broadcast_c_kernel(const T* __restrict__ c, T* __restrict__ y, int64_t m, int64_t n, int64_t crs,
-                                   int64_t ccs, S scale) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x, total = m * n;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    const int64_t r = i / n, col = i - r * n;
-    y[i] = ew::store<T>(scale * static_cast<S>(ew::load(c[r * crs + col * ccs])));
-  }
-}
-
-constexpr int kMaxBatchDims = 8;
-
-// Merged output batch dims with the element strides of A's and B's matrices (0: broadcast).
-struct BatchDims {
-  int rank = 0;
-  int64_t dims[kMaxBatchDims] = {}, sa[kMaxBatchDims] = {}, sb[kMaxBatchDims] = {};
-};
-
-// The tiled kernel's arithmetic type: integer products wrap (computed unsigned, as on the CPU);
-// float16 and float32 accumulate in float, float64 in double.
-template <class T>
-struct AccOf {
-  using type = std::make_unsigned_t<T>;
-};
-template <>
-struct AccOf<__half> {
-  using type = float;
-};
-template <>
-struct AccOf<float> {
-  using type = float;
-};
-template <>
-struct AccOf<double> {
-  using type = double;
-};
-template <class T>
-using Acc = typename AccOf<T>::type;
-
-template <class T>
-struct TiledGemmArgs {
-  int64_t m, n, k, lda, ldb;
-  bool ta, tb, use_c;
-  Acc<T> alpha, beta;
-  int64_t crs, ccs;  // C element (i, j) at i * crs + j * ccs
-  int64_t batches;
-  BatchDims batch;
-};
-
-template <class T>
-__device__ __forceinline__ Acc<T> to_acc(T v) {
-  return static_cast<Acc<T>>(ew::load(v));
-}
-
-// The integer products, and the float ones where cuBLASLt has no algorithm: 16x16 output tiles
-// per block, K in steps of 16 through shared memory; grid-stride over tiles and batches (gridDim.y
-// and .z stop at 65535).
-constexpr int kTile = 16;
-
-template <class T>
-__global__ void tiled_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
-                                  T* __restrict__ y, TiledGemmArgs<T> p) {
-  using U = Acc<T>;
-  __shared__ U as[kTile][kTile + 1], bs[kTile][kTile + 1];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  for (int64_t bz = blockIdx.z; bz < p.batches; bz += gridDim.z) {
-    int64_t a_off = 0, b_off = 0, rest = bz;
-    for (int d = p.batch.rank - 1; d >= 0; --d) {
-      const int64_t idx = rest % p.batch.dims[d];
-      rest /= p.batch.dims[d];
-      a_off += idx * p.batch.sa[d];
-      b_off += idx * p.batch.sb[d];
-    }
-    T* yb = y + bz * p.m * p.n;
-    for (int64_t ti = blockIdx.y; ti * kTile < p.m; ti += gridDim.y) {
-      for (int64_t tj = blockIdx.x; tj * kTile < p.n; tj += gridDim.x) {
-        const int64_t i = ti * kTile + ty, j = tj * kTile + tx;
-        U acc = 0;
-        for (int64_t k0 = 0; k0 < p.k; k0 += kTile) {
-          const int64_t qa = k0 + tx, qb = k0 + ty;
-          as[ty][tx] = i < p.m && qa < p.k ? to_acc(a[a_off + (p.ta ? qa * p.lda + i : i * p.lda + qa)]) : U(0);
-          bs[ty][tx] = j < p.n && qb < p.k ? to_acc(b[b_off + (p.tb ? j * p.ldb + qb : qb * p.ldb + j)]) : U(0);
-          __syncthreads();
-#pragma unroll
-          for (int q = 0; q < kTile; ++q) acc += as[ty][q] * bs[q][tx];
-          __syncthreads();
-        }
-        if (i < p.m && j < p.n) {
-          U v = p.alpha * acc;
-          if (p.use_c) v += p.beta * to_acc(c[i * p.crs + j * p.ccs]);
-          yb[i * p.n + j] = ew::store<T>(v);
-        }
-      }
-    }
-  }
-}
-
-template <class T>
-void launch_tiled_gemm(const void* a, const void* b, const void* c, void* y, const TiledGemmArgs<T>& p, GpuEnv& env,
-                       const char* op) {
-  const int64_t tm = (p.m + kTile - 1) / kTile, tn = (p.n + kTile - 1) / kTile;
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tn, 65535)),
-                  static_cast<unsigned>(std::min<int64_t>(tm, 65535)),
-                  static_cast<unsigned>(std::min<int64_t>(p.batches, 65535)));
-  tiled_gemm_kernel<T><<<grid, dim3(kTile, kTile), 0, env.stream>>>(static_cast<const T*>(a), static_cast<const T*>(b),
-                                                                    static_cast<const T*>(c), static_cast<T*>(y), p);
-  check_launch(op);
-}
-
-// The CPU's float attribute -> integer multiplier: truncated, saturated to T, NaN -> 0.
-template <class T>
-Acc<T> int_scalar(float f) {
-  if (std::isnan(f)) return 0;
-  const double lo = static_cast<double>(std::numeric_limits<T>::lowest());
-  const double hi = static_cast<double>(std::numeric_limits<T>::max());
-  const double v = std::trunc(static_cast<double>(f));
-  if (v <= lo) return static_cast<Acc<T>>(std::numeric_limits<T>::lowest());
-  if (v >= hi) return static_cast<Acc<T>>(std::numeric_limits<T>::max());
-  return static_cast<Acc<T>>(static_cast<T>(v));
-}
-
 // float32 / float16 / float64 (cuBLASLt) or the integer kernel's types.
 bool lt_dtype(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kFloat64; }
-
-template <class Fn>
-void dispatch_gemm_int(DataType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DataType::kInt32: return fn(Tag<int32_t>{});
-    case DataType::kInt64: return fn(Tag<int64_t>{});
-    case DataType::kUInt32: return fn(Tag<uint32_t>{});
-    case DataType::kUInt64: return fn(Tag<uint64_t>{});
-    default: ew::throw_gpu_dtype(t, op);
-  }
-}
-
-template <class Fn>
-void dispatch_lt(DataType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DataType::kFloat32: return fn(Tag<float>{});
-    case DataType::kFloat16: return fn(Tag<__half>{});
-    case DataType::kFloat64: return fn(Tag<double>{});
-    default: ew::throw_gpu_dtype(t, op);
-  }
-}
 
 // y = scale * C broadcast to [m, n] (or zeros without C).
 void fill_from_c(const TensorView* C, const TensorView& Y, int64_t m, int64_t n, float scale, GpuEnv& env,
@@ -186,14 +35,7 @@ void fill_from_c(const TensorView* C, const TensorView& Y, int64_t m, int64_t n,
     return;
   }
   const int64_t cr = C->rank() == 2 ? C->shape[0] : 1, cc = C->rank() >= 1 ? C->shape[C->rank() - 1] : 1;
-  const int64_t crs = cr == 1 ? 0 : cc, ccs = cc == 1 ? 0 : 1;
-  dispatch_lt(Y.dtype, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    broadcast_c_kernel<T, S><<<blocks_for(m * n), kThreads, 0, env.stream>>>(C->as<const T>(), Y.as<T>(), m, n, crs,
-                                                                             ccs, static_cast<S>(scale));
-  });
-  check_launch(op);
+  broadcast_c(C->data, Y.data, m, n, cr == 1 ? 0 : cc, cc == 1 ? 0 : 1, scale, Y.dtype, env.stream, op);
 }
 
 void append_shape(std::vector<int64_t>& key, const TensorView& t) {
@@ -284,9 +126,8 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   const TensorView &A = in[0], &B = in[1], &Y = out[0];
   const GemmShape s = gemm_shape(a, in, Y);
   if (s.m == 0 || s.n == 0) return;
-  auto tiled = [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    TiledGemmArgs<T> p{};
+  auto tiled = [&] {
+    TiledGemm p;
     p.m = s.m;
     p.n = s.n;
     p.k = s.k;
@@ -295,26 +136,20 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
     p.ta = a.transA != 0;
     p.tb = a.transB != 0;
     p.use_c = s.has_c;
-    if constexpr (std::is_integral_v<T>) {
-      p.alpha = int_scalar<T>(a.alpha);
-      p.beta = int_scalar<T>(a.beta);
-    } else {
-      p.alpha = static_cast<Acc<T>>(a.alpha);
-      p.beta = static_cast<Acc<T>>(a.beta);
-    }
+    p.alpha = a.alpha;
+    p.beta = a.beta;
     if (s.has_c) {
       const int64_t cr = s.C->rank() == 2 ? s.C->shape[0] : 1, cc = s.C->rank() >= 1 ? s.C->shape[s.C->rank() - 1] : 1;
       p.crs = cr == 1 ? 0 : cc;
       p.ccs = cc == 1 ? 0 : 1;
     }
-    p.batches = 1;
-    launch_tiled_gemm<T>(A.data, B.data, s.has_c ? s.C->data : nullptr, Y.data, p, env, op);
+    tiled_gemm(p, A.dtype, A.data, B.data, s.has_c ? s.C->data : nullptr, Y.data, env.stream, op);
   };
-  if (!lt_dtype(A.dtype)) return dispatch_gemm_int(A.dtype, op, tiled);
+  if (!lt_dtype(A.dtype)) return tiled();
   if (s.k == 0) return fill_from_c(s.C, Y, s.m, s.n, a.beta, env, op);
   std::unique_ptr<GemmStepPlan> local;
   GemmStepPlan& p = gemm_plan(attrs, in, out, env, local);
-  if (!p.gemm) return dispatch_lt(A.dtype, op, tiled);
+  if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) return tiled();  // (a workspace planned elsewhere)
   switch (p.mode) {
     case CMode::kNone:
       p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, 0.0, nullptr, Y.data, nullptr, env.workspace,
@@ -456,25 +291,23 @@ void matmul_kernel(OpKind kind, const Attrs&, std::span<const TensorView> in, st
   if (Y.numel() == 0) return;
   std::unique_ptr<MatMulStepPlan> local;
   MatMulStepPlan& p = matmul_plan(in, out, env, local);
-  auto tiled = [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    TiledGemmArgs<T> g{};
+  auto tiled = [&] {
+    TiledGemm g;
     g.m = p.m;
     g.n = p.n;
     g.k = p.k;
     g.lda = p.k;
     g.ldb = p.n;
-    g.alpha = 1;
     g.batches = p.batches;
     g.batch = p.batch;
-    launch_tiled_gemm<T>(A.data, B.data, nullptr, Y.data, g, env, op);
+    tiled_gemm(g, A.dtype, A.data, B.data, nullptr, Y.data, env.stream, op);
   };
-  if (!lt_dtype(A.dtype)) return dispatch_gemm_int(A.dtype, op, tiled);
+  if (!lt_dtype(A.dtype)) return tiled();
   if (p.k == 0) {
     check_cuda(cudaMemsetAsync(Y.data, 0, Y.bytes(), env.stream), op);
     return;
   }
-  if (!p.gemm) return dispatch_lt(A.dtype, op, tiled);
+  if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) return tiled();  // (a workspace planned elsewhere)
   const size_t es = dtype_size(A.dtype);
   const char *a = static_cast<const char*>(A.data), *b = static_cast<const char*>(B.data);
   char* y = static_cast<char*>(Y.data);

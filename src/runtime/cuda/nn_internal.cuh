@@ -1,6 +1,6 @@
 // Shared pieces of the nn family's CUDA kernels (private to src/runtime/cuda/nn*.cu): the entry
-// spans of each file, the Conv helper kernels of nn_conv_kernels.cu, pointer alignment, and the
-// per-step state lookup.
+// spans of each file, the own kernels of nn_conv_kernels.cu and nn_gemm_kernels.cu, pointer
+// alignment, and the per-step state lookup.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +58,30 @@ void bias_fill(const void* bias, void* y, int64_t n, int64_t plane, int64_t chan
 // y += bias likewise, in float (double for float64); nothing without a bias.
 void bias_add(void* y, const void* bias, int64_t n, int64_t plane, int64_t channels, DataType dt, cudaStream_t stream,
               const char* op);
+
+// ---- GEMM helpers (nn_gemm_kernels.cu) ----
+inline constexpr int kMaxBatchDims = 8;
+// MatMul's output batch dims (merged) with the element strides of A's and B's matrices (0: broadcast).
+struct BatchDims {
+  int rank = 0;
+  int64_t dims[kMaxBatchDims] = {}, sa[kMaxBatchDims] = {}, sb[kMaxBatchDims] = {};
+};
+// Y [batch..., m, n] = alpha * op(A) op(B) (+ beta * C broadcast, C element (i, j) at
+// i * crs + j * ccs), row-major. Integers wrap (alpha and beta truncated to the type, as on the
+// CPU); float16 and float32 accumulate in float, float64 in double.
+struct TiledGemm {
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
+  bool ta = false, tb = false, use_c = false;
+  float alpha = 1.0f, beta = 0.0f;
+  int64_t crs = 0, ccs = 0;
+  int64_t batches = 1;
+  BatchDims batch;
+};
+void tiled_gemm(const TiledGemm& g, DataType dt, const void* a, const void* b, const void* c, void* y,
+                cudaStream_t stream, const char* op);
+// y [m, n] = scale * C broadcast (C element (i, j) at i * crs + j * ccs); float types.
+void broadcast_c(const void* c, void* y, int64_t m, int64_t n, int64_t crs, int64_t ccs, float scale, DataType dt,
+                 cudaStream_t stream, const char* op);
 
 inline size_t align_up(size_t bytes, size_t to = 256) { return (bytes + to - 1) / to * to; }
 
