@@ -4,9 +4,10 @@
 // onto X (cudnnConvolutionBackwardData), which also covers output_padding and output_shape: Y's
 // view already has its final size. The bias is fused (cudnnConvolutionBiasActivationForward with
 // an identity activation) where cuDNN allows that (the IMPLICIT_PRECOMP_GEMM algorithm), else
-// added by cudnnAddTensor. float32 runs with CUDNN_FMA_MATH (no TF32) and without the Winograd
-// algorithms (less accurate), float16 as half tensors with float accumulation
-// (CUDNN_TENSOR_OP_MATH), float64 with FMA math.
+// added by bias_add (nn_conv_kernels.cu; cudnnAddTensor is 3x slower on NCHW float16). float32
+// runs with CUDNN_FMA_MATH (no TF32) and without the Winograd algorithms (less accurate), float16
+// as half tensors with float accumulation (CUDNN_TENSOR_OP_MATH), float64 with FMA math. A 1x1
+// Conv can also run as a batched cuBLASLt GEMM (plan_pointwise).
 //
 // cuDNN pads symmetrically. Conv with pads that differ at the two ends of an axis (auto_pad
 // SAME_* with an odd total, or explicit pads) runs on a copy of X in the workspace that carries
@@ -14,10 +15,11 @@
 // output_padding of a stride or more) computes a larger result in the workspace and copies the
 // window that Y needs out of it, zero where it has none. 1-D convolutions run as 2-D ones with a
 // height of 1. More than 3 spatial axes, tensors beyond 2^31 elements and pointers below 16-byte
-// alignment take the direct kernel (nn_conv_direct.cu) instead.
+// alignment take the direct kernel (nn_conv_kernels.cu) instead.
 //
 // Everything host-side (geometry, descriptors, the algorithm choice) is kept in the step's state.
-// The tactics are cuDNN algorithm ids, best heuristic guess first.
+// The tactics: 100 + i for the GEMM form of a 1x1 Conv with cuBLASLt algorithm i (the default where
+// it exists), then cuDNN's algorithm ids, best heuristic guess first.
 #include <algorithm>
 #include <climits>
 #include <string>
