@@ -1,0 +1,178 @@
+// The Conv family's own kernels (declared in nn_internal.cuh):
+// - direct Conv / ConvTranspose: one thread per output element sums its taps in the accumulation
+//   type (float for float32 and float16, double for float64). Slow next to cuDNN, but it needs no
+//   workspace and no alignment, and takes any spatial rank up to 8 and 64-bit sizes: it runs only
+//   where cuDNN cannot (see nn_conv.cu);
+// - the window copy (padding / cropping around cuDNN), the bias fill (no input channels) and the
+//   bias add after cuDNN or cuBLASLt (16 bytes per thread where the plane allows; it runs at
+//   memory speed, unlike cudnnAddTensor on NCHW float16, measured 3x slower).
+#include "runtime/cuda/elementwise_internal.cuh"
+#include "runtime/cuda/nn_internal.cuh"
+
+namespace kiln::gpu::nn {
+
+namespace {
+
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T>
+__global__ void direct_conv_kernel(DirectConv g, const T* __restrict__ x, const T* __restrict__ w,
+                                   const T* __restrict__ b, T* __restrict__ y, int64_t n) {
+  int64_t in_size = 1, out_size = 1, taps = 1;
+  for (int d = 0; d < g.rank; ++d) {
+    in_size *= g.in[d];
+    out_size *= g.out[d];
+    taps *= g.kernel[d];
+  }
+  const int64_t cg = g.C / g.G, mg = g.M / g.G;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t pos[kMaxDirectRank];
+    int64_t rest = i;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      pos[d] = rest % g.out[d];
+      rest /= g.out[d];
+    }
+    const int64_t m = rest % g.M, img = rest / g.M, grp = m / mg;
+    Acc<T> acc = 0;
+    for (int64_t c = 0; c < cg; ++c) {
+      const int64_t ch = grp * cg + c;
+      const T* xc = x + (img * g.C + ch) * in_size;
+      // Conv: W [M, cg, taps]; ConvTranspose: W [C, mg, taps].
+      const T* wc = g.transpose ? w + (ch * mg + m % mg) * taps : w + (m * cg + c) * taps;
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t tr = t, off = 0, stride = 1;
+        bool inside = true;
+        for (int d = g.rank - 1; d >= 0; --d) {
+          const int64_t k = tr % g.kernel[d];
+          tr /= g.kernel[d];
+          int64_t p;
+          if (!g.transpose) {
+            p = pos[d] * g.strides[d] - g.pads[d] + k * g.dilations[d];
+          } else {  // X position q with q * stride - pad + k * dilation == pos
+            const int64_t q = pos[d] + g.pads[d] - k * g.dilations[d];
+            p = q >= 0 && q % g.strides[d] == 0 ? q / g.strides[d] : -1;
+          }
+          inside &= p >= 0 && p < g.in[d];
+          off += p * stride;
+          stride *= g.in[d];
+        }
+        if (inside) acc += static_cast<Acc<T>>(ew::load(xc[off])) * static_cast<Acc<T>>(ew::load(wc[t]));
+      }
+    }
+    if (b) acc += static_cast<Acc<T>>(ew::load(b[m]));
+    y[i] = ew::store<T>(acc);
+  }
+}
+
+// ---- window copy, bias fill, bias add -------------------------------------------------------------
+template <class E>
+__global__ void window_copy_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t n, Window w) {
+  const int64_t step = ew::grid_threads();
+  for (int64_t i = ew::global_thread(); i < n; i += step) {
+    int64_t rest = i, off = 0, stride = 1;
+    bool inside = true;
+    for (int d = w.rank - 1; d >= 0; --d) {
+      const int64_t o = rest % w.dst[d];
+      rest /= w.dst[d];
+      const int64_t s = o - w.pre[d];
+      inside &= s >= 0 && s < w.src[d];
+      off += s * stride;
+      stride *= w.src[d];
+    }
+    dst[i] = inside ? src[rest * stride + off] : E(0);
+  }
+}
+
+template <class E>
+__global__ void bias_fill_kernel(const E* __restrict__ bias, E* __restrict__ y, int64_t n, int64_t plane,
+                                 int64_t channels) {
+  const int64_t step = ew::grid_threads();
+  for (int64_t i = ew::global_thread(); i < n; i += step) y[i] = bias ? bias[(i / plane) % channels] : E(0);
+}
+
+// N elements per thread step (N divides the plane; y aligned to N elements when N > 1).
+template <class T, int N>
+__global__ void bias_add_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t n_vec, int64_t plane_vec,
+                                int64_t channels) {
+  const int64_t step = ew::grid_threads();
+  auto* yv = reinterpret_cast<ew::Vec<T, N>*>(y);
+  for (int64_t i = ew::global_thread(); i < n_vec; i += step) {
+    const Acc<T> b = static_cast<Acc<T>>(ew::load(bias[(i / plane_vec) % channels]));
+    ew::Vec<T, N> v = yv[i];
+#pragma unroll
+    for (int k = 0; k < N; ++k) v.v[k] = ew::store<T>(static_cast<Acc<T>>(ew::load(v.v[k])) + b);
+    yv[i] = v;
+  }
+}
+
+template <class Fn>
+void dispatch_bits(size_t elem, Fn&& fn) {
+  if (elem == 2) return fn(uint16_t{});
+  if (elem == 4) return fn(uint32_t{});
+  return fn(uint64_t{});
+}
+
+}  // namespace
+
+void window_copy(const void* src, void* dst, const Window& w, size_t elem, cudaStream_t stream, const char* op) {
+  const int64_t n = w.dst_numel();
+  if (n == 0) return;
+  dispatch_bits(elem, [&](auto tag) {
+    using E = decltype(tag);
+    window_copy_kernel<E>
+        <<<ew::blocks_for(n), ew::kThreads, 0, stream>>>(static_cast<const E*>(src), static_cast<E*>(dst), n, w);
+  });
+  check_launch(op);
+}
+
+void bias_fill(const void* bias, void* y, int64_t n, int64_t plane, int64_t channels, size_t elem, cudaStream_t stream,
+               const char* op) {
+  if (n == 0) return;
+  dispatch_bits(elem, [&](auto tag) {
+    using E = decltype(tag);
+    bias_fill_kernel<E><<<ew::blocks_for(n), ew::kThreads, 0, stream>>>(static_cast<const E*>(bias), static_cast<E*>(y),
+                                                                        n, plane, channels);
+  });
+  check_launch(op);
+}
+
+void bias_add(void* y, const void* bias, int64_t n, int64_t plane, int64_t channels, DataType dt, cudaStream_t stream,
+              const char* op) {
+  if (!bias || n == 0) return;
+  auto launch = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int N = ew::kVecBytes / sizeof(T);
+    T* py = static_cast<T*>(y);
+    const T* pb = static_cast<const T*>(bias);
+    if (plane % N == 0 && ew::aligned_to(y, ew::kVecBytes))
+      bias_add_kernel<T, N><<<ew::blocks_for(n / N), ew::kThreads, 0, stream>>>(py, pb, n / N, plane / N, channels);
+    else
+      bias_add_kernel<T, 1><<<ew::blocks_for(n), ew::kThreads, 0, stream>>>(py, pb, n, plane, channels);
+  };
+  if (dt == DataType::kFloat64)
+    launch(Tag<double>{});
+  else
+    ew::dispatch_gpu_float(dt, op, launch);
+  check_launch(op);
+}
+
+void direct_conv(const DirectConv& g, DataType dt, const void* x, const void* w, const void* b, void* y,
+                 cudaStream_t stream, const char* op) {
+  int64_t n = g.batch * g.M;
+  for (int d = 0; d < g.rank; ++d) n *= g.out[d];
+  if (n == 0) return;
+  auto launch = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    direct_conv_kernel<T><<<ew::blocks_for(n), ew::kThreads, 0, stream>>>(
+        g, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(y), n);
+  };
+  if (dt == DataType::kFloat64)
+    launch(Tag<double>{});
+  else
+    ew::dispatch_gpu_float(dt, op, launch);
+  check_launch(op);
+}
+
+}  // namespace kiln::gpu::nn

@@ -1,0 +1,362 @@
+// Gemm and MatMul on the GPU. The float types (float32, float16 with float accumulation, float64)
+// go through cuBLASLt (GemmPlan, nn_gemm.h); the integer types the CPU takes (int32, int64,
+// uint32, uint64) through the tiled kernel of nn_gemm_kernels.cu, which wraps modulo 2^bits like
+// the CPU kernel. The tiled kernel also runs float products for which cuBLASLt offers no algorithm
+// (pointers aligned to less than an element pair, say).
+//
+// Gemm's C: a full [M, N] C is cuBLASLt's C operand; a per-column vector with beta == 1 is the
+// BIAS epilogue; any other broadcast is first written into Y, which is then C in place.
+// MatMul: batch dims are merged where both operands stay linear; a single batch dim with B shared
+// and A's matrices back to back folds into one [batch*M, K] x [K, N] product; otherwise the last
+// merged batch dim is one strided-batched call (stride 0 for a broadcast operand) and the dims
+// before it a host loop of such calls.
+// Per-step state: the GemmPlan (descriptors and heuristic results) and the batch layout; the
+// tactics are indices into the heuristic's list (up to 8).
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/nn_gemm.h"
+#include "runtime/cuda/nn_internal.cuh"
+
+namespace kiln::gpu::nn {
+
+namespace {
+
+// float32 / float16 / float64 (cuBLASLt) or the integer kernel's types.
+bool lt_dtype(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kFloat64; }
+
+// y = scale * C broadcast to [m, n] (or zeros without C).
+void fill_from_c(const TensorView* C, const TensorView& Y, int64_t m, int64_t n, float scale, GpuEnv& env,
+                 const char* op) {
+  if (!C) {
+    check_cuda(cudaMemsetAsync(Y.data, 0, Y.bytes(), env.stream), op);
+    return;
+  }
+  const int64_t cr = C->rank() == 2 ? C->shape[0] : 1, cc = C->rank() >= 1 ? C->shape[C->rank() - 1] : 1;
+  broadcast_c(C->data, Y.data, m, n, cr == 1 ? 0 : cc, cc == 1 ? 0 : 1, scale, Y.dtype, env.stream, op);
+}
+
+void append_shape(std::vector<int64_t>& key, const TensorView& t) {
+  key.push_back(-1);
+  key.insert(key.end(), t.shape.begin(), t.shape.end());
+}
+
+// ---- Gemm --------------------------------------------------------------------------------------
+enum class CMode { kNone, kFull, kBias, kBroadcast };
+
+struct GemmStepPlan final : StepState {
+  std::vector<int64_t> key;
+  CMode mode = CMode::kNone;
+  std::unique_ptr<GemmPlan> gemm;  // null: nothing for cuBLASLt (empty, K = 0, integers)
+};
+
+struct GemmShape {
+  int64_t m, n, k;
+  bool has_c;
+  const TensorView* C;
+};
+
+GemmShape gemm_shape(const GemmAttrs& a, std::span<const TensorView> in, const TensorView& Y) {
+  const TensorView& A = in[0];
+  const bool has_c = in.size() > 2 && in[2].exists && a.beta != 0.0f;
+  return {Y.shape[0], Y.shape[1], a.transA ? A.shape[0] : A.shape[1], has_c, has_c ? &in[2] : nullptr};
+}
+
+GemmStepPlan& gemm_plan(const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                        GpuEnv& env, std::unique_ptr<GemmStepPlan>& local) {
+  const auto& a = std::get<GemmAttrs>(attrs);
+  const TensorView &A = in[0], &B = in[1], &Y = out[0];
+  const GemmShape s = gemm_shape(a, in, Y);
+  // The mode and the pointers' alignment decide which algorithms qualify.
+  CMode mode = CMode::kNone;
+  if (s.has_c) {
+    const bool per_column = s.C->numel() == s.n && (s.C->rank() < 2 || s.C->shape[0] == 1);
+    if (s.C->numel() == s.m * s.n)
+      mode = CMode::kFull;
+    else if (per_column && a.beta == 1.0f && alignment_of(s.C->data, 16) == 16)
+      mode = CMode::kBias;
+    else
+      mode = CMode::kBroadcast;
+  }
+  GemmAlignment al;
+  al.a = alignment_of(A.data, 16);
+  al.b = alignment_of(B.data, 16);
+  al.c = std::min(alignment_of(Y.data, 16), mode == CMode::kFull ? alignment_of(s.C->data, 16) : 16u);
+  al.bias = mode == CMode::kBias ? alignment_of(s.C->data, 16) : 16u;
+  std::vector<int64_t> key{static_cast<int64_t>(A.dtype),
+                           env.tactic,
+                           static_cast<int64_t>(mode),
+                           a.transA,
+                           a.transB,
+                           al.a,
+                           al.b,
+                           al.c,
+                           al.bias};
+  append_shape(key, A);
+  append_shape(key, B);
+  append_shape(key, Y);
+  return step_plan<GemmStepPlan>(env, key, local, [&] {
+    auto p = std::make_unique<GemmStepPlan>();
+    p->key = key;
+    p->mode = mode;
+    if (s.m > 0 && s.n > 0 && s.k > 0 && lt_dtype(A.dtype)) {
+      GemmDesc d;
+      d.dtype = A.dtype;
+      d.trans_a = a.transA != 0;
+      d.trans_b = a.transB != 0;
+      d.m = s.m;
+      d.n = s.n;
+      d.k = s.k;
+      d.lda = A.shape[1];
+      d.ldb = B.shape[1];
+      d.bias = mode == CMode::kBias;
+      p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
+      if (p->gemm->algo_count() == 0) p->gemm.reset();  // the tiled kernel runs instead
+    }
+    return p;
+  });
+}
+
+void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                 GpuEnv& env) {
+  const char* op = "Gemm";
+  const auto& a = std::get<GemmAttrs>(attrs);
+  const TensorView &A = in[0], &B = in[1], &Y = out[0];
+  const GemmShape s = gemm_shape(a, in, Y);
+  if (s.m == 0 || s.n == 0) return;
+  auto tiled = [&] {
+    TiledGemm p;
+    p.m = s.m;
+    p.n = s.n;
+    p.k = s.k;
+    p.lda = A.shape[1];
+    p.ldb = B.shape[1];
+    p.ta = a.transA != 0;
+    p.tb = a.transB != 0;
+    p.use_c = s.has_c;
+    p.alpha = a.alpha;
+    p.beta = a.beta;
+    if (s.has_c) {
+      const int64_t cr = s.C->rank() == 2 ? s.C->shape[0] : 1, cc = s.C->rank() >= 1 ? s.C->shape[s.C->rank() - 1] : 1;
+      p.crs = cr == 1 ? 0 : cc;
+      p.ccs = cc == 1 ? 0 : 1;
+    }
+    tiled_gemm(p, A.dtype, A.data, B.data, s.has_c ? s.C->data : nullptr, Y.data, env.stream, op);
+  };
+  if (!lt_dtype(A.dtype)) return tiled();
+  if (s.k == 0) return fill_from_c(s.C, Y, s.m, s.n, a.beta, env, op);
+  std::unique_ptr<GemmStepPlan> local;
+  GemmStepPlan& p = gemm_plan(attrs, in, out, env, local);
+  if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) return tiled();  // (a workspace planned elsewhere)
+  switch (p.mode) {
+    case CMode::kNone:
+      p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, 0.0, nullptr, Y.data, nullptr, env.workspace,
+                  env.workspace_bytes);
+      break;
+    case CMode::kFull:
+      p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, a.beta, s.C->data, Y.data, nullptr, env.workspace,
+                  env.workspace_bytes);
+      break;
+    case CMode::kBias:
+      p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, 0.0, nullptr, Y.data, s.C->data, env.workspace,
+                  env.workspace_bytes);
+      break;
+    case CMode::kBroadcast:
+      fill_from_c(s.C, Y, s.m, s.n, 1.0f, env, op);
+      p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, a.beta, Y.data, Y.data, nullptr, env.workspace,
+                  env.workspace_bytes);
+      break;
+  }
+}
+
+// ---- MatMul ------------------------------------------------------------------------------------
+struct MatMulStepPlan final : StepState {
+  std::vector<int64_t> key;
+  int64_t m = 0, n = 0, k = 0, batches = 0;
+  BatchDims batch;
+  std::unique_ptr<GemmPlan> gemm;
+  std::vector<int64_t> a_off, b_off, y_off;  // one gemm run per entry (elements)
+};
+
+MatMulStepPlan& matmul_plan(std::span<const TensorView> in, std::span<const TensorView> out, GpuEnv& env,
+                            std::unique_ptr<MatMulStepPlan>& local) {
+  const TensorView &A = in[0], &B = in[1], &Y = out[0];
+  const uint32_t al_a = alignment_of(A.data, 16), al_b = alignment_of(B.data, 16), al_y = alignment_of(Y.data, 16);
+  std::vector<int64_t> key{static_cast<int64_t>(A.dtype), env.tactic, al_a, al_b, al_y};
+  append_shape(key, A);
+  append_shape(key, B);
+  append_shape(key, Y);
+  return step_plan<MatMulStepPlan>(env, key, local, [&] {
+    auto p = std::make_unique<MatMulStepPlan>();
+    p->key = key;
+    const size_t ra = A.rank(), rb = B.rank();
+    p->m = ra >= 2 ? A.shape[ra - 2] : 1;
+    p->k = A.shape[ra - 1];
+    p->n = rb >= 2 ? B.shape[rb - 1] : 1;
+    const size_t batch_rank = Y.rank() - (ra >= 2) - (rb >= 2);
+    // Strides of each operand's batch dims, aligned right; merged where both stay linear.
+    std::vector<int64_t> dims, sa, sb;
+    auto stride_of = [&](const TensorView& t, size_t out_dim, int64_t mat) {
+      const size_t tr = t.rank() > 2 ? t.rank() - 2 : 0;
+      const size_t from_right = batch_rank - 1 - out_dim;
+      if (from_right >= tr) return int64_t{0};
+      int64_t s = mat;
+      for (size_t i = tr - from_right; i < tr; ++i) s *= t.shape[i];
+      return t.shape[tr - 1 - from_right] == 1 ? int64_t{0} : s;
+    };
+    p->batches = 1;
+    for (size_t i = 0; i < batch_rank; ++i) {
+      const int64_t d = Y.shape[i], a_s = stride_of(A, i, p->m * p->k), b_s = stride_of(B, i, p->k * p->n);
+      p->batches *= d;
+      if (d == 1) continue;
+      if (!dims.empty() && sa.back() == a_s * d && sb.back() == b_s * d) {
+        dims.back() *= d;
+        sa.back() = a_s;
+        sb.back() = b_s;
+      } else {
+        dims.push_back(d);
+        sa.push_back(a_s);
+        sb.push_back(b_s);
+      }
+    }
+    if (dims.size() > static_cast<size_t>(kMaxBatchDims))
+      throw Error("MatMul: more than 8 batch dimensions after merging; not supported by the CUDA backend");
+    p->batch.rank = static_cast<int>(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) {
+      p->batch.dims[i] = dims[i];
+      p->batch.sa[i] = sa[i];
+      p->batch.sb[i] = sb[i];
+    }
+    if (Y.numel() == 0 || p->k == 0 || !lt_dtype(A.dtype)) return p;
+
+    GemmDesc d;
+    d.dtype = A.dtype;
+    d.m = p->m;
+    d.n = p->n;
+    d.k = p->k;
+    // Batch offsets are multiples of the strides: the pointers of later matrices may be less aligned.
+    const size_t es = dtype_size(A.dtype);
+    GemmAlignment al;
+    al.a = al_a;
+    al.b = al_b;
+    al.c = std::min(al_y, alignment_of(reinterpret_cast<const void*>(p->m * p->n * es), 16));
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (sa[i]) al.a = std::min(al.a, alignment_of(reinterpret_cast<const void*>(sa[i] * es), 16));
+      if (sb[i]) al.b = std::min(al.b, alignment_of(reinterpret_cast<const void*>(sb[i] * es), 16));
+    }
+    const int r = p->batch.rank;
+    if (r == 1 && sb[0] == 0 && sa[0] == p->m * p->k) {  // B shared, A's matrices back to back
+      d.m = p->m * dims[0];
+      p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
+      p->a_off = p->b_off = p->y_off = {0};
+    } else if (r >= 1) {
+      d.batch = dims[r - 1];
+      d.stride_a = sa[r - 1];
+      d.stride_b = sb[r - 1];
+      d.stride_c = p->m * p->n;
+      if (d.batch <= INT_MAX) p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
+      const int64_t inner = p->gemm && p->gemm->algo_count() > 0 ? d.batch : 1;
+      if (inner == 1) {  // no strided-batch algorithm: one call per matrix
+        d.batch = 1;
+        p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
+      }
+      // Offsets of each call: the output batches in order, `inner` at a time.
+      for (int64_t bi = 0; bi < p->batches; bi += inner) {
+        int64_t rest = bi, oa = 0, ob = 0;
+        for (int dd = r - 1; dd >= 0; --dd) {
+          const int64_t idx = rest % dims[dd];
+          rest /= dims[dd];
+          oa += idx * sa[dd];
+          ob += idx * sb[dd];
+        }
+        p->a_off.push_back(oa);
+        p->b_off.push_back(ob);
+        p->y_off.push_back(bi * p->m * p->n);
+      }
+    } else {
+      p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
+      p->a_off = p->b_off = p->y_off = {0};
+    }
+    if (p->gemm->algo_count() == 0) p->gemm.reset();  // the tiled kernel runs instead
+    return p;
+  });
+}
+
+void matmul_kernel(OpKind kind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,
+                   GpuEnv& env) {
+  const char* op = "MatMul";
+  const TensorView &A = in[0], &B = in[1], &Y = out[0];
+  if (Y.numel() == 0) return;
+  std::unique_ptr<MatMulStepPlan> local;
+  MatMulStepPlan& p = matmul_plan(in, out, env, local);
+  auto tiled = [&] {
+    TiledGemm g;
+    g.m = p.m;
+    g.n = p.n;
+    g.k = p.k;
+    g.lda = p.k;
+    g.ldb = p.n;
+    g.batches = p.batches;
+    g.batch = p.batch;
+    tiled_gemm(g, A.dtype, A.data, B.data, nullptr, Y.data, env.stream, op);
+  };
+  if (!lt_dtype(A.dtype)) return tiled();
+  if (p.k == 0) {
+    check_cuda(cudaMemsetAsync(Y.data, 0, Y.bytes(), env.stream), op);
+    return;
+  }
+  if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) return tiled();  // (a workspace planned elsewhere)
+  const size_t es = dtype_size(A.dtype);
+  const char *a = static_cast<const char*>(A.data), *b = static_cast<const char*>(B.data);
+  char* y = static_cast<char*>(Y.data);
+  for (size_t i = 0; i < p.a_off.size(); ++i)
+    p.gemm->run(env.stream, env.tactic, 1.0, a + p.a_off[i] * es, b + p.b_off[i] * es, 0.0, nullptr,
+                y + p.y_off[i] * es, nullptr, env.workspace, env.workspace_bytes);
+}
+
+// ---- workspace and tactics -----------------------------------------------------------------------
+const GemmPlan* lt_plan_of(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                           std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<StepState>& local) {
+  if (!lt_dtype(in[0].dtype) || out[0].numel() == 0) return nullptr;
+  if (kind == OpKind::kGemm) {
+    const auto& a = std::get<GemmAttrs>(attrs);
+    if ((a.transA ? in[0].shape[0] : in[0].shape[1]) == 0) return nullptr;
+    std::unique_ptr<GemmStepPlan> l;
+    const GemmPlan* g = gemm_plan(attrs, in, out, env, l).gemm.get();
+    local = std::move(l);
+    return g;
+  }
+  std::unique_ptr<MatMulStepPlan> l;
+  const GemmPlan* g = matmul_plan(in, out, env, l).gemm.get();
+  local = std::move(l);
+  return g;
+}
+
+size_t gemm_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                      GpuEnv& env) {
+  std::unique_ptr<StepState> local;
+  const GemmPlan* g = lt_plan_of(kind, attrs, in, out, env, local);
+  return g ? g->workspace(env.tactic) : 0;
+}
+
+std::vector<int32_t> gemm_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                  std::span<const TensorView> out, GpuEnv& env) {
+  std::unique_ptr<StepState> local;
+  const GemmPlan* g = lt_plan_of(kind, attrs, in, out, env, local);
+  std::vector<int32_t> t;
+  for (int i = 0; g && i < g->algo_count(); ++i) t.push_back(i);
+  return t;
+}
+
+const GpuKernelEntry kEntries[] = {
+    {OpKind::kGemm, gemm_kernel, gemm_workspace, gemm_tactics},
+    {OpKind::kMatMul, matmul_kernel, gemm_workspace, gemm_tactics},
+};
+
+}  // namespace
+
+std::span<const GpuKernelEntry> gemm_gpu_entries() { return kEntries; }
+
+}  // namespace kiln::gpu::nn

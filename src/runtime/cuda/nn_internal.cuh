@@ -1,0 +1,111 @@
+// Shared pieces of the nn family's CUDA kernels (private to src/runtime/cuda/nn*.cu): the entry
+// spans of each file, the own kernels of nn_conv_kernels.cu and nn_gemm_kernels.cu, pointer
+// alignment, and the per-step state lookup.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "runtime/cuda/gpu_kernels.h"
+
+namespace kiln::gpu::nn {
+
+std::span<const GpuKernelEntry> conv_gpu_entries();  // nn_conv.cu: Conv, ConvTranspose
+std::span<const GpuKernelEntry> gemm_gpu_entries();  // nn_gemm_ops.cu: Gemm, MatMul
+
+// Conv / ConvTranspose geometry for the direct kernels (nn_conv_direct.cu): one thread per output
+// element, no workspace, any alignment and any number of spatial axes up to kMaxDirectRank. The
+// fallback where cuDNN cannot run: pointers below 16-byte alignment, more than 3 spatial axes, or
+// tensors beyond cuDNN's 32-bit sizes.
+inline constexpr int kMaxDirectRank = 8;
+struct DirectConv {
+  bool transpose = false;
+  int rank = 0;
+  int64_t batch = 0, C = 0, M = 0, G = 1;  // X [batch, C, in...], Y [batch, M, out...]
+  int64_t in[kMaxDirectRank] = {}, out[kMaxDirectRank] = {}, kernel[kMaxDirectRank] = {};
+  int64_t strides[kMaxDirectRank] = {}, dilations[kMaxDirectRank] = {}, pads[kMaxDirectRank] = {};  // pads: begin
+};
+// Y = conv(X, W) + B (B may be null); float32, float16 (float accumulation) or float64.
+void direct_conv(const DirectConv& g, DataType dt, const void* x, const void* w, const void* b, void* y,
+                 cudaStream_t stream, const char* op);
+
+// Zero padding (Conv) and cropping (ConvTranspose) around cuDNN, which pads symmetrically only:
+// dst [planes, dst...] from src [planes, src...], dst position d reading src position d - pre on
+// each spatial axis, or zero where that is outside src.
+inline constexpr int kMaxWindowRank = 3;
+struct Window {
+  int rank = 0;
+  int64_t planes = 0;
+  int64_t dst[kMaxWindowRank] = {}, src[kMaxWindowRank] = {}, pre[kMaxWindowRank] = {};
+  int64_t dst_numel() const {
+    int64_t n = planes;
+    for (int i = 0; i < rank; ++i) n *= dst[i];
+    return n;
+  }
+  int64_t src_numel() const {
+    int64_t n = planes;
+    for (int i = 0; i < rank; ++i) n *= src[i];
+    return n;
+  }
+};
+// elem: element size in bytes (the bits are moved; zero bits are 0.0 in every float type).
+void window_copy(const void* src, void* dst, const Window& w, size_t elem, cudaStream_t stream, const char* op);
+
+// y [n / plane planes of `plane` elements] = bias[plane index % channels], or zeros without a bias.
+void bias_fill(const void* bias, void* y, int64_t n, int64_t plane, int64_t channels, size_t elem, cudaStream_t stream,
+               const char* op);
+// y += bias likewise, in float (double for float64); nothing without a bias.
+void bias_add(void* y, const void* bias, int64_t n, int64_t plane, int64_t channels, DataType dt, cudaStream_t stream,
+              const char* op);
+
+// ---- GEMM helpers (nn_gemm_kernels.cu) ----
+inline constexpr int kMaxBatchDims = 8;
+// MatMul's output batch dims (merged) with the element strides of A's and B's matrices (0: broadcast).
+struct BatchDims {
+  int rank = 0;
+  int64_t dims[kMaxBatchDims] = {}, sa[kMaxBatchDims] = {}, sb[kMaxBatchDims] = {};
+};
+// Y [batch..., m, n] = alpha * op(A) op(B) (+ beta * C broadcast, C element (i, j) at
+// i * crs + j * ccs), row-major. Integers wrap (alpha and beta truncated to the type, as on the
+// CPU); float16 and float32 accumulate in float, float64 in double.
+struct TiledGemm {
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
+  bool ta = false, tb = false, use_c = false;
+  float alpha = 1.0f, beta = 0.0f;
+  int64_t crs = 0, ccs = 0;
+  int64_t batches = 1;
+  BatchDims batch;
+};
+void tiled_gemm(const TiledGemm& g, DataType dt, const void* a, const void* b, const void* c, void* y,
+                cudaStream_t stream, const char* op);
+// y [m, n] = scale * C broadcast (C element (i, j) at i * crs + j * ccs); float types.
+void broadcast_c(const void* c, void* y, int64_t m, int64_t n, int64_t crs, int64_t ccs, float scale, DataType dt,
+                 cudaStream_t stream, const char* op);
+
+inline size_t align_up(size_t bytes, size_t to = 256) { return (bytes + to - 1) / to * to; }
+
+// The largest power of two (at most `cap`) that divides the address; null counts as aligned.
+inline uint32_t alignment_of(const void* p, uint32_t cap = 256) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 1;
+  while (a < cap && v % (2 * a) == 0) a *= 2;
+  return a;
+}
+
+// This step's state as a Plan if it is one built for `key`, else a new one from make() (kept in
+// env.state when the step has a slot, in *local otherwise).
+template <class Plan, class Key, class Make>
+Plan& step_plan(GpuEnv& env, const Key& key, std::unique_ptr<Plan>& local, Make&& make) {
+  if (env.state) {
+    if (auto* p = dynamic_cast<Plan*>(env.state->get()); p && p->key == key) return *p;
+    std::unique_ptr<Plan> fresh = make();
+    Plan& ref = *fresh;
+    *env.state = std::move(fresh);
+    return ref;
+  }
+  local = make();
+  return *local;
+}
+
+}  // namespace kiln::gpu::nn
