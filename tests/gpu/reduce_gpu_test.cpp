@@ -60,9 +60,11 @@ void check(const Case& c, const Set& set, GpuMode mode) {
   const Inputs& ins = set.in;
   const std::string what = describe(c.kind, ins) + " " + mode_name(mode);
   std::vector<TensorView> iv;
+  static uint8_t no_elements = 0;  // an empty constant (axes = []) still has data
   for (size_t i = 0; i < ins.size(); ++i) {
     const bool constant = ins[i].exists && (op_info(c.kind).const_inputs >> i & 1u);
-    iv.push_back(ins[i].view(constant ? const_cast<uint8_t*>(ins[i].bytes.data()) : nullptr));
+    uint8_t* data = ins[i].bytes.empty() ? &no_elements : const_cast<uint8_t*>(ins[i].bytes.data());
+    iv.push_back(ins[i].view(constant ? data : nullptr));
   }
   std::vector<OutputType> types;
   try {
@@ -124,6 +126,10 @@ const std::vector<ReduceShape> kReduceShapes = {
     {{3, 70000}, {1}},
     {{50000, 3}, {0}},
     {{6, 9000}, {1}},
+    {{256, 7, 7}, {1, 2}},
+    {{7, 20}, {1}},
+    {{100, 300}, {1}},
+    {{100, 600}, {-1}},
 };
 
 double reduced_count(const ReduceShape& r) {
@@ -137,6 +143,9 @@ Case reduce_case(OpKind k, ReduceAttrs attrs, std::string variant, std::vector<D
                  Tol tol, bool specials) {
   const double mag = std::max(std::abs(lo), std::abs(hi));
   const bool squares = k == OpKind::kReduceSumSquare || k == OpKind::kReduceL2;
+  // Cancelling sums (Sum) and long products get an absolute tolerance that grows with their
+  // length; the rest are sums of positive terms (relative error) or divide by the length.
+  const bool scaled = k == OpKind::kReduceSum || k == OpKind::kReduceProd;
   return {std::string(op_name(k)) + "_" + variant,
           k,
           std::move(dtypes),
@@ -148,7 +157,7 @@ Case reduce_case(OpKind k, ReduceAttrs attrs, std::string variant, std::vector<D
                 in.push_back(i64(r.axes));
               else if (r.empty_axes_input)
                 in.push_back(empty_i64());
-              s.push_back({attrs, std::move(in), reduced_count(r)});
+              s.push_back({attrs, std::move(in), scaled ? reduced_count(r) : 1.0});
             }
             if (specials && is_float(dt)) {
               s.push_back({attrs, {special_tensor(dt, {5, 37}, lo, hi), i64({1})}, 37});
@@ -199,26 +208,26 @@ struct SoftmaxShape {
 };
 
 const std::vector<SoftmaxShape> kSoftmaxShapes = {
-    {{7, 1}, -1},      {{5, 2}, -1},         {{5, 3}, 1},     {{2, 17}, -1},   {{4, 33}, -1},
-    {{2, 3, 130}, -1}, {{2, 600}, -1},       {{3, 1000}, -1}, {{1, 1024}, -1}, {{2, 1025}, -1},
-    {{2, 5000}, -1},   {{2, 4, 64, 64}, -1}, {{2, 4, 9}, 1},  {{300, 3}, 0},   {{2, 3, 4}, 0},
-    {{2, 3, 4}, 1, 1}, {{0, 5}, -1},         {{5, 0}, 0},     {{1, 1000}, 0},  {{7}, 0},
+    {{7, 1}, -1},      {{5, 2}, -1},         {{5, 3}, 1},        {{2, 17}, -1},   {{4, 33}, -1},
+    {{2, 3, 130}, -1}, {{2, 600}, -1},       {{3, 1000}, -1},    {{1, 1024}, -1}, {{2, 1025}, -1},
+    {{2, 5000}, -1},   {{2, 4, 64, 64}, -1}, {{2, 4, 9}, 1},     {{300, 3}, 0},   {{2, 3, 4}, 0},
+    {{2, 3, 4}, 1, 1}, {{0, 5}, -1},         {{5, 0}, 0},        {{1, 1000}, 0},  {{7}, 0},
+    {{2, 9000}, -1},   {{2048, 520}, -1},    {{2050, 1000}, -1}, {{3, 256}, -1},  {{5, 200}, -1},
 };
 
+// The sums inside are relative-error problems (every term <= 1), so no length-scaled term: n = 1.
 Case softmax_case(OpKind k) {
   const bool hard = k == OpKind::kHardmax;
   return {std::string(op_name(k)), k, kFloat,
           [=](DT dt) {
             Sets s;
-            for (const SoftmaxShape& a : kSoftmaxShapes) {
-              const SoftmaxAttrs attrs{a.axis, a.coerce};
-              s.push_back({attrs, {rand_tensor(dt, a.shape, -5, 5, hard)}, static_cast<double>(numel(a.shape))});
-            }
-            s.push_back({SoftmaxAttrs{-1, 0}, {rand_tensor(dt, {3, 1000}, -100, 100)}, 1000});  // large exponents
-            s.push_back({SoftmaxAttrs{-1, 0}, {special_tensor(dt, {5, 37}, -5, 5)}, 37});
-            s.push_back({SoftmaxAttrs{0, 0}, {special_tensor(dt, {37, 5}, -5, 5)}, 37});
-            s.push_back({SoftmaxAttrs{-1, 0}, {special_tensor(dt, {2, 3000}, -5, 5)}, 3000});
-            s.push_back({SoftmaxAttrs{-1, 0}, {make(dt, {2, 4}, {-kInf, -kInf, -kInf, -kInf, 1, kInf, 2, 3})}, 4});
+            for (const SoftmaxShape& a : kSoftmaxShapes)
+              s.push_back({SoftmaxAttrs{a.axis, a.coerce}, {rand_tensor(dt, a.shape, -5, 5, hard)}});
+            s.push_back({SoftmaxAttrs{-1, 0}, {rand_tensor(dt, {3, 1000}, -100, 100)}});  // large exponents
+            s.push_back({SoftmaxAttrs{-1, 0}, {special_tensor(dt, {5, 37}, -5, 5)}});
+            s.push_back({SoftmaxAttrs{0, 0}, {special_tensor(dt, {37, 5}, -5, 5)}});
+            s.push_back({SoftmaxAttrs{-1, 0}, {special_tensor(dt, {2, 3000}, -5, 5)}});
+            s.push_back({SoftmaxAttrs{-1, 0}, {make(dt, {2, 4}, {-kInf, -kInf, -kInf, -kInf, 1, kInf, 2, 3})}});
             return s;
           },
           hard ? Tol::kExact : Tol::kMath};
@@ -435,6 +444,92 @@ TEST(GpuReduceErrors, BadAxesThrow) {
     EXPECT_THROW((void)run_gpu(OpKind::kReduceSum, ReduceAttrs{}, {x, axes}, {OutputType{DT::kFloat32, {4, 1}}},
                                GpuMode::kDirect),
                  Error);
+  }
+}
+
+// ---- timing (not run by default: --gtest_also_run_disabled_tests) ---------------------------------
+// Mean time per call of the GPU kernel on device-filled inputs, with the bytes it must move per
+// microsecond (input read once, output written once).
+struct BenchCase {
+  std::string what;
+  OpKind kind;
+  Attrs attrs;
+  DT dtype;
+  Shape shape;
+  std::vector<HostTensor> consts;  // inputs 1.. (axes, K, axis): host copies too
+  size_t n_out = 1;
+};
+
+TEST(GpuReduceBench, DISABLED_Timings) {
+  KILN_SKIP_WITHOUT_GPU();
+  const std::vector<BenchCase> cases = {
+      {"softmax logits", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat32, {256, 1000}, {}},
+      {"softmax logits", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat16, {256, 1000}, {}},
+      {"softmax attention S=512", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat32, {8, 12, 512, 512}, {}},
+      {"softmax attention S=512", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat16, {8, 12, 512, 512}, {}},
+      {"softmax attention S=128", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat16, {32, 12, 128, 128}, {}},
+      {"softmax attention S=2048", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat16, {2, 8, 2048, 2048}, {}},
+      {"logsoftmax logits", OpKind::kLogSoftmax, SoftmaxAttrs{}, DT::kFloat32, {256, 1000}, {}},
+      {"softmax axis 1 of NCHW", OpKind::kSoftmax, SoftmaxAttrs{1, 0}, DT::kFloat32, {32, 21, 64, 64}, {}},
+      {"mean HW", OpKind::kReduceMean, ReduceAttrs{}, DT::kFloat32, {256, 2048, 7, 7}, {i64({2, 3})}},
+      {"mean HW", OpKind::kReduceMean, ReduceAttrs{}, DT::kFloat16, {256, 1280, 7, 7}, {i64({2, 3})}},
+      {"sum rows", OpKind::kReduceSum, ReduceAttrs{}, DT::kFloat32, {4096, 4096}, {i64({1})}},
+      {"sum columns", OpKind::kReduceSum, ReduceAttrs{}, DT::kFloat32, {4096, 4096}, {i64({0})}},
+      {"sum all", OpKind::kReduceSum, ReduceAttrs{}, DT::kFloat32, {16 << 20}, {}},
+      {"max NC of NCHW", OpKind::kReduceMax, ReduceAttrs{}, DT::kFloat32, {64, 256, 56, 56}, {i64({0, 1})}},
+      {"argmax logits", OpKind::kArgMax, ArgReduceAttrs{1, 1, 0}, DT::kFloat32, {256, 1000}, {}},
+      {"topk 5 of logits", OpKind::kTopK, TopKAttrs{}, DT::kFloat32, {256, 1000}, {i64({5})}, 2},
+      {"topk 1000 of 120000", OpKind::kTopK, TopKAttrs{}, DT::kFloat32, {1, 120000}, {i64({1000})}, 2},
+      {"cumsum rows", OpKind::kCumSum, CumSumAttrs{}, DT::kFloat32, {64, 10000}, {i64({1})}},
+      {"einsum bhqd,bhkd", OpKind::kEinsum, EinsumAttrs{"bhqd,bhkd->bhqk"}, DT::kFloat32, {8, 12, 128, 64}, {}},
+  };
+  GpuResources& res = GpuResources::get();
+  Stream stream;
+  for (const BenchCase& b : cases) {
+    Inputs ins{rand_tensor(b.dtype, b.shape, -3, 3)};
+    if (b.kind == OpKind::kEinsum) ins.push_back(rand_tensor(b.dtype, b.shape, -3, 3));
+    for (const HostTensor& t : b.consts) ins.push_back(t);
+    std::vector<TensorView> hv;
+    for (size_t i = 0; i < ins.size(); ++i) hv.push_back(ins[i].view(const_cast<uint8_t*>(ins[i].bytes.data())));
+    const std::vector<OutputType> types = infer_shapes(b.kind, b.attrs, hv, b.n_out);
+    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+    std::vector<TensorView> iv, ov;
+    std::vector<const void*> host_in;
+    double bytes = 0;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      bufs.push_back(std::make_unique<DeviceBuffer>(ins[i].bytes.size(), 0));
+      bufs.back()->upload(ins[i].bytes);
+      iv.push_back(ins[i].view(bufs.back()->data()));
+      host_in.push_back(i > 0 && b.kind != OpKind::kEinsum ? ins[i].bytes.data() : nullptr);
+      bytes += static_cast<double>(ins[i].bytes.size());
+    }
+    std::vector<HostTensor> outs = empty_outputs(types, 0);
+    for (const HostTensor& t : outs) {
+      bufs.push_back(std::make_unique<DeviceBuffer>(t.bytes.size(), 0));
+      ov.push_back(t.view(bufs.back()->data()));
+      bytes += static_cast<double>(t.bytes.size());
+    }
+    KILN_CUDA_OK(cudaDeviceSynchronize());
+    std::unique_ptr<gpu::StepState> state;
+    gpu::GpuEnv env = res.env(stream.get(), host_in, &state);
+    const gpu::GpuKernelEntry* entry = gpu::gpu_kernel_entry(b.kind);
+    if (entry->workspace) env = res.env(stream.get(), host_in, &state, entry->workspace(b.kind, b.attrs, iv, ov, env));
+    for (int i = 0; i < 3; ++i) entry->fn(b.kind, b.attrs, iv, ov, env);
+    cudaEvent_t e0, e1;
+    KILN_CUDA_OK(cudaEventCreate(&e0));
+    KILN_CUDA_OK(cudaEventCreate(&e1));
+    constexpr int kIters = 50;
+    KILN_CUDA_OK(cudaEventRecord(e0, stream.get()));
+    for (int i = 0; i < kIters; ++i) entry->fn(b.kind, b.attrs, iv, ov, env);
+    KILN_CUDA_OK(cudaEventRecord(e1, stream.get()));
+    KILN_CUDA_OK(cudaEventSynchronize(e1));
+    float ms = 0;
+    KILN_CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    const double us = 1000.0 * ms / kIters;
+    std::printf("[ bench    ] %-26s %-8s %-22s %9.1f us %7.0f GB/s\n", b.what.c_str(), dtype_name(b.dtype).data(),
+                shape_str(b.shape).c_str(), us, bytes / us / 1000.0);
   }
 }
 

@@ -70,10 +70,17 @@ constexpr int64_t kWantThreads = 256 * 1024;
 GroupChoice choose_groups(const RedShape& s) {
   GroupChoice c;
   const int64_t r = s.red_count;
-  if (s.inner_reduced && r > 8)
-    c.g = r >= 4096 && s.out_count * 32 < kWantThreads / 2 ? kBlock : 32;
-  else
+  // Contiguous reduced elements: a group per output, sized so that each thread adds a few of them
+  // (short rows: 8 threads, so that 4 outputs share a warp); a block when the rows are long and
+  // the outputs too few to fill the GPU with warps.
+  if (!s.inner_reduced || r <= 4)
     c.g = 1;
+  else if (r <= 64)
+    c.g = 8;
+  else if ((r >= 4096 && s.out_count * 32 < kWantThreads / 2) || (r >= 512 && s.out_count * 32 < kWantThreads / 8))
+    c.g = kBlock;
+  else
+    c.g = 32;
   const int64_t threads = s.out_count * c.g;
   // Split only when the GPU would otherwise idle and every thread still gets a long stretch.
   if (threads < kWantThreads / 4 && r / c.g >= 64)

@@ -68,7 +68,24 @@ __global__ void __launch_bounds__(kBlock) einsum_kernel(InPtrs<T> in, T* __restr
       for (int i = 0; i < p.n_in; ++i) base[i] += idx * p.out_stride[i][d];
     }
     Acc a = 0;
-    for (int64_t s = t; s < p.sum_count; s += G) {
+    if constexpr (G == 1) {
+      // One thread walks the whole sum: an odometer over the summed labels, no divisions.
+      int64_t idx[kMaxLabels], off[kMaxIn];
+      for (int d = 0; d < p.n_sum; ++d) idx[d] = 0;
+      for (int i = 0; i < p.n_in; ++i) off[i] = base[i];
+      for (int64_t s = 0; s < p.sum_count; ++s) {
+        Acc prod = ein_load(in.p[0][off[0]]);
+        for (int i = 1; i < p.n_in; ++i) prod *= ein_load(in.p[i][off[i]]);
+        a += prod;
+        for (int d = p.n_sum - 1; d >= 0; --d) {
+          for (int i = 0; i < p.n_in; ++i) off[i] += p.sum_stride[i][d];
+          if (++idx[d] < p.sum_dim[d]) break;
+          for (int i = 0; i < p.n_in; ++i) off[i] -= p.sum_stride[i][d] * p.sum_dim[d];
+          idx[d] = 0;
+        }
+      }
+    }
+    for (int64_t s = G == 1 ? p.sum_count : t; s < p.sum_count; s += G) {
       int64_t off[kMaxIn];
       for (int i = 0; i < p.n_in; ++i) off[i] = base[i];
       int64_t r = s;

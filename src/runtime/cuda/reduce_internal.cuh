@@ -97,15 +97,16 @@ __device__ __forceinline__ A shfl_xor_any(const A& a, int mask) {
   return r;
 }
 
-// Merges the accumulators of a group of G threads (1, 32 or kBlock; the group is the whole warp
-// or block, every thread of which must call this). The result is valid in the group's thread 0.
+// Merges the accumulators of a group of G threads (1, 8, 32 or kBlock: aligned lanes of one warp,
+// the whole warp or the whole block, every thread of which must call this). The result is valid
+// in the group's first thread.
 template <int G, class Op>
 __device__ __forceinline__ typename Op::Acc group_reduce(typename Op::Acc a, const Op& op) {
   using Acc = typename Op::Acc;
-  static_assert(G == 1 || G == 32 || G == kBlock, "group sizes: a thread, a warp or a block");
+  static_assert(G == 1 || G == 8 || G == 32 || G == kBlock, "group sizes: 1, 8, a warp or a block");
   if constexpr (G > 1) {
 #pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) op.merge(a, shfl_xor_any(a, m));
+    for (int m = G >= 32 ? 16 : G / 2; m >= 1; m >>= 1) op.merge(a, shfl_xor_any(a, m));
   }
   if constexpr (G == kBlock) {
     // Raw storage: __shared__ variables may not have constructors.
@@ -186,6 +187,7 @@ __device__ __forceinline__ int64_t red_offset(const RedShape& s, int64_t r) {
 
 // Work item w = slice * out_count + output: with G = 1, neighbouring threads own neighbouring
 // outputs of one slice. One slice: the group writes op.finish; else its partial accumulator.
+// Groups past the end still take part in the shuffles (G < 32 shares a warp with others).
 template <class Op, int G>
 __global__ void __launch_bounds__(kBlock)
     reduce_kernel(const typename Op::In* __restrict__ x, typename Op::Out* __restrict__ y,
@@ -197,9 +199,9 @@ __global__ void __launch_bounds__(kBlock)
   for (int64_t w0 = static_cast<int64_t>(blockIdx.x) * kGroups; w0 < items;
        w0 += static_cast<int64_t>(gridDim.x) * kGroups) {
     const int64_t w = w0 + threadIdx.x / G;  // uniform within the group
-    if (w >= items) continue;                // G == 1 only: larger groups are never partial
-    const int64_t sl = w / s.out_count, o = w - sl * s.out_count;
-    const int64_t r0 = sl * s.chunk, r1 = std::min(s.red_count, r0 + s.chunk);
+    const bool valid = w < items;
+    const int64_t sl = valid ? w / s.out_count : 0, o = valid ? w - sl * s.out_count : 0;
+    const int64_t r0 = sl * s.chunk, r1 = valid ? std::min(s.red_count, r0 + s.chunk) : 0;
     Acc a = op.init();
     if (s.simple) {
       const int64_t outer = o / s.inner, in = o - outer * s.inner;
@@ -216,7 +218,7 @@ __global__ void __launch_bounds__(kBlock)
       for (int64_t r = r0 + t; r < r1; r += G) op.add(a, p[red_offset(s, r)], r);
     }
     a = group_reduce<G>(a, op);
-    if (t == 0) {
+    if (t == 0 && valid) {
       if (s.slices == 1)
         y[o] = op.finish(a, s.red_count);
       else
@@ -271,6 +273,8 @@ void run_reduction(RedShape s, const void* x, void* y, const Op& op, GpuEnv& env
   const int64_t items = s.out_count * s.slices;
   if (c.g == 1)
     reduce_kernel<Op, 1><<<grid_for(items, kBlock), kBlock, 0, env.stream>>>(xp, yp, part, s, op);
+  else if (c.g == 8)
+    reduce_kernel<Op, 8><<<grid_for(items, kBlock / 8), kBlock, 0, env.stream>>>(xp, yp, part, s, op);
   else if (c.g == 32)
     reduce_kernel<Op, 32><<<grid_for(items, kBlock / 32), kBlock, 0, env.stream>>>(xp, yp, part, s, op);
   else

@@ -83,7 +83,7 @@ struct ExtremeOp {
   using In = T;
   using Out = T;
   using C = Compute<T>;
-  using Acc = std::conditional_t<(sizeof(T) < 4), int32_t, C>;
+  using Acc = std::conditional_t<(sizeof(T) < 4 && !std::is_same_v<T, __half>), int32_t, C>;
 
   __device__ Acc init() const {
     if constexpr (std::is_same_v<T, Bool8>)

@@ -4,14 +4,15 @@
 // are float (the CPU: double). coerce_2d (pre-opset-13 semantics) flattens the dims from the axis
 // on into one.
 // Two kernels:
-//  - rows: the axis is the last dim (inner == 1) and at most 1024 long: W threads per row (W the
-//    power of two >= len, up to a warp), each holding K elements in registers, so the row is read
-//    once and written once; several rows per warp when they are short ([N, 1000] logits:
-//    a warp per row; attention [B, H, S, S] with S <= 1024 likewise);
+//  - rows: the axis is the last dim (inner == 1) and at most 8192 long. Each row is read once into
+//    registers and written once: a power-of-two group of threads up to a warp per row (several
+//    rows per block when short), or a block per row for long rows, or when there are too few rows
+//    to fill the GPU with warps ([N, 1000] logits at small N); 16-byte loads and stores when every
+//    row is 16-byte aligned (attention [B, H, S, S] with S a multiple of 8).
 //  - lines: anything else. A group of G threads per line (a block for long rows, a warp for
 //    medium ones, a thread per line when the axis is not the innermost dim, so neighbouring
 //    threads read neighbouring addresses); three passes over the line (max, sum, write), the
-//    later ones mostly from cache.
+//    later ones mostly from cache. Hardmax always takes this one.
 // float32 and float16.
 #include <cmath>
 
@@ -51,50 +52,73 @@ struct FirstMaxOp {
   }
 };
 
-template <class T, Mode M, int W, int K>
-__global__ void __launch_bounds__(128)
+// TPR threads per row (a power of two up to a warp, several rows per 128-thread block; or kBlock,
+// a block per row), each holding K elements in registers. kVec: every row starts 16-byte aligned,
+// so each thread loads V neighbouring elements at once; element e of thread t's chunk c is then
+// (c * TPR + t) * V + e, else element k is k * TPR + t.
+template <class T, Mode M, int TPR, int K, bool kVec>
+__global__ void __launch_bounds__(TPR > 32 ? TPR : 128)
     softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int len) {
-  constexpr int kRows = 128 / W;
-  const int lane = static_cast<int>(threadIdx.x) % W;
+  constexpr int kThreads = TPR > 32 ? TPR : 128;
+  constexpr int kRows = kThreads / TPR;
+  constexpr int V = kVec ? ew::kVecWidth<T> : 1;
+  static_assert(K % V == 0, "whole vectors per thread");
+  const int lane = static_cast<int>(threadIdx.x) % TPR;
+  auto index = [&](int k) { return ((k / V) * TPR + lane) * V + k % V; };
   for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows; r0 < rows;
        r0 += static_cast<int64_t>(gridDim.x) * kRows) {
-    // Every lane takes part in the shuffles; rows past the end only skip their loads and stores.
-    const int64_t row = r0 + threadIdx.x / W;
+    // Every thread takes part in the reductions; rows past the end only skip loads and stores.
+    const int64_t row = r0 + threadIdx.x / TPR;
     const bool valid = row < rows;
     const T* xr = x + (valid ? row : 0) * len;
     T* yr = y + (valid ? row : 0) * len;
     float v[K];
+#pragma unroll
+    for (int c = 0; c < K / V; ++c) {
+      const int i0 = index(c * V);
+      if (valid && i0 < len) {  // kVec: len % V == 0, so the whole vector is in the row
+        const ew::Vec<T, V> q = *reinterpret_cast<const ew::Vec<T, V>*>(xr + i0);
+#pragma unroll
+        for (int e = 0; e < V; ++e) v[c * V + e] = load(q.v[e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) v[c * V + e] = -INFINITY;
+      }
+    }
     float m = -INFINITY;
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int i = k * W + lane;
-      v[k] = valid && i < len ? load(xr[i]) : -INFINITY;
-      m = max_nan(m, v[k]);
-    }
+    for (int k = 0; k < K; ++k) m = max_nan(m, v[k]);
+    if constexpr (TPR > 32) {
+      m = group_allreduce<TPR>(m, MaxNanOp{});
+    } else {
 #pragma unroll
-    for (int off = W / 2; off >= 1; off >>= 1) m = max_nan(m, __shfl_xor_sync(0xffffffffu, m, off, W));
+      for (int off = TPR / 2; off >= 1; off >>= 1) m = max_nan(m, __shfl_xor_sync(0xffffffffu, m, off, TPR));
+    }
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      if (k * W + lane < len) {
+      if (index(k) < len) {
         const float e = expf(v[k] - m);
         sum += e;
         if constexpr (M == Mode::kSoftmax) v[k] = e;
       }
     }
-#pragma unroll
-    for (int off = W / 2; off >= 1; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off, W);
-    if (!valid) continue;
-    if constexpr (M == Mode::kSoftmax) {
-      const float inv = 1.0f / sum;
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-        if (k * W + lane < len) yr[k * W + lane] = store<T>(v[k] * inv);
+    if constexpr (TPR > 32) {
+      sum = group_allreduce<TPR>(sum, FloatSumOp{});
     } else {
-      const float lse = logf(sum);
 #pragma unroll
-      for (int k = 0; k < K; ++k)
-        if (k * W + lane < len) yr[k * W + lane] = store<T>((v[k] - m) - lse);
+      for (int off = TPR / 2; off >= 1; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off, TPR);
+    }
+    if (!valid) continue;
+    const float f = M == Mode::kSoftmax ? 1.0f / sum : logf(sum);
+#pragma unroll
+    for (int c = 0; c < K / V; ++c) {
+      const int i0 = index(c * V);
+      if (i0 >= len) continue;
+      ew::Vec<T, V> q;
+#pragma unroll
+      for (int e = 0; e < V; ++e) q.v[e] = store<T>(M == Mode::kSoftmax ? v[c * V + e] * f : (v[c * V + e] - m) - f);
+      *reinterpret_cast<ew::Vec<T, V>*>(yr + i0) = q;
     }
   }
 }
@@ -137,9 +161,61 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-template <class T, Mode M, int W, int K>
+// The vector form when every row is 16-byte aligned and K holds whole vectors.
+template <class T, Mode M, int TPR, int K>
 void launch_rows(const T* x, T* y, int64_t rows, int len, GpuEnv& env) {
-  softmax_rows_kernel<T, M, W, K><<<grid_for(rows, 128 / W), 128, 0, env.stream>>>(x, y, rows, len);
+  constexpr int kThreads = TPR > 32 ? TPR : 128;
+  const unsigned grid = grid_for(rows, kThreads / TPR);
+  constexpr int V = ew::kVecWidth<T>;
+  const bool vec = len % V == 0 && ew::aligned_to(x, 16) && ew::aligned_to(y, 16);
+  if constexpr (K % V == 0) {
+    if (vec) {
+      softmax_rows_kernel<T, M, TPR, K, true><<<grid, kThreads, 0, env.stream>>>(x, y, rows, len);
+      return;
+    }
+  }
+  softmax_rows_kernel<T, M, TPR, K, false><<<grid, kThreads, 0, env.stream>>>(x, y, rows, len);
+}
+
+// Rows up to kMaxRowLen long: a warp per row (fewer threads for short rows), or a block per row
+// when the rows are long or too few to give every SM several warps.
+constexpr int kMaxRowLen = 8192;
+
+template <class T, Mode M>
+void launch_rows_for(const T* x, T* y, int64_t rows, int n, GpuEnv& env) {
+  const bool block = n > 1024 || (n >= 512 && rows < 2048);
+  if (block) {
+    if (n <= 1024)
+      launch_rows<T, M, kBlock, 4>(x, y, rows, n, env);
+    else if (n <= 2048)
+      launch_rows<T, M, kBlock, 8>(x, y, rows, n, env);
+    else if (n <= 4096)
+      launch_rows<T, M, kBlock, 16>(x, y, rows, n, env);
+    else
+      launch_rows<T, M, kBlock, 32>(x, y, rows, n, env);
+  } else if (n <= 1) {
+    launch_rows<T, M, 1, 1>(x, y, rows, n, env);
+  } else if (n <= 2) {
+    launch_rows<T, M, 2, 1>(x, y, rows, n, env);
+  } else if (n <= 4) {
+    launch_rows<T, M, 4, 1>(x, y, rows, n, env);
+  } else if (n <= 8) {
+    launch_rows<T, M, 8, 1>(x, y, rows, n, env);
+  } else if (n <= 16) {
+    launch_rows<T, M, 16, 1>(x, y, rows, n, env);
+  } else if (n <= 32) {
+    launch_rows<T, M, 32, 1>(x, y, rows, n, env);
+  } else if (n <= 64) {
+    launch_rows<T, M, 32, 2>(x, y, rows, n, env);
+  } else if (n <= 128) {
+    launch_rows<T, M, 32, 4>(x, y, rows, n, env);
+  } else if (n <= 256) {
+    launch_rows<T, M, 32, 8>(x, y, rows, n, env);
+  } else if (n <= 512) {
+    launch_rows<T, M, 32, 16>(x, y, rows, n, env);
+  } else {
+    launch_rows<T, M, 32, 32>(x, y, rows, n, env);
+  }
 }
 
 template <class T, Mode M>
@@ -147,38 +223,15 @@ void softmax_typed(const T* x, T* y, const AxisSplit& s, GpuEnv& env, const char
   const int64_t lines = s.outer * s.inner;
   if (lines == 0 || s.len == 0) return;
   if constexpr (M != Mode::kHardmax) {
-    if (s.inner == 1 && s.len <= 1024) {
-      const int n = static_cast<int>(s.len);
-      const int64_t rows = s.outer;
-      if (n <= 1)
-        launch_rows<T, M, 1, 1>(x, y, rows, n, env);
-      else if (n <= 2)
-        launch_rows<T, M, 2, 1>(x, y, rows, n, env);
-      else if (n <= 4)
-        launch_rows<T, M, 4, 1>(x, y, rows, n, env);
-      else if (n <= 8)
-        launch_rows<T, M, 8, 1>(x, y, rows, n, env);
-      else if (n <= 16)
-        launch_rows<T, M, 16, 1>(x, y, rows, n, env);
-      else if (n <= 32)
-        launch_rows<T, M, 32, 1>(x, y, rows, n, env);
-      else if (n <= 64)
-        launch_rows<T, M, 32, 2>(x, y, rows, n, env);
-      else if (n <= 128)
-        launch_rows<T, M, 32, 4>(x, y, rows, n, env);
-      else if (n <= 256)
-        launch_rows<T, M, 32, 8>(x, y, rows, n, env);
-      else if (n <= 512)
-        launch_rows<T, M, 32, 16>(x, y, rows, n, env);
-      else
-        launch_rows<T, M, 32, 32>(x, y, rows, n, env);
+    if (s.inner == 1 && s.len <= kMaxRowLen) {
+      launch_rows_for<T, M>(x, y, s.outer, static_cast<int>(s.len), env);
       check_launch(name);
       return;
     }
   }
   int g = 1;
   if (s.inner == 1)
-    g = s.len >= 2048 ? kBlock : s.len >= 32 ? 32 : 1;
+    g = s.len >= 1024 ? kBlock : s.len >= 32 ? 32 : 1;
   else if (lines < 8192 && s.len >= 256)
     g = 32;
   if (g == 1)

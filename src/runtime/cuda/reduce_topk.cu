@@ -5,9 +5,12 @@
 // Each element becomes an unsigned key whose integer order is the value order (NaN largest, -0
 // folded onto +0), paired with its index; the order of (key, index) pairs is total, so the result
 // is unique and equals the CPU's. Lines of up to 2048 elements: a block per line sorts the pairs in
-// shared memory (bitonic) and writes the first K. Longer lines: CUB's segmented radix sort (stable,
-// so equal keys stay in index order) over keys copied to the workspace, then the first K of each
-// segment are gathered. float32, float16, int32, int64.
+// shared memory (bitonic) and writes the first K. Longer lines: a CUB radix sort (stable, so equal
+// keys stay in index order) over keys copied to the workspace, then the first K of each line are
+// gathered. 32-bit keys get the line number above them and go through one device-wide sort (fast
+// for a few long lines, where a segmented sort would give each line one block); 64-bit keys
+// (int64) take CUB's segmented sort. float32, float16, int32, int64.
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "runtime/cuda/reduce_internal.cuh"
@@ -90,10 +93,17 @@ __global__ void __launch_bounds__(1024) topk_small_kernel(const T* __restrict__ 
   }
 }
 
-// Long lines: keys and indices laid out line by line for the segmented sort.
+// Long lines: keys and indices laid out line by line for the sort.
 template <class T>
+inline constexpr bool kComposite = sizeof(KeyOf<T>) == 4;
+template <class T>
+using SortKey = std::conditional_t<kComposite<T>, uint64_t, KeyOf<T>>;
+
+// Composite keys: the line's code above the key, ordered so that the sort direction that puts
+// the best key first also puts line 0 first (a descending sort sees the line codes reversed).
+template <class T, bool kLargest>
 __global__ void __launch_bounds__(kBlock)
-    topk_keys_kernel(const T* __restrict__ x, KeyOf<T>* __restrict__ keys, int* __restrict__ ids,
+    topk_keys_kernel(const T* __restrict__ x, SortKey<T>* __restrict__ keys, int* __restrict__ ids,
                      int* __restrict__ offsets, AxisSplit s) {
   const int64_t n = s.outer * s.len * s.inner, lines = s.outer * s.inner;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x; e < n;
@@ -101,8 +111,14 @@ __global__ void __launch_bounds__(kBlock)
     // e runs over the input in memory order (coalesced reads); its line-major slot is scattered.
     const int64_t o = e / (s.len * s.inner), rest = e - o * s.len * s.inner;
     const int64_t i = rest / s.inner, j = rest - i * s.inner;
-    const int64_t slot = (o * s.inner + j) * s.len + i;
-    keys[slot] = key_of(x[e]);
+    const int64_t line = o * s.inner + j;
+    const int64_t slot = line * s.len + i;
+    if constexpr (kComposite<T>) {
+      const uint64_t code = static_cast<uint64_t>(kLargest ? lines - 1 - line : line);
+      keys[slot] = code << 32 | key_of(x[e]);
+    } else {
+      keys[slot] = key_of(x[e]);
+    }
     ids[slot] = static_cast<int>(i);
     if (e <= lines) offsets[e] = static_cast<int>(e * s.len);
   }
@@ -130,25 +146,40 @@ struct SortSpace {
 
 inline size_t align_up(size_t v) { return (v + 255) / 256 * 256; }
 
-template <class K, bool kLargest>
-cudaError_t segmented_sort(void* temp, size_t& temp_bytes, const K* kin, K* kout, const int* iin, int* iout, int n,
-                           int segments, const int* offsets, cudaStream_t stream) {
-  if constexpr (kLargest)
-    return cub::DeviceSegmentedRadixSort::SortPairsDescending(temp, temp_bytes, kin, kout, iin, iout, n, segments,
-                                                              offsets, offsets + 1, 0, int(sizeof(K) * 8), stream);
-  else
-    return cub::DeviceSegmentedRadixSort::SortPairs(temp, temp_bytes, kin, kout, iin, iout, n, segments, offsets,
+int bits_for(int64_t v) {
+  int b = 0;
+  for (; v > 0; v >>= 1) ++b;
+  return b;
+}
+
+// The stable sort of (key, id) pairs: device-wide over composite keys, else segmented by line.
+template <class T, bool kLargest>
+cudaError_t sort_pairs(void* temp, size_t& temp_bytes, const SortKey<T>* kin, SortKey<T>* kout, const int* iin,
+                       int* iout, int n, int lines, const int* offsets, cudaStream_t stream) {
+  using K = SortKey<T>;
+  if constexpr (kComposite<T>) {
+    const int end_bit = 32 + bits_for(lines - 1);
+    if constexpr (kLargest)
+      return cub::DeviceRadixSort::SortPairsDescending(temp, temp_bytes, kin, kout, iin, iout, n, 0, end_bit, stream);
+    else
+      return cub::DeviceRadixSort::SortPairs(temp, temp_bytes, kin, kout, iin, iout, n, 0, end_bit, stream);
+  } else if constexpr (kLargest) {
+    return cub::DeviceSegmentedRadixSort::SortPairsDescending(temp, temp_bytes, kin, kout, iin, iout, n, lines, offsets,
+                                                              offsets + 1, 0, int(sizeof(K) * 8), stream);
+  } else {
+    return cub::DeviceSegmentedRadixSort::SortPairs(temp, temp_bytes, kin, kout, iin, iout, n, lines, offsets,
                                                     offsets + 1, 0, int(sizeof(K) * 8), stream);
+  }
 }
 
 template <class T, bool kLargest>
 SortSpace sort_space(const AxisSplit& s) {
-  using K = KeyOf<T>;
+  using K = SortKey<T>;
   const int64_t n = s.outer * s.len * s.inner, lines = s.outer * s.inner;
   if (n >= (int64_t{1} << 31)) throw Error("TopK: the CUDA backend sorts at most 2^31 - 1 elements");
   SortSpace w;
-  check_cuda(segmented_sort<K, kLargest>(nullptr, w.temp_bytes, static_cast<const K*>(nullptr), nullptr, nullptr,
-                                         nullptr, static_cast<int>(n), static_cast<int>(lines), nullptr, nullptr),
+  check_cuda(sort_pairs<T, kLargest>(nullptr, w.temp_bytes, nullptr, nullptr, nullptr, nullptr, static_cast<int>(n),
+                                     static_cast<int>(lines), nullptr, nullptr),
              "TopK: CUB workspace query");
   size_t at = 0;
   auto take = [&](size_t bytes) {
@@ -193,19 +224,20 @@ void topk_typed(const TensorView& x, const TensorView& vals, const TensorView& i
   if (!env.workspace || env.workspace_bytes < w.total)
     throw Error("TopK: the CUDA kernel needs " + std::to_string(w.total) + " bytes of workspace, got " +
                 std::to_string(env.workspace_bytes));
+  using SK = SortKey<T>;
   auto* base = static_cast<unsigned char*>(env.workspace);
-  K* kin = reinterpret_cast<K*>(base + w.keys_in);
-  K* kout = reinterpret_cast<K*>(base + w.keys_out);
+  SK* kin = reinterpret_cast<SK*>(base + w.keys_in);
+  SK* kout = reinterpret_cast<SK*>(base + w.keys_out);
   int* iin = reinterpret_cast<int*>(base + w.ids_in);
   int* iout = reinterpret_cast<int*>(base + w.ids_out);
   int* offsets = reinterpret_cast<int*>(base + w.offsets);
   const int64_t n = s.outer * s.len * s.inner;
-  topk_keys_kernel<T><<<grid_for(n, kBlock), kBlock, 0, env.stream>>>(xp, kin, iin, offsets, s);
+  topk_keys_kernel<T, kLargest><<<grid_for(n, kBlock), kBlock, 0, env.stream>>>(xp, kin, iin, offsets, s);
   check_launch("TopK");
   size_t temp_bytes = w.temp_bytes;
-  check_cuda(segmented_sort<K, kLargest>(base + w.temp, temp_bytes, kin, kout, iin, iout, static_cast<int>(n),
-                                         static_cast<int>(lines), offsets, env.stream),
-             "TopK: CUB segmented sort");
+  check_cuda(sort_pairs<T, kLargest>(base + w.temp, temp_bytes, kin, kout, iin, iout, static_cast<int>(n),
+                                     static_cast<int>(lines), offsets, env.stream),
+             "TopK: CUB radix sort");
   topk_gather_kernel<T><<<grid_for(s.outer * k * s.inner, kBlock), kBlock, 0, env.stream>>>(xp, iout, vp, ip, s, k);
   check_launch("TopK");
 }
