@@ -183,6 +183,7 @@ constexpr int kMaxRowLen = 8192;
 
 template <class T, Mode M>
 void launch_rows_for(const T* x, T* y, int64_t rows, int n, GpuEnv& env) {
+  constexpr int V = ew::kVecWidth<T>;
   const bool block = n > 1024 || (n >= 512 && rows < 2048);
   if (block) {
     if (n <= 1024)
@@ -193,6 +194,15 @@ void launch_rows_for(const T* x, T* y, int64_t rows, int n, GpuEnv& env) {
       launch_rows<T, M, kBlock, 16>(x, y, rows, n, env);
     else
       launch_rows<T, M, kBlock, 32>(x, y, rows, n, env);
+  } else if (n > 32 && n <= 32 * V && n % V == 0 && ew::aligned_to(x, 16) && ew::aligned_to(y, 16)) {
+    // One vector per thread: fewer threads per row than the scalar form (S = 128 attention rows).
+    const int chunks = n / V;
+    if (chunks <= 8)
+      launch_rows<T, M, 8, V>(x, y, rows, n, env);
+    else if (chunks <= 16)
+      launch_rows<T, M, 16, V>(x, y, rows, n, env);
+    else
+      launch_rows<T, M, 32, V>(x, y, rows, n, env);
   } else if (n <= 1) {
     launch_rows<T, M, 1, 1>(x, y, rows, n, env);
   } else if (n <= 2) {
