@@ -1,0 +1,537 @@
+// The reduce family's GPU kernels against the CPU kernels (the reference): Reduce*, ArgMax/ArgMin,
+// Softmax/LogSoftmax/Hardmax, CumSum, TopK and Einsum on odd, 1-element, zero-size and long shapes
+// (the long ones take the kernels' split, block-per-row and sort paths), contiguous and scattered
+// axis sets, attribute variants, special values (NaN, +-inf, ties), float32, float16 and the
+// integer types each op takes; every input set in all three GpuModes. Float sums run in a
+// different order (and in float rather than double), so their tolerance grows with the number of
+// summed elements. Skips without a GPU.
+#include <algorithm>
+
+#include "gpu_harness.h"
+
+namespace kiln::gpu_test {
+namespace {
+
+using Inputs = std::vector<HostTensor>;
+
+// One run: the op's attributes, the inputs, and how many elements the longest sum in it adds
+// (scales the tolerance).
+struct Set {
+  Attrs attrs;
+  Inputs in;
+  double n = 1;
+};
+using Sets = std::vector<Set>;
+
+enum class Tol {
+  kExact,  // bit-identical (indices, selections, integer results)
+  kNear,   // equal, except that -0 matches +0 (Max/Min may pick either zero of a tie)
+  kSum,    // float sums: 1e-5 relative + 1e-6 * n * magnitude absolute (float16: + half rounding)
+  kMath,   // transcendental results of sums: 1e-4 relative + the kSum absolute term
+};
+
+struct Case {
+  std::string name;
+  OpKind kind;
+  std::vector<DT> dtypes;
+  std::function<Sets(DT)> sets;
+  Tol tol = Tol::kExact;
+  double magnitude = 1;  // typical |term| of the sums, for the absolute tolerance
+  size_t n_out = 1;
+};
+
+const std::vector<DT> kFloat = {DT::kFloat32, DT::kFloat16};
+const std::vector<DT> kNumeric = {DT::kFloat32, DT::kFloat16, DT::kInt32, DT::kInt64};
+const std::vector<DT> kMaxMinTypes = {DT::kFloat32, DT::kFloat16, DT::kInt32, DT::kInt64,
+                                      DT::kInt8,    DT::kUInt8,   DT::kBool};
+
+Tolerance tolerance(const Case& c, DT out, double n) {
+  if (c.tol == Tol::kExact || !is_float(out)) return {};
+  if (c.tol == Tol::kNear) return {0, 1e-300};
+  const double sum_abs = 1e-6 * std::max(1.0, n) * c.magnitude;
+  Tolerance t{c.tol == Tol::kMath ? 1e-4 : 1e-5, 1e-6 + sum_abs};
+  if (out == DT::kFloat16) t = {std::max(t.rel, 2e-3), t.abs + 1e-3};
+  return t;
+}
+
+// check_op with a per-run tolerance; shape inference sees the host copies of constant inputs
+// (axes, K, the CumSum axis), as the builder's does.
+void check(const Case& c, const Set& set, GpuMode mode) {
+  const Inputs& ins = set.in;
+  const std::string what = describe(c.kind, ins) + " " + mode_name(mode);
+  std::vector<TensorView> iv;
+  static uint8_t no_elements = 0;  // an empty constant (axes = []) still has data
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const bool constant = ins[i].exists && (op_info(c.kind).const_inputs >> i & 1u);
+    uint8_t* data = ins[i].bytes.empty() ? &no_elements : const_cast<uint8_t*>(ins[i].bytes.data());
+    iv.push_back(ins[i].view(constant ? data : nullptr));
+  }
+  std::vector<OutputType> types;
+  try {
+    types = infer_shapes(c.kind, set.attrs, iv, c.n_out);
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << ": shape inference threw (a bad test case): " << e.what();
+    return;
+  }
+  const std::vector<HostTensor> want = run_cpu(c.kind, set.attrs, ins, types);
+  std::vector<HostTensor> got;
+  try {
+    got = run_gpu(c.kind, set.attrs, ins, types, mode);
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << ": GPU kernel threw: " << e.what();
+    return;
+  }
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_match(got[i], want[i], tolerance(c, want[i].dtype, set.n), what + " output " + std::to_string(i));
+}
+
+HostTensor i64(std::vector<double> v) { return make(DT::kInt64, {static_cast<int64_t>(v.size())}, v); }
+HostTensor empty_i64() { return HostTensor{DT::kInt64, {0}, {}}; }
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// ---- Reduce* -------------------------------------------------------------------------------------
+struct ReduceShape {
+  Shape shape;
+  std::vector<double> axes;  // empty: no axes input, or an empty one
+  bool empty_axes_input = false;
+};
+
+// Contiguous and scattered axis sets, everything, nothing reduced (size-1 axes), zero-size dims,
+// and long ones: a block per output and split reductions ([3, 70000] rows, [50000, 3] columns,
+// the whole [129, 257]).
+const std::vector<ReduceShape> kReduceShapes = {
+    {{7}, {}},
+    {{7}, {}, true},
+    {{}, {}},
+    {{1}, {0}},
+    {{3, 5, 2}, {1}},
+    {{3, 5, 2}, {0, 2}},
+    {{3, 5, 2}, {0, 1}},
+    {{3, 5, 2}, {-1}},
+    {{3, 5, 2}, {2, 0, 1}},
+    {{4, 1, 33}, {1}},
+    {{2, 3, 4, 5}, {0, 2}},
+    {{2, 3, 4, 5}, {1, 3}},
+    {{2, 3, 4, 5, 6}, {0, 2, 4}},
+    {{2, 0, 3}, {1}},
+    {{2, 0, 3}, {0}},
+    {{129, 257}, {1}},
+    {{129, 257}, {0}},
+    {{129, 257}, {}},
+    {{3, 70000}, {1}},
+    {{50000, 3}, {0}},
+    {{6, 9000}, {1}},
+    {{256, 7, 7}, {1, 2}},
+    {{7, 20}, {1}},
+    {{100, 300}, {1}},
+    {{100, 600}, {-1}},
+};
+
+double reduced_count(const ReduceShape& r) {
+  if (r.axes.empty()) return static_cast<double>(numel(r.shape));
+  double n = 1;
+  for (double a : r.axes) n *= static_cast<double>(r.shape[static_cast<size_t>(a < 0 ? a + r.shape.size() : a)]);
+  return n;
+}
+
+Case reduce_case(OpKind k, ReduceAttrs attrs, std::string variant, std::vector<DT> dtypes, double lo, double hi,
+                 Tol tol, bool specials) {
+  const double mag = std::max(std::abs(lo), std::abs(hi));
+  const bool squares = k == OpKind::kReduceSumSquare || k == OpKind::kReduceL2;
+  // Cancelling sums (Sum) and long products get an absolute tolerance that grows with their
+  // length; the rest are sums of positive terms (relative error) or divide by the length.
+  const bool scaled = k == OpKind::kReduceSum || k == OpKind::kReduceProd;
+  return {std::string(op_name(k)) + "_" + variant,
+          k,
+          std::move(dtypes),
+          [=](DT dt) {
+            Sets s;
+            for (const ReduceShape& r : kReduceShapes) {
+              Inputs in{rand_tensor(dt, r.shape, lo, hi)};
+              if (!r.axes.empty())
+                in.push_back(i64(r.axes));
+              else if (r.empty_axes_input)
+                in.push_back(empty_i64());
+              s.push_back({attrs, std::move(in), scaled ? reduced_count(r) : 1.0});
+            }
+            if (specials && is_float(dt)) {
+              s.push_back({attrs, {special_tensor(dt, {5, 37}, lo, hi), i64({1})}, 37});
+              s.push_back({attrs, {special_tensor(dt, {37, 5}, lo, hi), i64({0})}, 37});
+              s.push_back({attrs, {special_tensor(dt, {3, 5000}, lo, hi), i64({1})}, 5000});
+            }
+            return s;
+          },
+          tol,
+          squares ? mag * mag : mag};
+}
+
+// ---- ArgMax / ArgMin ---------------------------------------------------------------------------
+struct AxisShape {
+  Shape shape;
+  int64_t axis;
+};
+
+const std::vector<AxisShape> kArgShapes = {
+    {{7}, 0},    {{1}, 0},        {{3, 5, 2}, 1},  {{3, 5, 2}, 0},  {{3, 5, 2}, -1}, {{0, 3}, 1},
+    {{4099}, 0}, {{129, 257}, 0}, {{129, 257}, 1}, {{3, 70000}, 1}, {{50000, 3}, 0}, {{2, 1, 5}, 1},
+};
+
+// Integer-valued inputs in [-3, 3]: ties everywhere, so first/last index matters.
+Case arg_case(OpKind k, int64_t keepdims, int64_t last) {
+  return {std::string(op_name(k)) + (keepdims ? "_keep" : "_drop") + (last ? "_last" : "_first"), k, kNumeric,
+          [=](DT dt) {
+            Sets s;
+            for (const AxisShape& a : kArgShapes)
+              s.push_back({ArgReduceAttrs{a.axis, keepdims, last}, {rand_tensor(dt, a.shape, -3, 3, true)}});
+            if (is_float(dt)) {
+              s.push_back({ArgReduceAttrs{1, keepdims, last}, {special_tensor(dt, {5, 37}, -3, 3)}});
+              s.push_back({ArgReduceAttrs{0, keepdims, last}, {special_tensor(dt, {37, 5}, -3, 3)}});
+              s.push_back({ArgReduceAttrs{1, keepdims, last}, {special_tensor(dt, {2, 9000}, -3, 3)}});
+            }
+            return s;
+          }};
+}
+
+// ---- Softmax / LogSoftmax / Hardmax ------------------------------------------------------------
+// Last-axis rows of every width class of the register kernel (1, 2, 3, 17, 33, 130, 600, 1000,
+// 1024), longer rows (a warp, a block per row), attention-like [B, H, S, S], other axes (a thread
+// or a warp per line), coerce_2d, zero-size.
+struct SoftmaxShape {
+  Shape shape;
+  int64_t axis;
+  int64_t coerce = 0;
+};
+
+const std::vector<SoftmaxShape> kSoftmaxShapes = {
+    {{7, 1}, -1},   {{5, 2}, -1},    {{5, 3}, 1},     {{2, 17}, -1},     {{4, 33}, -1},      {{2, 3, 130}, -1},
+    {{2, 600}, -1}, {{3, 1000}, -1}, {{1, 1024}, -1}, {{2, 1025}, -1},   {{2, 5000}, -1},    {{2, 4, 64, 64}, -1},
+    {{2, 4, 9}, 1}, {{300, 3}, 0},   {{2, 3, 4}, 0},  {{2, 3, 4}, 1, 1}, {{0, 5}, -1},       {{5, 0}, 0},
+    {{1, 1000}, 0}, {{7}, 0},        {{2, 9000}, -1}, {{2048, 520}, -1}, {{2050, 1000}, -1}, {{3, 256}, -1},
+    {{5, 200}, -1}, {{6, 48}, -1},   {{4, 128}, -1},  {{3, 5, 40}, -1},
+};
+
+// The sums inside are relative-error problems (every term <= 1), so no length-scaled term: n = 1.
+Case softmax_case(OpKind k) {
+  const bool hard = k == OpKind::kHardmax;
+  return {std::string(op_name(k)), k, kFloat,
+          [=](DT dt) {
+            Sets s;
+            for (const SoftmaxShape& a : kSoftmaxShapes)
+              s.push_back({SoftmaxAttrs{a.axis, a.coerce}, {rand_tensor(dt, a.shape, -5, 5, hard)}});
+            s.push_back({SoftmaxAttrs{-1, 0}, {rand_tensor(dt, {3, 1000}, -100, 100)}});  // large exponents
+            s.push_back({SoftmaxAttrs{-1, 0}, {special_tensor(dt, {5, 37}, -5, 5)}});
+            s.push_back({SoftmaxAttrs{0, 0}, {special_tensor(dt, {37, 5}, -5, 5)}});
+            s.push_back({SoftmaxAttrs{-1, 0}, {special_tensor(dt, {2, 3000}, -5, 5)}});
+            s.push_back({SoftmaxAttrs{-1, 0}, {make(dt, {2, 4}, {-kInf, -kInf, -kInf, -kInf, 1, kInf, 2, 3})}});
+            return s;
+          },
+          hard ? Tol::kExact : Tol::kMath};
+}
+
+// ---- CumSum ------------------------------------------------------------------------------------
+Case cumsum_case(int64_t exclusive, int64_t reverse) {
+  const std::string name = std::string("CumSum") + (exclusive ? "_exclusive" : "") + (reverse ? "_reverse" : "");
+  return {name,
+          OpKind::kCumSum,
+          kNumeric,
+          [=](DT dt) {
+            const CumSumAttrs attrs{exclusive, reverse};
+            Sets s;
+            const std::vector<AxisShape> shapes = {{{7}, 0},        {{1}, 0},      {{3, 5, 2}, 1}, {{3, 5, 2}, 0},
+                                                   {{3, 5, 2}, -1}, {{2, 100}, 1}, {{1, 5000}, 1}, {{300, 4}, 0},
+                                                   {{0, 5}, 1},     {{5, 0}, 1},   {{4, 33}, -1},  {{2, 40, 3}, 1}};
+            for (size_t i = 0; i < shapes.size(); ++i) {
+              const AxisShape& a = shapes[i];
+              // The axis as int64 [1], int32 [1] or an int64 scalar.
+              HostTensor axis = i % 3 == 0   ? make(DT::kInt64, {1}, {static_cast<double>(a.axis)})
+                                : i % 3 == 1 ? make(DT::kInt32, {1}, {static_cast<double>(a.axis)})
+                                             : make(DT::kInt64, {}, {static_cast<double>(a.axis)});
+              const int64_t r = static_cast<int64_t>(a.shape.size());
+              const double len = static_cast<double>(a.shape[static_cast<size_t>(a.axis < 0 ? a.axis + r : a.axis)]);
+              s.push_back({attrs, {rand_tensor(dt, a.shape, -2, 2), std::move(axis)}, len});
+            }
+            if (is_float(dt)) {
+              s.push_back({attrs, {special_tensor(dt, {5, 37}, -2, 2), i64({1})}, 37});
+              s.push_back({attrs, {special_tensor(dt, {37, 5}, -2, 2), i64({0})}, 37});
+            }
+            return s;
+          },
+          Tol::kSum,
+          2};
+}
+
+// ---- TopK --------------------------------------------------------------------------------------
+// Ties (integer values in [-3, 3]), NaN and +-inf, k = 0 and k = n, lines short enough for the
+// shared-memory sort and long ones (CUB), an axis that is not the last.
+Case topk_case(int64_t largest, int64_t sorted) {
+  const std::string name = std::string("TopK") + (largest ? "_largest" : "_smallest") + (sorted ? "" : "_unsorted");
+  return {name, OpKind::kTopK, kNumeric, [=](DT dt) {
+            struct K {
+              Shape shape;
+              int64_t axis, k;
+            };
+            const std::vector<K> shapes = {
+                {{7}, 0, 3},          {{1}, 0, 1},          {{1}, 0, 0},     {{3, 5, 2}, 1, 2},
+                {{3, 5, 2}, 0, 3},    {{3, 5, 2}, -1, 2},   {{5, 10}, 1, 0}, {{5, 10}, 1, 10},
+                {{4, 100}, -1, 7},    {{2, 2048}, 1, 2048}, {{4099}, 0, 10}, {{3, 3000}, 1, 3000},
+                {{2, 2049, 2}, 1, 5}, {{0, 5}, 1, 2},       {{6, 3}, 0, 6},  {{2, 1000, 3}, 1, 17}};
+            Sets s;
+            for (const K& k : shapes) {
+              const TopKAttrs attrs{k.axis, largest, sorted};
+              s.push_back({attrs, {rand_tensor(dt, k.shape, -3, 3, true), i64({static_cast<double>(k.k)})}});
+            }
+            if (is_float(dt)) {
+              s.push_back({TopKAttrs{1, largest, sorted}, {special_tensor(dt, {5, 37}, -3, 3), i64({37})}});
+              s.push_back({TopKAttrs{1, largest, sorted}, {special_tensor(dt, {5, 37}, -3, 3), i64({6})}});
+              s.push_back({TopKAttrs{0, largest, sorted}, {special_tensor(dt, {5000}, -3, 3), i64({300})}});
+              s.push_back({TopKAttrs{0, largest, sorted}, {special_tensor(dt, {5000}, -3, 3), i64({5000})}});
+            }
+            return s;
+          }};
+}
+
+// ---- Einsum ------------------------------------------------------------------------------------
+struct EinsumCase {
+  std::string eq;
+  std::vector<Shape> shapes;
+  double n;  // the summed length
+};
+
+const std::vector<EinsumCase> kEinsumCases = {
+    {"ij,jk->ik", {{3, 4}, {4, 5}}, 4},
+    {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}, 4},
+    {"ii->i", {{4, 4}}, 1},
+    {"ii", {{4, 4}}, 4},
+    {"ij->ji", {{3, 5}}, 1},
+    {"ij->", {{3, 5}}, 15},
+    {"ij", {{3, 5}}, 1},
+    {"i,i->", {{7}, {7}}, 7},
+    {"i,j->ij", {{3}, {4}}, 1},
+    {"...ij,...jk->...ik", {{2, 1, 3, 4}, {5, 4, 2}}, 4},
+    {"bhqd,bhkd->bhqk", {{2, 3, 16, 8}, {2, 3, 16, 8}}, 8},
+    {"ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 5}}, 12},
+    {"iij->j", {{3, 3, 4}}, 3},
+    {"ij,jk->ik", {{3, 0}, {0, 5}}, 0},
+    {"ij,jk->ik", {{0, 4}, {4, 5}}, 4},
+    {"i,i->", {{100000}, {100000}}, 100000},
+    {"ij->i", {{3, 50000}}, 50000},
+    {"ij->j", {{3000, 5}}, 3000},
+    {"bij,bkj->bik", {{4, 64, 32}, {4, 48, 32}}, 32},
+};
+
+Case einsum_case() {
+  return {"Einsum",
+          OpKind::kEinsum,
+          kNumeric,
+          [](DT dt) {
+            Sets s;
+            for (const EinsumCase& e : kEinsumCases) {
+              Inputs in;
+              for (const Shape& sh : e.shapes) in.push_back(rand_tensor(dt, sh, -2, 2));
+              s.push_back({EinsumAttrs{e.eq}, std::move(in), e.n});
+            }
+            return s;
+          },
+          Tol::kSum,
+          4};
+}
+
+// ---- the op table --------------------------------------------------------------------------------
+std::vector<Case> all_cases() {
+  using K = OpKind;
+  std::vector<Case> c;
+  for (int64_t keep : {1, 0}) {
+    const ReduceAttrs a{keep, 0};
+    const std::string v = keep ? "keep" : "drop";
+    c.push_back(reduce_case(K::kReduceSum, a, v, kNumeric, -2, 2, Tol::kSum, true));
+    c.push_back(reduce_case(K::kReduceMean, a, v, kNumeric, -2, 2, Tol::kSum, true));
+    c.push_back(reduce_case(K::kReduceMax, a, v, kMaxMinTypes, -50, 50, Tol::kNear, true));
+    c.push_back(reduce_case(K::kReduceMin, a, v, kMaxMinTypes, -50, 50, Tol::kNear, true));
+    c.push_back(reduce_case(K::kReduceProd, a, v, kFloat, 0.9995, 1.0005, Tol::kSum, false));
+    c.push_back(reduce_case(K::kReduceL1, a, v, kNumeric, -2, 2, Tol::kSum, true));
+    c.push_back(reduce_case(K::kReduceL2, a, v, kNumeric, -2, 2, Tol::kMath, true));
+    c.push_back(reduce_case(K::kReduceLogSum, a, v, kNumeric, 0.1, 2, Tol::kMath, false));
+    c.push_back(reduce_case(K::kReduceLogSumExp, a, v, kNumeric, -5, 5, Tol::kMath, true));
+    c.push_back(reduce_case(K::kReduceSumSquare, a, v, kNumeric, -2, 2, Tol::kSum, true));
+  }
+  // Integer products wrap modulo 2^bits: exact whatever the values.
+  c.push_back(
+      reduce_case(K::kReduceProd, ReduceAttrs{1, 0}, "int", {DT::kInt32, DT::kInt64}, -3, 3, Tol::kExact, false));
+  c.push_back(reduce_case(K::kReduceSum, ReduceAttrs{1, 1}, "noop_empty_axes", kNumeric, -2, 2, Tol::kSum, false));
+  c.push_back(reduce_case(K::kReduceMax, ReduceAttrs{0, 1}, "noop_empty_axes", kNumeric, -2, 2, Tol::kNear, false));
+  for (K k : {K::kArgMax, K::kArgMin})
+    for (int64_t keep : {1, 0})
+      for (int64_t last : {0, 1}) c.push_back(arg_case(k, keep, last));
+  for (K k : {K::kSoftmax, K::kLogSoftmax, K::kHardmax}) c.push_back(softmax_case(k));
+  for (int64_t ex : {0, 1})
+    for (int64_t rev : {0, 1}) c.push_back(cumsum_case(ex, rev));
+  c.push_back(topk_case(1, 1));
+  c.push_back(topk_case(0, 1));
+  c.push_back(topk_case(1, 0));
+  c.push_back(einsum_case());
+  for (Case& k : c)
+    if (k.kind == K::kTopK) k.n_out = 2;
+  return c;
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = all_cases();
+  return c;
+}
+
+class GpuReduce : public testing::TestWithParam<Case> {};
+
+TEST_P(GpuReduce, MatchesCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+  for (DT dt : c.dtypes) {
+    SCOPED_TRACE(std::string("dtype ") + std::string(dtype_name(dt)));
+    for (const Set& set : c.sets(dt))
+      for (GpuMode mode : {GpuMode::kDirect, GpuMode::kMisaligned, GpuMode::kCaptured}) check(c, set, mode);
+  }
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+INSTANTIATE_TEST_SUITE_P(Reduce, GpuReduce, testing::ValuesIn(cases()),
+                         [](const testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Every op of the family has a GPU kernel and a case here.
+TEST(GpuReduceCoverage, EveryOpHasAKernelAndCases) {
+  KILN_SKIP_WITHOUT_GPU();
+  for (OpKind k : {OpKind::kReduceSum, OpKind::kReduceMean, OpKind::kReduceMax, OpKind::kReduceMin, OpKind::kReduceProd,
+                   OpKind::kReduceL1, OpKind::kReduceL2, OpKind::kReduceLogSum, OpKind::kReduceLogSumExp,
+                   OpKind::kReduceSumSquare, OpKind::kArgMax, OpKind::kArgMin, OpKind::kSoftmax, OpKind::kLogSoftmax,
+                   OpKind::kHardmax, OpKind::kCumSum, OpKind::kTopK, OpKind::kEinsum}) {
+    EXPECT_NE(gpu::gpu_kernel(k), nullptr) << op_name(k);
+    EXPECT_TRUE(std::any_of(cases().begin(), cases().end(), [&](const Case& c) { return c.kind == k; }))
+        << op_name(k) << " has no case";
+  }
+}
+
+// ---- errors ------------------------------------------------------------------------------------
+void expect_cuda_backend_error(OpKind kind, const Attrs& attrs, const Inputs& ins, std::vector<OutputType> types) {
+  try {
+    (void)run_gpu(kind, attrs, ins, types, GpuMode::kDirect);
+    ADD_FAILURE() << describe(kind, ins) << " should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA backend"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GpuReduceErrors, UnsupportedTypesThrowNamingTheBackend) {
+  KILN_SKIP_WITHOUT_GPU();
+  const HostTensor d = rand_tensor(DT::kFloat64, {4, 3}, -1, 1);
+  expect_cuda_backend_error(OpKind::kReduceSum, ReduceAttrs{}, {d, i64({1})}, {OutputType{DT::kFloat64, {4, 1}}});
+  expect_cuda_backend_error(OpKind::kSoftmax, SoftmaxAttrs{}, {d}, {OutputType{DT::kFloat64, {4, 3}}});
+  expect_cuda_backend_error(OpKind::kCumSum, CumSumAttrs{}, {d, i64({0})}, {OutputType{DT::kFloat64, {4, 3}}});
+  expect_cuda_backend_error(OpKind::kArgMax, ArgReduceAttrs{}, {d}, {OutputType{DT::kInt64, {1, 3}}});
+  // ReduceSum takes no 8-bit integers (ReduceMax does).
+  const HostTensor b = rand_tensor(DT::kInt8, {4, 3}, -5, 5);
+  expect_cuda_backend_error(OpKind::kReduceSum, ReduceAttrs{}, {b, i64({1})}, {OutputType{DT::kInt8, {4, 1}}});
+}
+
+TEST(GpuReduceErrors, BadAxesThrow) {
+  KILN_SKIP_WITHOUT_GPU();
+  const HostTensor x = rand_tensor(DT::kFloat32, {4, 3}, -1, 1);
+  for (const HostTensor& axes : {i64({2}), i64({1, 1}), i64({-3})}) {
+    EXPECT_THROW((void)run_gpu(OpKind::kReduceSum, ReduceAttrs{}, {x, axes}, {OutputType{DT::kFloat32, {4, 1}}},
+                               GpuMode::kDirect),
+                 Error);
+  }
+}
+
+// ---- timing (not run by default: --gtest_also_run_disabled_tests) ---------------------------------
+// Mean time per call of the GPU kernel on device-filled inputs, with the bytes it must move per
+// microsecond (input read once, output written once).
+struct BenchCase {
+  std::string what;
+  OpKind kind;
+  Attrs attrs;
+  DT dtype;
+  Shape shape;
+  std::vector<HostTensor> consts;  // inputs 1.. (axes, K, axis): host copies too
+  size_t n_out = 1;
+};
+
+TEST(GpuReduceBench, DISABLED_Timings) {
+  KILN_SKIP_WITHOUT_GPU();
+  const std::vector<BenchCase> cases = {
+      {"softmax logits", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat32, {256, 1000}, {}},
+      {"softmax logits", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat16, {256, 1000}, {}},
+      {"softmax attention S=512", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat32, {8, 12, 512, 512}, {}},
+      {"softmax attention S=512", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat16, {8, 12, 512, 512}, {}},
+      {"softmax attention S=128", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat16, {32, 12, 128, 128}, {}},
+      {"softmax attention S=2048", OpKind::kSoftmax, SoftmaxAttrs{}, DT::kFloat16, {2, 8, 2048, 2048}, {}},
+      {"logsoftmax logits", OpKind::kLogSoftmax, SoftmaxAttrs{}, DT::kFloat32, {256, 1000}, {}},
+      {"softmax axis 1 of NCHW", OpKind::kSoftmax, SoftmaxAttrs{1, 0}, DT::kFloat32, {32, 21, 64, 64}, {}},
+      {"mean HW", OpKind::kReduceMean, ReduceAttrs{}, DT::kFloat32, {256, 2048, 7, 7}, {i64({2, 3})}},
+      {"mean HW", OpKind::kReduceMean, ReduceAttrs{}, DT::kFloat16, {256, 1280, 7, 7}, {i64({2, 3})}},
+      {"sum rows", OpKind::kReduceSum, ReduceAttrs{}, DT::kFloat32, {4096, 4096}, {i64({1})}},
+      {"sum columns", OpKind::kReduceSum, ReduceAttrs{}, DT::kFloat32, {4096, 4096}, {i64({0})}},
+      {"sum all", OpKind::kReduceSum, ReduceAttrs{}, DT::kFloat32, {16 << 20}, {}},
+      {"max NC of NCHW", OpKind::kReduceMax, ReduceAttrs{}, DT::kFloat32, {64, 256, 56, 56}, {i64({0, 1})}},
+      {"argmax logits", OpKind::kArgMax, ArgReduceAttrs{1, 1, 0}, DT::kFloat32, {256, 1000}, {}},
+      {"topk 5 of logits", OpKind::kTopK, TopKAttrs{}, DT::kFloat32, {256, 1000}, {i64({5})}, 2},
+      {"topk 1000 of 120000", OpKind::kTopK, TopKAttrs{}, DT::kFloat32, {1, 120000}, {i64({1000})}, 2},
+      {"cumsum rows", OpKind::kCumSum, CumSumAttrs{}, DT::kFloat32, {64, 10000}, {i64({1})}},
+      {"einsum bhqd,bhkd", OpKind::kEinsum, EinsumAttrs{"bhqd,bhkd->bhqk"}, DT::kFloat32, {8, 12, 128, 64}, {}},
+  };
+  GpuResources& res = GpuResources::get();
+  Stream stream;
+  for (const BenchCase& b : cases) {
+    Inputs ins{rand_tensor(b.dtype, b.shape, -3, 3)};
+    if (b.kind == OpKind::kEinsum) ins.push_back(rand_tensor(b.dtype, b.shape, -3, 3));
+    for (const HostTensor& t : b.consts) ins.push_back(t);
+    std::vector<TensorView> hv;
+    for (size_t i = 0; i < ins.size(); ++i) hv.push_back(ins[i].view(const_cast<uint8_t*>(ins[i].bytes.data())));
+    const std::vector<OutputType> types = infer_shapes(b.kind, b.attrs, hv, b.n_out);
+    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+    std::vector<TensorView> iv, ov;
+    std::vector<const void*> host_in;
+    double bytes = 0;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      bufs.push_back(std::make_unique<DeviceBuffer>(ins[i].bytes.size(), 0));
+      bufs.back()->upload(ins[i].bytes);
+      iv.push_back(ins[i].view(bufs.back()->data()));
+      host_in.push_back(i > 0 && b.kind != OpKind::kEinsum ? ins[i].bytes.data() : nullptr);
+      bytes += static_cast<double>(ins[i].bytes.size());
+    }
+    std::vector<HostTensor> outs = empty_outputs(types, 0);
+    for (const HostTensor& t : outs) {
+      bufs.push_back(std::make_unique<DeviceBuffer>(t.bytes.size(), 0));
+      ov.push_back(t.view(bufs.back()->data()));
+      bytes += static_cast<double>(t.bytes.size());
+    }
+    KILN_CUDA_OK(cudaDeviceSynchronize());
+    std::unique_ptr<gpu::StepState> state;
+    gpu::GpuEnv env = res.env(stream.get(), host_in, &state);
+    const gpu::GpuKernelEntry* entry = gpu::gpu_kernel_entry(b.kind);
+    if (entry->workspace) env = res.env(stream.get(), host_in, &state, entry->workspace(b.kind, b.attrs, iv, ov, env));
+    for (int i = 0; i < 3; ++i) entry->fn(b.kind, b.attrs, iv, ov, env);
+    cudaEvent_t e0, e1;
+    KILN_CUDA_OK(cudaEventCreate(&e0));
+    KILN_CUDA_OK(cudaEventCreate(&e1));
+    constexpr int kIters = 50;
+    KILN_CUDA_OK(cudaEventRecord(e0, stream.get()));
+    for (int i = 0; i < kIters; ++i) entry->fn(b.kind, b.attrs, iv, ov, env);
+    KILN_CUDA_OK(cudaEventRecord(e1, stream.get()));
+    KILN_CUDA_OK(cudaEventSynchronize(e1));
+    float ms = 0;
+    KILN_CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    const double us = 1000.0 * ms / kIters;
+    std::printf("[ bench    ] %-26s %-8s %-22s %9.1f us %7.0f GB/s\n", b.what.c_str(), dtype_name(b.dtype).data(),
+                shape_str(b.shape).c_str(), us, bytes / us / 1000.0);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::gpu_test
