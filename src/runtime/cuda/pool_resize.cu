@@ -1,12 +1,5 @@
-// Resize on the GPU, every mode, coordinate transformation, nearest mode, antialias, any rank up to
-// 8, with the CPU kernel's results (runtime/cpu/ops/nn_resize.cpp, after onnx's op_resize.py).
-//
-// The host resolves the plan (output sizes, scales, roi) from the constant inputs' host copies. Per
-// resized axis a setup kernel tabulates, in the workspace, what the CPU's plan_axis computes: the
-// source index of each output position (nearest) or its taps' clamped indices and double weights
-// (linear, cubic), and whether it extrapolates (tf_crop_and_resize). It uses the same double
-// operations, uncontracted (__dmul_rn, ...), so every index and weight is the CPU's exactly.
-// Axes the plan leaves as they are get no table.
+// Resize on the GPU: the kernels that apply the tables of pool_resize_plan.cu (pool_resize.cuh says
+// how those are made), and the op's entry.
 //
 // nearest: a gather, one thread per output element, any element type (raw bytes).
 // linear/cubic: one thread per output element sums its taps in the CPU's order: the CPU makes one
@@ -20,229 +13,17 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <vector>
 
-#include "core/infer/nn_geometry.h"
-#include "runtime/cuda/pool_internal.cuh"
+#include "runtime/cuda/pool_resize.cuh"
 
 namespace kiln::gpu::pool {
 
 namespace {
 
 using kiln::nn::ResizePlan;
-
-constexpr int kMaxAxes = ew::kMaxDims;
-constexpr double kCoordLimit = 1e15;
-
-struct Axis {
-  int64_t in = 1, out = 1, in_stride = 1;
-  int taps = 0, first = 0;  // linear/cubic: taps of output position o are x_int + first + t
-  double scale = 1, roi0 = 0, roi1 = 1;
-  bool table = false;      // resized: indexed through the tables below
-  int32_t* idx = nullptr;  // [out * taps] (nearest: [out])
-  double* w = nullptr;     // [out * taps] (linear/cubic)
-  float* wf = nullptr;     // the same rounded to float: the float compute type's weights
-  uint8_t* ex = nullptr;   // [out]: extrapolates
-  FastDiv div;             // by out (the 32-bit index path)
-};
-
-struct Tables {
-  int rank = 0;
-  Axis ax[kMaxAxes];
-  int nactive = 0;  // resized axes, in increasing order: their numbers and copies of their Axis
-  int active[kMaxAxes] = {};
-  Axis act[kMaxAxes];
-  int64_t table_rows = 0;  // sum of `out` over the resized axes
-  // Setup parameters.
-  ResizeMode mode = ResizeMode::kNearest;
-  CoordinateTransform ctm = CoordinateTransform::kHalfPixel;
-  NearestMode nearest = NearestMode::kRoundPreferFloor;
-  double cubic_a = -0.75;
-  bool antialias = false, exclude_outside = false;
-  bool extrapolates = false;  // tf_crop_and_resize: the ex tables can be set
-};
-
-size_t align16(size_t v) { return (v + 15) / 16 * 16; }
-
-// Host: the plan from the constant inputs' host copies.
-ResizePlan plan_of(const ResizeAttrs& a, std::span<const TensorView> in, const GpuEnv& env) {
-  std::vector<TensorView> views(in.begin(), in.end());
-  for (size_t i = 1; i < views.size(); ++i)
-    if (views[i].exists) views[i].data = const_cast<void*>(env.host(i));
-  return kiln::nn::resize_plan(a, views);
-}
-
-// Host: axis geometry and the workspace layout (tables at `base`, which may be null to measure).
-Tables layout(const ResizeAttrs& a, const ResizePlan& p, const TensorView& X, uint8_t* base, size_t* bytes) {
-  const int r = static_cast<int>(X.rank());
-  if (r > kMaxAxes) throw Error("Resize: the CUDA backend resizes tensors of rank at most 8");
-  Tables t;
-  t.rank = r;
-  t.mode = a.mode;
-  t.ctm = a.coordinate_transformation_mode;
-  t.nearest = a.nearest_mode;
-  t.cubic_a = a.cubic_coeff_a;
-  t.antialias = a.antialias == 1;
-  t.exclude_outside = a.exclude_outside != 0;
-  t.extrapolates = a.coordinate_transformation_mode == CoordinateTransform::kTfCropAndResize;
-  size_t off = 0;
-  int64_t stride = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    Axis& ax = t.ax[i];
-    ax.in = X.shape[i];
-    ax.out = p.out_shape[i];
-    ax.in_stride = stride;
-    stride *= X.shape[i];
-    ax.scale = p.scales[i];
-    ax.roi0 = p.roi[i];
-    ax.roi1 = p.roi[r + i];
-    ax.table = !p.identity[i];
-    if (ax.out < (int64_t{1} << 31)) ax.div = FastDiv(static_cast<uint32_t>(std::max<int64_t>(ax.out, 1)));
-    if (!ax.table) continue;
-    if (ax.in >= (int64_t{1} << 31)) throw Error("Resize: input axis too long for the CUDA backend");
-    if (a.mode == ResizeMode::kNearest) {
-      ax.taps = 1;
-    } else {
-      const double s = std::min(ax.scale, 1.0);
-      int64_t first;
-      if (a.mode == ResizeMode::kLinear)
-        first = t.antialias ? static_cast<int64_t>(std::floor(-1 / s)) + 1 : 0;
-      else
-        first = t.antialias ? static_cast<int64_t>(std::floor(-2 / s)) + 1 : -1;
-      if (first < -(int64_t{1} << 20)) throw Error("Resize: antialias kernel too wide for the CUDA backend");
-      ax.first = static_cast<int>(first);
-      ax.taps = static_cast<int>(2 - 2 * first);
-    }
-    const size_t cells = static_cast<size_t>(ax.out) * static_cast<size_t>(ax.taps);
-    ax.idx = base ? reinterpret_cast<int32_t*>(base + off) : nullptr;
-    off = align16(off + cells * sizeof(int32_t));
-    if (a.mode != ResizeMode::kNearest) {
-      ax.w = base ? reinterpret_cast<double*>(base + off) : nullptr;
-      off = align16(off + cells * sizeof(double));
-      ax.wf = base ? reinterpret_cast<float*>(base + off) : nullptr;
-      off = align16(off + cells * sizeof(float));
-    }
-    ax.ex = base ? base + off : nullptr;
-    off = align16(off + static_cast<size_t>(ax.out));
-    t.table_rows += ax.out;
-  }
-  for (int i = 0; i < r; ++i) {
-    if (!t.ax[i].table) continue;
-    t.active[t.nactive] = i;
-    t.act[t.nactive++] = t.ax[i];
-  }
-  *bytes = off;
-  return t;
-}
-
-// ---- setup: the CPU's plan_axis, one thread per (resized axis, output position) -------------------
-__device__ double source_coord(const Tables& t, const Axis& ax, double y, bool* extrap) {
-  const double scale = ax.scale, r0 = ax.roi0, r1 = ax.roi1;
-  const double ow = __dmul_rn(scale, static_cast<double>(ax.in));
-  const double inm1 = static_cast<double>(ax.in - 1);
-  double x = 0;
-  *extrap = false;
-  switch (t.ctm) {
-    case CoordinateTransform::kAlignCorners: x = ow == 1 ? 0.0 : __ddiv_rn(__dmul_rn(y, inm1), __dsub_rn(ow, 1)); break;
-    case CoordinateTransform::kAsymmetric: x = __ddiv_rn(y, scale); break;
-    case CoordinateTransform::kTfCropAndResize:
-      x = ow == 1 ? __ddiv_rn(__dmul_rn(__dsub_rn(r1, r0), inm1), 2)
-                  : __ddiv_rn(__dmul_rn(__dmul_rn(y, __dsub_rn(r1, r0)), inm1), __dsub_rn(ow, 1));
-      x = __dadd_rn(x, __dmul_rn(r0, inm1));
-      *extrap = x < 0 || x > inm1;
-      break;
-    case CoordinateTransform::kPytorchHalfPixel:
-      x = ow == 1 ? -0.5 : __dsub_rn(__ddiv_rn(__dadd_rn(y, 0.5), scale), 0.5);
-      break;
-    case CoordinateTransform::kHalfPixel: x = __dsub_rn(__ddiv_rn(__dadd_rn(y, 0.5), scale), 0.5); break;
-    case CoordinateTransform::kHalfPixelSymmetric: {
-      const double adjustment = __ddiv_rn(static_cast<double>(ax.out), ow);
-      const double offset = __dmul_rn(__ddiv_rn(static_cast<double>(ax.in), 2), __dsub_rn(1, adjustment));
-      x = __dsub_rn(__dadd_rn(offset, __ddiv_rn(__dadd_rn(y, 0.5), scale)), 0.5);
-      break;
-    }
-  }
-  return x < -kCoordLimit ? -kCoordLimit : kCoordLimit < x ? kCoordLimit : x;
-}
-
-__device__ double cubic_kernel(double x, double A) {  // Keys' cubic convolution kernel
-  x = fabs(x);
-  if (x <= 1)
-    return __dadd_rn(__dmul_rn(__dmul_rn(__dsub_rn(__dmul_rn(__dadd_rn(A, 2), x), __dadd_rn(A, 3)), x), x), 1);
-  if (x < 2)
-    return __dsub_rn(
-        __dmul_rn(__dadd_rn(__dmul_rn(__dsub_rn(__dmul_rn(A, x), __dmul_rn(5, A)), x), __dmul_rn(8, A)), x),
-        __dmul_rn(4, A));
-  return 0;
-}
-
-__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : hi < v ? hi : v; }
-
-__global__ void resize_setup_kernel(const __grid_constant__ Tables t) {
-  for (int64_t g = ew::global_thread(); g < t.table_rows; g += ew::grid_threads()) {
-    int k = 0;
-    int64_t o = g;
-    while (o >= t.act[k].out) o -= t.act[k++].out;
-    const Axis& ax = t.act[k];
-    bool ex = false;
-    const double x = source_coord(t, ax, static_cast<double>(o), &ex);
-    ax.ex[o] = ex;
-    if (t.mode == ResizeMode::kNearest) {
-      const double fl = floor(x), ratio = __dsub_rn(x, fl);
-      double v = fl;
-      if (ratio != 0) {
-        switch (t.nearest) {
-          case NearestMode::kRoundPreferFloor: v = ratio <= 0.5 ? fl : __dadd_rn(fl, 1); break;
-          case NearestMode::kRoundPreferCeil: v = ratio < 0.5 ? fl : __dadd_rn(fl, 1); break;
-          case NearestMode::kFloor: v = fl; break;
-          case NearestMode::kCeil: v = __dadd_rn(fl, 1); break;
-        }
-      }
-      ax.idx[o] = static_cast<int32_t>(clamp64(static_cast<int64_t>(v), 0, ax.in - 1));
-      continue;
-    }
-    double fl = floor(x), ratio = __dsub_rn(x, fl);
-    if (ratio == 0) {
-      fl = __dsub_rn(fl, 1);
-      ratio = 1;
-    }
-    const int64_t xi = static_cast<int64_t>(fl);
-    const int taps = ax.taps;
-    const double s = ax.scale < 1.0 ? ax.scale : 1.0;
-    double* w = ax.w + o * taps;
-    double sum = 0;
-    for (int j = 0; j < taps; ++j) {
-      const double d = __dsub_rn(static_cast<double>(ax.first + j), ratio);  // tap position minus x
-      if (t.mode == ResizeMode::kLinear) {
-        if (t.antialias) {
-          const double v = __dsub_rn(1, fabs(__dmul_rn(d, s)));
-          w[j] = v < 0 ? 0.0 : 1.0 < v ? 1.0 : v;
-        } else {
-          w[j] = j == 0 ? __dsub_rn(1, ratio) : ratio;
-        }
-      } else {
-        w[j] = cubic_kernel(t.antialias ? __dmul_rn(d, s) : d, t.cubic_a);
-      }
-      sum = __dadd_rn(sum, w[j]);
-    }
-    if (t.antialias && sum != 0)
-      for (int j = 0; j < taps; ++j) w[j] = __ddiv_rn(w[j], sum);
-    if (t.exclude_outside) {
-      double kept = 0;
-      for (int j = 0; j < taps; ++j) {
-        const int64_t src = xi + ax.first + j;
-        if (src < 0 || src >= ax.in) w[j] = 0;
-        kept = __dadd_rn(kept, w[j]);
-      }
-      if (kept == 0) kept = 1;
-      for (int j = 0; j < taps; ++j) w[j] = __ddiv_rn(w[j], kept);
-    }
-    for (int j = 0; j < taps; ++j) {
-      ax.idx[o * taps + j] = static_cast<int32_t>(clamp64(xi + ax.first + j, 0, ax.in - 1));
-      ax.wf[o * taps + j] = static_cast<float>(w[j]);
-    }
-  }
-}
+using resize::Axis;
+using resize::kMaxAxes;
+using resize::Tables;
 
 // ---- nearest -----------------------------------------------------------------------------------
 template <class T, class I>
@@ -335,6 +116,27 @@ __device__ __forceinline__ C weight(const Axis& ax, int64_t cell) {
     return ax.w[cell];
 }
 
+// sum_j w[j] * src[idx[j] * stride] over the taps of output position o on one axis. Up to
+// kGroup taps (linear 2, cubic 4) run as one group, whose loads are issued together.
+constexpr int kGroup = 4;
+
+template <class T, class C>
+__device__ __forceinline__ C level_sum(const Axis& ax, int64_t o, const T* src) {
+  const int32_t* idx = ax.idx + o * ax.taps;
+  const int64_t cell = o * ax.taps;
+  C acc = 0;
+  for (int j = 0; j < ax.taps; j += kGroup) {
+    C v[kGroup];
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u)
+      if (j + u < ax.taps) v[u] = to_c<T, C>(src[static_cast<int64_t>(idx[j + u]) * ax.in_stride]);
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u)
+      if (j + u < ax.taps) acc = mul_add_nc(acc, weight<C>(ax, cell + j + u), v[u]);
+  }
+  return acc;
+}
+
 // The value at active level h is the fill; each later level k weighs it: sum_t w_k[t] * v.
 template <class C>
 __device__ C extrapolated(const Tables& t, const int64_t* o, int h, C fill) {
@@ -388,22 +190,21 @@ __global__ void __launch_bounds__(kThreads)
       r = extrapolated<C>(t, o, h, fill);
     } else if constexpr (L == 1) {
       const Axis& a0 = t.act[0];
-      const int32_t* i0 = a0.idx + o[0] * a0.taps;
-      const int64_t c0 = o[0] * a0.taps;
-      r = 0;
-      for (int j = 0; j < a0.taps; ++j)
-        r = mul_add_nc(r, weight<C>(a0, c0 + j), to_c<T, C>(x[base + static_cast<int64_t>(i0[j]) * a0.in_stride]));
+      r = level_sum<T, C>(a0, o[0], x + base);
     } else if constexpr (L == 2) {
       const Axis &a0 = t.act[0], &a1 = t.act[1];
-      const int32_t *i0 = a0.idx + o[0] * a0.taps, *i1 = a1.idx + o[1] * a1.taps;
-      const int64_t c0 = o[0] * a0.taps, c1 = o[1] * a1.taps;
+      const int32_t* i1 = a1.idx + o[1] * a1.taps;
+      const int64_t c1 = o[1] * a1.taps;
       r = 0;
-      for (int j1 = 0; j1 < a1.taps; ++j1) {
-        const T* row = x + base + static_cast<int64_t>(i1[j1]) * a1.in_stride;
-        C acc = 0;
-        for (int j0 = 0; j0 < a0.taps; ++j0)
-          acc = mul_add_nc(acc, weight<C>(a0, c0 + j0), to_c<T, C>(row[static_cast<int64_t>(i0[j0]) * a0.in_stride]));
-        r = mul_add_nc(r, weight<C>(a1, c1 + j1), acc);
+      for (int j1 = 0; j1 < a1.taps; j1 += kGroup) {
+        C v[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u)
+          if (j1 + u < a1.taps)
+            v[u] = level_sum<T, C>(a0, o[0], x + base + static_cast<int64_t>(i1[j1 + u]) * a1.in_stride);
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u)
+          if (j1 + u < a1.taps) r = mul_add_nc(r, weight<C>(a1, c1 + j1 + u), v[u]);
       }
     } else {
       const int levels = t.nactive;
@@ -481,7 +282,7 @@ size_t resize_workspace(OpKind, const Attrs& attrs, std::span<const TensorView> 
                         GpuEnv& env) {
   const auto& a = std::get<ResizeAttrs>(attrs);
   size_t bytes = 0;
-  layout(a, plan_of(a, in, env), in[0], nullptr, &bytes);
+  resize::layout(a, resize::plan_of(a, in, env), in[0], nullptr, &bytes);
   return bytes;
 }
 
@@ -489,7 +290,7 @@ void resize_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, std:
                 GpuEnv& env) {
   const auto& a = std::get<ResizeAttrs>(attrs);
   const TensorView &X = in[0], &Y = out[0];
-  const ResizePlan p = plan_of(a, in, env);
+  const ResizePlan p = resize::plan_of(a, in, env);
   if (a.mode != ResizeMode::kNearest) dispatch_interp(X.dtype, [](auto, auto) {});  // throws for other types
   const int64_t n = Y.numel();
   if (n == 0) return;
@@ -500,9 +301,9 @@ void resize_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, std:
     return;
   }
   size_t bytes = 0;
-  const Tables t = layout(a, p, X, static_cast<uint8_t*>(env.workspace), &bytes);
+  const Tables t = resize::layout(a, p, X, static_cast<uint8_t*>(env.workspace), &bytes);
   if (env.workspace_bytes < bytes) throw Error("Resize: the workspace is smaller than the entry asked for");
-  resize_setup_kernel<<<ew::blocks_for(t.table_rows), kThreads, 0, env.stream>>>(t);
+  resize::launch_setup(t, env.stream);
   if (a.mode == ResizeMode::kNearest) {
     dispatch_all(X.dtype, "Resize", [&](auto tag) {
       using H = typename decltype(tag)::type;  // host type: the fill value's conversion

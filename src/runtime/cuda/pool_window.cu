@@ -73,7 +73,6 @@ __global__ void __launch_bounds__(kThreads)
         const int off0 = (first[0] + j0 * g.d[0]) * slab;
         for (int j1 = 0; j1 < cnt[1]; ++j1) {
           const int off1 = off0 + (first[1] + j1 * g.d[1]) * row + first[2];
-#pragma unroll 4
           for (int j2 = 0; j2 < cnt[2]; ++j2) {
             const int off = off1 + j2 * g.d[2];
             const C v = load(xp[off]);
@@ -100,7 +99,6 @@ __global__ void __launch_bounds__(kThreads)
         const int off0 = (first[0] + j0 * g.d[0]) * slab;
         for (int j1 = 0; j1 < cnt[1]; ++j1) {
           const int off1 = off0 + (first[1] + j1 * g.d[1]) * row + first[2];
-#pragma unroll 4
           for (int j2 = 0; j2 < cnt[2]; ++j2) sum += load(xp[off1 + j2 * g.d[2]]);
         }
       }
