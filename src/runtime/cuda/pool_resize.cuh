@@ -33,7 +33,7 @@ struct Axis {
 };
 
 struct Tables {
-  int rank = 0;
+  int rank = 0;  // axes after merging the adjacent ones left as they are
   Axis ax[kMaxAxes];
   int nactive = 0;  // resized axes, in increasing order: their numbers and copies of their Axis
   int active[kMaxAxes] = {};

@@ -79,7 +79,23 @@ Tables layout(const ResizeAttrs& a, const ResizePlan& p, const TensorView& X, ui
     off = align16(off + static_cast<size_t>(ax.out));
     t.table_rows += ax.out;
   }
+  // Adjacent axes left as they are merge into one (their out == in): fewer axes for the kernels to
+  // decode ([N, C, H, W] resized on H and W becomes [N * C, H, W]).
+  int m = 0;
   for (int i = 0; i < r; ++i) {
+    const Axis& ax = t.ax[i];
+    if (m > 0 && !ax.table && !t.ax[m - 1].table) {
+      Axis& prev = t.ax[m - 1];
+      prev.in *= ax.in;
+      prev.out *= ax.out;
+      prev.in_stride = ax.in_stride;
+      if (prev.out < (int64_t{1} << 31)) prev.div = FastDiv(static_cast<uint32_t>(std::max<int64_t>(prev.out, 1)));
+    } else {
+      t.ax[m++] = ax;
+    }
+  }
+  t.rank = m;
+  for (int i = 0; i < m; ++i) {
     if (!t.ax[i].table) continue;
     t.active[t.nactive] = i;
     t.act[t.nactive++] = t.ax[i];

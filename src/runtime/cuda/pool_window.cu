@@ -3,6 +3,7 @@
 // only the taps inside the image, first axis outermost), so maxima, their indices and the float sums
 // are the CPU's bit for bit. Fewer spatial axes are padded to three with leading axes of size 1
 // (kernel 1, stride 1, no pads), which change neither the offsets nor the column-major indices.
+// pool2d_kernel is the fast path of the usual case; pool_kernel the general one.
 // MaxPool takes float32, float16, int8 and uint8 (the CPU's types less float64 and bfloat16);
 // AveragePool float32 and float16.
 #include <string>
@@ -108,6 +109,67 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The common case, one or two spatial axes without dilation (axis 0 of Geo is then the size-1
+// filler): the window is a rectangle [h0, h1) x [w0, w1) of the image, and the kernel does about a
+// third of the general one's integer work. Without Indices the maximum starts from NaN, so that the
+// first tap always replaces it, and takes v whenever v > best or best is NaN: the CPU's value (a
+// NaN only if every tap is NaN), without tracking where it came from.
+template <class T, bool kMax, bool kIdx>
+__global__ void __launch_bounds__(kThreads)
+    pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ indices, uint32_t total, Geo g,
+                  bool include_pad, bool col_major) {
+  using C = Compute<T>;
+  const uint32_t step = static_cast<uint32_t>(ew::grid_threads());
+  const int ih = g.in[1], iw = g.in[2];
+  for (uint32_t q = static_cast<uint32_t>(ew::global_thread()); q < total; q += step) {
+    const uint32_t plane = g.plane_div.div(q);
+    const uint32_t r = q - plane * static_cast<uint32_t>(g.out_size);
+    const int oh = static_cast<int>(g.w_div.div(r)), ow = static_cast<int>(r) - oh * g.out[2];
+    const int hs = oh * g.s[1] - g.pb[1], ws = ow * g.s[2] - g.pb[2];
+    const int h0 = max(hs, 0), h1 = min(hs + g.k[1], ih), w0 = max(ws, 0), w1 = min(ws + g.k[2], iw);
+    const T* xp = x + static_cast<int64_t>(plane) * g.in_size;
+    if constexpr (kMax) {
+      C best;
+      [[maybe_unused]] int arg = -1;
+      if constexpr (kIdx || std::is_integral_v<C>)
+        best = std::numeric_limits<C>::lowest();
+      else
+        best = NAN;
+      for (int h = h0; h < h1; ++h) {
+        const T* rp = xp + h * iw;
+        for (int w = w0; w < w1; ++w) {
+          const C v = load(rp[w]);
+          if constexpr (kIdx) {
+            if (arg < 0 || v > best || (best != best && v == v)) {
+              best = v;
+              arg = h * iw + w;
+            }
+          } else if (v > best || best != best) {
+            best = v;
+          }
+        }
+      }
+      if (h0 >= h1 || w0 >= w1) best = std::numeric_limits<C>::lowest();  // no tap: as on the CPU
+      y[q] = store<T>(best);
+      if constexpr (kIdx) {
+        int64_t idx = arg < 0 ? 0 : arg;
+        if (col_major && arg >= 0) idx = arg / iw + static_cast<int64_t>(arg % iw) * ih;
+        indices[q] = static_cast<int64_t>(plane) * g.in_size + idx;
+      }
+    } else {
+      C sum = 0;
+      for (int h = h0; h < h1; ++h) {
+        const T* rp = xp + h * iw;
+        for (int w = w0; w < w1; ++w) sum += load(rp[w]);
+      }
+      const int inside = max(h1 - h0, 0) * max(w1 - w0, 0);
+      const int div =
+          include_pad ? max(0, min(g.k[1], ih + g.pe[1] - hs)) * max(0, min(g.k[2], iw + g.pe[2] - ws)) : inside;
+      y[q] = store<T>(div > 0 && inside > 0 ? sum / static_cast<C>(div) : C(0));
+    }
+  }
+}
+
 void pool_gpu(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
               GpuEnv& env) {
   const auto& a = std::get<PoolAttrs>(attrs);
@@ -149,6 +211,8 @@ void pool_gpu(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, s
   }
   int64_t* indices = out.size() > 1 && out[1].exists && out[1].data ? out[1].as<int64_t>() : nullptr;
   const bool include_pad = a.count_include_pad == 1, col_major = a.storage_order == 1;
+  bool fast2d = n <= 2 && total < (int64_t{1} << 31);
+  for (size_t i = 0; i < n; ++i) fast2d &= wg.dilations[i] == 1;
   auto run = [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto* xp = static_cast<const T*>(X.data);
@@ -156,7 +220,13 @@ void pool_gpu(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, s
     const unsigned blocks = ew::blocks_for(total);
     auto go = [&](auto max_tag) {
       constexpr bool kMax = decltype(max_tag)::value;
-      if (total < (int64_t{1} << 31))
+      if (fast2d && (!kMax || !indices))
+        pool2d_kernel<T, kMax, false><<<blocks, kThreads, 0, env.stream>>>(
+            xp, yp, nullptr, static_cast<uint32_t>(total), g, include_pad, col_major);
+      else if (fast2d)
+        pool2d_kernel<T, kMax, true><<<blocks, kThreads, 0, env.stream>>>(xp, yp, indices, static_cast<uint32_t>(total),
+                                                                          g, include_pad, col_major);
+      else if (total < (int64_t{1} << 31))
         pool_kernel<T, kMax, uint32_t><<<blocks, kThreads, 0, env.stream>>>(
             xp, yp, indices, static_cast<uint32_t>(total), g, include_pad, col_major);
       else
