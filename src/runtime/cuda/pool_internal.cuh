@@ -23,7 +23,7 @@ using ew::store;
 std::span<const GpuKernelEntry> window_entries();  // pool_window.cu: MaxPool, AveragePool
 std::span<const GpuKernelEntry> global_entries();  // pool_global.cu: GlobalAveragePool, GlobalMaxPool
 std::span<const GpuKernelEntry> norm_entries();    // pool_norm.cu: Layer/Instance/BatchNormalization, LRN
-std::span<const GpuKernelEntry> resize_entries();  // pool_resize.cu: Resize
+std::span<const GpuKernelEntry> resize_entries();  // pool_resize.cu (+ pool_resize_plan.cu): Resize
 std::span<const GpuKernelEntry> depth_entries();   // pool_depth.cu: DepthToSpace, SpaceToDepth
 
 // Sum over the aligned groups of G lanes (G a power of two <= 32); every lane of the warp must call.
@@ -94,9 +94,5 @@ struct FastDiv {
   }
   __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
 };
-
-inline unsigned grid_for(int64_t items, int per_block = kThreads) {
-  return static_cast<unsigned>(std::clamp<int64_t>((items + per_block - 1) / per_block, 1, ew::kMaxBlocks));
-}
 
 }  // namespace kiln::gpu::pool
