@@ -1,0 +1,727 @@
+// The pool family's GPU kernels against the CPU kernels (the reference): MaxPool (with Indices),
+// AveragePool, GlobalAveragePool, GlobalMaxPool, BatchNormalization, InstanceNormalization, LRN,
+// LayerNormalization, Resize, DepthToSpace and SpaceToDepth. Per op: the shapes and attribute
+// variants of the CPU tests (tests/cpu/ops_nn_test.cpp, ops_reduce_test.cpp) plus odd, size-1,
+// zero-size and model-sized shapes, float32 and float16 (and the other types an op takes), each
+// input set in all three GpuModes; then the errors the GPU kernels raise.
+//
+// Tolerances: the window pools, BatchNormalization, Resize and the copies do the CPU's float
+// operations in the CPU's order, so they must match bit for bit. The statistics (Layer/Instance-
+// Normalization, GlobalAveragePool) are float reductions on the GPU and double ones on the CPU:
+// reduce_tol() allows a few float roundings of the row, growing with its length; LRN uses powf.
+//
+// check() is check_op from gpu_harness.h with two changes: the constant inputs (Resize's roi,
+// scales, sizes) reach shape inference with their data, and the tolerance is the case's own.
+//
+// Set KILN_GPU_PERF=1 to also print kernel timings for model-sized shapes (PoolGpuPerf).
+#include <cstdlib>
+#include <iostream>
+
+#include "gpu_harness.h"
+
+namespace kiln::gpu_test {
+namespace {
+
+using Inputs = std::vector<HostTensor>;
+using InputSets = std::vector<Inputs>;
+using K = OpKind;
+
+const Tolerance kExactTol{};
+const Tolerance kHalfTol{2e-3, 1e-3};  // one float16 rounding apart
+
+// float32 results of a float reduction over `len` elements against the CPU's double one.
+Tolerance reduce_tol(int64_t len) {
+  const double grow = std::max(1.0, std::sqrt(static_cast<double>(len)) / 16);
+  return {1e-5 * grow, 1e-6 * grow};
+}
+
+struct OpCase {
+  std::string name;
+  OpKind kind;
+  Attrs attrs;
+  std::vector<DT> dtypes;               // the main input's element types
+  std::function<InputSets(DT)> inputs;  // input sets (one run each) for a dtype
+  Tolerance f32 = kExactTol;            // float32 and float64 outputs
+  Tolerance f16 = kExactTol;            // float16 outputs
+  size_t n_out = 1;
+};
+
+Tolerance tol_for(const OpCase& c, DT out) {
+  if (out == DT::kFloat16 || out == DT::kBFloat16) return c.f16;
+  return is_float(out) ? c.f32 : kExactTol;
+}
+
+void check(const OpCase& c, const Inputs& ins, GpuMode mode) {
+  const std::string what = describe(c.kind, ins) + " " + mode_name(mode);
+  std::vector<TensorView> iv;
+  const uint32_t consts = op_info(c.kind).const_inputs;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const bool constant = ins[i].exists && i < 32 && (consts >> i & 1u);
+    iv.push_back(ins[i].view(constant ? const_cast<uint8_t*>(ins[i].bytes.data()) : nullptr));
+  }
+  const std::vector<OutputType> types = infer_shapes(c.kind, c.attrs, iv, c.n_out);
+  const std::vector<HostTensor> want = run_cpu(c.kind, c.attrs, ins, types);
+  std::vector<HostTensor> got;
+  try {
+    got = run_gpu(c.kind, c.attrs, ins, types, mode);
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << ": GPU kernel threw: " << e.what();
+    return;
+  }
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_match(got[i], want[i], tol_for(c, want[i].dtype), what + " output " + std::to_string(i));
+}
+
+const std::vector<DT> kFloat = {DT::kFloat32, DT::kFloat16};
+
+// ---- MaxPool / AveragePool -------------------------------------------------------------------
+struct PoolShape {
+  Shape x, k, s, d, pads;
+  AutoPad auto_pad = AutoPad::kNotSet;
+  int64_t ceil_mode = 0, include_pad = 0, storage_order = 0;
+};
+
+// tests/cpu/ops_nn_test.cpp's cases, then model and odd ones.
+const std::vector<PoolShape> kPoolShapes = {
+    {{2, 3, 9}, {3}, {2}, {}, {1, 1}, AutoPad::kNotSet, 0, 0, 0},
+    {{1, 2, 7}, {2}, {3}, {2}, {1, 0}, AutoPad::kNotSet, 1, 1, 0},
+    {{2, 2, 6, 7}, {3, 3}, {2, 2}, {}, {1, 1, 1, 1}, AutoPad::kNotSet, 0, 1, 1},
+    {{1, 3, 5, 5}, {3, 2}, {2, 2}, {}, {1, 0, 1, 1}, AutoPad::kNotSet, 1, 0, 0},
+    {{1, 3, 5, 5}, {3, 3}, {3, 3}, {}, {1, 1, 1, 1}, AutoPad::kNotSet, 1, 1, 1},  // last window on the pad
+    {{1, 1, 8, 6}, {2, 3}, {1, 2}, {2, 2}, {1, 1, 0, 2}, AutoPad::kNotSet, 1, 1, 0},
+    {{2, 2, 7, 8}, {3, 2}, {2, 3}, {}, {}, AutoPad::kSameUpper, 0, 1, 1},
+    {{1, 2, 7, 8}, {3, 3}, {2, 2}, {2, 1}, {}, AutoPad::kSameLower, 0, 0, 0},
+    {{1, 2, 7, 8}, {2, 3}, {2, 2}, {}, {}, AutoPad::kValid, 0, 0, 1},
+    {{1, 2, 5, 4, 6}, {2, 3, 2}, {2, 1, 2}, {1, 1, 2}, {1, 1, 0, 0, 1, 1}, AutoPad::kNotSet, 1, 1, 1},  // 3-D
+    {{0, 2, 5, 5}, {2, 2}, {}, {}, {}},
+    {{1, 1, 2, 2}, {1, 1}, {2, 2}, {}, {}, AutoPad::kNotSet, 1, 0, 0},               // ceil, size reduced
+    {{1, 1, 2, 2}, {3, 3}, {3, 3}, {}, {1, 1, 1, 1}, AutoPad::kNotSet, 1, 1, 0},     // ceil, on the pad
+    {{2, 16, 56, 57}, {3, 3}, {2, 2}, {}, {1, 1, 1, 1}, AutoPad::kNotSet, 0, 0, 1},  // ResNet stem
+    {{1, 5, 1, 1}, {1, 1}, {}, {}, {}},                                              // size 1
+    {{3, 4, 33}, {5}, {1}, {3}, {4, 4}, AutoPad::kNotSet, 0, 1, 1},                  // 1-D dilated
+    {{1, 3, 3, 4, 5}, {3, 3, 3}, {1, 1, 1}, {}, {1, 1, 1, 1, 1, 1}, AutoPad::kNotSet, 0, 1, 1},
+};
+
+PoolAttrs pool_attrs(const PoolShape& p) {
+  PoolAttrs a;
+  a.kernel_shape = p.k;
+  a.strides = p.s;
+  a.dilations = p.d;
+  a.pads = p.pads;
+  a.auto_pad = p.auto_pad;
+  a.ceil_mode = p.ceil_mode;
+  a.count_include_pad = p.include_pad;
+  a.storage_order = p.storage_order;
+  return a;
+}
+
+HostTensor pool_input(DT dt, const Shape& s, bool specials) {
+  if (dt == DT::kUInt8) return rand_tensor(dt, s, 0, 255);
+  if (dt == DT::kInt8) return rand_tensor(dt, s, -128, 127);
+  return specials ? special_tensor(dt, s, -9, 9) : rand_tensor(dt, s, -9, 9);
+}
+
+void add_pool_cases(std::vector<OpCase>& cases) {
+  for (size_t i = 0; i < kPoolShapes.size(); ++i) {
+    const PoolShape& p = kPoolShapes[i];
+    const std::string tag = std::to_string(p.x.size() - 2) + "d_" + std::to_string(i);
+    auto in = [p](DT dt) { return InputSets{{pool_input(dt, p.x, false)}, {pool_input(dt, p.x, true)}}; };
+    const std::vector<DT> max_types = {DT::kFloat32, DT::kFloat16, DT::kInt8, DT::kUInt8};
+    cases.push_back({"MaxPool_" + tag, K::kMaxPool, pool_attrs(p), max_types, in});
+    OpCase idx{"MaxPoolIndices_" + tag, K::kMaxPool, pool_attrs(p), max_types, in};
+    idx.n_out = 2;
+    cases.push_back(idx);
+    cases.push_back({"AveragePool_" + tag, K::kAveragePool, pool_attrs(p), kFloat, in});
+  }
+}
+
+// ---- GlobalAveragePool / GlobalMaxPool ----------------------------------------------------------
+// Plane lengths 1 .. 5000: the shared-memory tiles (odd and even lengths, partial tiles), a warp
+// per plane and a block per plane.
+const std::vector<Shape> kGlobalShapes = {{2, 3, 4, 5},   {1, 2, 7},    {2, 1, 2, 3, 2}, {0, 3, 4, 4},  {1, 4, 60, 70},
+                                          {8, 256, 7, 7}, {3, 5, 1, 1}, {2, 3, 33},      {2, 2, 1024},  {1, 3, 5000},
+                                          {5, 7, 3, 3},   {2, 9, 130},  {3, 100, 8, 8},  {1, 129, 2, 3}};
+
+void add_global_cases(std::vector<OpCase>& cases) {
+  auto in = [](DT dt) {
+    InputSets s;
+    for (const Shape& sh : kGlobalShapes) s.push_back({rand_tensor(dt, sh, -1, 1)});
+    return s;
+  };
+  OpCase avg{"GlobalAveragePool", K::kGlobalAveragePool, NoAttrs{}, kFloat, in, reduce_tol(5000), kHalfTol};
+  cases.push_back(avg);
+  cases.push_back({"GlobalMaxPool", K::kGlobalMaxPool, NoAttrs{}, kFloat, [in](DT dt) {
+                     InputSets s = in(dt);
+                     for (const Shape& sh : kGlobalShapes) s.push_back({special_tensor(dt, sh, -1, 1)});
+                     // Signed zeros: the first of equal maxima wins, as on the CPU.
+                     s.push_back({make(dt, {1, 2, 40}, {-0.0, 0.0, -1.0, 0.0, -0.0})});
+                     s.push_back({make(dt, {1, 2, 40}, {0.0, -0.0, -2.0})});
+                     s.push_back({make(dt, {1, 1, 5000}, {-kInf})});
+                     return s;
+                   }});
+}
+
+// ---- normalizations ----------------------------------------------------------------------------
+struct LayerNormShape {
+  Shape x;
+  int64_t axis;
+  Shape scale, bias;
+  bool has_bias;
+};
+
+// tests/cpu/ops_reduce_test.cpp's cases, then the warp kernels' widths and the block kernel.
+const std::vector<LayerNormShape> kLayerNormShapes = {
+    {{2, 3, 4}, -1, {4}, {4}, true},
+    {{2, 3, 4}, 1, {3, 4}, {3, 4}, true},
+    {{2, 3, 4}, 1, {4}, {1, 4}, true},
+    {{2, 3, 4}, 0, {2, 3, 4}, {}, false},
+    {{2, 3, 4}, -2, {3, 1}, {1}, true},
+    {{5, 7}, 1, {7}, {}, false},
+    {{6}, 0, {6}, {6}, true},
+    {{0, 4}, 1, {4}, {4}, true},
+    {{4, 300}, -1, {300}, {300}, true},
+    {{3, 2, 5}, 2, {1}, {5}, true},
+    {{4, 128, 768}, -1, {768}, {768}, true},  // BERT
+    {{3, 1000}, 1, {1000}, {1000}, true},
+    {{2, 17, 33}, 1, {17, 33}, {33}, true},
+    {{5, 2048}, -1, {2048}, {}, false},
+    {{2, 3000}, -1, {3000}, {3000}, true},
+    {{3, 20000}, 1, {20000}, {1}, true},
+    {{9, 1}, -1, {1}, {1}, true},
+    {{2, 0}, 1, {0}, {0}, true},
+    {{3, 8000}, -1, {8000}, {8000}, true},
+    {{2, 1536}, -1, {1536}, {1}, true},
+};
+
+void add_layer_norm_cases(std::vector<OpCase>& cases) {
+  // The axis is an attribute: one case per axis, with the shapes that use it.
+  for (int64_t axis : {-1, 0, 1, 2, -2}) {
+    auto in = [axis](DT dt) {
+      InputSets s;
+      for (const LayerNormShape& c : kLayerNormShapes) {
+        if (c.axis != axis) continue;
+        Inputs i{rand_tensor(dt, c.x, -3, 3), rand_tensor(dt, c.scale, 0.5, 2)};
+        if (c.has_bias) i.push_back(rand_tensor(dt, c.bias, -1, 1));
+        s.push_back(std::move(i));
+      }
+      return s;
+    };
+    std::string ax = std::to_string(axis);
+    if (axis < 0) ax[0] = 'm';
+    // stash_type 1 (float32), 10 (float16), 11 (float64): the element type of Mean and InvStdDev.
+    for (size_t n_out : {1, 3}) {
+      for (int64_t stash : {1, 10, 11}) {
+        if (n_out == 1 && stash != 1) continue;
+        cases.push_back({"LayerNorm_axis" + ax + "_out" + std::to_string(n_out) + "_stash" + std::to_string(stash),
+                         K::kLayerNormalization, LayerNormAttrs{axis, 1e-5f, stash}, kFloat, in, reduce_tol(20000),
+                         kHalfTol, n_out});
+      }
+    }
+  }
+}
+
+// X [N, C, ...] shapes of the per-channel ops: the CPU tests', plus the warp kernel's vector path,
+// rank 2 (BatchNorm1d) and empty planes.
+const std::vector<Shape> kChannelShapes = {{2, 3, 5},       {1, 4, 3, 3},   {2, 3, 1, 1},    {2, 2, 2, 2, 3},
+                                           {0, 3, 4},       {2, 8, 70, 70}, {2, 16, 16, 16}, {1, 3, 0},
+                                           {3, 64, 28, 28}, {2, 5, 1025}};
+
+void add_channel_cases(std::vector<OpCase>& cases) {
+  cases.push_back(
+      {"InstanceNorm", K::kInstanceNormalization, EpsilonAttrs{1e-3f}, kFloat,
+       [](DT dt) {
+         InputSets s;
+         for (const Shape& sh : kChannelShapes)
+           s.push_back({rand_tensor(dt, sh, -3, 3), rand_tensor(dt, {sh[1]}, 0.5, 2), rand_tensor(dt, {sh[1]}, -1, 1)});
+         return s;
+       },
+       reduce_tol(4900), kHalfTol});
+  // BatchNormalization's parameters may each have another float type than X.
+  cases.push_back({"BatchNorm", K::kBatchNormalization, BatchNormAttrs{1e-5f, 0.9f, 0}, kFloat, [](DT dt) {
+                     InputSets s;
+                     std::vector<Shape> shapes = kChannelShapes;
+                     shapes.push_back({4, 3});
+                     shapes.push_back({1, 1});
+                     for (const Shape& sh : shapes) {
+                       const Shape c{sh[1]};
+                       s.push_back({rand_tensor(dt, sh, -3, 3), rand_tensor(dt, c, 0.5, 2), rand_tensor(dt, c, -1, 1),
+                                    rand_tensor(DT::kFloat64, c, -1, 1), rand_tensor(DT::kFloat64, c, 0.1, 2)});
+                       s.push_back({rand_tensor(dt, sh, -3, 3), rand_tensor(DT::kFloat16, c, 0.5, 2),
+                                    rand_tensor(DT::kFloat32, c, -1, 1), rand_tensor(DT::kBFloat16, c, -1, 1),
+                                    rand_tensor(dt, c, 0.1, 2)});
+                     }
+                     s.push_back({special_tensor(dt, {2, 3, 37}, -3, 3), rand_tensor(dt, {3}, 0.5, 2),
+                                  rand_tensor(dt, {3}, -1, 1), rand_tensor(dt, {3}, -1, 1),
+                                  rand_tensor(dt, {3}, 0, 2)});
+                     return s;
+                   }});
+  for (int64_t size : {1, 2, 3, 5}) {
+    cases.push_back({"LRN_size" + std::to_string(size),
+                     K::kLRN,
+                     LrnAttrs{0.02f, 0.75f, 1.5f, size},
+                     kFloat,
+                     [](DT dt) {
+                       InputSets s;
+                       for (const Shape& sh :
+                            std::vector<Shape>{{2, 5, 3, 3}, {1, 4, 7}, {2, 7}, {1, 16, 40, 40}, {0, 3, 2}, {1, 1, 5}})
+                         s.push_back({rand_tensor(dt, sh, -3, 3)});
+                       return s;
+                     },
+                     {1e-4, 1e-6},
+                     kHalfTol});
+  }
+  cases.push_back({"LRN_alexnet",
+                   K::kLRN,
+                   LrnAttrs{1e-4f, 0.75f, 2.0f, 5},
+                   kFloat,
+                   [](DT dt) {
+                     return InputSets{{rand_tensor(dt, {2, 96, 27, 27}, -50, 50)}};
+                   },
+                   {1e-4, 1e-6},
+                   kHalfTol});
+}
+
+// ---- Resize ------------------------------------------------------------------------------------
+struct ResizeShape {
+  std::string name;
+  std::function<void(ResizeAttrs&)> set;
+  Shape x;
+  std::vector<double> roi, scales;
+  std::vector<int64_t> sizes;
+  std::vector<DT> dtypes = kFloat;
+};
+
+HostTensor f32_vec(const std::vector<double>& v) { return make(DT::kFloat32, {int64_t(v.size())}, v); }
+
+Inputs resize_inputs(DT dt, const ResizeShape& r) {
+  Inputs in{dt == DT::kBool ? rand_tensor(dt, r.x, 0, 1)
+                            : rand_tensor(dt, r.x, is_float(dt) ? -2 : 0, is_float(dt) ? 2 : 255)};
+  in.push_back(r.roi.empty() ? absent() : f32_vec(r.roi));
+  in.push_back(r.scales.empty() ? absent() : f32_vec(r.scales));
+  if (!r.sizes.empty())
+    in.push_back(make(DT::kInt64, {int64_t(r.sizes.size())}, std::vector<double>(r.sizes.begin(), r.sizes.end())));
+  return in;
+}
+
+using RA = ResizeAttrs;
+using CT = CoordinateTransform;
+
+std::vector<ResizeShape> resize_shapes() {
+  const std::vector<DT> kInterp = {DT::kFloat32, DT::kFloat16, DT::kUInt8, DT::kInt32, DT::kFloat64};
+  const std::vector<DT> kAny = {DT::kFloat32, DT::kFloat16, DT::kInt8, DT::kInt64, DT::kBool, DT::kBFloat16};
+  std::vector<ResizeShape> v = {
+      // tests/cpu/ops_nn_test.cpp's onnx reference cases, on random data.
+      {"linear_antialias_scales",
+       [](RA& a) { a.mode = ResizeMode::kLinear, a.antialias = 1; },
+       {1, 1, 5, 5},
+       {},
+       {1, 1, 0.6, 0.6},
+       {}},
+      {"cubic_antialias_sizes",
+       [](RA& a) { a.mode = ResizeMode::kCubic, a.antialias = 1; },
+       {1, 1, 4, 5},
+       {},
+       {},
+       {1, 1, 3, 2}},
+      {"nearest_axes_not_larger",
+       [](RA& a) {
+         a.axes = {3, 2}, a.keep_aspect_ratio_policy = AspectRatioPolicy::kNotLarger;
+       },
+       {1, 1, 3, 4},
+       {},
+       {},
+       {7, 5},
+       kAny},
+      {"linear_axes_not_smaller",
+       [](RA& a) {
+         a.mode = ResizeMode::kLinear, a.axes = {2, 3}, a.keep_aspect_ratio_policy = AspectRatioPolicy::kNotSmaller;
+       },
+       {1, 2, 3, 4},
+       {},
+       {},
+       {5, 5}},
+      {"tf_crop_extrapolate",
+       [](RA& a) {
+         a.mode = ResizeMode::kLinear, a.coordinate_transformation_mode = CT::kTfCropAndResize;
+         a.extrapolation_value = 10.0f;
+       },
+       {1, 1, 4, 4},
+       {0, 0, 0.4, 0.6, 1, 1, 1.2, 0.9},
+       {},
+       {1, 1, 3, 3},
+       kInterp},
+      {"cubic_asym_exclude",
+       [](RA& a) {
+         a.mode = ResizeMode::kCubic, a.coordinate_transformation_mode = CT::kAsymmetric, a.cubic_coeff_a = -0.5f;
+         a.exclude_outside = 1;
+       },
+       {1, 1, 3, 3},
+       {},
+       {1, 1, 1.7, 1.7},
+       {}},
+      {"linear_hps",
+       [](RA& a) { a.mode = ResizeMode::kLinear, a.coordinate_transformation_mode = CT::kHalfPixelSymmetric; },
+       {1, 1, 4, 5},
+       {},
+       {1, 1, 0.7, 1.3},
+       {}},
+      {"linear_pytorch_to1",
+       [](RA& a) { a.mode = ResizeMode::kLinear, a.coordinate_transformation_mode = CT::kPytorchHalfPixel; },
+       {1, 1, 3, 4},
+       {},
+       {},
+       {1, 1, 1, 3}},
+      {"nearest_ceil_align3d",
+       [](RA& a) {
+         a.coordinate_transformation_mode = CT::kAlignCorners, a.nearest_mode = NearestMode::kRoundPreferCeil;
+       },
+       {2, 3, 4},
+       {},
+       {1.5, 1, 1.75},
+       {},
+       kAny},
+      {"linear_3d_all_axes", [](RA& a) { a.mode = ResizeMode::kLinear; }, {2, 3, 4}, {}, {2, 0.67, 1.5}, {}, kInterp},
+      {"cubic_3d_all_axes",
+       [](RA& a) { a.mode = ResizeMode::kCubic, a.coordinate_transformation_mode = CT::kAlignCorners; },
+       {3, 3, 3},
+       {},
+       {},
+       {4, 2, 5}},
+      {"linear_uint8", [](RA& a) { a.mode = ResizeMode::kLinear; }, {1, 1, 2, 3}, {}, {1, 1, 2.5, 1.5}, {}, kInterp},
+      {"nearest_floor_int64",
+       [](RA& a) { a.nearest_mode = NearestMode::kFloor, a.coordinate_transformation_mode = CT::kHalfPixel; },
+       {1, 2, 3},
+       {},
+       {1, 1.5, 2.4},
+       {},
+       kAny},
+      {"cubic_antialias_axes",
+       [](RA& a) {
+         a.mode = ResizeMode::kCubic, a.antialias = 1, a.axes = {1, -1};
+       },
+       {2, 7, 6},
+       {},
+       {0.45, 0.5},
+       {}},
+      {"linear_antialias_up_down",
+       [](RA& a) {
+         a.mode = ResizeMode::kLinear, a.antialias = 1, a.coordinate_transformation_mode = CT::kAlignCorners;
+       },
+       {1, 9, 3},
+       {},
+       {},
+       {1, 4, 5}},
+      // Model-like and edge shapes.
+      {"nearest_2x_yolo",
+       [](RA& a) { a.coordinate_transformation_mode = CT::kAsymmetric, a.nearest_mode = NearestMode::kFloor; },
+       {2, 16, 20, 20},
+       {},
+       {1, 1, 2, 2},
+       {},
+       kAny},
+      {"linear_unet",
+       [](RA& a) { a.mode = ResizeMode::kLinear, a.coordinate_transformation_mode = CT::kAlignCorners; },
+       {1, 8, 33, 40},
+       {},
+       {},
+       {1, 8, 67, 80},
+       kInterp},
+      {"linear_down", [](RA& a) { a.mode = ResizeMode::kLinear; }, {2, 3, 40, 33}, {}, {}, {2, 3, 17, 50}, kInterp},
+      {"cubic_up", [](RA& a) { a.mode = ResizeMode::kCubic; }, {1, 3, 9, 11}, {}, {1, 1, 2.3, 1.9}, {}, kInterp},
+      {"cubic_antialias_down4",
+       [](RA& a) { a.mode = ResizeMode::kCubic, a.antialias = 1; },
+       {1, 2, 40, 36},
+       {},
+       {},
+       {1, 2, 10, 9},
+       kInterp},
+      {"linear_5d",
+       [](RA& a) { a.mode = ResizeMode::kLinear; },
+       {2, 3, 4, 5, 3},
+       {},
+       {1, 1.5, 0.8, 1.4, 2},
+       {},
+       kInterp},
+      {"cubic_4axes_tf_crop",
+       [](RA& a) {
+         a.mode = ResizeMode::kCubic, a.coordinate_transformation_mode = CT::kTfCropAndResize;
+         a.extrapolation_value = -3.5f;
+       },
+       {3, 4, 5, 6},
+       {0.1, -0.2, 0.0, 0.3, 0.8, 1.1, 1.2, 0.9},
+       {},
+       {4, 3, 6, 5},
+       kInterp},
+      {"nearest_tf_crop",
+       [](RA& a) { a.coordinate_transformation_mode = CT::kTfCropAndResize, a.extrapolation_value = 7.0f; },
+       {2, 5, 6},
+       {0, -0.5, 0.2, 1, 1.5, 0.8},
+       {},
+       {2, 7, 9},
+       kAny},
+      {"nearest_ceil_down",
+       [](RA& a) { a.nearest_mode = NearestMode::kCeil; },
+       {1, 2, 9, 10},
+       {},
+       {1, 1, 0.5, 0.34},
+       {},
+       kAny},
+      {"nearest_prefer_ceil_hps",
+       [](RA& a) {
+         a.nearest_mode = NearestMode::kRoundPreferCeil, a.coordinate_transformation_mode = CT::kHalfPixelSymmetric;
+       },
+       {1, 3, 7},
+       {},
+       {1, 1, 2.5},
+       {},
+       kAny},
+      {"identity", [](RA& a) { a.mode = ResizeMode::kCubic; }, {2, 3, 4}, {}, {1, 1, 1}, {}, kInterp},
+      {"empty_out", [](RA& a) { a.mode = ResizeMode::kLinear; }, {2, 3, 4}, {}, {1, 0.2, 1}, {}},
+      {"empty_in", [](RA& a) { a.mode = ResizeMode::kCubic; }, {0, 3, 4}, {}, {}, {0, 6, 2}},
+      {"one_to_many", [](RA& a) { a.mode = ResizeMode::kLinear; }, {1, 1, 1, 1}, {}, {}, {1, 1, 3, 4}, kInterp},
+  };
+  return v;
+}
+
+void add_resize_cases(std::vector<OpCase>& cases) {
+  for (const ResizeShape& r : resize_shapes()) {
+    ResizeAttrs a;
+    r.set(a);
+    cases.push_back({"Resize_" + r.name, K::kResize, a, r.dtypes, [r](DT dt) {
+                       return InputSets{resize_inputs(dt, r), resize_inputs(dt, r)};
+                     }});
+  }
+}
+
+// ---- DepthToSpace / SpaceToDepth ---------------------------------------------------------------
+void add_depth_cases(std::vector<OpCase>& cases) {
+  const std::vector<DT> types = {DT::kFloat32, DT::kFloat16, DT::kInt64, DT::kBool, DT::kInt8};
+  auto sets = [](std::vector<Shape> shapes) {
+    return [shapes](DT dt) {
+      InputSets s;
+      for (const Shape& sh : shapes) s.push_back({rand_tensor(dt, sh, -100, 100)});
+      return s;
+    };
+  };
+  for (DepthToSpaceMode m : {DepthToSpaceMode::kDcr, DepthToSpaceMode::kCrd}) {
+    const std::string mode = m == DepthToSpaceMode::kDcr ? "DCR" : "CRD";
+    cases.push_back({"DepthToSpace_b2_" + mode, K::kDepthToSpace, DepthToSpaceAttrs{2, m}, types,
+                     sets({{1, 8, 2, 3}, {0, 4, 2, 2}, {1, 4, 1, 1}, {3, 12, 5, 7}, {2, 64, 16, 17}})});
+    cases.push_back({"DepthToSpace_b3_" + mode, K::kDepthToSpace, DepthToSpaceAttrs{3, m}, types,
+                     sets({{2, 18, 3, 4}, {1, 9, 1, 1}})});
+    cases.push_back(
+        {"DepthToSpace_b1_" + mode, K::kDepthToSpace, DepthToSpaceAttrs{1, m}, types, sets({{2, 3, 4, 5}})});
+  }
+  cases.push_back({"SpaceToDepth_b2", K::kSpaceToDepth, DepthToSpaceAttrs{2, DepthToSpaceMode::kDcr}, types,
+                   sets({{1, 2, 4, 6}, {0, 2, 2, 2}, {3, 5, 8, 10}, {2, 16, 32, 34}})});
+  cases.push_back({"SpaceToDepth_b3", K::kSpaceToDepth, DepthToSpaceAttrs{3, DepthToSpaceMode::kDcr}, types,
+                   sets({{2, 3, 6, 9}, {1, 1, 3, 3}})});
+}
+
+std::vector<OpCase> all_cases() {
+  std::vector<OpCase> c;
+  add_pool_cases(c);
+  add_global_cases(c);
+  add_layer_norm_cases(c);
+  add_channel_cases(c);
+  add_resize_cases(c);
+  add_depth_cases(c);
+  return c;
+}
+
+const std::vector<OpCase>& cases() {
+  static const std::vector<OpCase> c = all_cases();
+  return c;
+}
+
+class PoolGpu : public testing::TestWithParam<OpCase> {};
+
+TEST_P(PoolGpu, MatchesCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  const OpCase& c = GetParam();
+  rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+  for (DT dt : c.dtypes) {
+    SCOPED_TRACE(std::string("dtype ") + std::string(dtype_name(dt)));
+    for (const Inputs& in : c.inputs(dt))
+      for (GpuMode mode : {GpuMode::kDirect, GpuMode::kMisaligned, GpuMode::kCaptured}) check(c, in, mode);
+  }
+}
+
+void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+
+INSTANTIATE_TEST_SUITE_P(Pool, PoolGpu, testing::ValuesIn(cases()),
+                         [](const testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+
+// Every op of the family has a GPU kernel and cases here.
+TEST(PoolGpuCoverage, EveryOpHasAKernelAndCases) {
+  KILN_SKIP_WITHOUT_GPU();
+  for (OpKind k :
+       {K::kMaxPool, K::kAveragePool, K::kGlobalAveragePool, K::kGlobalMaxPool, K::kBatchNormalization,
+        K::kInstanceNormalization, K::kLRN, K::kLayerNormalization, K::kResize, K::kDepthToSpace, K::kSpaceToDepth}) {
+    EXPECT_NE(gpu::gpu_kernel(k), nullptr) << op_name(k);
+    EXPECT_TRUE(std::any_of(cases().begin(), cases().end(), [&](const OpCase& c) { return c.kind == k; }))
+        << op_name(k);
+  }
+}
+
+// ---- errors --------------------------------------------------------------------------------------
+// The GPU kernel alone (shape inference accepts these) must throw kiln::Error.
+void expect_gpu_error(OpKind kind, const Attrs& attrs, const Inputs& ins, size_t n_out, const std::string& needle) {
+  std::vector<TensorView> iv;
+  for (const HostTensor& t : ins) iv.push_back(t.view(const_cast<uint8_t*>(t.bytes.data())));
+  const std::vector<OutputType> types = infer_shapes(kind, attrs, iv, n_out);
+  try {
+    (void)run_gpu(kind, attrs, ins, types, GpuMode::kDirect);
+    ADD_FAILURE() << op_name(kind) << " should throw (" << needle << ")";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(PoolGpuErrors, UnsupportedTypesAndShapesThrow) {
+  KILN_SKIP_WITHOUT_GPU();
+  PoolAttrs p;
+  p.kernel_shape = {2, 2};
+  const HostTensor x64 = rand_tensor(DT::kFloat64, {1, 2, 4, 4}, -1, 1);
+  expect_gpu_error(K::kMaxPool, p, {x64}, 1, "CUDA backend");
+  expect_gpu_error(K::kAveragePool, p, {x64}, 1, "CUDA backend");
+  expect_gpu_error(K::kGlobalAveragePool, NoAttrs{}, {x64}, 1, "CUDA backend");
+  PoolAttrs p4;
+  p4.kernel_shape = {1, 1, 1, 2};
+  expect_gpu_error(K::kMaxPool, p4, {rand_tensor(DT::kFloat32, {1, 1, 2, 2, 2, 2}, -1, 1)}, 1, "at most 3");
+  expect_gpu_error(K::kLayerNormalization, LayerNormAttrs{}, {x64, rand_tensor(DT::kFloat64, {4}, -1, 1)}, 1,
+                   "CUDA backend");
+  ResizeAttrs r;
+  r.mode = ResizeMode::kLinear;
+  expect_gpu_error(K::kResize, r, {rand_tensor(DT::kUInt16, {1, 1, 2, 2}, 0, 9), absent(), f32_vec({1, 1, 2, 2})}, 1,
+                   "CUDA backend");
+}
+
+// Resize's scales and sizes come from the constant inputs' host copies: without them it throws.
+TEST(PoolGpuErrors, ResizeNeedsHostCopies) {
+  KILN_SKIP_WITHOUT_GPU();
+  const HostTensor scales = f32_vec({1, 1, 2, 2});
+  const Shape xs{1, 1, 2, 2}, ys{1, 1, 4, 4};
+  DeviceBuffer x(16, 0), s(16, 0), y(64, 0);
+  s.upload(scales.bytes);
+  const std::vector<TensorView> in = {
+      {DT::kFloat32, xs, x.data()}, absent_tensor(), {DT::kFloat32, scales.shape, s.data()}};
+  const std::vector<TensorView> out = {{DT::kFloat32, ys, y.data()}};
+  std::unique_ptr<gpu::StepState> state;
+  const std::vector<const void*> no_host_copies;
+  gpu::GpuEnv env = GpuResources::get().env(nullptr, no_host_copies, &state);
+  try {
+    gpu::gpu_kernel(K::kResize)(K::kResize, ResizeAttrs{}, in, out, env);
+    ADD_FAILURE() << "Resize without host copies should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("constant"), std::string::npos) << e.what();
+  }
+}
+
+// ---- timings (KILN_GPU_PERF=1) -------------------------------------------------------------------
+// Model-sized shapes: average time of 20 runs after a warm-up, and the bytes moved per second.
+TEST(PoolGpuPerf, ModelShapes) {
+  KILN_SKIP_WITHOUT_GPU();
+  if (!std::getenv("KILN_GPU_PERF")) GTEST_SKIP() << "set KILN_GPU_PERF=1 to time the kernels";
+  struct Perf {
+    std::string name;
+    OpKind kind;
+    Attrs attrs;
+    DT dt;
+    std::vector<Shape> in;  // device inputs of type dt, filled with 0x3C bytes
+    Inputs consts = {};     // then these (Resize's roi, scales, sizes), also given as host copies
+  };
+  ResizeAttrs nearest2x, bilinear;
+  nearest2x.coordinate_transformation_mode = CT::kAsymmetric;
+  nearest2x.nearest_mode = NearestMode::kFloor;
+  bilinear.mode = ResizeMode::kLinear;
+  PoolAttrs stem;
+  stem.kernel_shape = {3, 3};
+  stem.strides = {2, 2};
+  stem.pads = {1, 1, 1, 1};
+  const std::vector<Perf> perf = {
+      {"GlobalAveragePool resnet50 b256", K::kGlobalAveragePool, NoAttrs{}, DT::kFloat32, {{256, 2048, 7, 7}}},
+      {"GlobalAveragePool resnet50 b256", K::kGlobalAveragePool, NoAttrs{}, DT::kFloat16, {{256, 2048, 7, 7}}},
+      {"GlobalAveragePool mobilenetv2 b256", K::kGlobalAveragePool, NoAttrs{}, DT::kFloat32, {{256, 1280, 7, 7}}},
+      {"GlobalAveragePool resnet50 b1", K::kGlobalAveragePool, NoAttrs{}, DT::kFloat32, {{1, 2048, 7, 7}}},
+      {"LayerNorm bert", K::kLayerNormalization, LayerNormAttrs{}, DT::kFloat32, {{64, 128, 768}, {768}, {768}}},
+      {"LayerNorm bert", K::kLayerNormalization, LayerNormAttrs{}, DT::kFloat16, {{64, 128, 768}, {768}, {768}}},
+      {"LayerNorm 4096", K::kLayerNormalization, LayerNormAttrs{}, DT::kFloat32, {{2048, 4096}, {4096}, {4096}}},
+      {"MaxPool resnet stem b256", K::kMaxPool, stem, DT::kFloat32, {{256, 64, 112, 112}}},
+      {"MaxPool resnet stem b256", K::kMaxPool, stem, DT::kFloat16, {{256, 64, 112, 112}}},
+      {"BatchNorm b256",
+       K::kBatchNormalization,
+       BatchNormAttrs{},
+       DT::kFloat32,
+       {{256, 64, 56, 56}, {64}, {64}, {64}, {64}}},
+      {"InstanceNorm", K::kInstanceNormalization, EpsilonAttrs{}, DT::kFloat32, {{8, 64, 128, 128}, {64}, {64}}},
+      {"InstanceNorm", K::kInstanceNormalization, EpsilonAttrs{}, DT::kFloat32, {{16, 64, 56, 56}, {64}, {64}}},
+      {"Resize nearest 2x", K::kResize, nearest2x, DT::kFloat32, {{8, 256, 40, 40}}, {absent(), f32_vec({1, 1, 2, 2})}},
+      {"Resize nearest 2x", K::kResize, nearest2x, DT::kFloat16, {{8, 256, 40, 40}}, {absent(), f32_vec({1, 1, 2, 2})}},
+      {"Resize bilinear 2x", K::kResize, bilinear, DT::kFloat32, {{8, 256, 40, 40}}, {absent(), f32_vec({1, 1, 2, 2})}},
+      {"DepthToSpace b2",
+       K::kDepthToSpace,
+       DepthToSpaceAttrs{2, DepthToSpaceMode::kDcr},
+       DT::kFloat32,
+       {{8, 256, 64, 64}}},
+  };
+  Stream stream;
+  for (const Perf& p : perf) {
+    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+    std::vector<TensorView> iv, ov, shapes_only;
+    size_t bytes = 0;
+    auto buffer = [&](DT dt, const Shape& s) {
+      const size_t n = static_cast<size_t>(HostTensor{dt, s, {}}.numel()) * dtype_size(dt);
+      bufs.push_back(std::make_unique<DeviceBuffer>(n, 0));
+      KILN_CUDA_OK(cudaMemset(bufs.back()->data(), 0x3C, n));  // 1.05859375 in float16, 0.0115 in float32
+      bytes += n;
+    };
+    for (const Shape& s : p.in) {
+      buffer(p.dt, s);
+      iv.push_back({p.dt, s, bufs.back()->data()});
+      shapes_only.push_back({p.dt, s, nullptr});
+    }
+    std::vector<const void*> host(iv.size(), nullptr);
+    for (const HostTensor& c : p.consts) {
+      if (!c.exists) {
+        iv.push_back(absent_tensor());
+        shapes_only.push_back(absent_tensor());
+      } else {
+        bufs.push_back(std::make_unique<DeviceBuffer>(c.bytes.size(), 0));
+        bufs.back()->upload(c.bytes);
+        iv.push_back(c.view(bufs.back()->data()));
+        shapes_only.push_back(c.view(const_cast<uint8_t*>(c.bytes.data())));
+      }
+      host.push_back(c.exists ? c.bytes.data() : nullptr);
+    }
+    const std::vector<OutputType> types = infer_shapes(p.kind, p.attrs, shapes_only, 1);
+    for (const OutputType& o : types) {
+      buffer(o.dtype, o.shape);
+      ov.push_back({o.dtype, o.shape, bufs.back()->data()});
+    }
+    std::unique_ptr<gpu::StepState> state;
+    gpu::GpuEnv env = GpuResources::get().env(stream.get(), host, &state);
+    const gpu::GpuKernelEntry* e = gpu::gpu_kernel_entry(p.kind);
+    if (e->workspace)
+      env = GpuResources::get().env(stream.get(), host, &state, e->workspace(p.kind, p.attrs, iv, ov, env));
+    e->fn(p.kind, p.attrs, iv, ov, env);
+    cudaEvent_t t0, t1;
+    KILN_CUDA_OK(cudaEventCreate(&t0));
+    KILN_CUDA_OK(cudaEventCreate(&t1));
+    constexpr int kRuns = 20;
+    KILN_CUDA_OK(cudaEventRecord(t0, stream.get()));
+    for (int i = 0; i < kRuns; ++i) e->fn(p.kind, p.attrs, iv, ov, env);
+    KILN_CUDA_OK(cudaEventRecord(t1, stream.get()));
+    KILN_CUDA_OK(cudaEventSynchronize(t1));
+    float ms = 0;
+    KILN_CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
+    const double us = 1000.0 * ms / kRuns;
+    std::cout << "[ perf     ] " << p.name << " " << dtype_name(p.dt) << " " << shape_str(p.in[0]) << ": " << us
+              << " us, " << static_cast<double>(bytes) / (us * 1e3) << " GB/s\n";
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::gpu_test
