@@ -93,6 +93,7 @@ def main():
     ap.add_argument("--compile-mode-b1", default="reduce-overhead")
     ap.add_argument("--compile-mode-large", default="max-autotune-no-cudagraphs")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--compile-only", default="", help="e.g. resnet50:256,lenet5:1 - torch.compile only these")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.backends.cudnn.benchmark = True
@@ -115,7 +116,8 @@ def main():
             m16 = make().eval().cuda().half().to(memory_format=torch.channels_last)
             x16 = x32.half().to(memory_format=torch.channels_last)
             r["eager_fp16"] = figure(cuda_median_ms(m16, x16, iters), batch)
-            if not a.no_compile:
+            wanted = not a.compile_only or f"{name}:{batch}" in a.compile_only.split(",")
+            if not a.no_compile and wanted:
                 mode = a.compile_mode_b1 if batch == 1 else a.compile_mode_large
                 t0 = time.time()
                 c16 = torch.compile(m16, mode=mode)

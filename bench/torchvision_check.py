@@ -29,7 +29,14 @@ MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "squeeze
 def export(name, path):
     torch.manual_seed(0)
     kwargs = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
-    model = getattr(torchvision.models, name)(weights=None, **kwargs).eval()
+    model = getattr(torchvision.models, name)(weights=None, **kwargs)
+    # Random initialisation leaves BatchNorm's running statistics at mean 0, variance 1, so some
+    # nets (MobileNetV2) end with logits near 1e-9, below float16's range; a trained net does not.
+    # One training-mode pass over random images gives the statistics real activations would.
+    with torch.no_grad():
+        model.train()
+        model(torch.randn(16, 3, 224, 224))
+    model.eval()
     x = torch.randn(1, 3, 224, 224)
     try:
         torch.onnx.export(model, x, path, opset_version=17, input_names=["input"], output_names=["logits"],

@@ -220,6 +220,67 @@ OpCase copy_case(OpKind k, std::vector<DT> dtypes, size_t n_out, std::string var
   return c;
 }
 
+// QuantizeLinear / DequantizeLinear: per tensor (with each zero-point type, and none), per axis
+// and blocked. x covers saturation both ways, NaN and infinities, and rounding ties (x / scale =
+// k + 0.5 with scale 0.5).
+QuantizeAttrs quant_attrs(int64_t axis, int64_t block) {
+  QuantizeAttrs a;
+  a.axis = axis;
+  a.block_size = block;
+  return a;
+}
+
+std::vector<OpCase> quant_cases() {
+  std::vector<OpCase> c;
+  c.push_back({"QuantizeLinear", OpKind::kQuantizeLinear, QuantizeAttrs{}, kFloat, [](DT dt) {
+                 InputSets s;
+                 for (const Shape& sh : std::vector<Shape>{{}, {0}, {7}, {3, 5, 2}, {4099}}) {
+                   s.push_back({rand_tensor(dt, sh, -20, 20), make(dt, {}, {0.05})});
+                   s.push_back({rand_tensor(dt, sh, -20, 20), make(dt, {}, {0.05}), make(DT::kUInt8, {}, {128})});
+                   s.push_back({rand_tensor(dt, sh, -5, 5), make(dt, {}, {0.03}), make(DT::kInt8, {}, {-3})});
+                   s.push_back({rand_tensor(dt, sh, -500, 500), make(dt, {}, {0.01}), make(DT::kInt16, {}, {7})});
+                   s.push_back({rand_tensor(dt, sh, 0, 500), make(dt, {}, {0.01}), make(DT::kUInt16, {}, {9})});
+                 }
+                 s.push_back({special_tensor(dt, {37}, -4, 4), make(dt, {}, {0.5}), make(DT::kInt8, {}, {1})});
+                 s.push_back({make(dt, {6}, {0.25, 0.75, -0.25, -0.75, 1.25, 2.5}), make(dt, {}, {0.5})});  // ties
+                 return s;
+               }});
+  c.push_back({"QuantizeLinear_axis", OpKind::kQuantizeLinear, quant_attrs(1, 0), kFloat, [](DT dt) {
+                 return InputSets{{rand_tensor(dt, {2, 3, 5}, -3, 3), rand_tensor(dt, {3}, 0.01, 0.1),
+                                   rand_tensor(DT::kUInt8, {3}, 0, 255, true)},
+                                  {rand_tensor(dt, {4, 3}, -3, 3), rand_tensor(dt, {4}, 0.01, 0.1),
+                                   rand_tensor(DT::kInt8, {4}, -100, 100, true)}};
+               }});
+  c.push_back({"QuantizeLinear_blocked", OpKind::kQuantizeLinear, quant_attrs(1, 2), kFloat, [](DT dt) {
+                 return InputSets{{rand_tensor(dt, {2, 4, 3}, -3, 3), rand_tensor(dt, {2, 2, 3}, 0.01, 0.1),
+                                   rand_tensor(DT::kInt8, {2, 2, 3}, -50, 50, true)}};
+               }});
+  const std::vector<DT> kQuantized = {DT::kInt8, DT::kUInt8, DT::kInt16, DT::kUInt16, DT::kInt32};
+  for (DT scale_dt : {DT::kFloat32, DT::kFloat16}) {
+    const std::string suffix = scale_dt == DT::kFloat32 ? "" : "_to_float16";
+    c.push_back({"DequantizeLinear" + suffix, OpKind::kDequantizeLinear, QuantizeAttrs{}, kQuantized,
+                 [scale_dt](DT dt) {
+                   InputSets s;
+                   for (const Shape& sh : std::vector<Shape>{{}, {0}, {7}, {3, 5, 2}, {4099}}) {
+                     s.push_back({rand_tensor(dt, sh, 0, 120, true), make(scale_dt, {}, {0.05})});
+                     if (dt != DT::kInt32)
+                       s.push_back({rand_tensor(dt, sh, 0, 120, true), make(scale_dt, {}, {0.05}), make(dt, {}, {3})});
+                   }
+                   if (dt != DT::kInt32)
+                     s.push_back({rand_tensor(dt, {2, 3, 5}, 0, 100, true), rand_tensor(scale_dt, {3}, 0.01, 0.1),
+                                  rand_tensor(dt, {3}, 0, 20, true)});
+                   return s;
+                 },
+                 Accuracy::kExact});
+  }
+  c.push_back({"DequantizeLinear_axis", OpKind::kDequantizeLinear, quant_attrs(0, 0), {DT::kInt8, DT::kUInt8},
+               [](DT dt) {
+                 return InputSets{{rand_tensor(dt, {4, 3}, 0, 100, true), rand_tensor(DT::kFloat32, {4}, 0.01, 0.1),
+                                   rand_tensor(dt, {4}, 0, 20, true)}};
+               }});
+  return c;
+}
+
 std::vector<OpCase> all_cases() {
   using A = Accuracy;
   using K = OpKind;
@@ -296,6 +357,7 @@ std::vector<OpCase> all_cases() {
       copy_case(K::kDropout, kFloat, 1, ""),
       copy_case(K::kDropout, kFloat, 2, "mask"),
   };
+  for (OpCase& q : quant_cases()) c.push_back(std::move(q));
   for (DT to : kAll) {
     c.push_back(cast_case(K::kCast, to));
     c.push_back(cast_case(K::kCastLike, to));

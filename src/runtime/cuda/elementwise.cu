@@ -1,5 +1,5 @@
 // The elementwise family's CUDA kernel table: the entries of elementwise_unary.cu,
-// elementwise_binary.cu and elementwise_misc.cu, joined once.
+// elementwise_binary.cu, elementwise_misc.cu and elementwise_quant.cu, joined once.
 #include <vector>
 
 #include "runtime/cuda/elementwise_internal.cuh"
@@ -9,7 +9,7 @@ namespace kiln::gpu {
 std::span<const GpuKernelEntry> elementwise_gpu_kernels() {
   static const std::vector<GpuKernelEntry> all = [] {
     std::vector<GpuKernelEntry> v;
-    for (auto part : {ew::unary_gpu_entries(), ew::binary_gpu_entries(), ew::misc_gpu_entries()})
+    for (auto part : {ew::unary_gpu_entries(), ew::binary_gpu_entries(), ew::misc_gpu_entries(), ew::quant_gpu_entries()})
       v.insert(v.end(), part.begin(), part.end());
     return v;
   }();

@@ -356,5 +356,6 @@ __global__ void __launch_bounds__(kThreads)
 std::span<const GpuKernelEntry> unary_gpu_entries();   // elementwise_unary.cu
 std::span<const GpuKernelEntry> binary_gpu_entries();  // elementwise_binary.cu
 std::span<const GpuKernelEntry> misc_gpu_entries();    // elementwise_misc.cu
+std::span<const GpuKernelEntry> quant_gpu_entries();   // elementwise_quant.cu
 
 }  // namespace kiln::gpu::ew

@@ -1,0 +1,174 @@
+// QuantizeLinear and DequantizeLinear on the GPU, with the CPU kernels' rules
+// (runtime/cpu/ops/elementwise_misc.cpp):
+//   quantize:   y = saturate(rint(x / scale) + zero_point), NaN -> zero point; in float, or in
+//               double when x or the scale is int32 (as the ONNX reference does);
+//   dequantize: y = (x - zero_point) * scale in float, stored as the output type.
+// Scale and zero point are read on the device (they may be computed), per tensor, per axis or
+// blocked: x is viewed as [outer, axis_len, inner] and element (o, a, i) uses scale index 0, a, or
+// (o * n_blocks + a / block) * inner + i. One thread per element (grid-stride, 64-bit indices).
+#include "runtime/cuda/elementwise_internal.cuh"
+
+namespace kiln::gpu::ew {
+
+namespace {
+
+struct Layout {
+  int mode = 0;  // 0 per tensor, 1 per axis, 2 blocked
+  int64_t axis_len = 1, inner = 1, block = 1, n_blocks = 1;
+};
+
+Layout layout_of(const QuantizeAttrs& a, const TensorView& x, const TensorView& scale) {
+  Layout l;
+  l.inner = std::max<int64_t>(x.numel(), 1);
+  if (scale.rank() == 0 || (scale.numel() == 1 && (scale.rank() == 1 || a.block_size > 0))) return l;
+  const int64_t axis = a.axis < 0 ? a.axis + static_cast<int64_t>(x.rank()) : a.axis;
+  l.axis_len = x.shape[static_cast<size_t>(axis)];
+  l.inner = 1;
+  for (size_t d = static_cast<size_t>(axis) + 1; d < x.rank(); ++d) l.inner *= x.shape[d];
+  if (a.block_size > 0) {
+    l.mode = 2;
+    l.block = a.block_size;
+    l.n_blocks = scale.shape[static_cast<size_t>(axis)];
+  } else {
+    l.mode = 1;
+  }
+  return l;
+}
+
+__device__ __forceinline__ int64_t scale_index(const Layout& l, int64_t pos) {
+  if (l.mode == 0) return 0;
+  const int64_t r = pos / l.inner, i = pos - r * l.inner;
+  const int64_t o = r / l.axis_len, a = r - o * l.axis_len;
+  return l.mode == 1 ? a : (o * l.n_blocks + a / l.block) * l.inner + i;
+}
+
+// Element i of a tensor of ONNX type code `dt`, as double (all the types these ops take).
+__device__ __forceinline__ double load_as_double(const void* p, int dt, int64_t i) {
+  switch (static_cast<DataType>(dt)) {
+    case DataType::kFloat32: return static_cast<const float*>(p)[i];
+    case DataType::kFloat16: return __half2float(static_cast<const __half*>(p)[i]);
+    case DataType::kBFloat16:
+      return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16);
+    case DataType::kInt8: return static_cast<const int8_t*>(p)[i];
+    case DataType::kUInt8: return static_cast<const uint8_t*>(p)[i];
+    case DataType::kInt16: return static_cast<const int16_t*>(p)[i];
+    case DataType::kUInt16: return static_cast<const uint16_t*>(p)[i];
+    case DataType::kInt32: return static_cast<const int32_t*>(p)[i];
+    default: return 0;
+  }
+}
+
+// The CPU's BFloat16::from_float: round to nearest even, NaN stays a quiet NaN.
+__device__ __forceinline__ uint16_t to_bf16(float f) {
+  uint32_t x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+template <class Q, class O>
+__global__ void quantize_kernel(const void* x, int x_dt, const void* scale, int s_dt, const void* zp, int zp_dt,
+                                O* y, int64_t n, Layout l) {
+  constexpr Q qmin = static_cast<Q>(std::numeric_limits<O>::min()), qmax = static_cast<Q>(std::numeric_limits<O>::max());
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t s = scale_index(l, i);
+    // x and the scale as the CPU has them: converted to Q (float or double) first.
+    const Q xv = static_cast<Q>(load_as_double(x, x_dt, i)), sv = static_cast<Q>(load_as_double(scale, s_dt, s));
+    Q v = rint(xv / sv);
+    v = (v == v ? v : Q(0)) + (zp ? static_cast<Q>(load_as_double(zp, zp_dt, s)) : Q(0));
+    y[i] = static_cast<O>(v < qmin ? qmin : v > qmax ? qmax : v);
+  }
+}
+
+template <class O>
+__global__ void dequantize_kernel(const void* x, int x_dt, const void* scale, int s_dt, const void* zp, int zp_dt,
+                                  O* y, int64_t n, Layout l) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t s = scale_index(l, i);
+    const float sv = static_cast<float>(load_as_double(scale, s_dt, s));
+    const float zv = zp ? static_cast<float>(load_as_double(zp, zp_dt, s)) : 0.f;
+    const float v = (static_cast<float>(load_as_double(x, x_dt, i)) - zv) * sv;
+    if constexpr (std::is_same_v<O, __half>)
+      y[i] = __float2half_rn(v);
+    else if constexpr (std::is_same_v<O, uint16_t>)  // bfloat16
+      y[i] = to_bf16(v);
+    else
+      y[i] = v;
+  }
+}
+
+bool quantized_type(DataType t) {
+  return t == DataType::kInt8 || t == DataType::kUInt8 || t == DataType::kInt16 || t == DataType::kUInt16;
+}
+bool quant_float_type(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kInt32;
+}
+
+void quantize(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+              GpuEnv& env) {
+  const int64_t n = out[0].numel();
+  if (!quant_float_type(in[0].dtype) || !quant_float_type(in[1].dtype))
+    throw Error("QuantizeLinear: unsupported input type " + std::string(dtype_name(in[0].dtype)));
+  if (!quantized_type(out[0].dtype))
+    throw Error("QuantizeLinear: unsupported output type " + std::string(dtype_name(out[0].dtype)));
+  if (n == 0) return;
+  const Layout l = layout_of(attrs_as<QuantizeAttrs>(attrs), in[0], in[1]);
+  const bool has_zp = in.size() > 2 && in[2].exists;
+  const void* zp = has_zp ? in[2].data : nullptr;
+  const int zp_dt = has_zp ? static_cast<int>(in[2].dtype) : 0;
+  const bool wide = in[0].dtype == DataType::kInt32 || in[1].dtype == DataType::kInt32;
+  auto launch = [&](auto* y) {
+    using O = std::remove_pointer_t<decltype(y)>;
+    if (wide)
+      quantize_kernel<double, O><<<blocks_for(n), kThreads, 0, env.stream>>>(
+          in[0].data, static_cast<int>(in[0].dtype), in[1].data, static_cast<int>(in[1].dtype), zp, zp_dt, y, n, l);
+    else
+      quantize_kernel<float, O><<<blocks_for(n), kThreads, 0, env.stream>>>(
+          in[0].data, static_cast<int>(in[0].dtype), in[1].data, static_cast<int>(in[1].dtype), zp, zp_dt, y, n, l);
+  };
+  switch (out[0].dtype) {
+    case DataType::kInt8: launch(static_cast<int8_t*>(out[0].data)); break;
+    case DataType::kUInt8: launch(static_cast<uint8_t*>(out[0].data)); break;
+    case DataType::kInt16: launch(static_cast<int16_t*>(out[0].data)); break;
+    default: launch(static_cast<uint16_t*>(out[0].data)); break;
+  }
+  check_launch("QuantizeLinear");
+}
+
+void dequantize(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                GpuEnv& env) {
+  const int64_t n = out[0].numel();
+  if (!quantized_type(in[0].dtype) && in[0].dtype != DataType::kInt32)
+    throw Error("DequantizeLinear: unsupported input type " + std::string(dtype_name(in[0].dtype)));
+  const DataType ot = out[0].dtype;
+  if (ot != DataType::kFloat32 && ot != DataType::kFloat16 && ot != DataType::kBFloat16)
+    throw Error("DequantizeLinear: unsupported output type " + std::string(dtype_name(ot)));
+  if (n == 0) return;
+  const Layout l = layout_of(attrs_as<QuantizeAttrs>(attrs), in[0], in[1]);
+  const bool has_zp = in.size() > 2 && in[2].exists;
+  const void* zp = has_zp ? in[2].data : nullptr;
+  const int zp_dt = has_zp ? static_cast<int>(in[2].dtype) : 0;
+  auto launch = [&](auto* y) {
+    using O = std::remove_pointer_t<decltype(y)>;
+    dequantize_kernel<O><<<blocks_for(n), kThreads, 0, env.stream>>>(
+        in[0].data, static_cast<int>(in[0].dtype), in[1].data, static_cast<int>(in[1].dtype), zp, zp_dt, y, n, l);
+  };
+  if (ot == DataType::kFloat32)
+    launch(static_cast<float*>(out[0].data));
+  else if (ot == DataType::kFloat16)
+    launch(static_cast<__half*>(out[0].data));
+  else
+    launch(static_cast<uint16_t*>(out[0].data));
+  check_launch("DequantizeLinear");
+}
+
+constexpr GpuKernelEntry kEntries[] = {
+    {OpKind::kDequantizeLinear, dequantize},
+    {OpKind::kQuantizeLinear, quantize},
+};
+
+}  // namespace
+
+std::span<const GpuKernelEntry> quant_gpu_entries() { return kEntries; }
+
+}  // namespace kiln::gpu::ew
