@@ -22,3 +22,9 @@ done
 rm -rf build-dev && mkdir -p build-dev
 tar -C "$stage" -cf - . | xz -9 -T2 > build-dev/pack.tar.xz
 ls -la build-dev/pack.tar.xz
+# ONNX's backend test data (Debian's libonnx-testdata; the GPU machine has none) for
+# bench/gpu_suite.sh, so that both backends run the same tests as CI does.
+if [ -d /usr/share/libonnx-testdata/data ]; then
+  tar -C /usr/share/libonnx-testdata -cf - data | xz -6 -T2 > build-dev/testdata.tar.xz
+  ls -la build-dev/testdata.tar.xz
+fi

@@ -199,6 +199,7 @@ std::span<const std::byte> Context::output(std::string_view name) const {
   const detail::TensorRec& t = e.tensors[static_cast<size_t>(e.output_ids[i])];
   if (state_->gpu) {
     const std::byte* p = state_->gpu->host_output(i);
+    if (!p && t.bytes == 0) return {};
     if (!p) throw Error("output '" + t.name + "' is bound to device memory (set_output_device); read it there");
     return {p, t.bytes};
   }

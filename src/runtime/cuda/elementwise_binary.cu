@@ -138,9 +138,9 @@ void arith_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, st
     launch_binary<T, T, T>(in[0], in[1], out[0], env, f, name_of(K));
   };
   if constexpr (kIntegerToo<K>)
-    dispatch_gpu_numeric(in[0].dtype, name_of(K), run);
+    dispatch_ew_numeric(in[0].dtype, name_of(K), run);
   else
-    dispatch_gpu_float(in[0].dtype, name_of(K), run);
+    dispatch_ew_float(in[0].dtype, name_of(K), run);
 }
 
 template <OpKind K>
@@ -152,9 +152,9 @@ void compare_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
     launch_binary<T, T, Bool8>(in[0], in[1], out[0], env, f, name_of(K));
   };
   if constexpr (K == OpKind::kEqual)
-    dispatch_gpu_all(in[0].dtype, name_of(K), run);  // bools compare as bools
+    dispatch_ew_all(in[0].dtype, name_of(K), run);  // bools compare as bools
   else
-    dispatch_gpu_numeric(in[0].dtype, name_of(K), run);
+    dispatch_ew_numeric(in[0].dtype, name_of(K), run);
 }
 
 template <OpKind K>
@@ -190,9 +190,9 @@ void variadic_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in,
       launch_unary<T, T>(out[0], out[0], env, DivideBy{{}, static_cast<float>(in.size())}, name_of(K));
   };
   if constexpr (kIntegerToo<K>)
-    dispatch_gpu_numeric(in[0].dtype, name_of(K), run);
+    dispatch_ew_numeric(in[0].dtype, name_of(K), run);
   else
-    dispatch_gpu_float(in[0].dtype, name_of(K), run);
+    dispatch_ew_float(in[0].dtype, name_of(K), run);
 }
 
 // ---- Pow ---------------------------------------------------------------------------------------
@@ -216,9 +216,9 @@ struct PowOp : NoInit {
 };
 
 void pow_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out, GpuEnv& env) {
-  dispatch_gpu_float(in[0].dtype, "Pow", [&](auto base_tag) {
+  dispatch_ew_float(in[0].dtype, "Pow", [&](auto base_tag) {
     using T = typename decltype(base_tag)::type;
-    dispatch_gpu_numeric(in[1].dtype, "Pow exponent", [&](auto exp_tag) {
+    dispatch_ew_numeric(in[1].dtype, "Pow exponent", [&](auto exp_tag) {
       using E = typename decltype(exp_tag)::type;
       launch_binary<T, E, T>(in[0], in[1], out[0], env, PowOp{}, "Pow");
     });

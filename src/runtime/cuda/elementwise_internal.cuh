@@ -107,6 +107,32 @@ void dispatch_gpu_numeric(DataType t, const char* op, Fn&& fn) {
   return dispatch_gpu_float(t, op, fn);
 }
 
+// The elementwise kernels take every type the CPU kernels take: float64 too, and all integers.
+template <class Fn>
+void dispatch_ew_float(DataType t, const char* op, Fn&& fn) {
+  if (t == DataType::kFloat64) return fn(Tag<double>{});
+  return dispatch_gpu_float(t, op, fn);
+}
+template <class Fn>
+void dispatch_ew_numeric(DataType t, const char* op, Fn&& fn) {
+  switch (t) {
+    case DataType::kInt8: return fn(Tag<int8_t>{});
+    case DataType::kUInt8: return fn(Tag<uint8_t>{});
+    case DataType::kInt16: return fn(Tag<int16_t>{});
+    case DataType::kUInt16: return fn(Tag<uint16_t>{});
+    case DataType::kInt32: return fn(Tag<int32_t>{});
+    case DataType::kUInt32: return fn(Tag<uint32_t>{});
+    case DataType::kInt64: return fn(Tag<int64_t>{});
+    case DataType::kUInt64: return fn(Tag<uint64_t>{});
+    default: return dispatch_ew_float(t, op, fn);
+  }
+}
+template <class Fn>
+void dispatch_ew_all(DataType t, const char* op, Fn&& fn) {
+  if (t == DataType::kBool) return fn(Tag<Bool8>{});
+  return dispatch_ew_numeric(t, op, fn);
+}
+
 // float32, float16, int32, int64, bool.
 template <class Fn>
 void dispatch_gpu_all(DataType t, const char* op, Fn&& fn) {

@@ -51,9 +51,9 @@ void cast_kernel(OpKind kind, const Attrs&, std::span<const TensorView> in, std:
                  GpuEnv& env) {
   const char* name = name_of(kind);
   if (in[0].dtype == out[0].dtype) return copy_bytes(in[0], out[0], env, name);
-  dispatch_gpu_all(in[0].dtype, name, [&](auto from_tag) {
+  dispatch_ew_all(in[0].dtype, name, [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
-    dispatch_gpu_all(out[0].dtype, name, [&](auto to_tag) {
+    dispatch_ew_all(out[0].dtype, name, [&](auto to_tag) {
       using To = typename decltype(to_tag)::type;
       if constexpr (!std::is_same_v<From, To>) launch_unary<From, To>(in[0], out[0], env, CastOp<From, To>{}, name);
     });
@@ -86,7 +86,7 @@ struct ClipOp {
 };
 
 void clip_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out, GpuEnv& env) {
-  dispatch_gpu_numeric(in[0].dtype, "Clip", [&](auto tag) {
+  dispatch_ew_numeric(in[0].dtype, "Clip", [&](auto tag) {
     using T = typename decltype(tag)::type;
     ClipOp<T> f{};
     if (in.size() > 1 && in[1].exists && in[1].numel() == 1) f.lo_p = static_cast<const T*>(in[1].data);

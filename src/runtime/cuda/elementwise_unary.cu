@@ -177,7 +177,7 @@ template <OpKind K>
 void float_unary(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                  GpuEnv& env) {
   const UnaryOp<K> f(attrs);
-  dispatch_gpu_float(in[0].dtype, name_of(K), [&](auto tag) {
+  dispatch_ew_float(in[0].dtype, name_of(K), [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_unary<T, T>(in[0], out[0], env, f, name_of(K));
   });
@@ -187,7 +187,7 @@ template <OpKind K>
 void numeric_unary(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                    GpuEnv& env) {
   const UnaryOp<K> f(attrs);
-  dispatch_gpu_numeric(in[0].dtype, name_of(K), [&](auto tag) {
+  dispatch_ew_numeric(in[0].dtype, name_of(K), [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_unary<T, T>(in[0], out[0], env, f, name_of(K));
   });
@@ -199,14 +199,14 @@ void is_inf_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, s
   IsInfOp f;
   f.neg = a.detect_negative != 0;
   f.pos = a.detect_positive != 0;
-  dispatch_gpu_float(in[0].dtype, "IsInf", [&](auto tag) {
+  dispatch_ew_float(in[0].dtype, "IsInf", [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_unary<T, Bool8>(in[0], out[0], env, f, "IsInf");
   });
 }
 
 void is_nan_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out, GpuEnv& env) {
-  dispatch_gpu_float(in[0].dtype, "IsNaN", [&](auto tag) {
+  dispatch_ew_float(in[0].dtype, "IsNaN", [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_unary<T, Bool8>(in[0], out[0], env, IsNanOp{}, "IsNaN");
   });
