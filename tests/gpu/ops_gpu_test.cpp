@@ -440,10 +440,10 @@ TEST(GpuDevice, TargetNamesTheComputeCapability) {
 
 TEST(GpuErrors, UnsupportedDtypeThrowsNamingTheBackend) {
   KILN_SKIP_WITHOUT_GPU();
-  const HostTensor a = rand_tensor(DT::kFloat64, {4}, -1, 1);
+  const HostTensor a = rand_tensor(DT::kBFloat16, {4}, -1, 1);
   try {
-    (void)run_gpu(OpKind::kAdd, NoAttrs{}, {a, a}, {OutputType{DT::kFloat64, {4}}}, GpuMode::kDirect);
-    FAIL() << "float64 Add should throw";
+    (void)run_gpu(OpKind::kAdd, NoAttrs{}, {a, a}, {OutputType{DT::kBFloat16, {4}}}, GpuMode::kDirect);
+    FAIL() << "bfloat16 Add should throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("CUDA backend"), std::string::npos) << e.what();
   }
