@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   inspect->add_flag("--json", insp.json, "Print JSON");
 
   OpsOptions ops;
-  CLI::App* opsc = app.add_subcommand("ops", "List the ONNX op types Kiln imports and runs on the CPU");
+  CLI::App* opsc = app.add_subcommand("ops", "List the ONNX op types Kiln imports, and the backends (cpu, gpu) that run them");
   opsc->add_flag("--json", ops.json, "Print JSON with each op's attribute struct and backends");
 
   try {

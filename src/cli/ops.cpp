@@ -9,6 +9,9 @@
 #include "core/shape_infer.h"
 #include "graph/onnx_import.h"
 #include "runtime/cpu/kernels.h"
+#if defined(KILN_HAVE_CUDA)
+#include "runtime/cuda/gpu_kernels.h"
+#endif
 
 namespace kiln::cli {
 
@@ -22,11 +25,15 @@ int run_ops(const OpsOptions& o) {
     bool cpu = type == "Constant" || (kind && cpu::cpu_kernel(*kind) != nullptr);
     if (!cpu) continue;
     names.push_back(type);
+    std::vector<std::string> backends = {"cpu"};
+#if defined(KILN_HAVE_CUDA)
+    if (type == "Constant" || (kind && gpu::gpu_kernel(*kind) != nullptr)) backends.push_back("gpu");
+#endif
     all.push_back({{"op", type},
                    {"imports_as", type == "Constant" ? "constant value"
                                   : as.empty()       ? type
                                                      : as},
-                   {"backends", {"cpu"}}});
+                   {"backends", backends}});
   }
   if (o.json) {
     fmt::print("{}\n", all.dump(1));
