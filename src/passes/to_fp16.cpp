@@ -53,24 +53,28 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
   std::vector<char> now_half(g.values.size(), 0);  // values whose dtype this pass changed to float16
   int casts = 0, converted = 0, constants = 0;
 
+  // A Cast node from `from` to the new value `to` (of type to_type).
+  auto emit_cast = [&](ValueId from, ValueId to, DataType to_type, const std::string& why) {
+    graph::Node c;
+    c.name = g.unique_name("cast_" + why);
+    c.kind = OpKind::kCast;
+    CastAttrs a;
+    a.to = to_type;
+    c.attrs = a;
+    c.inputs = {from};
+    c.outputs = {to};
+    c.origin = "fp16 cast";
+    out.push_back(std::move(c));
+    ++casts;
+  };
   auto cast = [&](ValueId v, DataType to, const std::string& why) {
     graph::Value nv = g.value(v);
     nv.name = g.unique_name(g.value(v).name + (to == DataType::kFloat16 ? "_fp16" : "_fp32"));
     nv.dtype = to;
     nv.data = nullptr;
     const ValueId id = g.add_value(std::move(nv));
-    graph::Node c;
-    c.name = g.unique_name("cast_" + why);
-    c.kind = OpKind::kCast;
-    CastAttrs a;
-    a.to = to;
-    c.attrs = a;
-    c.inputs = {v};
-    c.outputs = {id};
-    c.origin = "fp16 cast";
-    out.push_back(std::move(c));
     now_half.resize(g.values.size(), 0);
-    ++casts;
+    emit_cast(v, id, to, why);
     return id;
   };
   auto as_half = [&](ValueId v) {
@@ -148,17 +152,7 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
     fv.name = name;
     fv.dtype = DataType::kFloat32;
     const ValueId f = g.add_value(std::move(fv));
-    graph::Node c;
-    c.name = g.unique_name("cast_" + name);
-    c.kind = OpKind::kCast;
-    CastAttrs a;
-    a.to = DataType::kFloat32;
-    c.attrs = a;
-    c.inputs = {o};
-    c.outputs = {f};
-    c.origin = "fp16 cast";
-    out.push_back(std::move(c));
-    ++casts;
+    emit_cast(o, f, DataType::kFloat32, name);
     o = f;
   }
   g.nodes = std::move(out);
