@@ -13,7 +13,6 @@
 // check() is check_op from gpu_harness.h with two changes: the constant inputs (Resize's roi,
 // scales, sizes) reach shape inference with their data, and the tolerance is the case's own.
 //
-// Set KILN_GPU_PERF=1 to also print kernel timings for model-sized shapes (PoolGpuPerf).
 #include <cstdlib>
 #include <iostream>
 
@@ -52,24 +51,7 @@ Tolerance tol_for(const OpCase& c, DT out) {
 }
 
 void check(const OpCase& c, const Inputs& ins, GpuMode mode) {
-  const std::string what = describe(c.kind, ins) + " " + mode_name(mode);
-  std::vector<TensorView> iv;
-  const uint32_t consts = op_info(c.kind).const_inputs;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const bool constant = ins[i].exists && i < 32 && (consts >> i & 1u);
-    iv.push_back(ins[i].view(constant ? const_cast<uint8_t*>(ins[i].bytes.data()) : nullptr));
-  }
-  const std::vector<OutputType> types = infer_shapes(c.kind, c.attrs, iv, c.n_out);
-  const std::vector<HostTensor> want = run_cpu(c.kind, c.attrs, ins, types);
-  std::vector<HostTensor> got;
-  try {
-    got = run_gpu(c.kind, c.attrs, ins, types, mode);
-  } catch (const Error& e) {
-    ADD_FAILURE() << what << ": GPU kernel threw: " << e.what();
-    return;
-  }
-  for (size_t i = 0; i < want.size(); ++i)
-    expect_match(got[i], want[i], tol_for(c, want[i].dtype), what + " output " + std::to_string(i));
+  check_op_with(c.kind, c.attrs, ins, c.n_out, [&c](const HostTensor& want) { return tol_for(c, want.dtype); }, mode);
 }
 
 const std::vector<DT> kFloat = {DT::kFloat32, DT::kFloat16};
@@ -615,111 +597,6 @@ TEST(PoolGpuErrors, ResizeNeedsHostCopies) {
     ADD_FAILURE() << "Resize without host copies should throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("constant"), std::string::npos) << e.what();
-  }
-}
-
-// ---- timings (KILN_GPU_PERF=1) -------------------------------------------------------------------
-// Model-sized shapes: average time of 20 runs after a warm-up, and the bytes moved per second.
-TEST(PoolGpuPerf, ModelShapes) {
-  KILN_SKIP_WITHOUT_GPU();
-  if (!std::getenv("KILN_GPU_PERF")) GTEST_SKIP() << "set KILN_GPU_PERF=1 to time the kernels";
-  struct Perf {
-    std::string name;
-    OpKind kind;
-    Attrs attrs;
-    DT dt;
-    std::vector<Shape> in;  // device inputs of type dt, filled with 0x3C bytes
-    Inputs consts = {};     // then these (Resize's roi, scales, sizes), also given as host copies
-  };
-  ResizeAttrs nearest2x, bilinear;
-  nearest2x.coordinate_transformation_mode = CT::kAsymmetric;
-  nearest2x.nearest_mode = NearestMode::kFloor;
-  bilinear.mode = ResizeMode::kLinear;
-  PoolAttrs stem;
-  stem.kernel_shape = {3, 3};
-  stem.strides = {2, 2};
-  stem.pads = {1, 1, 1, 1};
-  const std::vector<Perf> perf = {
-      {"GlobalAveragePool resnet50 b256", K::kGlobalAveragePool, NoAttrs{}, DT::kFloat32, {{256, 2048, 7, 7}}},
-      {"GlobalAveragePool resnet50 b256", K::kGlobalAveragePool, NoAttrs{}, DT::kFloat16, {{256, 2048, 7, 7}}},
-      {"GlobalAveragePool mobilenetv2 b256", K::kGlobalAveragePool, NoAttrs{}, DT::kFloat32, {{256, 1280, 7, 7}}},
-      {"GlobalAveragePool resnet50 b1", K::kGlobalAveragePool, NoAttrs{}, DT::kFloat32, {{1, 2048, 7, 7}}},
-      {"LayerNorm bert", K::kLayerNormalization, LayerNormAttrs{}, DT::kFloat32, {{64, 128, 768}, {768}, {768}}},
-      {"LayerNorm bert", K::kLayerNormalization, LayerNormAttrs{}, DT::kFloat16, {{64, 128, 768}, {768}, {768}}},
-      {"LayerNorm 4096", K::kLayerNormalization, LayerNormAttrs{}, DT::kFloat32, {{2048, 4096}, {4096}, {4096}}},
-      {"MaxPool resnet stem b256", K::kMaxPool, stem, DT::kFloat32, {{256, 64, 112, 112}}},
-      {"MaxPool resnet stem b256", K::kMaxPool, stem, DT::kFloat16, {{256, 64, 112, 112}}},
-      {"BatchNorm b256",
-       K::kBatchNormalization,
-       BatchNormAttrs{},
-       DT::kFloat32,
-       {{256, 64, 56, 56}, {64}, {64}, {64}, {64}}},
-      {"InstanceNorm", K::kInstanceNormalization, EpsilonAttrs{}, DT::kFloat32, {{8, 64, 128, 128}, {64}, {64}}},
-      {"InstanceNorm", K::kInstanceNormalization, EpsilonAttrs{}, DT::kFloat32, {{16, 64, 56, 56}, {64}, {64}}},
-      {"Resize nearest 2x", K::kResize, nearest2x, DT::kFloat32, {{8, 256, 40, 40}}, {absent(), f32_vec({1, 1, 2, 2})}},
-      {"Resize nearest 2x", K::kResize, nearest2x, DT::kFloat16, {{8, 256, 40, 40}}, {absent(), f32_vec({1, 1, 2, 2})}},
-      {"Resize bilinear 2x", K::kResize, bilinear, DT::kFloat32, {{8, 256, 40, 40}}, {absent(), f32_vec({1, 1, 2, 2})}},
-      {"DepthToSpace b2",
-       K::kDepthToSpace,
-       DepthToSpaceAttrs{2, DepthToSpaceMode::kDcr},
-       DT::kFloat32,
-       {{8, 256, 64, 64}}},
-  };
-  Stream stream;
-  for (const Perf& p : perf) {
-    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
-    std::vector<TensorView> iv, ov, shapes_only;
-    size_t bytes = 0;
-    auto buffer = [&](DT dt, const Shape& s) {
-      const size_t n = static_cast<size_t>(HostTensor{dt, s, {}}.numel()) * dtype_size(dt);
-      bufs.push_back(std::make_unique<DeviceBuffer>(n, 0));
-      KILN_CUDA_OK(cudaMemset(bufs.back()->data(), 0x3C, n));  // 1.05859375 in float16, 0.0115 in float32
-      bytes += n;
-    };
-    for (const Shape& s : p.in) {
-      buffer(p.dt, s);
-      iv.push_back({p.dt, s, bufs.back()->data()});
-      shapes_only.push_back({p.dt, s, nullptr});
-    }
-    std::vector<const void*> host(iv.size(), nullptr);
-    for (const HostTensor& c : p.consts) {
-      if (!c.exists) {
-        iv.push_back(absent_tensor());
-        shapes_only.push_back(absent_tensor());
-      } else {
-        bufs.push_back(std::make_unique<DeviceBuffer>(c.bytes.size(), 0));
-        bufs.back()->upload(c.bytes);
-        iv.push_back(c.view(bufs.back()->data()));
-        shapes_only.push_back(c.view(const_cast<uint8_t*>(c.bytes.data())));
-      }
-      host.push_back(c.exists ? c.bytes.data() : nullptr);
-    }
-    const std::vector<OutputType> types = infer_shapes(p.kind, p.attrs, shapes_only, 1);
-    for (const OutputType& o : types) {
-      buffer(o.dtype, o.shape);
-      ov.push_back({o.dtype, o.shape, bufs.back()->data()});
-    }
-    std::unique_ptr<gpu::StepState> state;
-    gpu::GpuEnv env = GpuResources::get().env(stream.get(), host, &state);
-    const gpu::GpuKernelEntry* e = gpu::gpu_kernel_entry(p.kind);
-    if (e->workspace)
-      env = GpuResources::get().env(stream.get(), host, &state, e->workspace(p.kind, p.attrs, iv, ov, env));
-    e->fn(p.kind, p.attrs, iv, ov, env);
-    cudaEvent_t t0, t1;
-    KILN_CUDA_OK(cudaEventCreate(&t0));
-    KILN_CUDA_OK(cudaEventCreate(&t1));
-    constexpr int kRuns = 20;
-    KILN_CUDA_OK(cudaEventRecord(t0, stream.get()));
-    for (int i = 0; i < kRuns; ++i) e->fn(p.kind, p.attrs, iv, ov, env);
-    KILN_CUDA_OK(cudaEventRecord(t1, stream.get()));
-    KILN_CUDA_OK(cudaEventSynchronize(t1));
-    float ms = 0;
-    KILN_CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
-    const double us = 1000.0 * ms / kRuns;
-    std::cout << "[ perf     ] " << p.name << " " << dtype_name(p.dt) << " " << shape_str(p.in[0]) << ": " << us
-              << " us, " << static_cast<double>(bytes) / (us * 1e3) << " GB/s\n";
-    cudaEventDestroy(t0);
-    cudaEventDestroy(t1);
   }
 }
 
