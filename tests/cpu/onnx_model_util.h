@@ -61,11 +61,11 @@ struct OnnxModel {
     m.mutable_graph()->set_name(name);
   }
   onnx::GraphProto* g() { return m.mutable_graph(); }
-  void input(const std::string& name, const I64s& dims) {
+  void input(const std::string& name, const I64s& dims, int elem_type = onnx::TensorProto::FLOAT) {
     auto* vi = g()->add_input();
     vi->set_name(name);
     auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->set_elem_type(elem_type);
     for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
   }
   void output(const std::string& name) {

@@ -23,48 +23,20 @@ namespace {
 
 // x[2,3,8,8] -> Conv(4x3x3x3, pads 1) -> Relu -> GlobalAveragePool -> Flatten -> Gemm(5x4) -> Softmax.
 onnx::ModelProto small_cnn() {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("small_cnn");
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-  auto init = [&](const std::string& name, std::vector<int64_t> dims) {
-    onnx::TensorProto* t = g->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    int64_t n = 1;
-    for (int64_t d : dims) t->add_dims(d), n *= d;
-    for (int64_t i = 0; i < n; ++i) t->add_float_data(u(rng));
-  };
-  init("w", {4, 3, 3, 3});
-  init("b", {4});
-  init("w2", {5, 4});
-  init("b2", {5});
-  auto io = [](onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  io(g->add_input(), "x", {2, 3, 8, 8});
-  io(g->add_output(), "y", {2, 5});
-  auto node = [&](const std::string& op, std::vector<std::string> ins, std::string out) {
-    onnx::NodeProto* n = g->add_node();
-    n->set_op_type(op);
-    n->set_name(op + "_" + out);
-    for (auto& i : ins) n->add_input(i);
-    n->add_output(out);
-    return n;
-  };
-  test::attr_ints(node("Conv", {"x", "w", "b"}, "c"), "pads", {1, 1, 1, 1});
-  node("Relu", {"c"}, "r");
-  node("GlobalAveragePool", {"r"}, "p");
-  node("Flatten", {"p"}, "f");
-  test::attr_int(node("Gemm", {"f", "w2", "b2"}, "z"), "transB", 1);
-  node("Softmax", {"z"}, "y");
-  return m;
+  test::OnnxModel m("small_cnn");
+  m.init_rand("w", {4, 3, 3, 3}, -0.5f, 0.5f);
+  m.init_rand("b", {4}, -0.5f, 0.5f);
+  m.init_rand("w2", {5, 4}, -0.5f, 0.5f);
+  m.init_rand("b2", {5}, -0.5f, 0.5f);
+  m.input("x", {2, 3, 8, 8});
+  m.output("y");
+  test::attr_ints(m.node("Conv", "conv", {"x", "w", "b"}, {"c"}), "pads", {1, 1, 1, 1});
+  m.node("Relu", "relu", {"c"}, {"r"});
+  m.node("GlobalAveragePool", "pool", {"r"}, {"p"});
+  m.node("Flatten", "flatten", {"p"}, {"f"});
+  test::attr_int(m.node("Gemm", "gemm", {"f", "w2", "b2"}, {"z"}), "transB", 1);
+  m.node("Softmax", "softmax", {"z"}, {"y"});
+  return m.m;
 }
 
 std::shared_ptr<const Engine> build(const onnx::ModelProto& m, const std::string& target, bool fp16 = false,
@@ -266,31 +238,16 @@ TEST(GpuContext, TimingCacheMakesRebuildsMeasureNothing) {
 // Gather with an index input: an index out of range is seen only by the device.
 TEST(GpuContext, DeviceDataErrorNamesTheStep) {
   SKIP_WITHOUT_GPU();
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("gather");
-  onnx::TensorProto* t = g->add_initializer();
+  test::OnnxModel m("gather");
+  onnx::TensorProto* t = m.g()->add_initializer();
   t->set_name("table");
   t->set_data_type(onnx::TensorProto::FLOAT);
   t->add_dims(4);
   for (int i = 0; i < 4; ++i) t->add_float_data(float(i));
-  auto io = [](onnx::ValueInfoProto* v, const std::string& name, int type) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(type);
-    tt->mutable_shape()->add_dim()->set_dim_value(3);
-  };
-  io(g->add_input(), "i", onnx::TensorProto::INT64);
-  io(g->add_output(), "y", onnx::TensorProto::FLOAT);
-  onnx::NodeProto* n = g->add_node();
-  n->set_op_type("Gather");
-  n->set_name("lookup");
-  n->add_input("table");
-  n->add_input("i");
-  n->add_output("y");
-  auto e = build(m, gpu::gpu_target());
+  m.input("i", {3}, onnx::TensorProto::INT64);
+  m.output("y");
+  m.node("Gather", "lookup", {"table", "i"}, {"y"});
+  auto e = build(m.m, gpu::gpu_target());
   auto ctx = e->create_context();
   std::vector<int64_t> good = {0, 3, -1}, bad = {0, 4, 1};
   ctx->set_input("i", good.data(), 24);

@@ -302,13 +302,25 @@ inline std::vector<HostTensor> run_cpu(OpKind kind, const Attrs& attrs, const st
   return outs;
 }
 
+inline constexpr size_t kModeShift = ~size_t{0};
+
+struct GpuRunOptions {
+  int32_t tactic = -1;        // env.tactic (-1: the kernel's default choice)
+  size_t shift = kModeShift;  // every buffer this many bytes past a 256-byte boundary; default: the mode's
+  int direct_runs = 1;        // kDirect: run the kernel this often (later runs reuse the step state)
+};
+
 // Runs the GPU kernel; guard and poison problems are reported as test failures.
 inline std::vector<HostTensor> run_gpu(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins,
-                                       const std::vector<OutputType>& types, GpuMode mode) {
+                                       const std::vector<OutputType>& types, GpuMode mode,
+                                       const GpuRunOptions& options = {}) {
   std::vector<HostTensor> outs = empty_outputs(types, 0xFF);
   std::vector<std::unique_ptr<DeviceBuffer>> in_bufs, out_bufs;
   std::vector<TensorView> iv, ov;
-  auto shift_of = [&](DT dt) { return mode == GpuMode::kMisaligned ? dtype_size(dt) : size_t{0}; };
+  auto shift_of = [&](DT dt) {
+    if (options.shift != kModeShift) return options.shift;
+    return mode == GpuMode::kMisaligned ? dtype_size(dt) : size_t{0};
+  };
   for (const HostTensor& t : ins) {
     if (!t.exists) {
       iv.push_back(t.view(nullptr));
@@ -335,10 +347,13 @@ inline std::vector<HostTensor> run_gpu(OpKind kind, const Attrs& attrs, const st
     if (ins[i].exists && i < 32 && (op_info(kind).const_inputs >> i & 1u)) host_in[i] = ins[i].bytes.data();
   std::unique_ptr<gpu::StepState> state;
   gpu::GpuEnv env = res.env(stream.get(), host_in, &state);
+  env.tactic = options.tactic;
   const gpu::GpuKernelEntry* entry = gpu::gpu_kernel_entry(kind);
+  if (!entry) throw Error(std::string(op_name(kind)) + " has no GPU kernel");
   if (entry->workspace) {
     const size_t need = entry->workspace(kind, attrs, iv, ov, env);
     env = res.env(stream.get(), host_in, &state, need);
+    env.tactic = options.tactic;
   }
   gpu::GpuKernel k = entry->fn;
   if (mode == GpuMode::kCaptured) {
@@ -364,7 +379,7 @@ inline std::vector<HostTensor> run_gpu(OpKind kind, const Attrs& attrs, const st
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
   } else {
-    k(kind, attrs, iv, ov, env);
+    for (int run = 0; run < options.direct_runs; ++run) k(kind, attrs, iv, ov, env);
     gpu::check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
   }
   res.throw_if_device_error();
@@ -423,23 +438,52 @@ inline std::string describe(OpKind kind, const std::vector<HostTensor>& ins) {
   return s.str();
 }
 
-// Infers the outputs, runs CPU and GPU, compares every output.
-inline void check_op(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins, size_t n_out, Accuracy acc,
-                     GpuMode mode = GpuMode::kDirect) {
-  const std::string what = describe(kind, ins) + " " + mode_name(mode);
+// Views for shape inference: the data of the op's constant inputs (const_inputs), as the builder
+// has it; the rest shape-only.
+inline std::vector<TensorView> infer_views(OpKind kind, const std::vector<HostTensor>& ins) {
+  static int64_t nothing = 0;  // data for an empty constant (an empty vector may have none)
   std::vector<TensorView> iv;
-  for (const HostTensor& t : ins) iv.push_back(t.view(nullptr));
-  const std::vector<OutputType> types = infer_shapes(kind, attrs, iv, n_out);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const HostTensor& t = ins[i];
+    const bool is_const = t.exists && i < 32 && (op_info(kind).const_inputs >> i & 1u);
+    void* d = nullptr;
+    if (is_const) d = t.bytes.empty() ? static_cast<void*>(&nothing) : const_cast<uint8_t*>(t.bytes.data());
+    iv.push_back(t.view(d));
+  }
+  return iv;
+}
+
+// The tolerance for one output, given the reference values.
+using ToleranceFn = std::function<Tolerance(const HostTensor& want)>;
+
+// Infers the outputs, runs CPU and GPU, compares every output with tol(reference). `label` is added
+// to failure messages.
+inline void check_op_with(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins, size_t n_out,
+                          const ToleranceFn& tol, GpuMode mode, const GpuRunOptions& options = {},
+                          const std::string& label = "") {
+  const std::string what = describe(kind, ins) + " " + mode_name(mode) + label;
+  std::vector<OutputType> types;
+  try {
+    types = infer_shapes(kind, attrs, infer_views(kind, ins), n_out);
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << ": shape inference threw (a bad test case): " << e.what();
+    return;
+  }
   const std::vector<HostTensor> want = run_cpu(kind, attrs, ins, types);
   std::vector<HostTensor> got;
   try {
-    got = run_gpu(kind, attrs, ins, types, mode);
+    got = run_gpu(kind, attrs, ins, types, mode, options);
   } catch (const Error& e) {
     ADD_FAILURE() << what << ": GPU kernel threw: " << e.what();
     return;
   }
-  for (size_t i = 0; i < want.size(); ++i)
-    expect_match(got[i], want[i], tolerance_for(want[i].dtype, acc), what + " output " + std::to_string(i));
+  for (size_t i = 0; i < want.size(); ++i) expect_match(got[i], want[i], tol(want[i]), what + " output " + std::to_string(i));
+}
+
+// The same with the per-dtype tolerance of an accuracy class.
+inline void check_op(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins, size_t n_out, Accuracy acc,
+                     GpuMode mode = GpuMode::kDirect) {
+  check_op_with(kind, attrs, ins, n_out, [acc](const HostTensor& w) { return tolerance_for(w.dtype, acc); }, mode);
 }
 
 }  // namespace kiln::gpu_test

@@ -20,84 +20,6 @@ namespace {
 
 using Inputs = std::vector<HostTensor>;
 
-// ---- running with a tactic ---------------------------------------------------------------------
-// run_gpu (gpu_harness.h) with env.tactic set (-1: the kernel's default choice) and, with
-// `shift`, every buffer that many bytes past a 256-byte boundary (instead of the mode's shift).
-constexpr size_t kModeShift = ~size_t{0};
-
-std::vector<HostTensor> run_gpu_tactic(OpKind kind, const Attrs& attrs, const Inputs& ins,
-                                       const std::vector<OutputType>& types, GpuMode mode, int32_t tactic,
-                                       size_t shift = kModeShift) {
-  std::vector<HostTensor> outs = empty_outputs(types, 0xFF);
-  std::vector<std::unique_ptr<DeviceBuffer>> in_bufs, out_bufs;
-  std::vector<TensorView> iv, ov;
-  auto shift_of = [&](DT dt) {
-    if (shift != kModeShift) return shift;
-    return mode == GpuMode::kMisaligned ? dtype_size(dt) : size_t{0};
-  };
-  for (const HostTensor& t : ins) {
-    if (!t.exists) {
-      iv.push_back(t.view(nullptr));
-      continue;
-    }
-    in_bufs.push_back(std::make_unique<DeviceBuffer>(t.bytes.size(), shift_of(t.dtype)));
-    in_bufs.back()->upload(t.bytes);
-    iv.push_back(t.view(in_bufs.back()->data()));
-  }
-  for (const HostTensor& t : outs) {
-    out_bufs.push_back(std::make_unique<DeviceBuffer>(t.bytes.size(), shift_of(t.dtype)));
-    ov.push_back(t.view(out_bufs.back()->data()));
-  }
-  gpu::check_cuda(cudaDeviceSynchronize(), "uploading the inputs");
-  Stream stream;
-  GpuResources& res = GpuResources::get();
-  const std::vector<const void*> host_in(ins.size(), nullptr);  // no const inputs in this family
-  std::unique_ptr<gpu::StepState> state;
-  gpu::GpuEnv env = res.env(stream.get(), host_in, &state);
-  env.tactic = tactic;
-  const gpu::GpuKernelEntry* entry = gpu::gpu_kernel_entry(kind);
-  if (!entry) throw Error(std::string(op_name(kind)) + " has no GPU kernel");
-  if (entry->workspace) {
-    const size_t need = entry->workspace(kind, attrs, iv, ov, env);
-    env = res.env(stream.get(), host_in, &state, need);
-    env.tactic = tactic;
-  }
-  if (mode == GpuMode::kCaptured) {
-    if (cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal) != cudaSuccess)
-      throw Error("cudaStreamBeginCapture failed");
-    try {
-      entry->fn(kind, attrs, iv, ov, env);
-    } catch (...) {
-      cudaGraph_t g = nullptr;
-      cudaStreamEndCapture(stream.get(), &g);
-      if (g) cudaGraphDestroy(g);
-      throw;
-    }
-    cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(stream.get(), &graph);
-    if (end != cudaSuccess) throw Error(std::string("stream capture failed: ") + cudaGetErrorString(end));
-    cudaGraphExec_t exec = nullptr;
-    gpu::check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-    gpu::check_cuda(cudaGraphLaunch(exec, stream.get()), "cudaGraphLaunch");
-    gpu::check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-  } else {
-    entry->fn(kind, attrs, iv, ov, env);
-    // A second run reuses the step state (no setup): it must give the same result.
-    entry->fn(kind, attrs, iv, ov, env);
-    gpu::check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
-  }
-  res.throw_if_device_error();
-  gpu::check_cuda(cudaGetLastError(), "after the kernel");
-  for (size_t i = 0; i < outs.size(); ++i) {
-    bool guards_ok = false;
-    outs[i].bytes = out_bufs[i]->download(&guards_ok);
-    EXPECT_TRUE(guards_ok) << "output " << i << ": bytes outside the tensor were written";
-  }
-  return outs;
-}
-
 // The tactics the kernel's entry offers for these inputs (empty without a tactics function).
 std::vector<int32_t> tactics_of(OpKind kind, const Attrs& attrs, const Inputs& ins) {
   std::vector<TensorView> iv, ov;
@@ -141,23 +63,14 @@ Tolerance dot_tolerance(DT dt, double terms, double scale, double max_ref) {
 // terms: products summed per output element; scale: bound of one product's size.
 void check_nn(OpKind kind, const Attrs& attrs, const Inputs& ins, double terms, double scale, GpuMode mode,
               int32_t tactic = -1, size_t shift = kModeShift) {
-  std::string what = describe(kind, ins) + " " + mode_name(mode);
-  if (tactic >= 0) what += " tactic " + std::to_string(tactic);
-  if (shift != kModeShift) what += " shifted by " + std::to_string(shift) + " bytes";
-  std::vector<TensorView> iv;
-  for (const HostTensor& t : ins) iv.push_back(t.view(nullptr));
-  const std::vector<OutputType> types = infer_shapes(kind, attrs, iv, 1);
-  const std::vector<HostTensor> want = run_cpu(kind, attrs, ins, types);
-  std::vector<HostTensor> got;
-  try {
-    got = run_gpu_tactic(kind, attrs, ins, types, mode, tactic, shift);
-  } catch (const Error& e) {
-    ADD_FAILURE() << what << ": GPU kernel threw: " << e.what();
-    return;
-  }
-  const DT dt = want[0].dtype;
-  const Tolerance tol = is_float(dt) ? dot_tolerance(dt, terms, scale, max_abs(want[0])) : Tolerance{};
-  expect_match(got[0], want[0], tol, what);
+  std::string label;
+  if (tactic >= 0) label += " tactic " + std::to_string(tactic);
+  if (shift != kModeShift) label += " shifted by " + std::to_string(shift) + " bytes";
+  auto tol = [&](const HostTensor& want) {
+    return is_float(want.dtype) ? dot_tolerance(want.dtype, terms, scale, max_abs(want)) : Tolerance{};
+  };
+  // Direct runs twice: the second reuses the step state (no setup) and must give the same result.
+  check_op_with(kind, attrs, ins, 1, tol, mode, GpuRunOptions{tactic, shift, 2}, label);
 }
 
 // ---- cases ---------------------------------------------------------------------------------------

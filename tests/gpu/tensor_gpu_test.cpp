@@ -60,40 +60,7 @@ HostTensor indices(Shape s, int64_t dim, DT dt = DT::kInt64) {
 int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); }
 
 // ---- running -----------------------------------------------------------------------------------
-// Views for shape inference: the data of constant inputs, as the builder has it.
-std::vector<TensorView> infer_views(OpKind kind, const Inputs& ins) {
-  static int64_t nothing = 0;  // data for an empty constant (an empty vector may have none)
-  std::vector<TensorView> iv;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const HostTensor& t = ins[i];
-    const bool is_const = t.exists && i < 32 && (op_info(kind).const_inputs >> i & 1u);
-    void* d = nullptr;
-    if (is_const) d = t.bytes.empty() ? static_cast<void*>(&nothing) : const_cast<uint8_t*>(t.bytes.data());
-    iv.push_back(t.view(d));
-  }
-  return iv;
-}
-
-void check(OpKind kind, const OpRun& r, Accuracy acc, GpuMode mode) {
-  const std::string what = describe(kind, r.in) + " " + mode_name(mode);
-  std::vector<OutputType> types;
-  try {
-    types = infer_shapes(kind, r.attrs, infer_views(kind, r.in), r.n_out);
-  } catch (const Error& e) {
-    ADD_FAILURE() << what << ": shape inference threw (a bad test case): " << e.what();
-    return;
-  }
-  const std::vector<HostTensor> want = run_cpu(kind, r.attrs, r.in, types);
-  std::vector<HostTensor> got;
-  try {
-    got = run_gpu(kind, r.attrs, r.in, types, mode);
-  } catch (const Error& e) {
-    ADD_FAILURE() << what << ": GPU kernel threw: " << e.what();
-    return;
-  }
-  for (size_t i = 0; i < want.size(); ++i)
-    expect_match(got[i], want[i], tolerance_for(want[i].dtype, acc), what + " output " + std::to_string(i));
-}
+void check(OpKind kind, const OpRun& r, Accuracy acc, GpuMode mode) { check_op(kind, r.attrs, r.in, r.n_out, acc, mode); }
 
 // ---- layout cases ------------------------------------------------------------------------------
 Runs reshape_runs(DT dt) {
