@@ -26,16 +26,16 @@ CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
   -DCMAKE_CXX_FLAGS="$SAN_FLAGS" >/dev/null
 
 echo "== build"
-ninja -C "$BUILD" -j"$JOBS" kiln tensor_file_fuzz engine_fuzz onnx_import_fuzz
+ninja -C "$BUILD" -j"$JOBS" kiln tensor_file_fuzz engine_fuzz onnx_import_fuzz idx_fuzz
 
 FUZZ_BIN="$BUILD/tests/fuzz"
 SEEDS="$BUILD/corpus-seed"
 CORPUS="$BUILD/corpus"
 ARTIFACTS="$BUILD/artifacts"
 WORK="$BUILD/fuzz-cwd"  # empty working directory: nothing there for relative paths to find
-mkdir -p "$CORPUS"/{engine,onnx,tensor_file} "$ARTIFACTS" "$WORK"
+mkdir -p "$CORPUS"/{engine,onnx,tensor_file,idx} "$ARTIFACTS" "$WORK"
 rm -rf "$SEEDS"
-mkdir -p "$SEEDS"/{engine,onnx,tensor_file}
+mkdir -p "$SEEDS"/{engine,onnx,tensor_file,idx}
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
@@ -59,6 +59,10 @@ if [[ -d "$TESTDATA/node" ]]; then
 else
   echo "warning: $TESTDATA not found; the ONNX and tensor corpora start empty" >&2
 fi
+# IDX: Fashion-MNIST's gzipped test labels (5 KB) and a small plain uint8 [2, 2] file.
+[[ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]] &&
+  cp /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz "$SEEDS/idx/labels.gz"
+printf '\x00\x00\x08\x02\x00\x00\x00\x02\x00\x00\x00\x02\x01\x02\x03\x04' >"$SEEDS/idx/small"
 # Engines: `kiln optimize` of a spread of small node tests (whatever builds).
 ENGINE_TESTS=(test_relu test_add test_add_bcast test_conv_with_strides_padding test_gemm_default_single_elem_vector_bias
   test_gather_0 test_gather_negative_indices test_reshape_extended_dims test_softmax_axis_1 test_matmul_2d
@@ -103,15 +107,17 @@ run_fuzzer() {  # name corpus max_len; returns non-zero on a finding
   fi
 }
 
-# The three fuzzers run at the same time (one core each); each is given SECONDS.
-echo "== fuzzing engine_fuzz, onnx_import_fuzz and tensor_file_fuzz for ${SECONDS_PER_FUZZER}s each, concurrently"
+# The four fuzzers run at the same time; each is given SECONDS.
+echo "== fuzzing engine_fuzz, onnx_import_fuzz, tensor_file_fuzz and idx_fuzz for ${SECONDS_PER_FUZZER}s each, concurrently"
 run_fuzzer engine_fuzz engine "$ENGINE_MAX" & pid_engine=$!
 run_fuzzer onnx_import_fuzz onnx 8192 & pid_onnx=$!
 run_fuzzer tensor_file_fuzz tensor_file 4096 & pid_tensor=$!
+run_fuzzer idx_fuzz idx 8192 & pid_idx=$!
 failed=()
 wait "$pid_engine" || failed+=(engine_fuzz)
 wait "$pid_onnx" || failed+=(onnx_import_fuzz)
 wait "$pid_tensor" || failed+=(tensor_file_fuzz)
+wait "$pid_idx" || failed+=(idx_fuzz)
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "fuzzing found problems in: ${failed[*]}" >&2
