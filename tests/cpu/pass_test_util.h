@@ -71,14 +71,18 @@ inline int count_of(const std::vector<std::string>& v, const std::string& s) {
 }
 
 // |a - b| <= tol * max(|b_i|, max|b|) everywhere: relative to the output's scale, since single
-// elements near zero carry the rounding of the larger terms that cancelled.
+// elements near zero carry the rounding of the larger terms that cancelled. Equal infinities and
+// NaN against NaN match.
 inline void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol) {
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());
   float scale = 0.f;
-  for (float x : b) scale = std::max(scale, std::fabs(x));
-  for (size_t i = 0; i < a.size(); ++i)
+  for (float x : b)
+    if (std::isfinite(x)) scale = std::max(scale, std::fabs(x));
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) continue;
     EXPECT_LE(std::fabs(a[i] - b[i]), tol * std::max(std::fabs(b[i]), scale)) << i << ": " << a[i] << " vs " << b[i];
+  }
 }
 
 // Builds m with and without `pass`, expects `changes` rewrites from it, and runs both engines on the
