@@ -13,16 +13,17 @@ std::vector<double> read_doubles(const graph::Value& v) {
   std::vector<double> out;
   if (!v.is_constant() || !float_type(v.dtype)) return out;
   const uint8_t* p = v.data->data();
-  const size_t n = v.data->size() / dtype_size(v.dtype);
-  out.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (v.dtype == DataType::kFloat32) {
+  out.resize(v.data->size() / dtype_size(v.dtype));
+  if (v.dtype == DataType::kFloat64) {
+    if (!out.empty()) std::memcpy(out.data(), p, out.size() * 8);
+  } else if (v.dtype == DataType::kFloat32) {
+    for (size_t i = 0; i < out.size(); ++i) {
       float f;
       std::memcpy(&f, p + i * 4, 4);
       out[i] = f;
-    } else if (v.dtype == DataType::kFloat64) {
-      std::memcpy(&out[i], p + i * 8, 8);
-    } else {
+    }
+  } else {
+    for (size_t i = 0; i < out.size(); ++i) {
       uint16_t h;
       std::memcpy(&h, p + i * 2, 2);
       out[i] = Half::to_float(h);
@@ -33,13 +34,15 @@ std::vector<double> read_doubles(const graph::Value& v) {
 
 std::vector<uint8_t> write_as(DataType t, const std::vector<double>& v) {
   std::vector<uint8_t> b(v.size() * dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t == DataType::kFloat32) {
+  if (t == DataType::kFloat64) {
+    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  } else if (t == DataType::kFloat32) {
+    for (size_t i = 0; i < v.size(); ++i) {
       auto f = static_cast<float>(v[i]);
       std::memcpy(b.data() + i * 4, &f, 4);
-    } else if (t == DataType::kFloat64) {
-      std::memcpy(b.data() + i * 8, &v[i], 8);
-    } else {
+    }
+  } else {
+    for (size_t i = 0; i < v.size(); ++i) {
       uint16_t h = Half::from_float(static_cast<float>(v[i]));
       std::memcpy(b.data() + i * 2, &h, 2);
     }

@@ -239,6 +239,51 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("run", m, "--input", f"x={self.x_npy}")
         self.assertEqual(rc, 0, err)
 
+    def test_optimize_verbose_shows_each_pass_and_folded_names(self):
+        # x -> Pad -> Conv -> Mul(per channel) -> Reshape(same shape) -> y: fold-pad, fold-scale-shift
+        # and remove-noop each change it, and the one Conv left carries all three names.
+        rng = np.random.default_rng(3)
+        w = rng.uniform(-1, 1, (4, 2, 3, 3)).astype(np.float32)
+        s = rng.uniform(0.5, 2, (4, 1, 1)).astype(np.float32)
+        m = save_model(
+            self.path("pad_conv_mul.onnx"),
+            [helper.make_node("Pad", ["x", "pads"], ["p"], name="pad1"),
+             helper.make_node("Conv", ["p", "w"], ["c"], name="conv1"),
+             helper.make_node("Mul", ["c", "s"], ["cs"], name="mul1"),
+             helper.make_node("Reshape", ["cs", "shape"], ["y"], name="reshape1")],
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])],
+            [numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"),
+             numpy_helper.from_array(np.array([1, 4, 5, 5], np.int64), "shape")])
+        engine = self.path("pad_conv_mul.kiln")
+        rc, out, err = run_kiln("optimize", m, "-o", engine, "-v")
+        self.assertEqual(rc, 0, err)
+        log = out + err
+        for line in ["remove-noop: 1 change (Reshape 1)", "merge-transpose-reshape: 0 changes",
+                     "fold-pad: 1 change (Pad + Conv 1)", "fold-batchnorm: 0 changes",
+                     "fold-scale-shift: 1 change (Conv + Mul 1)", "4 nodes -> 1 steps"]:
+            self.assertIn(line, log)
+        rc, out, err = run_kiln("inspect", engine)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("pad1 + conv1 + mul1", out)
+        # The same numbers as onnxruntime, and as the engine built without the folds.
+        import onnxruntime as ort
+        x = rng.uniform(-1, 1, (1, 2, 5, 5)).astype(np.float32)
+        ref = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        data = self.path("pad_conv_mul_data")
+        os.makedirs(data, exist_ok=True)
+        save_pb(os.path.join(data, "input_0.pb"), x, "x")
+        save_pb(os.path.join(data, "output_0.pb"), ref, "y")
+        unfolded = self.path("pad_conv_mul_unfolded.kiln")
+        rc, out, err = run_kiln("optimize", m, "-o", unfolded, "--disable-pass", "fold-pad",
+                                "--disable-pass", "fold-scale-shift", "--disable-pass", "remove-noop")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("4 nodes -> 4 steps", out)
+        for e in (engine, unfolded):
+            rc, out, err = run_kiln("run", e, "--inputs", data, "--expect", data, "--rtol", "1e-5", "--atol", "1e-5")
+            self.assertEqual(rc, 0, out + err)
+
     # ---- the command line itself ----------------------------------------------------------------
 
     def test_ops_lists_conv(self):
