@@ -26,6 +26,10 @@ constexpr Pass kPipeline[] = {
     // Transpose -> Transpose and Reshape-like chains become one node (or none); after remove-noop,
     // before the folds, which then find Conv -> BN behind a Reshape pair that cancelled.
     {"merge-transpose-reshape", false, merge_transpose_reshape},
+    // LayerNormalization and Gelu spelled out in elementary ops become the ops; after the removals
+    // above (a gamma of ones is gone by then), before the folds that rewrite Mul and Add by constants.
+    {"fuse-layernorm", false, fuse_layernorm},
+    {"fuse-gelu", false, fuse_gelu},
     // Zero Pad -> Conv becomes the Conv's pads; before fold-scale-shift, which then finds
     // x * s -> Conv where x * s -> Pad -> Conv was.
     {"fold-pad", false, fold_pad},

@@ -68,6 +68,27 @@ std::vector<TensorView> input_views(const graph::Graph& g, const graph::Node& n)
   return views;
 }
 
+int GraphFacts::only_reader(const graph::Graph& g, graph::ValueId v) const {
+  if (!only_read_once(g, v)) return -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (graph::ValueId in : g.nodes[i].inputs)
+      if (in == v) return static_cast<int>(i);
+  return -1;
+}
+
+const graph::Node* GraphFacts::producer_of(const graph::Graph& g, graph::ValueId v, OpKind k) const {
+  if (v == graph::kNoValue) return nullptr;
+  const int p = producer[static_cast<size_t>(v)];
+  return p >= 0 && g.nodes[static_cast<size_t>(p)].kind == k ? &g.nodes[static_cast<size_t>(p)] : nullptr;
+}
+
+bool scalar_constant(const graph::Value& v, double& out) {
+  if (!v.is_constant() || v.dtype == DataType::kBool || v.view().numel() != 1) return false;
+  std::vector<double> d = v.view().to_double();
+  out = d[0];
+  return true;
+}
+
 void remove_node(graph::Graph& g, size_t i, std::vector<char>& removed) {
   removed[i] = 1;
   g.nodes[i].inputs.clear();

@@ -41,7 +41,14 @@ struct GraphFacts {
   bool only_read_once(const graph::Graph& g, graph::ValueId v) const {
     return uses[static_cast<size_t>(v)] == 1 && !g.is_graph_output(v);
   }
+  // The index of the one node reading v when only_read_once(v), else -1.
+  int only_reader(const graph::Graph& g, graph::ValueId v) const;
+  // The node producing v when it is of kind k, else nullptr.
+  const graph::Node* producer_of(const graph::Graph& g, graph::ValueId v, OpKind k) const;
 };
+
+// The value of a numeric constant with one element (any rank).
+bool scalar_constant(const graph::Value& v, double& out);
 
 // Marks node i removed and disconnects it (see the file comment).
 void remove_node(graph::Graph& g, size_t i, std::vector<char>& removed);

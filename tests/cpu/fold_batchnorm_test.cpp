@@ -75,7 +75,6 @@ int count(const std::vector<std::string>& v, const std::string& s) {
   return static_cast<int>(std::count(v.begin(), v.end(), s));
 }
 
-
 void expect_close(const std::vector<float>& a, const std::vector<float>& b) {
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());

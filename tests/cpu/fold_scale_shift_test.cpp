@@ -249,7 +249,9 @@ TEST(FoldScaleShiftGuards, DivisorZeroOrNonFinite) {
   m.g()->mutable_initializer(m.g()->initializer_size() - 1)->set_float_data(3, 0.f);
   expect_kept(m);
   PassModel inf = conv_then("Mul", {6, 1, 1});
-  inf.g()->mutable_initializer(inf.g()->initializer_size() - 1)->set_float_data(0, std::numeric_limits<float>::infinity());
+  inf.g()
+      ->mutable_initializer(inf.g()->initializer_size() - 1)
+      ->set_float_data(0, std::numeric_limits<float>::infinity());
   Built on = build_with(inf, kPass, true);
   EXPECT_EQ(on.changes, 0);
 }

@@ -63,13 +63,13 @@ TEST(MergeTransposeReshape, ReshapeChainBecomesOneReshape) {
   m.init_i64("s1", {2}, {6, 4});
   m.init_i64("axes0", {1}, {0});
   m.node("Relu", "relu", {"x"}, {"r"});
-  m.node("Reshape", "r1", {"r", "s1"}, {"a"});                      // [6,4]
-  m.node("Unsqueeze", "u", {"a", "axes0"}, {"b"});                  // [1,6,4]
-  attr_int(m.node("Flatten", "f", {"b"}, {"c"}), "axis", 2);        // [6,4]
-  m.node("Unsqueeze", "u2", {"c", "axes0"}, {"d"});                 // [1,6,4]
-  m.node("Squeeze", "sq", {"d", "axes0"}, {"e"});                   // [6,4]
+  m.node("Reshape", "r1", {"r", "s1"}, {"a"});                // [6,4]
+  m.node("Unsqueeze", "u", {"a", "axes0"}, {"b"});            // [1,6,4]
+  attr_int(m.node("Flatten", "f", {"b"}, {"c"}), "axis", 2);  // [6,4]
+  m.node("Unsqueeze", "u2", {"c", "axes0"}, {"d"});           // [1,6,4]
+  m.node("Squeeze", "sq", {"d", "axes0"}, {"e"});             // [6,4]
   m.init_i64("s2", {3}, {3, 2, 4});
-  m.node("Reshape", "r2", {"e", "s2"}, {"f2"});                     // [3,2,4]
+  m.node("Reshape", "r2", {"e", "s2"}, {"f2"});  // [3,2,4]
   m.node("Neg", "neg", {"f2"}, {"y"});
   m.output("y");
   Built on = check_pass(m, kPass, 5, {"y"});
