@@ -284,6 +284,47 @@ class KilnCli(unittest.TestCase):
             rc, out, err = run_kiln("run", e, "--inputs", data, "--expect", data, "--rtol", "1e-5", "--atol", "1e-5")
             self.assertEqual(rc, 0, out + err)
 
+    def test_spelled_out_layernorm_and_gelu_fuse_and_match_onnxruntime(self):
+        # As PyTorch exports them before opsets 17 and 20: x -> LayerNorm -> MatMul -> GELU (erf).
+        rng = np.random.default_rng(5)
+        c = lambda name, v: numpy_helper.from_array(np.asarray(v, np.float32), name)
+        nodes = [
+            helper.make_node("ReduceMean", ["x"], ["mu"], axes=[-1], name="mean1"),
+            helper.make_node("Sub", ["x", "mu"], ["d"], name="sub1"),
+            helper.make_node("Pow", ["d", "two"], ["d2"], name="pow1"),
+            helper.make_node("ReduceMean", ["d2"], ["var"], axes=[-1], name="mean2"),
+            helper.make_node("Add", ["var", "eps"], ["ve"], name="add_eps"),
+            helper.make_node("Sqrt", ["ve"], ["sd"], name="sqrt1"),
+            helper.make_node("Div", ["d", "sd"], ["n"], name="div1"),
+            helper.make_node("Mul", ["n", "gamma"], ["ng"], name="mul_gamma"),
+            helper.make_node("Add", ["ng", "beta"], ["ln"], name="add_beta"),
+            helper.make_node("MatMul", ["ln", "w"], ["h"], name="fc"),
+            helper.make_node("Div", ["h", "root2"], ["hs"], name="div_root"),
+            helper.make_node("Erf", ["hs"], ["e"], name="erf"),
+            helper.make_node("Add", ["e", "one"], ["a"], name="plus_one"),
+            helper.make_node("Mul", ["h", "a"], ["ha"], name="times_x"),
+            helper.make_node("Mul", ["ha", "half"], ["y"], name="halve")]
+        inits = [c("two", 2.0), c("eps", 1e-5), c("gamma", rng.uniform(0.5, 2, 16)), c("beta", rng.uniform(-1, 1, 16)),
+                 c("w", rng.uniform(-1, 1, (16, 8))), c("root2", np.sqrt(2.0)), c("one", 1.0), c("half", 0.5)]
+        m = save_model(self.path("ln_gelu.onnx"), nodes,
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 16])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 8])], inits, opset=13)
+        engine = self.path("ln_gelu.kiln")
+        rc, out, err = run_kiln("optimize", m, "-o", engine, "-v")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("fuse-layernorm: 1 change (LayerNormalization 1)", out + err)
+        self.assertIn("fuse-gelu: 1 change (Gelu 1)", out + err)
+        self.assertIn("15 nodes -> 3 steps", out)
+        import onnxruntime as ort
+        x = rng.uniform(-2, 2, (2, 4, 16)).astype(np.float32)
+        ref = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        data = self.path("ln_gelu_data")
+        os.makedirs(data, exist_ok=True)
+        save_pb(os.path.join(data, "input_0.pb"), x, "x")
+        save_pb(os.path.join(data, "output_0.pb"), ref, "y")
+        rc, out, err = run_kiln("run", engine, "--inputs", data, "--expect", data, "--rtol", "1e-4", "--atol", "1e-5")
+        self.assertEqual(rc, 0, out + err)
+
     # ---- the command line itself ----------------------------------------------------------------
 
     def test_ops_lists_conv(self):
