@@ -26,7 +26,7 @@ int64_t numel(const std::vector<int64_t>& shape);
 
 // The name `kiln inspect` shows for a node: the ONNX node(s) it came from.
 std::string origin_of(const graph::Node& n);
-// The origin of a node that now also does `absorbed`'s work, in data-flow order: "conv1 + bn1".
+// The origin of one node doing the work of two, first and second in data-flow order: "conv1 + bn1".
 std::string joined_origin(const graph::Node& first, const graph::Node& second);
 
 // One view per input slot of n (absent_tensor() for omitted optional inputs). The views point into
