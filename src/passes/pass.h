@@ -23,7 +23,13 @@ struct Pass {
 
 PassResult bind_inputs(graph::Graph& g, const BuildOptions& options);
 PassResult infer_and_fold(graph::Graph& g, const BuildOptions& options);
+PassResult remove_noop(graph::Graph& g, const BuildOptions& options);
+PassResult merge_transpose_reshape(graph::Graph& g, const BuildOptions& options);
+PassResult fuse_layernorm(graph::Graph& g, const BuildOptions& options);
+PassResult fuse_gelu(graph::Graph& g, const BuildOptions& options);
+PassResult fold_pad(graph::Graph& g, const BuildOptions& options);
 PassResult fold_batchnorm(graph::Graph& g, const BuildOptions& options);
+PassResult fold_scale_shift(graph::Graph& g, const BuildOptions& options);
 PassResult remove_identity(graph::Graph& g, const BuildOptions& options);
 PassResult remove_dead_nodes(graph::Graph& g, const BuildOptions& options);
 PassResult to_fp16(graph::Graph& g, const BuildOptions& options);

@@ -1,5 +1,6 @@
 #include <chrono>
 #include <set>
+#include <string>
 
 #include "passes/choose_tactics.h"
 #include "passes/engine_writer.h"
@@ -18,8 +19,25 @@ constexpr Pass kPipeline[] = {
     // Shape -> Gather -> Concat -> Reshape). Shape operands must be constant to infer what follows,
     // so inference and folding run together, node by node.
     {"infer-and-fold", true, infer_and_fold},
+    // Nodes that hand their input on unchanged (Reshape to the same shape, identity Transpose, Cast
+    // to the same type, ...): decided from the static shapes above; first among the rewrites so that
+    // the pair matches below see through them.
+    {"remove-noop", false, remove_noop},
+    // Transpose -> Transpose and Reshape-like chains become one node (or none); after remove-noop,
+    // before the folds, which then find Conv -> BN behind a Reshape pair that cancelled.
+    {"merge-transpose-reshape", false, merge_transpose_reshape},
+    // LayerNormalization and Gelu spelled out in elementary ops become the ops; after the removals
+    // above (a gamma of ones is gone by then), before the folds that rewrite Mul and Add by constants.
+    {"fuse-layernorm", false, fuse_layernorm},
+    {"fuse-gelu", false, fuse_gelu},
+    // Zero Pad -> Conv becomes the Conv's pads; before fold-scale-shift, which then finds
+    // x * s -> Conv where x * s -> Pad -> Conv was.
+    {"fold-pad", false, fold_pad},
     // Needs the constant BN parameters and static shapes that folding leaves; before the removals.
     {"fold-batchnorm", false, fold_batchnorm},
+    // Per-channel Mul/Add/Sub/Div by constants into Conv/Gemm/MatMul weights; after fold-batchnorm,
+    // so that Conv -> BN -> Mul -> Add (Caffe's BatchNorm + Scale) folds completely.
+    {"fold-scale-shift", false, fold_scale_shift},
     // Identity and inference-mode Dropout only copy; after folding, so that folded chains that end
     // in an Identity disappear too.
     {"remove-identity", false, remove_identity},

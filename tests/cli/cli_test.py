@@ -239,6 +239,92 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("run", m, "--input", f"x={self.x_npy}")
         self.assertEqual(rc, 0, err)
 
+    def test_optimize_verbose_shows_each_pass_and_folded_names(self):
+        # x -> Pad -> Conv -> Mul(per channel) -> Reshape(same shape) -> y: fold-pad, fold-scale-shift
+        # and remove-noop each change it, and the one Conv left carries all three names.
+        rng = np.random.default_rng(3)
+        w = rng.uniform(-1, 1, (4, 2, 3, 3)).astype(np.float32)
+        s = rng.uniform(0.5, 2, (4, 1, 1)).astype(np.float32)
+        m = save_model(
+            self.path("pad_conv_mul.onnx"),
+            [helper.make_node("Pad", ["x", "pads"], ["p"], name="pad1"),
+             helper.make_node("Conv", ["p", "w"], ["c"], name="conv1"),
+             helper.make_node("Mul", ["c", "s"], ["cs"], name="mul1"),
+             helper.make_node("Reshape", ["cs", "shape"], ["y"], name="reshape1")],
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])],
+            [numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"),
+             numpy_helper.from_array(np.array([1, 4, 5, 5], np.int64), "shape")])
+        engine = self.path("pad_conv_mul.kiln")
+        rc, out, err = run_kiln("optimize", m, "-o", engine, "-v")
+        self.assertEqual(rc, 0, err)
+        log = out + err
+        for line in ["remove-noop: 1 change (Reshape 1)", "merge-transpose-reshape: 0 changes",
+                     "fold-pad: 1 change (Pad + Conv 1)", "fold-batchnorm: 0 changes",
+                     "fold-scale-shift: 1 change (Conv + Mul 1)", "4 nodes -> 1 steps"]:
+            self.assertIn(line, log)
+        rc, out, err = run_kiln("inspect", engine)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("pad1 + conv1 + mul1", out)
+        # The same numbers as onnxruntime, and as the engine built without the folds.
+        import onnxruntime as ort
+        x = rng.uniform(-1, 1, (1, 2, 5, 5)).astype(np.float32)
+        ref = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        data = self.path("pad_conv_mul_data")
+        os.makedirs(data, exist_ok=True)
+        save_pb(os.path.join(data, "input_0.pb"), x, "x")
+        save_pb(os.path.join(data, "output_0.pb"), ref, "y")
+        unfolded = self.path("pad_conv_mul_unfolded.kiln")
+        rc, out, err = run_kiln("optimize", m, "-o", unfolded, "--disable-pass", "fold-pad",
+                                "--disable-pass", "fold-scale-shift", "--disable-pass", "remove-noop")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("4 nodes -> 4 steps", out)
+        for e in (engine, unfolded):
+            rc, out, err = run_kiln("run", e, "--inputs", data, "--expect", data, "--rtol", "1e-5", "--atol", "1e-5")
+            self.assertEqual(rc, 0, out + err)
+
+    def test_spelled_out_layernorm_and_gelu_fuse_and_match_onnxruntime(self):
+        # As PyTorch exports them before opsets 17 and 20: x -> LayerNorm -> MatMul -> GELU (erf).
+        rng = np.random.default_rng(5)
+        c = lambda name, v: numpy_helper.from_array(np.asarray(v, np.float32), name)
+        nodes = [
+            helper.make_node("ReduceMean", ["x"], ["mu"], axes=[-1], name="mean1"),
+            helper.make_node("Sub", ["x", "mu"], ["d"], name="sub1"),
+            helper.make_node("Pow", ["d", "two"], ["d2"], name="pow1"),
+            helper.make_node("ReduceMean", ["d2"], ["var"], axes=[-1], name="mean2"),
+            helper.make_node("Add", ["var", "eps"], ["ve"], name="add_eps"),
+            helper.make_node("Sqrt", ["ve"], ["sd"], name="sqrt1"),
+            helper.make_node("Div", ["d", "sd"], ["n"], name="div1"),
+            helper.make_node("Mul", ["n", "gamma"], ["ng"], name="mul_gamma"),
+            helper.make_node("Add", ["ng", "beta"], ["ln"], name="add_beta"),
+            helper.make_node("MatMul", ["ln", "w"], ["h"], name="fc"),
+            helper.make_node("Div", ["h", "root2"], ["hs"], name="div_root"),
+            helper.make_node("Erf", ["hs"], ["e"], name="erf"),
+            helper.make_node("Add", ["e", "one"], ["a"], name="plus_one"),
+            helper.make_node("Mul", ["h", "a"], ["ha"], name="times_x"),
+            helper.make_node("Mul", ["ha", "half"], ["y"], name="halve")]
+        inits = [c("two", 2.0), c("eps", 1e-5), c("gamma", rng.uniform(0.5, 2, 16)), c("beta", rng.uniform(-1, 1, 16)),
+                 c("w", rng.uniform(-1, 1, (16, 8))), c("root2", np.sqrt(2.0)), c("one", 1.0), c("half", 0.5)]
+        m = save_model(self.path("ln_gelu.onnx"), nodes,
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 16])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 8])], inits, opset=13)
+        engine = self.path("ln_gelu.kiln")
+        rc, out, err = run_kiln("optimize", m, "-o", engine, "-v")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("fuse-layernorm: 1 change (LayerNormalization 1)", out + err)
+        self.assertIn("fuse-gelu: 1 change (Gelu 1)", out + err)
+        self.assertIn("15 nodes -> 3 steps", out)
+        import onnxruntime as ort
+        x = rng.uniform(-2, 2, (2, 4, 16)).astype(np.float32)
+        ref = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        data = self.path("ln_gelu_data")
+        os.makedirs(data, exist_ok=True)
+        save_pb(os.path.join(data, "input_0.pb"), x, "x")
+        save_pb(os.path.join(data, "output_0.pb"), ref, "y")
+        rc, out, err = run_kiln("run", engine, "--inputs", data, "--expect", data, "--rtol", "1e-4", "--atol", "1e-5")
+        self.assertEqual(rc, 0, out + err)
+
     # ---- the command line itself ----------------------------------------------------------------
 
     def test_ops_lists_conv(self):

@@ -75,7 +75,6 @@ int count(const std::vector<std::string>& v, const std::string& s) {
   return static_cast<int>(std::count(v.begin(), v.end(), s));
 }
 
-
 void expect_close(const std::vector<float>& a, const std::vector<float>& b) {
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());
@@ -247,6 +246,19 @@ TEST(FoldBatchNorm, SharedWeightGetsANewConstant) {
   EXPECT_NO_THROW(graph::verify(g, true));
 }
 
+TEST(FoldBatchNorm, MatMul2dBecomesGemm) {
+  // A 2-D MatMul's channel (its last axis) is the BN's axis 1; the BN's shift needs Gemm's bias.
+  Model m("matmul_bn");
+  m.input("a", {3, 5});
+  m.init_rand("w", {5, 4});
+  m.node("MatMul", "mm1", {"a", "w"}, {"c"});
+  m.batchnorm("bn1", "c", "y", 4);
+  m.output("y");
+  check_fold(m, {{"a", {3, 5}}}, {"y"}, 1);
+  EXPECT_EQ(step_ops(build(m, true).engine), (std::vector<std::string>{"Gemm"}));
+  EXPECT_EQ(step_names(build(m, true).engine), (std::vector<std::string>{"mm1 + bn1"}));
+}
+
 TEST(FoldBatchNorm, ChainOfConvBnRelu) {
   Model m("chain");
   m.input("x", {1, 3, 8, 8});
@@ -282,6 +294,18 @@ TEST(FoldBatchNormGuards, ConvOutputIsAGraphOutput) {
   m.output("c");
   expect_no_fold(m);
   check_fold(m, {{"x", {2, 3, 7, 7}}}, {"y", "c"}, 0);
+}
+
+TEST(FoldBatchNormGuards, MatMulChannelIsNotTheBnAxis) {
+  // [2,3,5] x [5,3]: the MatMul's channel is axis 2, the BN normalizes axis 1.
+  Model m("matmul3d_bn");
+  m.input("a", {2, 3, 5});
+  m.init_rand("w", {5, 3});
+  m.node("MatMul", "mm1", {"a", "w"}, {"c"});
+  m.batchnorm("bn1", "c", "y", 3);
+  m.output("y");
+  expect_no_fold(m);
+  check_fold(m, {{"a", {2, 3, 5}}}, {"y"}, 0);
 }
 
 TEST(FoldBatchNormGuards, WeightNotConstant) {

@@ -303,8 +303,9 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   std::string e = build_error(g, o);
   EXPECT_TRUE(has(e, "--disable-pass constant-folding: no such pass")) << e;
   EXPECT_TRUE(has(e,
-                  "bind-inputs, infer-and-fold, fold-batchnorm, remove-identity, remove-dead-nodes, to-fp16,"
-                  " materialize-outputs"))
+                  "bind-inputs, infer-and-fold, remove-noop, merge-transpose-reshape, fuse-layernorm, fuse-gelu, fold-pad,"
+                  " fold-batchnorm,"
+                  " fold-scale-shift, remove-identity, remove-dead-nodes, to-fp16, materialize-outputs"))
       << e;
 }
 
