@@ -107,7 +107,10 @@ LayerList build_layers(const NetDescription& desc, int64_t classes) {
     }
     values.emplace(l.name(), i + 1);
   }
-  if (!problems.empty()) throw Error("the network description has errors:\n" + problems);
+  if (!problems.empty()) {
+    problems.pop_back();  // the last newline
+    throw Error("the network description has errors:\n" + problems);
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "train/cpu_backend.h"
+#include "train/net_description.h"
 #include "train/network.h"
 #include "train/random.h"
 
@@ -207,6 +208,20 @@ TEST(TrainGradCheck, SameValueTwiceIntoAdd) {
   l.push_back(make_add("double"));
   l.push_back(make_linear("fc2", 3, true, InitKind::kHe));
   GradChecker(std::move(l), {{0}, {1, 1}, {2}}, {5}, 2, 3).check();
+}
+
+// The zoo's networks end to end, on small images (a sample of each parameter's elements).
+TEST(TrainGradCheck, ZooNetworks) {
+  struct Case {
+    const char* name;
+    Shape sample;
+    int64_t batch;
+  };
+  for (const Case& c : {Case{"mlp", {1, 6, 6}, 3}, Case{"lenet5", {1, 16, 16}, 2}, Case{"resnet8", {3, 8, 8}, 4}}) {
+    SCOPED_TRACE(c.name);
+    LayerList list = build_layers(load_net_description(c.name), 4);
+    GradChecker(std::move(list.layers), std::move(list.inputs), c.sample, c.batch, 4).check(12);
+  }
 }
 
 // The loss alone, through the backend: d/dlogits of mean cross-entropy, with a loss scale.
