@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "train/data.h"
 #include "train/tensor.h"
 
 namespace kiln::train {
@@ -29,11 +30,6 @@ class OnnxBuilder {
  private:
   Backend& be_;
   graph::Graph& g_;
-};
-
-// Per-channel input normalization applied before the network.
-struct Normalization {
-  std::vector<float> mean, std;  // one per channel
 };
 
 // The inference graph of `net`: input "image" [batch, C, H, W] (symbolic batch), output "logits".
