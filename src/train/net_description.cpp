@@ -37,9 +37,11 @@ class Collector : public google::protobuf::io::ErrorCollector {
 }  // namespace
 
 std::string NetDescription::where(size_t layer) const {
-  std::string line = layer < layer_lines.size() ? ":" + std::to_string(layer_lines[layer]) : "";
-  std::string name = layer < static_cast<size_t>(net.layer_size()) ? net.layer(static_cast<int>(layer)).name() : "";
-  return source + line + ": layer '" + name + "'";
+  std::string s = source;
+  if (layer < layer_lines.size()) s += ':' + std::to_string(layer_lines[layer]);
+  s += ": layer '";
+  if (layer < static_cast<size_t>(net.layer_size())) s += net.layer(static_cast<int>(layer)).name();
+  return s + "'";
 }
 
 NetDescription parse_net_description(const std::string& text, const std::string& source) {
