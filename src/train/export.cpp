@@ -1,6 +1,7 @@
 // ONNX export of trained networks (see export.h).
 #include "train/export.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "graph/onnx_export.h"
@@ -94,6 +95,43 @@ graph::Graph inference_graph(const Network& net, const Normalization& norm) {
 
 void export_onnx(const Network& net, const Normalization& norm, const std::filesystem::path& path) {
   graph::export_onnx(inference_graph(net, norm), path);
+}
+
+ExampleBatch example_batch(Network& net, const TrainingData& data, int64_t n) {
+  if (net.dtype() != DataType::kFloat32) throw Error("example batches come from float32 networks");
+  std::vector<int64_t> idx = data.validation();
+  if (idx.empty()) idx = data.epoch_order(0, 0);
+  n = std::min({n, static_cast<int64_t>(idx.size()), net.max_batch()});
+  idx.resize(static_cast<size_t>(n));
+  const Shape image = net.image_shape();
+  const int64_t plane = image[1] * image[2];
+  std::vector<float> x(static_cast<size_t>(n * image[0] * plane));
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  data.gather(idx, x.data(), labels.data());
+  // Back to raw pixels, then normalized again exactly as the exported graph does it (a Sub and a
+  // Mul by 1 / std in float), so that both start from the same bits.
+  const Normalization& norm = data.normalization();
+  ExampleBatch ex;
+  ex.images.name = "image";
+  ex.images.dtype = DataType::kFloat32;
+  ex.images.shape = {n, image[0], image[1], image[2]};
+  ex.images.data.resize(x.size() * sizeof(float));
+  auto* raw = reinterpret_cast<float*>(ex.images.data.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t ch = i / static_cast<size_t>(plane) % static_cast<size_t>(image[0]);
+    raw[i] = x[i] * norm.std[ch] + norm.mean[ch];
+    x[i] = (raw[i] - norm.mean[ch]) * (1.0f / norm.std[ch]);
+  }
+  Backend& be = net.backend();
+  be.upload(x.data(), net.images().with_batch(n));
+  net.forward(n, false);
+  Tensor logits = net.logits();
+  ex.logits.name = "logits";
+  ex.logits.dtype = DataType::kFloat32;
+  ex.logits.shape = logits.shape();
+  ex.logits.data.resize(logits.bytes());
+  be.download(logits, ex.logits.data.data());
+  return ex;
 }
 
 }  // namespace kiln::train

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/tensor_file.h"
 #include "train/data.h"
 #include "train/tensor.h"
 
@@ -35,5 +36,14 @@ class OnnxBuilder {
 // The inference graph of `net`: input "image" [batch, C, H, W] (symbolic batch), output "logits".
 graph::Graph inference_graph(const Network& net, const Normalization& norm);
 void export_onnx(const Network& net, const Normalization& norm, const std::filesystem::path& path);
+
+// Up to n validation images (training images if there is no validation part) as the exported
+// model takes them (float32 [n, C, H, W] in [0, 1]) and the logits of the network's inference
+// forward pass on them: a check for the exported model (ONNX test-data layout, `kiln run
+// --inputs DIR --expect DIR`).
+struct ExampleBatch {
+  HostTensor images, logits;
+};
+ExampleBatch example_batch(Network& net, const TrainingData& data, int64_t n);
 
 }  // namespace kiln::train
