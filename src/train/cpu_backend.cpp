@@ -124,25 +124,44 @@ void CpuBackend::split(const Tensor& y, std::span<const Tensor> xs) {
   dispatch(y, "split", [&](auto t) { concat_copy<decltype(t)>(xs, y, false); });
 }
 
+namespace {
+
+// y = f(x) elementwise for one activation; the switch over kinds sits outside the loops.
+template <class T, class Fn>
+void map1(CpuBackend& be, const Tensor& x, const Tensor& y, Fn fn) {
+  const T* px = x.data<T>();
+  T* py = y.data<T>();
+  be.pool().parallel_for((x.numel() + kGrain - 1) / kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo * kGrain, end = std::min(hi * kGrain, x.numel()); i < end; ++i) py[i] = fn(px[i]);
+  });
+}
+
+// dx = g(x, y, dy) elementwise.
+template <class T, class Fn>
+void map3(CpuBackend& be, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx, Fn fn) {
+  const T *px = x.data<T>(), *py = y.data<T>(), *pdy = dy.data<T>();
+  T* pdx = dx.data<T>();
+  be.pool().parallel_for((x.numel() + kGrain - 1) / kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo * kGrain, end = std::min(hi * kGrain, x.numel()); i < end; ++i)
+      pdx[i] = fn(px[i], py[i], pdy[i]);
+  });
+}
+
+}  // namespace
+
 void CpuBackend::activation_forward(Activation a, float alpha, const Tensor& x, const Tensor& y) {
   require_same(x, y, "activation_forward");
   dispatch(x, "activation_forward", [&](auto t) {
     using T = decltype(t);
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
     const T al = static_cast<T>(alpha);
-    parallel(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        T v = px[i];
-        switch (a) {
-          case Activation::kRelu: py[i] = v > 0 ? v : T(0); break;
-          case Activation::kLeakyRelu: py[i] = v > 0 ? v : al * v; break;
-          case Activation::kSigmoid: py[i] = T(1) / (T(1) + std::exp(-v)); break;
-          case Activation::kTanh: py[i] = std::tanh(v); break;
-          case Activation::kGelu: py[i] = T(0.5) * v * (T(1) + std::erf(v * T(M_SQRT1_2))); break;
-        }
-      }
-    });
+    switch (a) {
+      case Activation::kRelu: return map1<T>(*this, x, y, [](T v) { return v > 0 ? v : T(0); });
+      case Activation::kLeakyRelu: return map1<T>(*this, x, y, [al](T v) { return v > 0 ? v : al * v; });
+      case Activation::kSigmoid: return map1<T>(*this, x, y, [](T v) { return T(1) / (T(1) + std::exp(-v)); });
+      case Activation::kTanh: return map1<T>(*this, x, y, [](T v) { return std::tanh(v); });
+      case Activation::kGelu:
+        return map1<T>(*this, x, y, [](T v) { return T(0.5) * v * (T(1) + std::erf(v * T(M_SQRT1_2))); });
+    }
   });
 }
 
@@ -152,28 +171,22 @@ void CpuBackend::activation_backward(Activation a, float alpha, const Tensor& x,
   require_same(x, dx, "activation_backward");
   dispatch(x, "activation_backward", [&](auto t) {
     using T = decltype(t);
-    const T *px = x.data<T>(), *py = y.data<T>(), *pdy = dy.data<T>();
-    T* pdx = dx.data<T>();
     const T al = static_cast<T>(alpha);
     // 1 / sqrt(2 pi), the Gaussian density's constant in GELU's derivative.
     const T inv_sqrt_2pi = static_cast<T>(0.3989422804014327);
-    parallel(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        T g = pdy[i];
-        switch (a) {
-          case Activation::kRelu: pdx[i] = px[i] > 0 ? g : T(0); break;
-          case Activation::kLeakyRelu: pdx[i] = px[i] > 0 ? g : al * g; break;
-          case Activation::kSigmoid: pdx[i] = g * py[i] * (T(1) - py[i]); break;
-          case Activation::kTanh: pdx[i] = g * (T(1) - py[i] * py[i]); break;
-          case Activation::kGelu: {
-            T v = px[i];
-            T cdf = T(0.5) * (T(1) + std::erf(v * T(M_SQRT1_2)));
-            pdx[i] = g * (cdf + v * inv_sqrt_2pi * std::exp(T(-0.5) * v * v));
-            break;
-          }
-        }
-      }
-    });
+    switch (a) {
+      case Activation::kRelu: return map3<T>(*this, x, y, dy, dx, [](T v, T, T g) { return v > 0 ? g : T(0); });
+      case Activation::kLeakyRelu:
+        return map3<T>(*this, x, y, dy, dx, [al](T v, T, T g) { return v > 0 ? g : al * g; });
+      case Activation::kSigmoid:
+        return map3<T>(*this, x, y, dy, dx, [](T, T out, T g) { return g * out * (T(1) - out); });
+      case Activation::kTanh: return map3<T>(*this, x, y, dy, dx, [](T, T out, T g) { return g * (T(1) - out * out); });
+      case Activation::kGelu:
+        return map3<T>(*this, x, y, dy, dx, [inv_sqrt_2pi](T v, T, T g) {
+          T cdf = T(0.5) * (T(1) + std::erf(v * T(M_SQRT1_2)));
+          return g * (cdf + v * inv_sqrt_2pi * std::exp(T(-0.5) * v * v));
+        });
+    }
   });
 }
 

@@ -91,13 +91,24 @@ void im2row(const T* x, const ConvDims& d, const ConvGeometry& g, int64_t n0, in
       const T* xs = x + (n0 + s) * d.c * d.h * d.w;
       for (int64_t ox = 0; ox < d.ow; ++ox) {
         T* row = col + ((s * d.oh + oy) * d.ow + ox) * taps;
+        const int64_t x0 = ox * g.stride[1] - g.pad[1];
+        // Interior windows of undilated rows copy kw contiguous pixels; the rest check each tap.
+        const bool contiguous = g.dilation[1] == 1 && x0 >= 0 && x0 + d.kw <= d.w;
         for (int64_t ci = 0; ci < d.c; ++ci)
-          for (int64_t ky = 0; ky < d.kh; ++ky) {
-            int64_t iy = oy * g.stride[0] - g.pad[0] + ky * g.dilation[0];
+          for (int64_t ky = 0; ky < d.kh; ++ky, row += d.kw) {
+            const int64_t iy = oy * g.stride[0] - g.pad[0] + ky * g.dilation[0];
+            if (iy < 0 || iy >= d.h) {
+              std::fill_n(row, d.kw, T(0));
+              continue;
+            }
+            const T* src = xs + (ci * d.h + iy) * d.w;
+            if (contiguous) {
+              std::copy_n(src + x0, d.kw, row);
+              continue;
+            }
             for (int64_t kx = 0; kx < d.kw; ++kx) {
-              int64_t ix = ox * g.stride[1] - g.pad[1] + kx * g.dilation[1];
-              bool inside = iy >= 0 && iy < d.h && ix >= 0 && ix < d.w;
-              *row++ = inside ? xs[(ci * d.h + iy) * d.w + ix] : T(0);
+              const int64_t ix = x0 + kx * g.dilation[1];
+              row[kx] = ix >= 0 && ix < d.w ? src[ix] : T(0);
             }
           }
       }
