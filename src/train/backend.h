@@ -137,10 +137,12 @@ class Backend {
   virtual void activation_backward(Activation a, float alpha, const Tensor& x, const Tensor& y, const Tensor& dy,
                                    const Tensor& dx) = 0;
 
-  // ---- dropout: mask[i] = 0 if dropout_uniform(key, i) < p else 1 / (1 - p); y = x * mask. The
-  // mask is a pure function of (key, i) (train/random.h), so every backend draws the same one. The
-  // backward pass is mul(dy, mask, dx).
-  virtual void dropout_forward(const Tensor& x, const Tensor& mask, const Tensor& y, float p, uint64_t key) = 0;
+  // ---- dropout: mask[i] = 0 if dropout_uniform(key, first + i) < p else 1 / (1 - p); y = x * mask.
+  // The mask is a pure function of (key, first + i) (train/random.h), so every backend draws the
+  // same one, and a data-parallel replica whose batch starts at global element `first` draws its
+  // part of the single-device mask. The backward pass is mul(dy, mask, dx).
+  virtual void dropout_forward(const Tensor& x, const Tensor& mask, const Tensor& y, float p, uint64_t key,
+                               uint64_t first) = 0;
 
   // ---- loss. logits [N,C], labels int32 [N] in [0, C), probs [N,C], loss [1]:
   // loss = mean over the batch of -log softmax(logits)[label].

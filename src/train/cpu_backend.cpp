@@ -190,7 +190,8 @@ void CpuBackend::activation_backward(Activation a, float alpha, const Tensor& x,
   });
 }
 
-void CpuBackend::dropout_forward(const Tensor& x, const Tensor& mask, const Tensor& y, float p, uint64_t key) {
+void CpuBackend::dropout_forward(const Tensor& x, const Tensor& mask, const Tensor& y, float p, uint64_t key,
+                                 uint64_t first) {
   require_same(x, mask, "dropout_forward");
   require_same(x, y, "dropout_forward");
   require(p >= 0 && p < 1, "dropout_forward", "p must be in [0, 1)");
@@ -201,7 +202,7 @@ void CpuBackend::dropout_forward(const Tensor& x, const Tensor& mask, const Tens
     const T keep = static_cast<T>(1.0 / (1.0 - p));
     parallel(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        pm[i] = dropout_uniform(key, static_cast<uint64_t>(i)) < p ? T(0) : keep;
+        pm[i] = dropout_uniform(key, first + static_cast<uint64_t>(i)) < p ? T(0) : keep;
         py[i] = px[i] * pm[i];
       }
     });

@@ -59,7 +59,8 @@ class CpuBackend final : public Backend {
   void activation_forward(Activation a, float alpha, const Tensor& x, const Tensor& y) override;
   void activation_backward(Activation a, float alpha, const Tensor& x, const Tensor& y, const Tensor& dy,
                            const Tensor& dx) override;
-  void dropout_forward(const Tensor& x, const Tensor& mask, const Tensor& y, float p, uint64_t key) override;
+  void dropout_forward(const Tensor& x, const Tensor& mask, const Tensor& y, float p, uint64_t key,
+                       uint64_t first) override;
 
   void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& probs,
                                      const Tensor& loss) override;

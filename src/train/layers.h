@@ -36,6 +36,9 @@ struct StepContext {
   bool training = true;
   uint64_t seed = 0;  // the run's seed (dropout masks derive from it)
   int64_t step = 0;   // global step, from 0
+  // Data parallel: the position of this replica's first sample in the global batch, so that its
+  // dropout masks are its rows of the single-device masks.
+  int64_t first_sample = 0;
 };
 
 class Layer {

@@ -120,7 +120,8 @@ class Dropout final : public Layer {
   void forward(const StepContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
     if (!ctx.training) return ctx.be.copy(x[0], y);
     uint64_t key = derive_key(ctx.seed, kStreamDropout, static_cast<uint64_t>(index_), static_cast<uint64_t>(ctx.step));
-    ctx.be.dropout_forward(x[0], mask_.with_batch(x[0].dim(0)), y, p_, key);
+    const uint64_t first = static_cast<uint64_t>(ctx.first_sample * (x[0].numel() / x[0].dim(0)));
+    ctx.be.dropout_forward(x[0], mask_.with_batch(x[0].dim(0)), y, p_, key, first);
   }
 
   void backward(const StepContext& ctx, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,

@@ -71,8 +71,8 @@ TEST(TrainBackend, DropoutMaskIsAFunctionOfKeyAndIndex) {
   Tensor x = be.alloc(DataType::kFloat32, {n}), y = be.alloc(DataType::kFloat32, {n});
   Tensor m1 = be.alloc(DataType::kFloat32, {n}), m2 = be.alloc(DataType::kFloat32, {n});
   be.fill(x, 1.0);
-  be.dropout_forward(x, m1, y, 0.25f, 77);
-  be.dropout_forward(x, m2, y, 0.25f, 77);
+  be.dropout_forward(x, m1, y, 0.25f, 77, 0);
+  be.dropout_forward(x, m2, y, 0.25f, 77, 0);
   auto a = get<float>(be, m1), b = get<float>(be, m2);
   EXPECT_EQ(a, b);
   int64_t dropped = 0;
@@ -82,8 +82,14 @@ TEST(TrainBackend, DropoutMaskIsAFunctionOfKeyAndIndex) {
     ASSERT_EQ(a[i] == 0, dropout_uniform(77, i) < 0.25f);
   }
   EXPECT_NEAR(static_cast<double>(dropped) / n, 0.25, 0.01);
-  be.dropout_forward(x, m2, y, 0.25f, 78);
+  be.dropout_forward(x, m2, y, 0.25f, 78, 0);
   EXPECT_NE(a, get<float>(be, m2));
+  // A replica starting at element 1000 draws the single-device mask from there on.
+  Tensor tx = be.alloc(DataType::kFloat32, {n - 1000}), tail = be.alloc(DataType::kFloat32, {n - 1000});
+  Tensor ty = be.alloc(DataType::kFloat32, {n - 1000});
+  be.fill(tx, 1.0);
+  be.dropout_forward(tx, tail, ty, 0.25f, 77, 1000);
+  EXPECT_EQ(get<float>(be, tail), std::vector<float>(a.begin() + 1000, a.end()));
 }
 
 TEST(TrainBackend, MetricsCountHitsAndTheFirstBadStep) {
