@@ -11,6 +11,8 @@
 // - Ops may run asynchronously (a GPU stream); only download() waits for the device.
 // - Results must be deterministic: the same inputs give the same bits on the same device, whatever
 //   the thread count (no atomics-ordered float sums; a GPU backend picks deterministic algorithms).
+// - A backend is used by one thread at a time (it keeps scratch memory between calls); data-parallel
+//   training gives each device its own.
 // - Element types: float32 always; the CPU backend also takes float64 (gradient checks). A backend
 //   that lacks a type throws kiln::Error naming the op.
 #pragma once
