@@ -33,8 +33,6 @@ class Network {
 
   const std::string& name() const { return name_; }
   Backend& backend() const { return be_; }
-  // The description it was built from (empty for networks built from layers).
-  const NetDescription& description() const { return desc_; }
   DataType dtype() const { return dtype_; }
   const Shape& image_shape() const { return config_.image; }
   int64_t num_classes() const { return config_.classes; }
@@ -83,7 +81,7 @@ class Network {
   Backend& be_;
   DataType dtype_;
   NetworkConfig config_;
-  NetDescription desc_;
+  NetDescription desc_;  // for messages; empty for networks built from layers
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::vector<int>> inputs_;
   std::vector<Shape> shapes_;

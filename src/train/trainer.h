@@ -76,7 +76,6 @@ class Trainer {
   Network& network() { return *net_; }
   const History& history() const { return history_; }
   int64_t global_step() const { return global_step_; }
-  int64_t steps_per_epoch() const { return steps_per_epoch_; }
   // Loss and accuracy (inference mode) on samples `idx` of the training data.
   Evaluation evaluate(const std::vector<int64_t>& idx);
 
