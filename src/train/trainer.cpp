@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "train/checkpoint.h"
@@ -16,6 +17,12 @@ namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -126,7 +133,7 @@ void Trainer::read_metrics(double out[kMetricsSize]) {
     throw Error("the training loss became NaN or Inf at step " + std::to_string(step + 1) + " (epoch " +
                 std::to_string(step / steps_per_epoch_ + 1) + ", batch " + std::to_string(step % steps_per_epoch_ + 1) +
                 " of " + std::to_string(steps_per_epoch_) + ") with learning rate " +
-                std::to_string(learning_rate(config_.solver, step, total_steps_)) +
+                short_number(learning_rate(config_.solver, step, total_steps_)) +
                 "; training stopped. Lower --lr, add --warmup, or check the data");
   }
 }
