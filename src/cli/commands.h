@@ -60,10 +60,53 @@ struct OpsOptions {
   bool json = false;
 };
 
+struct TrainOptions {
+  std::string net = "lenet5";  // zoo name or description file
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  int64_t epochs = 10;
+  int64_t batch = 64;
+  std::string solver = "sgd";
+  double lr = 0;  // 0: the solver's default (sgd 0.01, adam/adamw 0.001)
+  double momentum = 0.9;
+  double weight_decay = 0;
+  std::string lr_schedule = "constant";
+  int64_t warmup = 0;         // steps
+  double lr_step_epochs = 0;  // step schedule: epochs between drops
+  double lr_gamma = 0.1;
+  double min_lr = 0;
+  uint64_t seed = 1;
+  double val_split = 0.1;
+  int64_t limit = 0;
+  std::string device = "cpu";
+  bool fp16 = false;
+  int gpus = 1;
+  int threads = 0;
+  int64_t checkpoint_every = 0;  // steps; 0 with --checkpoint: one per epoch
+  std::string checkpoint;
+  std::string resume;
+  std::string metrics;
+  std::string plot;
+  std::string output;
+  std::string example;
+  int64_t log_every = 50;
+};
+
+struct EvalOptions {
+  std::string model;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string split = "test";
+  int64_t limit = 0;
+  int threads = 0;
+  std::string json;
+  ModelOptions build;
+};
+
 int run_ops(const OpsOptions& o);
 int run_optimize(const OptimizeOptions& o);
 int run_run(const RunOptions& o);
 int run_inspect(const InspectOptions& o);
 int run_bench(const BenchOptions& o);
+int run_train(const TrainOptions& o);
+int run_eval(const EvalOptions& o);
 
 }  // namespace kiln::cli

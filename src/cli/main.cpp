@@ -16,9 +16,46 @@ void add_model_options(CLI::App* cmd, kiln::cli::ModelOptions& m) {
   cmd->add_option("--const", m.consts, "Freeze an input to a value (.npy or .pb): NAME=FILE");
   cmd->add_option("--disable-pass", m.disabled, "Switch off an optimization pass by name");
   cmd->add_option("--device", m.device, "cpu or gpu")->capture_default_str();
-  cmd->add_flag("--fp16", m.fp16, "Float16 storage and compute inside the engine (inputs and outputs keep their types)");
+  cmd->add_flag("--fp16", m.fp16,
+                "Float16 storage and compute inside the engine (inputs and outputs keep their types)");
   cmd->add_option("--timing-cache", m.timing_cache, "GPU: kernel timings file, read if present and updated");
   cmd->add_flag("-v,--verbose", m.verbose, "List the passes run and what each changed");
+}
+
+void add_train_options(CLI::App* cmd, kiln::cli::TrainOptions& t) {
+  cmd->add_option("--net", t.net, "Zoo network (mlp, lenet5, resnet8) or description file (.prototxt)")
+      ->capture_default_str();
+  cmd->add_option("--data", t.data,
+                  "Folder of a data set: IDX (MNIST layout), CIFAR-10 binary, or x_train.npy/y_train.npy")
+      ->capture_default_str();
+  cmd->add_option("--epochs", t.epochs, "Passes over the training set")->capture_default_str();
+  cmd->add_option("--batch", t.batch, "Images per step")->capture_default_str();
+  cmd->add_option("--solver", t.solver, "sgd, adam or adamw")->capture_default_str();
+  cmd->add_option("--lr", t.lr, "Learning rate (default: sgd 0.01, adam and adamw 0.001)");
+  cmd->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", t.weight_decay, "Weight decay of conv and linear weights")->capture_default_str();
+  cmd->add_option("--lr-schedule", t.lr_schedule, "constant, step or cosine")->capture_default_str();
+  cmd->add_option("--warmup", t.warmup, "Steps of linear warm-up")->capture_default_str();
+  cmd->add_option("--lr-step", t.lr_step_epochs, "Step schedule: epochs between drops");
+  cmd->add_option("--lr-gamma", t.lr_gamma, "Step schedule: factor of each drop")->capture_default_str();
+  cmd->add_option("--min-lr", t.min_lr, "Cosine schedule: the final rate")->capture_default_str();
+  cmd->add_option("--seed", t.seed, "Seed of initialization, shuffling and dropout")->capture_default_str();
+  cmd->add_option("--val-split", t.val_split, "Share of the training images held out for validation")
+      ->capture_default_str();
+  cmd->add_option("--limit", t.limit, "Use only the first N training images (0: all)");
+  cmd->add_option("--device", t.device, "cpu or gpu")->capture_default_str();
+  cmd->add_flag("--fp16", t.fp16, "GPU: FP16 compute with FP32 master weights and dynamic loss scaling");
+  cmd->add_option("--gpus", t.gpus, "GPU: data-parallel GPUs")->capture_default_str();
+  cmd->add_option("--threads", t.threads, "CPU threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--checkpoint", t.checkpoint, "Folder for checkpoints (written atomically)");
+  cmd->add_option("--checkpoint-every", t.checkpoint_every, "Steps between checkpoints (default: one per epoch)");
+  cmd->add_option("--resume", t.resume, "Continue from the checkpoint in this folder");
+  cmd->add_option("--metrics", t.metrics, "Write the training metrics to FILE.csv or FILE.json");
+  cmd->add_option("--plot", t.plot, "Write the training and validation curves to FILE.svg");
+  cmd->add_option("-o,--output", t.output, "Export the trained network to MODEL.onnx (inference form)");
+  cmd->add_option("--example", t.example,
+                  "Write a validation batch and its logits here (input_0.pb, output_0.pb) to check an export");
+  cmd->add_option("--log-every", t.log_every, "Steps per point of the training curves")->capture_default_str();
 }
 
 }  // namespace
@@ -70,8 +107,26 @@ int main(int argc, char** argv) {
   inspect->add_flag("--json", insp.json, "Print JSON");
 
   OpsOptions ops;
-  CLI::App* opsc = app.add_subcommand("ops", "List the ONNX op types Kiln imports, and the backends (cpu, gpu) that run them");
+  CLI::App* opsc =
+      app.add_subcommand("ops", "List the ONNX op types Kiln imports, and the backends (cpu, gpu) that run them");
   opsc->add_flag("--json", ops.json, "Print JSON with each op's attribute struct and backends");
+
+  TrainOptions tr;
+  CLI::App* trainc =
+      app.add_subcommand("train", "Train a network (zoo name or description file) and export it as ONNX");
+  add_train_options(trainc, tr);
+
+  EvalOptions ev;
+  ev.build.batch = 100;
+  CLI::App* evalc = app.add_subcommand("eval", "Top-1 accuracy and confusion matrix of a classifier on a labelled set");
+  evalc->add_option("model", ev.model, "MODEL.onnx or MODEL.kiln")->required();
+  evalc->add_option("--data", ev.data, "Folder of a data set (IDX, CIFAR-10 binary or x_test.npy/y_test.npy)")
+      ->capture_default_str();
+  evalc->add_option("--split", ev.split, "test or train")->capture_default_str();
+  evalc->add_option("--limit", ev.limit, "Use only the first N images (0: all)");
+  evalc->add_option("--threads", ev.threads, "CPU threads (0: all cores)")->capture_default_str();
+  evalc->add_option("--json", ev.json, "Write accuracy and confusion matrix to this JSON file");
+  add_model_options(evalc, ev.build);
 
   try {
     app.parse(argc, argv);
@@ -89,6 +144,8 @@ int main(int argc, char** argv) {
     if (*inspect) return run_inspect(insp);
     if (*benchc) return run_bench(bench);
     if (*opsc) return run_ops(ops);
+    if (*trainc) return run_train(tr);
+    if (*evalc) return run_eval(ev);
   } catch (const kiln::Error& e) {
     fmt::print(stderr, "kiln: error: {}\n", e.what());
     return kExitError;
