@@ -42,6 +42,10 @@ constexpr Pass kPipeline[] = {
     // Identity and inference-mode Dropout only copy; after folding, so that folded chains that end
     // in an Identity disappear too.
     {"remove-identity", false, remove_identity},
+    // Sibling Conv/Gemm/MatMul nodes reading one input become one node and a Split that
+    // eliminate-split makes free; after the folds (the weights are final), after remove-identity (an
+    // Identity no longer hides a shared input), before to-fp16 (which converts the joined weights).
+    {"fuse-siblings", false, fuse_siblings},
     // Last of the rewrites: removes what the passes above left unused.
     {"remove-dead-nodes", false, remove_dead_nodes},
     // Precision last among the rewrites, so that the rewrites above see (and fold) float32
