@@ -414,6 +414,41 @@ TEST(EliminateSplitGuards, SplitOfAnEngineInputStays) {
   EXPECT_EQ(step_ops(on.engine), (Strings{"Split", "Relu", "Neg"}));
 }
 
+// ---- contexts: views of an output bound to the caller's memory ----------------------------------------
+
+TEST(Views, FollowAnOutputBoundToCallerMemory) {
+  // y = Concat(relu, neg) is an engine output written in place; z reads y through a Flatten view.
+  PassModel m("bound");
+  m.input("x", {1, 2, 3});
+  m.node("Relu", "relu", {"x"}, {"a"});
+  m.node("Neg", "neg", {"x"}, {"b"});
+  attr_int(m.node("Concat", "cat", {"a", "b"}, {"y"}), "axis", 1);
+  m.node("Flatten", "flatten", {"y"}, {"f"});
+  m.node("Sigmoid", "sigmoid", {"f"}, {"z"});
+  m.output("y");
+  m.output("z");
+  Built on = build_with(m, kConcat, true);
+  EXPECT_EQ(step_ops(on.engine), (Strings{"Relu", "Neg", "Sigmoid"}));
+  EXPECT_EQ(view_named(views_of(on), "f")->base, "y");
+  const std::vector<float> x = random_vec(6, 9);
+  const auto want = run_engine(build_with(m, kConcat, false, {kReshapes}).engine, {{"x", x}}, {"y", "z"});
+  auto e = Engine::from_bytes(on.engine);
+  auto ctx = e->create_context(1);
+  std::vector<float> y1(12, -7.f), y2(12, -7.f), z(12);
+  ctx->set_input("x", x.data(), 24);
+  ctx->set_output("y", y1.data(), 48);
+  ctx->set_output("z", z.data(), 48);
+  ctx->run();
+  EXPECT_EQ(y1, want.at("y"));
+  EXPECT_EQ(z, want.at("z"));
+  std::fill(y1.begin(), y1.end(), -7.f);
+  ctx->set_output("y", y2.data(), 48);  // the slices and the Flatten follow y to its new buffer
+  ctx->run();
+  EXPECT_EQ(y2, want.at("y"));
+  EXPECT_EQ(z, want.at("z"));
+  EXPECT_EQ(y1, std::vector<float>(12, -7.f));
+}
+
 // ---- alignment, fp16, determinism --------------------------------------------------------------------
 
 TEST(Views, GpuTargetsNeedSixteenByteOffsets) {
