@@ -617,6 +617,29 @@ TEST(EngineFileViews, TwoStepsWritingTheSameBytes) {
   EXPECT_TRUE(has(e, "step 'relu' (Relu) writes 'r', whose bytes in 'r' another step already wrote")) << e;
 }
 
+// Every tensor made a view of every tensor at a spread of offsets: each engine is refused with a
+// kiln::Error, or loads and runs (its kernels stay inside the arena); never anything else.
+TEST(EngineFileViews, AnyBaseAndOffsetIsRefusedOrRuns) {
+  const EngineDesc original = decode(views_engine());
+  int loaded = 0, refused = 0;
+  for (size_t t = 0; t < original.tensors.size(); ++t)
+    for (int32_t base = -1; base < static_cast<int32_t>(original.tensors.size()); ++base)
+      for (uint64_t offset : {uint64_t{0}, uint64_t{4}, uint64_t{16}, uint64_t{28}, uint64_t{64}}) {
+        EngineDesc d = original;
+        d.tensors[t].base = base;
+        d.tensors[t].offset = offset;
+        try {
+          auto e = Engine::from_bytes(encode(d));
+          run_convnet(*e, x_values());
+          ++loaded;
+        } catch (const Error&) {
+          ++refused;
+        }
+      }
+  EXPECT_GT(loaded, 0);
+  EXPECT_GT(refused, 0);
+}
+
 TEST(EngineFileCrafted, MalformedTableOfContentsWithValidChecksum) {
   std::vector<uint8_t> b = convnet_engine();
   format::EngineHeader h = header_of(b);
