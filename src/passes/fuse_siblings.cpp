@@ -23,7 +23,6 @@
 // The families are a table: another node kind whose weights join the same way (a convolution with a
 // fused activation, say) joins by adding a row.
 #include <map>
-#include <set>
 
 #include "core/attrs_codec.h"
 #include "passes/pass.h"
@@ -47,9 +46,9 @@ struct Member {
   size_t split_axis = 0;       // the output's axis that the Split cuts
 };
 
+// One kind of node: its input 0 is the shared input, input 1 the weights, input 2 (if any) the bias.
 struct Family {
   OpKind kind;
-  size_t weights_slot, bias_slot;  // bias_slot past the inputs: the kind has no bias
   // Fills m (but m.node) and the part of the node its siblings must share; false if it cannot join.
   bool (*admit)(const graph::Graph& g, const graph::Node& n, Member& m, std::string& key);
 };
@@ -118,9 +117,9 @@ bool admit_matmul(const graph::Graph& g, const graph::Node& n, Member& m, std::s
 }
 
 constexpr Family kFamilies[] = {
-    {OpKind::kConv, 1, 2, admit_conv},
-    {OpKind::kGemm, 1, 2, admit_gemm},
-    {OpKind::kMatMul, 1, 2, admit_matmul},
+    {OpKind::kConv, admit_conv},
+    {OpKind::kGemm, admit_gemm},
+    {OpKind::kMatMul, admit_matmul},
 };
 
 // The constants laid side by side along `axis`: each is [outer, inner_i] around that axis.
@@ -240,7 +239,7 @@ PassResult fuse_siblings(graph::Graph& g, const BuildOptions& o) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const graph::Node& n = g.nodes[i];
     for (const Family& f : kFamilies) {
-      if (n.kind != f.kind || n.inputs.size() <= f.weights_slot || n.outputs.size() != 1) continue;
+      if (n.kind != f.kind || n.inputs.size() < 2 || n.outputs.size() != 1) continue;
       if (n.inputs[0] == kNoValue || constant(g, n.inputs[0]) || g.is_graph_output(n.outputs[0])) continue;
       Member m;
       std::string key;
