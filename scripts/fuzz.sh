@@ -83,6 +83,12 @@ for t in "${ENGINE_TESTS[@]}"; do
     rm -f "$out"
   fi
 done
+# An engine with views (a Concat written in place, free Splits, a Flatten), when python3 has onnx.
+if python3 "$ROOT/tests/fuzz/views_seed.py" "$WORK/views_seed.onnx" 2>/dev/null &&
+  (cd "$WORK" && "$BUILD/kiln" optimize views_seed.onnx -o "$SEEDS/engine/views.kiln" >/dev/null 2>&1); then
+  made=$((made + 1))
+fi
+rm -f "$WORK/views_seed.onnx"
 echo "   $(ls "$SEEDS/onnx" | wc -l) ONNX models, $(ls "$SEEDS/tensor_file" | wc -l) tensors, $made engines"
 if [[ $made -eq 0 ]]; then
   echo "error: no seed engine could be built" >&2

@@ -2,13 +2,14 @@
 """Writes ONNX models with the exact topology of well-known classifiers and seeded random weights,
 plus an ONNX test-data folder whose expected outputs come from onnxruntime (an independent oracle).
 
-  tools/make_models.py OUT_DIR [--models resnet18,mobilenetv2,transformer] [--batch N]
+  tools/make_models.py OUT_DIR [--models resnet18,mobilenetv2,transformer,densenet,googlenet] [--batch N]
 
 OUT_DIR/NAME/model.onnx and OUT_DIR/NAME/test_data_set_0/{input_0,output_0}.pb, the layout
 `kiln run --inputs DIR --expect DIR` reads. The graphs follow what torch.onnx.export writes at
 opset 17 for torchvision's resnet18 and mobilenet_v2 (Conv + BatchNormalization + Relu/Clip,
-Add, GlobalAveragePool, Flatten, Gemm); real torchvision exports are checked on the GPU machine
-(bench/gpu_check.sh), where PyTorch is installed.
+Add, GlobalAveragePool, Flatten, Gemm); densenet and googlenet are smaller versions (64x64 input,
+fewer layers) of torchvision's densenet121 and googlenet, for their Concat patterns. Real
+torchvision exports are checked on the GPU machine (bench/gpu_check.sh), where PyTorch is installed.
 """
 import argparse
 import os
@@ -130,7 +131,60 @@ def transformer(batch):
     return b.model("transformer", [batch, seq, d], y, [batch, seq, d]), (batch, seq, d)
 
 
-MODELS = {"resnet18": resnet18, "mobilenetv2": mobilenetv2, "transformer": transformer}
+def densenet(batch):
+    """torchvision's densenet121 pattern at 64x64: each layer (BN, ReLU, 1x1 Conv, BN, ReLU, 3x3 Conv)
+    reads the channel Concat of all earlier features of its block; transitions between blocks."""
+    b = Builder(121)
+    growth, bottleneck = 16, 64
+    bn_relu = lambda x, c: b.op("Relu", [b.op("BatchNormalization", [x] + [
+        b.const(n, a.astype(np.float32)) for n, a in (
+            ("gamma", b.rng.uniform(0.5, 1.5, c)), ("beta", b.rng.normal(0, 0.1, c)),
+            ("mean", b.rng.normal(0, 0.1, c)), ("var", b.rng.uniform(0.5, 1.5, c)))
+    ], "bn", epsilon=1e-5)])
+    conv = lambda x, cin, cout, k: b.op("Conv", [x, b.const("w", b.rng.normal(
+        0, np.sqrt(2.0 / (cin * k * k)), (cout, cin, k, k)).astype(np.float32))], "conv", kernel_shape=[k, k],
+        pads=[k // 2] * 4)
+    x = b.conv_bn("input", 3, 32, 7, stride=2)
+    x = b.op("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 32
+    for block, layers in enumerate((4, 4)):
+        features = [x]
+        for _ in range(layers):
+            cat = features[0] if len(features) == 1 else b.op("Concat", features, "cat", axis=1)
+            c = cin + growth * (len(features) - 1)
+            h = conv(bn_relu(cat, c), c, bottleneck, 1)
+            features.append(conv(bn_relu(h, bottleneck), bottleneck, growth, 3))
+        x = b.op("Concat", features, "cat", axis=1)
+        cin += growth * layers
+        if block == 0:
+            x = b.op("AveragePool", [conv(bn_relu(x, cin), cin, cin // 2, 1)], "pool", kernel_shape=[2, 2],
+                     strides=[2, 2])
+            cin //= 2
+    x = bn_relu(x, cin)
+    return b.model("densenet", ["batch", 3, 64, 64], b.head(x, cin, 100), ["batch", 100]), (batch, 3, 64, 64)
+
+
+def googlenet(batch):
+    """torchvision's googlenet inception blocks (1x1; 1x1 -> 3x3; 1x1 -> 3x3; pool -> 1x1, each Conv
+    + BN + ReLU, concatenated on channels) at 64x64, two of them (3a, 3b) and a max pool."""
+    b = Builder(22)
+    x = b.conv_bn("input", 3, 64, 7, stride=2)
+    x = b.op("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for c1, c3r, c3, c5r, c5, cp in ((64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64)):
+        b1 = b.conv_bn(x, cin, c1, 1)
+        b2 = b.conv_bn(b.conv_bn(x, cin, c3r, 1), c3r, c3, 3)
+        b3 = b.conv_bn(b.conv_bn(x, cin, c5r, 1), c5r, c5, 3)
+        pool = b.op("MaxPool", [x], "pool", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+        b4 = b.conv_bn(pool, cin, cp, 1)
+        x = b.op("Concat", [b1, b2, b3, b4], "cat", axis=1)
+        cin = c1 + c3 + c5 + cp
+    x = b.op("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    return b.model("googlenet", ["batch", 3, 64, 64], b.head(x, cin, 100), ["batch", 100]), (batch, 3, 64, 64)
+
+
+MODELS = {"resnet18": resnet18, "mobilenetv2": mobilenetv2, "transformer": transformer, "densenet": densenet,
+          "googlenet": googlenet}
 
 
 def write(out_dir, name, batch):

@@ -64,6 +64,15 @@ struct StepInfo {
   int tactic = -1;                  // GPU engines: the implementation chosen by timing (-1: default)
 };
 
+// A tensor that shares another's memory (`kiln inspect`: "view of BASE at +OFFSET bytes"): the
+// builder gave it no memory and no step of its own, e.g. the output of a Reshape, a slice of a
+// Concat's output that its producer writes in place, or an output of a Split.
+struct ViewInfo {
+  std::string name, base;
+  size_t offset = 0;  // bytes from the start of base
+  size_t bytes = 0;
+};
+
 struct EngineSummary {
   uint32_t format_version = 0;
   std::string producer;  // the Kiln that built it, e.g. "kiln 0.1.0"
@@ -71,10 +80,11 @@ struct EngineSummary {
   std::string model_name;
   size_t weight_bytes = 0;      // constant data
   size_t arena_bytes = 0;       // activation memory of one Context (planned: tensors share memory)
-  size_t activation_bytes = 0;  // sum of all activation sizes, without sharing
+  size_t activation_bytes = 0;  // sum of all activation sizes, without sharing (views counted in their base)
   size_t peak_live_bytes = 0;   // most activation bytes live at once: the lower bound of any arena
   size_t file_bytes = 0;
   std::vector<StepInfo> steps;
+  std::vector<ViewInfo> views;
 };
 
 class Engine : public std::enable_shared_from_this<Engine> {

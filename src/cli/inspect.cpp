@@ -27,6 +27,9 @@ int inspect_engine(const InspectOptions& o) {
       steps.push_back(
           {{"op", st.op}, {"name", st.name}, {"attrs", st.attrs}, {"inputs", st.inputs}, {"outputs", st.outputs},
            {"tactic", st.tactic}});
+    nlohmann::json views = nlohmann::json::array();
+    for (const ViewInfo& v : s.views)
+      views.push_back({{"name", v.name}, {"base", v.base}, {"offset", v.offset}, {"bytes", v.bytes}});
     nlohmann::json j = {{"file", o.model},
                         {"format_version", s.format_version},
                         {"producer", s.producer},
@@ -39,7 +42,8 @@ int inspect_engine(const InspectOptions& o) {
                         {"peak_live_bytes", s.peak_live_bytes},
                         {"inputs", io_json(e->inputs())},
                         {"outputs", io_json(e->outputs())},
-                        {"steps", steps}};
+                        {"steps", steps},
+                        {"views", views}};
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -61,6 +65,9 @@ int inspect_engine(const InspectOptions& o) {
                fmt::join(st.outputs, ", "), st.attrs.empty() ? "" : "  {" + st.attrs + "}",
                st.tactic < 0 ? "" : fmt::format("  [tactic {}]", st.tactic));
   }
+  if (!s.views.empty()) fmt::print("views      {} (tensors in another's memory: no step, no copy)\n", s.views.size());
+  for (const ViewInfo& v : s.views)
+    fmt::print("        {} view of {} at +{} bytes ({})\n", v.name, v.base, v.offset, human_bytes(v.bytes));
   return kExitOk;
 }
 

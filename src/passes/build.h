@@ -34,7 +34,8 @@ struct PassReport {
 
 struct BuildReport {
   size_t nodes_in = 0;
-  size_t nodes_out = 0;
+  size_t nodes_out = 0;  // after the passes
+  size_t steps = 0;      // in the engine: nodes_out less the nodes whose outputs became views (view_plan.h)
   std::vector<PassReport> passes;
   size_t engine_bytes = 0;
   size_t weight_bytes = 0;

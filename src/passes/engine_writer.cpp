@@ -1,5 +1,7 @@
-// Tensor order in the file: engine inputs, then weights and activations in order of first use.
-// Everything is derived from the graph's order, so the same graph always gives the same bytes.
+// Tensor order in the file: engine inputs, then weights and activations in order of first use (a
+// view's root just before the view). Everything is derived from the program's order, so the same
+// graph always gives the same bytes. A root and its views get one lifetime in the memory plan: from
+// the first step that writes any of them to the last that reads any of them.
 #include "passes/engine_writer.h"
 
 #include <engine_schema_generated.h>
@@ -11,12 +13,14 @@
 
 namespace kiln::passes {
 
-std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& target, const std::vector<int32_t>& tactics,
-                                  BuildReport* report) {
+std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& target,
+                                  const std::vector<int32_t>& tactics, BuildReport* report) {
+  const graph::Graph& g = p.graph;
   struct Rec {
     graph::ValueId value;
     fb::TensorKind kind;
     uint64_t offset = 0;
+    int32_t base = -1;
   };
   std::vector<Rec> recs;
   std::vector<int32_t> index(g.values.size(), -1);
@@ -25,34 +29,63 @@ std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& targ
     recs.push_back({v, kind});
   };
   for (graph::ValueId in : g.inputs) add(in, fb::TensorKind::Input);
+  auto root_of = [&](graph::ValueId v) { return p.root[static_cast<size_t>(v)]; };
+  // An activation, output or view, with its root first.
+  auto add_activation = [&](graph::ValueId v) {
+    if (index[static_cast<size_t>(v)] >= 0) return;
+    const graph::ValueId r = root_of(v);
+    if (r != v && index[static_cast<size_t>(r)] < 0)
+      add(r, g.is_graph_output(r) ? fb::TensorKind::Output : fb::TensorKind::Activation);
+    add(v, g.is_graph_output(v) ? fb::TensorKind::Output : fb::TensorKind::Activation);
+    if (r != v) {
+      recs.back().base = index[static_cast<size_t>(r)];
+      recs.back().offset = p.offset[static_cast<size_t>(v)];
+    }
+  };
 
-  // Weights in order of first use, packed 64-byte aligned.
+  // Weights in order of first use, packed 64-byte aligned; each root's first writer and last reader.
   std::vector<uint8_t> weights;
-  std::vector<Lifetime> lifetimes;
-  std::vector<size_t> lifetime_rec;
   const int nsteps = static_cast<int>(g.nodes.size());
+  std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
   for (int s = 0; s < nsteps; ++s) {
     const graph::Node& n = g.nodes[static_cast<size_t>(s)];
     for (graph::ValueId in : n.inputs) {
-      if (in == graph::kNoValue || index[static_cast<size_t>(in)] >= 0) continue;
+      if (in == graph::kNoValue) continue;
       const graph::Value& v = g.value(in);
-      if (!v.is_constant()) throw Error("internal: '" + v.name + "' is read but never written");
-      add(in, fb::TensorKind::Weight);
-      weights.resize(format::align_up(weights.size(), format::kTensorAlign), 0);
-      recs.back().offset = weights.size();
-      weights.insert(weights.end(), v.data->begin(), v.data->end());
+      if (v.is_constant()) {
+        if (index[static_cast<size_t>(in)] >= 0) continue;
+        add(in, fb::TensorKind::Weight);
+        weights.resize(format::align_up(weights.size(), format::kTensorAlign), 0);
+        recs.back().offset = weights.size();
+        weights.insert(weights.end(), v.data->begin(), v.data->end());
+        continue;
+      }
+      const bool is_input = index[static_cast<size_t>(in)] >= 0 &&
+                            recs[static_cast<size_t>(index[static_cast<size_t>(in)])].kind == fb::TensorKind::Input;
+      if (is_input) continue;
+      const auto r = static_cast<size_t>(root_of(in));
+      if (first[r] < 0) throw Error("internal: '" + v.name + "' is read but never written");
+      add_activation(in);
+      last[r] = std::max(last[r], s);
     }
     for (graph::ValueId out : n.outputs) {
       if (out == graph::kNoValue) continue;
-      add(out, g.is_graph_output(out) ? fb::TensorKind::Output : fb::TensorKind::Activation);
-      lifetimes.push_back({g.value(out).view().bytes(), s, g.is_graph_output(out) ? nsteps : s});
-      lifetime_rec.push_back(recs.size() - 1);
+      add_activation(out);
+      const auto r = static_cast<size_t>(root_of(out));
+      if (first[r] < 0) first[r] = s;
+      last[r] = std::max(last[r], s);
     }
-    for (graph::ValueId in : n.inputs) {
-      if (in == graph::kNoValue) continue;
-      for (size_t l = 0; l < lifetimes.size(); ++l)
-        if (recs[lifetime_rec[l]].value == in) lifetimes[l].last = std::max(lifetimes[l].last, s);
-    }
+  }
+  std::vector<Lifetime> lifetimes;
+  std::vector<size_t> lifetime_rec;
+  for (size_t k = 0; k < recs.size(); ++k) {
+    const graph::ValueId v = recs[k].value;
+    const bool own =
+        recs[k].base < 0 && (recs[k].kind == fb::TensorKind::Activation || recs[k].kind == fb::TensorKind::Output);
+    if (!own) continue;
+    lifetimes.push_back({g.value(v).view().bytes(), first[static_cast<size_t>(v)],
+                         g.is_graph_output(v) ? nsteps : last[static_cast<size_t>(v)]});
+    lifetime_rec.push_back(k);
   }
   MemoryPlan plan = plan_memory(lifetimes);
   for (size_t l = 0; l < lifetimes.size(); ++l) recs[lifetime_rec[l]].offset = plan.offsets[l];
@@ -63,7 +96,7 @@ std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& targ
   for (const Rec& r : recs) {
     const graph::Value& v = g.value(r.value);
     tensors.push_back(fb::CreateTensor(fbb, fbb.CreateString(v.name), static_cast<uint8_t>(v.dtype),
-                                       fbb.CreateVector(v.shape), r.kind, r.offset));
+                                       fbb.CreateVector(v.shape), r.kind, r.offset, r.base));
   }
   std::vector<flatbuffers::Offset<fb::Step>> steps;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -108,6 +141,7 @@ std::vector<uint8_t> write_engine(const graph::Graph& g, const std::string& targ
     report->peak_live_bytes = plan.peak_live_bytes;
     report->activation_bytes = 0;
     for (const Lifetime& l : lifetimes) report->activation_bytes += l.bytes;
+    report->steps = g.nodes.size();
   }
   return file;
 }

@@ -5,6 +5,7 @@
 #include "passes/choose_tactics.h"
 #include "passes/engine_writer.h"
 #include "passes/pass.h"
+#include "passes/view_plan.h"
 
 namespace kiln::passes {
 
@@ -41,6 +42,10 @@ constexpr Pass kPipeline[] = {
     // Identity and inference-mode Dropout only copy; after folding, so that folded chains that end
     // in an Identity disappear too.
     {"remove-identity", false, remove_identity},
+    // Sibling Conv/Gemm/MatMul nodes reading one input become one node and a Split that
+    // eliminate-split makes free; after the folds (the weights are final), after remove-identity (an
+    // Identity no longer hides a shared input), before to-fp16 (which converts the joined weights).
+    {"fuse-siblings", false, fuse_siblings},
     // Last of the rewrites: removes what the passes above left unused.
     {"remove-dead-nodes", false, remove_dead_nodes},
     // Precision last among the rewrites, so that the rewrites above see (and fold) float32
@@ -61,12 +66,23 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   for (const std::string& name : disabled) {
     bool known = false;
     for (const Pass& p : kPipeline) known |= name == p.name;
+    for (const char* stage : kViewStages) known |= name == stage;
     if (!known) {
       std::string names;
       for (const Pass& p : kPipeline) names += (names.empty() ? "" : ", ") + std::string(p.name);
+      for (const char* stage : kViewStages) names += ", " + std::string(stage);
       throw Error("--disable-pass " + name + ": no such pass (passes: " + names + ")");
     }
   }
+  auto log = [&](const PassReport& p, const std::string& time) {
+    if (options.log)
+      options.log(p.name + ": " + std::to_string(p.changes) + " change" + (p.changes == 1 ? "" : "s") +
+                  (p.detail.empty() ? "" : " (" + p.detail + ")") + time);
+  };
+  auto ms_since = [](std::chrono::steady_clock::time_point t0) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return ", " + std::to_string(static_cast<int>(ms)) + " ms";
+  };
   for (const Pass& p : kPipeline) {
     if (disabled.count(p.name)) {
       if (p.required) throw Error(std::string("pass ") + p.name + " is required and cannot be disabled");
@@ -74,16 +90,21 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
     }
     auto t0 = std::chrono::steady_clock::now();
     PassResult res = p.run(g, options);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     r.passes.push_back({p.name, res.changes, res.detail});
-    if (options.log)
-      options.log(std::string(p.name) + ": " + std::to_string(res.changes) + " change" + (res.changes == 1 ? "" : "s") +
-                  (res.detail.empty() ? "" : " (" + res.detail + ")") + ", " + std::to_string(static_cast<int>(ms)) +
-                  " ms");
+    log(r.passes.back(), ms_since(t0));
     graph::verify(g, p.run != bind_inputs);
   }
   r.nodes_out = g.nodes.size();
-  std::vector<uint8_t> bytes = write_engine(g, options.target, choose_tactics(g, options), &r);
+  // The view stages (view_plan.h) come after every rewrite: they decide where values live, which
+  // any later change to the graph would invalidate. Kernels are chosen for the steps that remain.
+  auto t0 = std::chrono::steady_clock::now();
+  EngineProgram program = plan_views(g, options);
+  const std::string time = ms_since(t0);
+  for (size_t k = 0; k < program.stages.size(); ++k) {
+    r.passes.push_back(program.stages[k]);
+    log(program.stages[k], k + 1 == program.stages.size() ? time + " for the view stages" : "");
+  }
+  std::vector<uint8_t> bytes = write_engine(program, options.target, choose_tactics(program.graph, options), &r);
   r.engine_bytes = bytes.size();
   return bytes;
 }

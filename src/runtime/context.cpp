@@ -1,8 +1,9 @@
 // kiln::Context: the API, and CPU execution of an engine (GPU engines go to gpu::GpuContext, in
 // runtime/cuda/gpu_context.cpp). A CPU Context owns one activation arena, laid out by the
 // builder's memory plan (tensors with disjoint lifetimes share bytes), and resolves every step's
-// tensor views once; run() only patches the caller-bound input/output pointers and calls the
-// kernels in order.
+// tensor views once; run() only patches the caller-bound input/output pointers (and the engine's
+// views, which follow their base: a view of an output lies in the caller's buffer when it is bound)
+// and calls the kernels in order.
 #include <algorithm>
 #include <cstring>
 
@@ -29,6 +30,14 @@ struct Context::State {
   bool profile = false;
   std::vector<double> step_ms;
   int profiled_runs = 0;
+
+  // Views lie at a fixed offset in their base, wherever the base is for this run.
+  void resolve_views() {
+    for (int32_t v : e->view_ids) {
+      const detail::TensorRec& t = e->tensors[static_cast<size_t>(v)];
+      data[static_cast<size_t>(v)] = static_cast<std::byte*>(data[static_cast<size_t>(t.base)]) + t.offset;
+    }
+  }
 };
 
 bool Engine::is_gpu() const { return impl_->target != "cpu"; }
@@ -64,6 +73,7 @@ Context::Context(std::shared_ptr<const Engine> engine, const ContextOptions& opt
     if (t.kind == TensorKind::kWeight) s.data[i] = const_cast<uint8_t*>(e.weight_data(t));
     if (t.kind == TensorKind::kActivation || t.kind == TensorKind::kOutput) s.data[i] = s.arena.data() + t.offset;
   }
+  s.resolve_views();
   for (const detail::StepRec& st : e.steps) {
     auto view_of = [&](int32_t id) {
       if (id < 0) return absent_tensor();
@@ -175,6 +185,7 @@ void Context::run() {
     auto id = static_cast<size_t>(e.output_ids[i]);
     s.data[id] = s.bound_out[i] ? s.bound_out[i] : s.arena.data() + e.tensors[id].offset;
   }
+  s.resolve_views();
   cpu::KernelEnv env{s.pool.get()};
   for (size_t k = 0; k < e.steps.size(); ++k) {
     const detail::StepRec& st = e.steps[k];

@@ -47,23 +47,32 @@ EngineSummary Engine::summary() const {
   s.weight_bytes = e.weights_bytes;
   s.arena_bytes = e.arena_bytes;
   s.file_bytes = e.file.size();
-  for (const detail::TensorRec& t : e.tensors)
-    if (t.kind == detail::TensorKind::kActivation || t.kind == detail::TensorKind::kOutput)
-      s.activation_bytes += t.bytes;
-  // Peak of live bytes: each activation lives from the step that writes it to its last reader
-  // (outputs to the end). No arena can be smaller.
+  auto own_memory = [&](size_t t) {
+    const detail::TensorRec& r = e.tensors[t];
+    return r.base == -1 && (r.kind == detail::TensorKind::kActivation || r.kind == detail::TensorKind::kOutput);
+  };
+  for (size_t t = 0; t < e.tensors.size(); ++t)
+    if (own_memory(t)) s.activation_bytes += e.tensors[t].bytes;
+  // Peak of live bytes: each activation lives from the first step that writes it (or a view of it) to
+  // its last reader (outputs to the end). No arena can be smaller.
   std::vector<int64_t> delta(e.steps.size() + 2, 0);
   std::vector<int> first(e.tensors.size(), -1), last(e.tensors.size(), -1);
+  auto root = [&](int32_t t) {
+    return static_cast<size_t>(e.tensors[static_cast<size_t>(t)].base == -1 ? t
+                                                                            : e.tensors[static_cast<size_t>(t)].base);
+  };
   for (size_t k = 0; k < e.steps.size(); ++k) {
-    for (int32_t o : e.steps[k].outputs)
-      if (o >= 0 && first[static_cast<size_t>(o)] < 0) first[static_cast<size_t>(o)] = last[static_cast<size_t>(o)] = int(k);
+    for (int32_t o : e.steps[k].outputs) {
+      const size_t r = root(o);
+      if (first[r] < 0) first[r] = int(k);
+      last[r] = int(k);
+    }
     for (int32_t i : e.steps[k].inputs)
-      if (i >= 0) last[static_cast<size_t>(i)] = int(k);
+      if (i >= 0) last[root(i)] = int(k);
   }
   for (size_t t = 0; t < e.tensors.size(); ++t) {
-    if (first[t] < 0) continue;
+    if (first[t] < 0 || !own_memory(t)) continue;
     const detail::TensorRec& r = e.tensors[t];
-    if (r.kind != detail::TensorKind::kActivation && r.kind != detail::TensorKind::kOutput) continue;
     const int end = r.kind == detail::TensorKind::kOutput ? int(e.steps.size()) : last[t];
     delta[static_cast<size_t>(first[t])] += static_cast<int64_t>(r.bytes);
     delta[static_cast<size_t>(end) + 1] -= static_cast<int64_t>(r.bytes);
@@ -76,6 +85,10 @@ EngineSummary Engine::summary() const {
     for (int32_t i : st.inputs) info.inputs.push_back(name_of(i));
     for (int32_t o : st.outputs) info.outputs.push_back(name_of(o));
     s.steps.push_back(std::move(info));
+  }
+  for (int32_t v : e.view_ids) {
+    const detail::TensorRec& t = e.tensors[static_cast<size_t>(v)];
+    s.views.push_back({t.name, e.tensors[static_cast<size_t>(t.base)].name, t.offset, t.bytes});
   }
   return s;
 }

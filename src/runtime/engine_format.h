@@ -17,7 +17,8 @@
 namespace kiln::format {
 
 inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'E', 'N', 'G', 0};
-inline constexpr uint32_t kVersion = 1;
+// Version 2 added views (Tensor.base). Files of other versions are refused: rebuild them.
+inline constexpr uint32_t kVersion = 2;
 inline constexpr uint64_t kWeightAlign = 4096;
 inline constexpr uint64_t kTensorAlign = 64;
 

@@ -20,8 +20,9 @@ struct TensorRec {
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
   TensorKind kind = TensorKind::kActivation;
-  uint64_t offset = 0;  // weights: into the weight blob; activations and outputs: into the arena
+  uint64_t offset = 0;  // weights: into the weight blob; activations and outputs: into the arena; views: into base
   uint64_t bytes = 0;
+  int32_t base = -1;  // a view: the activation or output whose memory it lies in (never a view itself)
 };
 
 struct StepRec {
@@ -41,6 +42,7 @@ struct EngineImpl {
   std::vector<TensorRec> tensors;
   std::vector<StepRec> steps;
   std::vector<int32_t> input_ids, output_ids;
+  std::vector<int32_t> view_ids;  // tensors with a base, whose address contexts derive from their base's
   std::vector<TensorInfo> inputs, outputs;
   uint64_t weights_offset = 0, weights_bytes = 0, arena_bytes = 0;
 

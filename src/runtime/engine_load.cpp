@@ -1,10 +1,17 @@
 // Engine loading: every byte of the file is untrusted. The order of checks matters: header and
 // checksum first (cheap, catches damage), then the flatbuffer verifier, then the meaning of the
-// contents (indices, sizes, offsets), and last shape inference re-run on every step, so that the
-// kernels can trust the shapes they are given.
+// contents (indices, sizes, offsets, views), and last shape inference re-run on every step, so that
+// the kernels can trust the shapes they are given.
+//
+// Views (format 2) share their base's memory. Which bytes hold a value is then tracked per root (a
+// tensor that is not a view): every byte of a root is written by at most one step, and a step reads
+// a tensor only when all its bytes have been written. This is the single-assignment rule of format
+// 1 (each tensor written once, before it is read) extended to tensors that share memory.
 #include <engine_schema_generated.h>
 
+#include <iterator>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "core/attrs_codec.h"
@@ -44,6 +51,9 @@ void check_header(const std::vector<uint8_t>& file, const std::string& origin, f
     fail(origin, "engine format version " + std::to_string(h.format_version) + " is newer than this runtime reads (" +
                      std::to_string(format::kVersion) + "); upgrade Kiln or rebuild the engine with this version");
   if (h.format_version < 1) fail(origin, "engine format version 0 is invalid");
+  if (h.format_version < format::kVersion)
+    fail(origin, "engine format version " + std::to_string(h.format_version) + " is older than this runtime reads (" +
+                     std::to_string(format::kVersion) + "); rebuild the engine with `kiln optimize`");
   if (h.header_bytes != sizeof(format::EngineHeader)) fail(origin, "unexpected header size");
   uint64_t size = file.size();
   if (h.toc_offset != sizeof(format::EngineHeader) || h.toc_bytes > size - h.toc_offset ||
@@ -56,6 +66,75 @@ void check_header(const std::vector<uint8_t>& file, const std::string& origin, f
   if (h.reserved != 0) fail(origin, "header has non-zero reserved bytes: the file is damaged or from another tool");
   uint64_t sum = format::checksum(file);
   if (sum != h.checksum) fail(origin, "checksum mismatch: the file is damaged; rebuild or copy it again");
+}
+
+// The byte ranges of each root that steps have written so far, merged where they touch.
+class WrittenBytes {
+ public:
+  explicit WrittenBytes(size_t tensors) : ranges_(tensors), touched_(tensors, 0) {}
+
+  // Records that [lo, hi) of root r is written; false if part of it was written before.
+  bool write(size_t r, uint64_t lo, uint64_t hi) {
+    touched_[r] = 1;
+    if (lo == hi) return true;
+    std::map<uint64_t, uint64_t>& m = ranges_[r];
+    auto next = m.upper_bound(lo);
+    if (next != m.end() && next->first < hi) return false;
+    if (next != m.begin() && std::prev(next)->second > lo) return false;
+    if (next != m.end() && next->first == hi) {
+      hi = next->second;
+      next = m.erase(next);
+    }
+    if (next != m.begin() && std::prev(next)->second == lo) {
+      std::prev(next)->second = hi;
+      return true;
+    }
+    m.emplace(lo, hi);
+    return true;
+  }
+
+  // All of [lo, hi) of root r is written (an empty range: once anything of r is).
+  bool covered(size_t r, uint64_t lo, uint64_t hi) const {
+    if (!touched_[r]) return false;
+    if (lo == hi) return true;
+    auto it = ranges_[r].upper_bound(lo);
+    return it != ranges_[r].begin() && std::prev(it)->second >= hi;
+  }
+
+ private:
+  std::vector<std::map<uint64_t, uint64_t>> ranges_;
+  std::vector<char> touched_;
+};
+
+// Checks each view against its base: they run against the whole table, so after it is read.
+void check_views(EngineImpl& e, const std::string& origin) {
+  const auto n = static_cast<int32_t>(e.tensors.size());
+  for (int32_t i = 0; i < n; ++i) {
+    const TensorRec& t = e.tensors[static_cast<size_t>(i)];
+    if (t.base == -1) continue;
+    const std::string what = "tensor '" + t.name + "'";
+    if (t.base < 0 || t.base >= n)
+      fail(origin, what + " is a view of tensor " + std::to_string(t.base) + ", which does not exist");
+    const TensorRec& b = e.tensors[static_cast<size_t>(t.base)];
+    if (t.kind != TensorKind::kActivation)
+      fail(origin, what + " is a view but not an activation: inputs, outputs and weights have memory of their own");
+    if (b.kind != TensorKind::kActivation && b.kind != TensorKind::kOutput)
+      fail(origin, what + " is a view of '" + b.name + "', which is not an activation or output");
+    if (b.base != -1)
+      fail(origin, what + " is a view of '" + b.name +
+                       "', which is a view itself; a view names the tensor that owns "
+                       "the memory");
+    if (t.dtype != b.dtype)
+      fail(origin, what + " is " + std::string(dtype_name(t.dtype)) + " but its base '" + b.name + "' is " +
+                       std::string(dtype_name(b.dtype)) + "; a view has its base's element type");
+    if (t.offset % dtype_size(t.dtype) != 0)
+      fail(origin, what + " lies at byte " + std::to_string(t.offset) + " of '" + b.name +
+                       "', which is not a multiple of its element size");
+    if (t.offset > b.bytes || t.bytes > b.bytes - t.offset)
+      fail(origin, what + " lies outside its base '" + b.name + "' (bytes " + std::to_string(t.offset) + " to " +
+                       std::to_string(t.offset + t.bytes) + " of " + std::to_string(b.bytes) + ")");
+    e.view_ids.push_back(i);
+  }
 }
 
 }  // namespace
@@ -101,23 +180,41 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
       fail(origin, "tensor '" + r.name + "' has an invalid kind");
     r.kind = static_cast<TensorKind>(kind);
     r.offset = t->offset();
+    r.base = t->base();
     uint64_t limit = r.kind == TensorKind::kWeight ? h.weights_bytes : e->arena_bytes;
-    if (r.kind != TensorKind::kInput && (r.offset > limit || r.bytes > limit - r.offset))
+    const bool own_memory = r.kind != TensorKind::kInput && r.base == -1;  // views are checked below
+    if (own_memory && (r.offset > limit || r.bytes > limit - r.offset))
       fail(origin, "tensor '" + r.name + "' lies outside its memory region");
-    if (r.kind != TensorKind::kInput && r.offset % format::kTensorAlign != 0)
+    if (own_memory && r.offset % format::kTensorAlign != 0)
       fail(origin, "tensor '" + r.name + "' is not aligned to " + std::to_string(format::kTensorAlign) + " bytes");
     e->tensors.push_back(std::move(r));
   }
+  check_views(*e, origin);
   const auto ntensors = static_cast<int32_t>(e->tensors.size());
   auto check_index = [&](int32_t i, bool optional, const std::string& what) {
     if ((optional && i == -1) || (i >= 0 && i < ntensors)) return;
     fail(origin, what + " refers to tensor " + std::to_string(i) + ", which does not exist");
   };
 
-  // Engine inputs and outputs.
+  // Engine inputs and outputs. `defined`: the tensor was written (by a step, or before the run for
+  // inputs and weights); `bytes`: which bytes of each root hold values.
   std::vector<char> defined(e->tensors.size(), 0);
+  WrittenBytes bytes(e->tensors.size());
+  auto root_of = [&](size_t i) { return e->tensors[i].base == -1 ? i : static_cast<size_t>(e->tensors[i].base); };
+  auto place = [&](size_t i) {
+    const TensorRec& t = e->tensors[i];
+    const uint64_t lo = t.base == -1 ? 0 : t.offset;
+    return std::pair{lo, lo + t.bytes};
+  };
+  auto readable = [&](size_t i) {
+    auto [lo, hi] = place(i);
+    return bytes.covered(root_of(i), lo, hi);
+  };
   for (size_t i = 0; i < e->tensors.size(); ++i)
-    if (e->tensors[i].kind == TensorKind::kWeight) defined[i] = 1;
+    if (e->tensors[i].kind == TensorKind::kWeight) {
+      defined[i] = 1;
+      bytes.write(i, 0, e->tensors[i].bytes);
+    }
   if (!root->inputs() || !root->outputs()) fail(origin, "engine lists no inputs or outputs");
   for (int32_t i : *root->inputs()) {
     check_index(i, false, "engine input");
@@ -125,6 +222,7 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
     if (t.kind != TensorKind::kInput || defined[static_cast<size_t>(i)])
       fail(origin, "engine input '" + t.name + "' is not an input tensor");
     defined[static_cast<size_t>(i)] = 1;
+    bytes.write(static_cast<size_t>(i), 0, t.bytes);
     e->input_ids.push_back(i);
     e->inputs.push_back({t.name, t.dtype, t.shape});
   }
@@ -162,7 +260,7 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
           ins.push_back(absent_tensor());
           continue;
         }
-        if (!defined[static_cast<size_t>(i)])
+        if (!readable(static_cast<size_t>(i)))
           fail(origin, where + " reads '" + e->tensors[static_cast<size_t>(i)].name + "' before it is written");
         const TensorRec& t = e->tensors[static_cast<size_t>(i)];
         TensorView v{t.dtype, t.shape, nullptr, true};
@@ -175,6 +273,10 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
         if (defined[static_cast<size_t>(o)] || (t.kind != TensorKind::kActivation && t.kind != TensorKind::kOutput))
           fail(origin, where + " writes '" + t.name + "', which is an input, a weight or written twice");
         defined[static_cast<size_t>(o)] = 1;
+        auto [lo, hi] = place(static_cast<size_t>(o));
+        if (!bytes.write(root_of(static_cast<size_t>(o)), lo, hi))
+          fail(origin, where + " writes '" + t.name + "', whose bytes in '" +
+                           e->tensors[root_of(static_cast<size_t>(o))].name + "' another step already wrote");
       }
       std::vector<OutputType> inferred;
       try {
@@ -193,7 +295,7 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
     }
   }
   for (int32_t o : e->output_ids)
-    if (!defined[static_cast<size_t>(o)])
+    if (!readable(static_cast<size_t>(o)))
       fail(origin, "engine output '" + e->tensors[static_cast<size_t>(o)].name + "' is never computed");
   return e;
 }

@@ -195,7 +195,7 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("inspect", engine)
         self.assertEqual(rc, 0, err)
         for part in ["input      x float32[2,3]", "output     y float32[2,3]", "steps      2",
-                     "weights    ", "target     cpu", "versions   format 1, built by kiln 0.1.0",
+                     "weights    ", "target     cpu", "versions   format 2, built by kiln 0.1.0",
                      "model      relu_add", "Relu", "Add"]:
             self.assertIn(part, out)
 
@@ -203,7 +203,7 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("inspect", self.engine, "--json")
         self.assertEqual(rc, 0, err)
         j = json.loads(out)
-        self.assertEqual(j["format_version"], 1)
+        self.assertEqual(j["format_version"], 2)
         self.assertEqual(j["target"], "cpu")
         self.assertEqual(j["model"], "relu_add")
         self.assertEqual(j["inputs"], [{"name": "x", "dtype": "float32", "shape": [2, 3]}])
@@ -277,7 +277,8 @@ class KilnCli(unittest.TestCase):
         save_pb(os.path.join(data, "output_0.pb"), ref, "y")
         unfolded = self.path("pad_conv_mul_unfolded.kiln")
         rc, out, err = run_kiln("optimize", m, "-o", unfolded, "--disable-pass", "fold-pad",
-                                "--disable-pass", "fold-scale-shift", "--disable-pass", "remove-noop")
+                                "--disable-pass", "fold-scale-shift", "--disable-pass", "remove-noop",
+                                "--disable-pass", "view-reshapes")
         self.assertEqual(rc, 0, err)
         self.assertIn("4 nodes -> 4 steps", out)
         for e in (engine, unfolded):
@@ -324,6 +325,50 @@ class KilnCli(unittest.TestCase):
         save_pb(os.path.join(data, "output_0.pb"), ref, "y")
         rc, out, err = run_kiln("run", engine, "--inputs", data, "--expect", data, "--rtol", "1e-4", "--atol", "1e-5")
         self.assertEqual(rc, 0, out + err)
+
+    def test_views_inspect_and_match_onnxruntime(self):
+        # Two branches concatenated on channels at batch 1, flattened into a Gemm: the Concat and the
+        # Flatten disappear (views); inspect lists them; the numbers match onnxruntime with and without.
+        rng = np.random.default_rng(7)
+        c = lambda name, shape: numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+        nodes = [helper.make_node("Conv", ["x", "w1"], ["o1"], name="b1"),
+                 helper.make_node("Conv", ["x", "w2"], ["o2"], name="b2", pads=[1, 1, 1, 1]),
+                 helper.make_node("Concat", ["o1", "o2"], ["cat"], name="cat", axis=1),
+                 helper.make_node("Flatten", ["cat"], ["f"], name="flat"),
+                 helper.make_node("Gemm", ["f", "wg"], ["y"], name="fc")]
+        m = save_model(self.path("views.onnx"), nodes,
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                       [c("w1", (4, 3, 1, 1)), c("w2", (4, 3, 3, 3)), c("wg", (512, 10))])
+        engine = self.path("views.kiln")
+        rc, out, err = run_kiln("optimize", m, "-o", engine, "-v")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("5 nodes -> 3 steps", out)
+        self.assertIn("view-reshapes: 1 change", err)
+        self.assertIn("eliminate-concat: 1 change (2 slice(s) written in place, 0 copied)", err)
+        rc, out, err = run_kiln("inspect", engine)
+        self.assertEqual(rc, 0, err)
+        for part in ["views      3", "o1 view of cat at +0 bytes", "o2 view of cat at +1024 bytes",
+                     "f view of cat at +0 bytes"]:
+            self.assertIn(part, out)
+        rc, out, err = run_kiln("inspect", engine, "--json")
+        self.assertEqual(rc, 0, err)
+        self.assertIn({"name": "o2", "base": "cat", "offset": 1024, "bytes": 1024}, json.loads(out)["views"])
+        import onnxruntime as ort
+        x = rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
+        ref = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        data = self.path("views_data")
+        os.makedirs(data, exist_ok=True)
+        save_pb(os.path.join(data, "input_0.pb"), x, "x")
+        save_pb(os.path.join(data, "output_0.pb"), ref, "y")
+        plain = self.path("views_off.kiln")
+        rc, out, err = run_kiln("optimize", m, "-o", plain, "--disable-pass", "view-reshapes",
+                                "--disable-pass", "eliminate-concat")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("5 nodes -> 5 steps", out)
+        for e in (engine, plain):
+            rc, out, err = run_kiln("run", e, "--inputs", data, "--expect", data, "--rtol", "1e-5", "--atol", "1e-5")
+            self.assertEqual(rc, 0, out + err)
 
     # ---- the command line itself ----------------------------------------------------------------
 

@@ -123,13 +123,17 @@ std::vector<uint8_t> convnet_onnx() {
   return serialize(m);
 }
 
-std::vector<uint8_t> build(const std::vector<uint8_t>& onnx_bytes) {
+std::vector<uint8_t> build(const std::vector<uint8_t>& onnx_bytes, std::vector<std::string> disabled = {}) {
   graph::Graph g = graph::import_onnx_bytes(onnx_bytes, "model.onnx", "");
-  return passes::build_engine(g, passes::BuildOptions{});
+  passes::BuildOptions o;
+  o.disabled_passes = std::move(disabled);
+  return passes::build_engine(g, o);
 }
 
+// Built with its Flatten as a step (not a view), so that the crafted engines below can address each
+// of the model's four nodes; engine_views_test.cpp covers views.
 const std::vector<uint8_t>& convnet_engine() {
-  static const std::vector<uint8_t> bytes = build(convnet_onnx());
+  static const std::vector<uint8_t> bytes = build(convnet_onnx(), {"view-reshapes"});
   return bytes;
 }
 
@@ -198,6 +202,7 @@ TEST(EngineFile, SummaryDescribesTheEngine) {
 
 TEST(EngineFile, BuildingTwiceGivesIdenticalBytes) {
   std::vector<uint8_t> a = build(convnet_onnx()), b = build(convnet_onnx());
+  EXPECT_EQ(Engine::from_bytes(a)->summary().views.size(), 1u);  // the Flatten
   ASSERT_EQ(a.size(), b.size());
   EXPECT_TRUE(a == b);
   format::EngineHeader h;
@@ -322,6 +327,12 @@ TEST(EngineFileDamage, NewerFormatVersion) {
       << e;
   e = load_error(with_header(convnet_engine(), [](auto& h) { h.format_version = 0; }));
   EXPECT_TRUE(has(e, "version 0 is invalid")) << e;
+  // Format 1 had no views; such files are refused with the remedy rather than read half-way.
+  e = load_error(with_header(convnet_engine(), [](auto& h) { h.format_version = format::kVersion - 1; }));
+  EXPECT_TRUE(has(e, "engine format version " + std::to_string(format::kVersion - 1) +
+                         " is older than this runtime reads (" + std::to_string(format::kVersion) +
+                         "); rebuild the engine with `kiln optimize`"))
+      << e;
   e = load_error(with_header(convnet_engine(), [](auto& h) { h.header_bytes = 128; }));
   EXPECT_TRUE(has(e, "unexpected header size")) << e;
 }
@@ -353,6 +364,7 @@ struct TensorDesc {
   std::vector<int64_t> shape;
   fb::TensorKind kind = fb::TensorKind::Activation;
   uint64_t offset = 0;
+  int32_t base = -1;
 };
 struct StepDesc {
   uint16_t op = 0;
@@ -385,7 +397,8 @@ EngineDesc decode(const std::vector<uint8_t>& file) {
   d.target = str(root->target());
   d.model_name = str(root->model_name());
   for (const fb::Tensor* t : *root->tensors())
-    d.tensors.push_back({str(t->name()), t->dtype(), {t->shape()->begin(), t->shape()->end()}, t->kind(), t->offset()});
+    d.tensors.push_back(
+        {str(t->name()), t->dtype(), {t->shape()->begin(), t->shape()->end()}, t->kind(), t->offset(), t->base()});
   for (const fb::Step* s : *root->steps())
     d.steps.push_back({s->op(),
                        str(s->name()),
@@ -407,7 +420,7 @@ std::vector<uint8_t> encode(const EngineDesc& d) {
   for (const TensorDesc& t : d.tensors) {
     auto name = fbb.CreateString(t.name);
     auto shape = fbb.CreateVector(t.shape);
-    tensors.push_back(fb::CreateTensor(fbb, name, t.dtype, shape, t.kind, t.offset));
+    tensors.push_back(fb::CreateTensor(fbb, name, t.dtype, shape, t.kind, t.offset, t.base));
   }
   std::vector<flatbuffers::Offset<fb::Step>> steps;
   for (const StepDesc& s : d.steps) {
@@ -513,6 +526,118 @@ TEST(EngineFileCrafted, OtherLies) {
   EXPECT_TRUE(has(e, "engine output 'Y' is never computed")) << e;
   e = crafted_error([](EngineDesc& d) { d.arena_bytes = uint64_t{1} << 50; });
   EXPECT_TRUE(has(e, "activation arena size is implausible")) << e;
+}
+
+// ---- crafted views ---------------------------------------------------------------------------------
+
+// The same model with its Flatten output 'f' a view of the Relu output 'r' (no Flatten step).
+const std::vector<uint8_t>& views_engine() {
+  static const std::vector<uint8_t> bytes = build(convnet_onnx());
+  return bytes;
+}
+
+std::string crafted_view_error(const std::function<void(EngineDesc&)>& edit) {
+  EngineDesc d = decode(views_engine());
+  edit(d);
+  return load_error(encode(d));
+}
+
+TEST(EngineFileViews, ViewEngineRoundTripsAndRuns) {
+  EngineDesc d = decode(views_engine());
+  ASSERT_EQ(d.steps.size(), 3u);
+  EXPECT_EQ(d.tensors[d.find("f")].base, d.find("r"));
+  EXPECT_EQ(d.tensors[d.find("f")].offset, 0u);
+  auto e = Engine::from_bytes(encode(d));
+  const EngineSummary s = e->summary();
+  ASSERT_EQ(s.views.size(), 1u);
+  EXPECT_EQ(s.views[0].name, "f");
+  EXPECT_EQ(s.views[0].base, "r");
+  EXPECT_EQ(s.views[0].bytes, 32u);
+  std::vector<double> ref = reference(x_values());
+  std::vector<float> y = run_convnet(*e, x_values());
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(y[i], ref[i], 1e-5);
+}
+
+TEST(EngineFileViews, BaseThatDoesNotExist) {
+  for (int32_t bad : {999, -2}) {
+    std::string e = crafted_view_error([&](EngineDesc& d) { d.tensors[d.find("f")].base = bad; });
+    EXPECT_TRUE(has(e, "tensor 'f' is a view of tensor " + std::to_string(bad) + ", which does not exist")) << e;
+  }
+}
+
+TEST(EngineFileViews, OnlyActivationsAreViews) {
+  std::string e = crafted_view_error([](EngineDesc& d) { d.tensors[d.find("Y")].base = d.find("r"); });
+  EXPECT_TRUE(has(e, "tensor 'Y' is a view but not an activation")) << e;
+  e = crafted_view_error([](EngineDesc& d) { d.tensors[d.find("W2")].base = d.find("r"); });
+  EXPECT_TRUE(has(e, "tensor 'W2' is a view but not an activation")) << e;
+}
+
+TEST(EngineFileViews, BaseMustBeAnActivationOrOutput) {
+  for (const char* base : {"X", "W"}) {
+    std::string e = crafted_view_error([&](EngineDesc& d) { d.tensors[d.find("f")].base = d.find(base); });
+    EXPECT_TRUE(has(e, "tensor 'f' is a view of '" + std::string(base) + "', which is not an activation or output"))
+        << e;
+  }
+}
+
+TEST(EngineFileViews, BaseThatIsAViewItself) {
+  std::string e = crafted_view_error([](EngineDesc& d) {
+    d.tensors[d.find("c")].base = d.find("f");  // c -> f -> r: a chain, not a root
+  });
+  EXPECT_TRUE(has(e, "tensor 'c' is a view of 'f', which is a view itself")) << e;
+}
+
+TEST(EngineFileViews, ElementTypeAlignmentAndBounds) {
+  std::string e = crafted_view_error([](EngineDesc& d) { d.tensors[d.find("f")].dtype = 10; });
+  EXPECT_TRUE(has(e, "tensor 'f' is float16 but its base 'r' is float32; a view has its base's element type")) << e;
+  e = crafted_view_error([](EngineDesc& d) { d.tensors[d.find("f")].offset = 2; });
+  EXPECT_TRUE(has(e, "tensor 'f' lies at byte 2 of 'r', which is not a multiple of its element size")) << e;
+  e = crafted_view_error([](EngineDesc& d) { d.tensors[d.find("f")].offset = 4; });
+  EXPECT_TRUE(has(e, "tensor 'f' lies outside its base 'r' (bytes 4 to 36 of 32)")) << e;
+  e = crafted_view_error([](EngineDesc& d) { d.tensors[d.find("f")].offset = ~uint64_t{0} - 3; });
+  EXPECT_TRUE(has(e, "tensor 'f' lies outside its base 'r'")) << e;
+}
+
+TEST(EngineFileViews, ReadOfAViewBeforeItsBaseIsWritten) {
+  // The Gemm reads f, a view of r, before the Relu writes r.
+  std::string e = crafted_view_error([](EngineDesc& d) { std::swap(d.steps[1], d.steps[2]); });
+  EXPECT_TRUE(has(e, "step 'gemm' (Gemm) reads 'f' before it is written")) << e;
+  // f moved into a base that no step writes.
+  e = crafted_view_error([](EngineDesc& d) {
+    TensorDesc spare{"spare", 1, {1, 8}, fb::TensorKind::Activation, 0};
+    d.tensors.push_back(spare);
+    d.tensors[d.find("f")].base = d.find("spare");
+  });
+  EXPECT_TRUE(has(e, "step 'gemm' (Gemm) reads 'f' before it is written")) << e;
+}
+
+TEST(EngineFileViews, TwoStepsWritingTheSameBytes) {
+  // c made a view of r: the Conv writes r's bytes, then the Relu writes them again (in place).
+  std::string e = crafted_view_error([](EngineDesc& d) { d.tensors[d.find("c")].base = d.find("r"); });
+  EXPECT_TRUE(has(e, "step 'relu' (Relu) writes 'r', whose bytes in 'r' another step already wrote")) << e;
+}
+
+// Every tensor made a view of every tensor at a spread of offsets: each engine is refused with a
+// kiln::Error, or loads and runs (its kernels stay inside the arena); never anything else.
+TEST(EngineFileViews, AnyBaseAndOffsetIsRefusedOrRuns) {
+  const EngineDesc original = decode(views_engine());
+  int loaded = 0, refused = 0;
+  for (size_t t = 0; t < original.tensors.size(); ++t)
+    for (int32_t base = -1; base < static_cast<int32_t>(original.tensors.size()); ++base)
+      for (uint64_t offset : {uint64_t{0}, uint64_t{4}, uint64_t{16}, uint64_t{28}, uint64_t{64}}) {
+        EngineDesc d = original;
+        d.tensors[t].base = base;
+        d.tensors[t].offset = offset;
+        try {
+          auto e = Engine::from_bytes(encode(d));
+          run_convnet(*e, x_values());
+          ++loaded;
+        } catch (const Error&) {
+          ++refused;
+        }
+      }
+  EXPECT_GT(loaded, 0);
+  EXPECT_GT(refused, 0);
 }
 
 TEST(EngineFileCrafted, MalformedTableOfContentsWithValidChecksum) {

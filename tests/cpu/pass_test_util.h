@@ -42,10 +42,13 @@ struct Built {
   std::string detail;
 };
 
-inline Built build_with(const OnnxModel& m, const std::string& pass, bool enabled) {
+// also_off: passes (or view stages) switched off in both builds.
+inline Built build_with(const OnnxModel& m, const std::string& pass, bool enabled,
+                        const std::vector<std::string>& also_off = {}) {
   graph::Graph g = m.import();
   passes::BuildOptions o;
-  if (!enabled) o.disabled_passes = {pass};
+  o.disabled_passes = also_off;
+  if (!enabled) o.disabled_passes.push_back(pass);
   Built b;
   b.engine = passes::build_engine(g, o, &b.report);
   for (const passes::PassReport& p : b.report.passes)
@@ -89,8 +92,9 @@ inline void expect_close(const std::vector<float>& a, const std::vector<float>& 
 // same random values for every (float) model input; the named outputs must agree. Returns the
 // engine built with the pass.
 inline Built check_pass(const OnnxModel& m, const std::string& pass, int changes,
-                        const std::vector<std::string>& outputs, float tol = 1e-5f) {
-  Built on = build_with(m, pass, true), off = build_with(m, pass, false);
+                        const std::vector<std::string>& outputs, float tol = 1e-5f,
+                        const std::vector<std::string>& also_off = {}) {
+  Built on = build_with(m, pass, true, also_off), off = build_with(m, pass, false, also_off);
   EXPECT_EQ(on.changes, changes) << on.detail;
   EXPECT_EQ(off.changes, -1);
   std::map<std::string, std::vector<float>> feed;

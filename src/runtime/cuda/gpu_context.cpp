@@ -4,7 +4,10 @@
 // per step. enqueue() then only patches the bound input/output pointers into the step views and
 // enqueues copies and kernels on the caller's stream. With ContextOptions::cuda_graph the steps
 // are recorded once (after a first direct run, which lets libraries finish their lazy setup) and
-// replayed with one cudaGraphLaunch; a change of device bindings records them again.
+// replayed with one cudaGraphLaunch; a change of device bindings records them again. The engine's
+// views follow their base (a view of an output bound with set_output_device lies in the caller's
+// buffer), so they are resolved again after each binding, before the steps see them; the graph's key
+// (the bound pointers) then covers them too.
 #include "runtime/cuda/gpu_context.h"
 
 #include <algorithm>
@@ -140,6 +143,7 @@ class GpuContextImpl final : public GpuContext {
       if (t.kind == TensorKind::kActivation || t.kind == TensorKind::kOutput)
         data_[i] = static_cast<uint8_t*>(arena_.get()) + t.offset;
     }
+    resolve_views();
     // Staging: [inputs | outputs], each 256-byte aligned, pinned on the host and (inputs) on the device.
     size_t in_bytes = 0, out_bytes = 0;
     for (int32_t id : e.input_ids) {
@@ -234,6 +238,7 @@ class GpuContextImpl final : public GpuContext {
       const auto id = static_cast<size_t>(e_.output_ids[i]);
       data_[id] = out_dev_[i] ? out_dev_[i] : static_cast<uint8_t*>(arena_.get()) + e_.tensors[id].offset;
     }
+    resolve_views();
     if (staging) {
       // The previous run's staging copy must have left the buffer before it is overwritten.
       check_cuda(cudaEventSynchronize(staged_), "waiting for the previous input copy");
@@ -323,6 +328,13 @@ class GpuContextImpl final : public GpuContext {
     env.tactic = s.rec->tactic;
     env.state = &s.state;
     return env;
+  }
+
+  void resolve_views() {
+    for (int32_t v : e_.view_ids) {
+      const TensorRec& t = e_.tensors[static_cast<size_t>(v)];
+      data_[static_cast<size_t>(v)] = static_cast<uint8_t*>(data_[static_cast<size_t>(t.base)]) + t.offset;
+    }
   }
 
   void patch_views() {
