@@ -26,6 +26,8 @@ PassResult infer_and_fold(graph::Graph& g, const BuildOptions& options);
 PassResult fold_batchnorm(graph::Graph& g, const BuildOptions& options);
 PassResult remove_identity(graph::Graph& g, const BuildOptions& options);
 PassResult remove_dead_nodes(graph::Graph& g, const BuildOptions& options);
+PassResult quantize_int8(graph::Graph& g, const BuildOptions& options);
+PassResult fuse_qdq(graph::Graph& g, const BuildOptions& options);
 PassResult to_fp16(graph::Graph& g, const BuildOptions& options);
 PassResult materialize_outputs(graph::Graph& g, const BuildOptions& options);
 
