@@ -4,13 +4,17 @@
 // the caller, so nothing is skipped. Files are untrusted: sizes are checked before allocating.
 #include "calib/image.h"
 
-#include <jpeglib.h>
-#include <png.h>
-
 #include <algorithm>
 #include <cmath>
 #include <csetjmp>
+#include <cstddef>
+#include <cstdio>
 #include <cstring>
+
+// jpeglib.h needs size_t and FILE declared first.
+#include <jpeglib.h>
+#include <png.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -42,7 +46,7 @@ Image decode_png(const fs::path& path, const std::vector<uint8_t>& bytes) {
   std::memset(&image, 0, sizeof image);
   image.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size()))
-    throw Error(path.string() + ": not a readable PNG image (" + image.message + ")");
+    throw Error(path.string() + ": damaged PNG image (" + image.message + ")");
   if (static_cast<int64_t>(image.width) * image.height > kMaxPixels || image.width == 0 || image.height == 0) {
     png_image_free(&image);
     throw Error(path.string() + ": PNG image of " + std::to_string(image.width) + " x " + std::to_string(image.height) +

@@ -302,10 +302,14 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kUnsqueeze, "Unsqueeze", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x2},
     {OpKind::kWhere, "Where", kAttrsIndex<NoAttrs>, 3, 3, 1, 1, 0x0},
     {OpKind::kXor, "Xor", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x0},
-    // INT8 convolution / matrix product with a fused epilogue (fuse-qdq, runtime/cpu/ops/extra_qfused.cpp):
+    // INT8 convolution / matrix product with a fused epilogue (fuse-qdq, cpu/ops/extra_qfused.cpp):
     // x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point].
-    {OpKind::kQConv, "kiln.QConv", kAttrsIndex<QConvAttrs>, 5, 9, 1, 1, 0x0},
-    {OpKind::kQMatMul, "kiln.QMatMul", kAttrsIndex<QMatMulAttrs>, 5, 9, 1, 1, 0x0},
+    // The quantization parameters and the bias are marked constant (they always are: the pass makes
+    // them) so that GPU kernels read them on the host to choose their path.
+    // x_zero_point (input 2) is optional, so the table requires only x and x_scale; inference
+    // checks w and w_scale.
+    {OpKind::kQConv, "kiln.QConv", kAttrsIndex<QConvAttrs>, 2, 9, 1, 1, 0x1f6},
+    {OpKind::kQMatMul, "kiln.QMatMul", kAttrsIndex<QMatMulAttrs>, 2, 9, 1, 1, 0x1f6},
 };
 
 inline constexpr size_t kOpCount = std::size(kOpTable);

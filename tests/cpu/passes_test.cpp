@@ -303,8 +303,8 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   std::string e = build_error(g, o);
   EXPECT_TRUE(has(e, "--disable-pass constant-folding: no such pass")) << e;
   EXPECT_TRUE(has(e,
-                  "bind-inputs, infer-and-fold, fold-batchnorm, remove-identity, remove-dead-nodes, to-fp16,"
-                  " materialize-outputs"))
+                  "bind-inputs, infer-and-fold, fold-batchnorm, remove-identity, quantize-int8, fuse-qdq,"
+                  " remove-dead-nodes, to-fp16, materialize-outputs"))
       << e;
 }
 

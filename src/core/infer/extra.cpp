@@ -246,6 +246,12 @@ std::vector<OutputType> infer_dynamic_quantize(OpKind, const Attrs&, std::span<c
 
 bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
 
+// w and w_scale (inputs 3 and 4) are required; the op table cannot say so past the optional input 2.
+void check_present_weights(const char* op, std::span<const TensorView> in) {
+  if (!present(in, 3) || !present(in, 4))
+    throw Error(std::string(op) + ": w and w_scale (inputs 3 and 4) are required");
+}
+
 DataType check_qfused(const char* op, std::span<const TensorView> in, int64_t m, QActivation act, float lo, float hi) {
   const TensorView &x = in[0], &w = in[3];
   if (!is_q8(x.dtype) || !is_q8(w.dtype))
@@ -284,6 +290,7 @@ DataType check_qfused(const char* op, std::span<const TensorView> in, int64_t m,
 
 std::vector<OutputType> infer_qconv(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t) {
   const auto& a = attrs_as<QConvAttrs>(attrs);
+  check_present_weights("kiln.QConv", in);
   const DataType y =
       check_qfused("kiln.QConv", in, in[3].rank() > 0 ? in[3].shape[0] : 0, a.activation, a.act_alpha, a.act_beta);
   return {OutputType{y, conv_out_shape(a.conv(), in[0], in[3])}};
@@ -293,6 +300,7 @@ std::vector<OutputType> infer_qconv(OpKind, const Attrs& attrs, std::span<const 
 std::vector<OutputType> infer_qmatmul(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t) {
   const char* op = "kiln.QMatMul";
   const auto& a = attrs_as<QMatMulAttrs>(attrs);
+  check_present_weights(op, in);
   const TensorView &x = in[0], &w = in[3];
   if (x.rank() < 2 || w.rank() != 2 || x.shape[x.rank() - 1] != w.shape[1])
     throw Error(std::string(op) + ": x [..., rows, K] and w [N, K] expected, got " + shp(x.shape) + " and " +
