@@ -94,7 +94,7 @@ std::function<void(int, int)> progress_bar(const std::string& what) {
                  std::string(kWidth - fill, '.'), done, total, s);
       if (done == total) fmt::print(stderr, "\n");
     } else if (done == total) {
-      fmt::print(stderr, "{}: {} batches in {:.1f} s\n", what, done, s);
+      fmt::print(stderr, "{}: {} batch{} in {:.1f} s\n", what, done, done == 1 ? "" : "es", s);
     }
   };
 }
