@@ -12,7 +12,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib" "$stage/tests"
 strip -o "$stage/kiln" build/kiln
-for lib in libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9; do
+for lib in libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9 libpng16.so.16 libjpeg.so.62; do
   cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"
 done
 for t in build/tests/*_gpu_test build/bench/*_gpu_bench; do
@@ -20,6 +20,11 @@ for t in build/tests/*_gpu_test build/bench/*_gpu_bench; do
   strip -o "$stage/tests/$(basename "$t")" "$t"
 done
 rm -rf build-dev && mkdir -p build-dev
+# Fashion-MNIST's test split (4.5 MB) for the INT8 accuracy check there (bench/int8_gpu.sh).
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+  mkdir -p build-dev/fashion-mnist
+  cp /usr/share/datasets/fashion-mnist/t10k-*.gz build-dev/fashion-mnist/
+fi
 tar -C "$stage" -cf - . | xz -9 -T2 > build-dev/pack.tar.xz
 ls -la build-dev/pack.tar.xz
 # ONNX's backend test data (Debian's libonnx-testdata; the GPU machine has none) for

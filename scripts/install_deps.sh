@@ -7,7 +7,7 @@ SUDO=""
 pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip
       libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-      libflatbuffers-dev flatbuffers-compiler libxxhash-dev zlib1g-dev dataset-fashion-mnist
+      libflatbuffers-dev flatbuffers-compiler libxxhash-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist
       clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -15,6 +15,14 @@ struct ModelOptions {  // how a model becomes an engine, shared by optimize and 
   std::vector<std::string> disabled;  // pass names
   std::string device = "cpu";
   bool fp16 = false;
+  bool int8 = false;
+  bool best = false;  // int8 + fp16
+  std::string calib;  // calibration data
+  std::string calib_method = "entropy";
+  int calib_batches = 0;
+  double calib_percentile = 99.99;
+  std::string calib_cache;
+  std::string calib_preprocess;
   std::string timing_cache;  // GPU: file of kernel timings reused across builds
   bool verbose = false;
 };

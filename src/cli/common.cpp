@@ -3,6 +3,10 @@
 #include "runtime/cuda/device.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 
 namespace kiln::cli {
 
@@ -61,10 +65,38 @@ passes::BuildOptions build_options(const ModelOptions& m) {
   } else {
     throw Error("--device " + m.device + ": expected cpu or gpu");
   }
-  o.fp16 = m.fp16;
+  o.fp16 = m.fp16 || m.best;
+  o.int8 = m.int8 || m.best;
+  if (!o.int8 && (!m.calib.empty() || !m.calib_cache.empty()))
+    throw Error("--calib and --calib-cache are for INT8 builds: add --int8 (or --best)");
+  if (m.calib_batches < 0) throw Error("--calib-batches must be at least 1");
+  o.calib.data = m.calib;
+  o.calib.method = calib::parse_method(m.calib_method);
+  o.calib.batches = m.calib_batches;
+  o.calib.percentile = m.calib_percentile;
+  o.calib.cache = m.calib_cache;
+  o.calib.preprocess = m.calib_preprocess;
+  o.calib.progress = progress_bar("calibrating");
   o.timing_cache = m.timing_cache;
   if (m.verbose) o.log = [](const std::string& m) { fmt::print(stderr, "  {}\n", m); };
   return o;
+}
+
+std::function<void(int, int)> progress_bar(const std::string& what) {
+  const bool tty = isatty(fileno(stderr));
+  auto start = std::chrono::steady_clock::now();
+  return [what, tty, start](int done, int total) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (tty) {
+      constexpr int kWidth = 30;
+      const int fill = total > 0 ? done * kWidth / total : kWidth;
+      fmt::print(stderr, "\r{} [{}{}] {}/{} batches, {:.1f} s", what, std::string(fill, '#'),
+                 std::string(kWidth - fill, '.'), done, total, s);
+      if (done == total) fmt::print(stderr, "\n");
+    } else if (done == total) {
+      fmt::print(stderr, "{}: {} batch{} in {:.1f} s\n", what, done, done == 1 ? "" : "es", s);
+    }
+  };
 }
 
 std::string human_bytes(uint64_t b) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,5 +28,8 @@ std::vector<int64_t> parse_dims(const std::string& s, const char* option);
 // Builds options shared by optimize and run from --batch/--shape/--const/--disable-pass.
 passes::BuildOptions build_options(const ModelOptions& m);
 std::string human_bytes(uint64_t b);
+// A progress callback that redraws "what [####......] done/total batches, T s" on a terminal's
+// stderr, and prints one line at the end otherwise.
+std::function<void(int, int)> progress_bar(const std::string& what);
 
 }  // namespace kiln::cli

@@ -18,6 +18,17 @@ void add_model_options(CLI::App* cmd, kiln::cli::ModelOptions& m) {
   cmd->add_option("--device", m.device, "cpu or gpu")->capture_default_str();
   cmd->add_flag("--fp16", m.fp16,
                 "Float16 storage and compute inside the engine (inputs and outputs keep their types)");
+  cmd->add_flag("--int8", m.int8, "INT8 Conv/Gemm/MatMul with calibrated scales (needs --calib or --calib-cache)");
+  cmd->add_flag("--best", m.best, "INT8 where an INT8 kernel exists, float16 elsewhere (--int8 --fp16)");
+  cmd->add_option("--calib", m.calib, "Calibration data: a folder of .npy files or PNG/JPEG images, or an IDX file");
+  cmd->add_option("--calib-method", m.calib_method, "entropy, percentile, minmax or mse")->capture_default_str();
+  cmd->add_option("--calib-batches", m.calib_batches, "Calibration batches (default: 512 samples' worth)");
+  cmd->add_option("--calib-percentile", m.calib_percentile, "Percentile of --calib-method percentile")
+      ->capture_default_str();
+  cmd->add_option("--calib-cache", m.calib_cache, "Calibration cache: read if it exists and matches, else written");
+  cmd->add_option(
+      "--calib-preprocess", m.calib_preprocess,
+      "Images: \"resize=256 mean=0.485,0.456,0.406 std=0.229,0.224,0.225 layout=nchw color=rgb scale=1/255\"");
   cmd->add_option("--timing-cache", m.timing_cache, "GPU: kernel timings file, read if present and updated");
   cmd->add_flag("-v,--verbose", m.verbose, "List the passes run and what each changed");
 }

@@ -388,14 +388,60 @@ struct RnnAttrs {
                                              Field{"linear_before_reset", &RnnAttrs::linear_before_reset}};
 };
 
+// kiln.QConv and kiln.QMatMul (internal INT8 ops made by the fuse-qdq pass): the activation the
+// epilogue applies before requantizing. act_alpha / act_beta: Clip's min / max, LeakyRelu's alpha.
+enum class QActivation : uint8_t { kNone, kRelu, kClip, kLeakyRelu };
+template <>
+inline constexpr std::array<std::string_view, 4> kEnumNames<QActivation>{"none", "relu", "clip", "leaky_relu"};
+struct QMatMulAttrs {
+  QActivation activation = QActivation::kNone;
+  float act_alpha = 0.0f;
+  float act_beta = 0.0f;
+  static constexpr auto kFields =
+      std::tuple{Field{"activation", &QMatMulAttrs::activation}, Field{"act_alpha", &QMatMulAttrs::act_alpha},
+                 Field{"act_beta", &QMatMulAttrs::act_beta}};
+};
+// kiln.QConv: Conv's attributes and the epilogue's.
+struct QConvAttrs {
+  AutoPad auto_pad = AutoPad::kNotSet;
+  std::vector<int64_t> dilations;
+  int64_t group = 1;
+  std::vector<int64_t> kernel_shape;
+  std::vector<int64_t> pads;
+  std::vector<int64_t> strides;
+  QActivation activation = QActivation::kNone;
+  float act_alpha = 0.0f;
+  float act_beta = 0.0f;
+  static constexpr auto kFields = std::tuple{Field{"auto_pad", &QConvAttrs::auto_pad},
+                                             Field{"dilations", &QConvAttrs::dilations},
+                                             Field{"group", &QConvAttrs::group},
+                                             Field{"kernel_shape", &QConvAttrs::kernel_shape},
+                                             Field{"pads", &QConvAttrs::pads},
+                                             Field{"strides", &QConvAttrs::strides},
+                                             Field{"activation", &QConvAttrs::activation},
+                                             Field{"act_alpha", &QConvAttrs::act_alpha},
+                                             Field{"act_beta", &QConvAttrs::act_beta}};
+  ConvAttrs conv() const {
+    ConvAttrs c;
+    c.auto_pad = auto_pad;
+    c.dilations = dilations;
+    c.group = group;
+    c.kernel_shape = kernel_shape;
+    c.pads = pads;
+    c.strides = strides;
+    return c;
+  }
+};
+
 // The order of alternatives is part of the engine format (attrs are tagged by OpKind, not by index,
 // but keep additions at the end anyway).
-using Attrs = std::variant<NoAttrs, AlphaAttrs, SeluAttrs, HardSigmoidAttrs, ShrinkAttrs, GeluAttrs, ModAttrs,
-                           IsInfAttrs, CastAttrs, AxisAttrs, SoftmaxAttrs, CumSumAttrs, DepthToSpaceAttrs, EinsumAttrs,
-                           EyeLikeAttrs, ConstantOfShapeAttrs, GatherNDAttrs, ScatterAttrs, GemmAttrs, ConvAttrs,
-                           PoolAttrs, BatchNormAttrs, EpsilonAttrs, LayerNormAttrs, LrnAttrs, QuantizeAttrs, PadAttrs,
-                           ReduceAttrs, ArgReduceAttrs, ReshapeAttrs, ResizeAttrs, ShapeAttrs, SplitAttrs, TopKAttrs,
-                           TransposeAttrs, TriluAttrs, OneHotAttrs, LossAttrs, BitShiftAttrs, RnnAttrs>;
+using Attrs =
+    std::variant<NoAttrs, AlphaAttrs, SeluAttrs, HardSigmoidAttrs, ShrinkAttrs, GeluAttrs, ModAttrs, IsInfAttrs,
+                 CastAttrs, AxisAttrs, SoftmaxAttrs, CumSumAttrs, DepthToSpaceAttrs, EinsumAttrs, EyeLikeAttrs,
+                 ConstantOfShapeAttrs, GatherNDAttrs, ScatterAttrs, GemmAttrs, ConvAttrs, PoolAttrs, BatchNormAttrs,
+                 EpsilonAttrs, LayerNormAttrs, LrnAttrs, QuantizeAttrs, PadAttrs, ReduceAttrs, ArgReduceAttrs,
+                 ReshapeAttrs, ResizeAttrs, ShapeAttrs, SplitAttrs, TopKAttrs, TransposeAttrs, TriluAttrs, OneHotAttrs,
+                 LossAttrs, BitShiftAttrs, RnnAttrs, QMatMulAttrs, QConvAttrs>;
 
 template <class T, class V>
 struct VariantIndex;

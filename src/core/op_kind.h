@@ -148,6 +148,10 @@ enum class OpKind : uint16_t {
   kUnsqueeze,
   kWhere,
   kXor,
+  // Internal ops, made by passes and never imported: their "kiln." names sort after every ONNX
+  // name, so they stay at the end and adding one leaves the other ops' engine codes unchanged.
+  kQConv,
+  kQMatMul,
 };
 
 struct OpInfo {
@@ -298,6 +302,14 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kUnsqueeze, "Unsqueeze", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x2},
     {OpKind::kWhere, "Where", kAttrsIndex<NoAttrs>, 3, 3, 1, 1, 0x0},
     {OpKind::kXor, "Xor", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x0},
+    // INT8 convolution / matrix product with a fused epilogue (fuse-qdq, cpu/ops/extra_qfused.cpp):
+    // x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point].
+    // The quantization parameters and the bias are marked constant (they always are: the pass makes
+    // them) so that GPU kernels read them on the host to choose their path.
+    // x_zero_point (input 2) is optional, so the table requires only x and x_scale; inference
+    // checks w and w_scale.
+    {OpKind::kQConv, "kiln.QConv", kAttrsIndex<QConvAttrs>, 2, 9, 1, 1, 0x1f6},
+    {OpKind::kQMatMul, "kiln.QMatMul", kAttrsIndex<QMatMulAttrs>, 2, 9, 1, 1, 0x1f6},
 };
 
 inline constexpr size_t kOpCount = std::size(kOpTable);
@@ -308,10 +320,12 @@ constexpr bool op_table_in_order() {
   return true;
 }
 static_assert(op_table_in_order(), "kOpTable rows must follow the OpKind enum order");
-static_assert(static_cast<size_t>(OpKind::kXor) + 1 == kOpCount, "every OpKind needs a kOpTable row");
+static_assert(static_cast<size_t>(OpKind::kQMatMul) + 1 == kOpCount, "every OpKind needs a kOpTable row");
 
 inline const OpInfo& op_info(OpKind k) { return kOpTable[static_cast<size_t>(k)]; }
 inline std::string_view op_name(OpKind k) { return op_info(k).name; }
+// Ops that passes make and ONNX models cannot name (see the end of OpKind).
+inline bool op_internal(OpKind k) { return op_name(k).starts_with("kiln."); }
 std::optional<OpKind> op_kind_from_name(std::string_view onnx_op_type);
 
 // A default-constructed Attrs holding the alternative that `kind` uses.

@@ -253,7 +253,8 @@ ValueId Importer::const_f32(const std::string& hint, const std::vector<float>& v
 
 std::vector<std::string> importable_op_types() {
   std::vector<std::string> ops = {"Constant", "Scatter", "Upsample"};
-  for (const OpInfo& info : kOpTable) ops.emplace_back(info.name);
+  for (const OpInfo& info : kOpTable)
+    if (!op_internal(info.kind)) ops.emplace_back(info.name);
   std::sort(ops.begin(), ops.end());
   return ops;
 }
@@ -327,7 +328,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       }
       std::optional<OpKind> kind = detail::renamed_op(np.op_type());
       if (!kind) kind = op_kind_from_name(np.op_type());
-      if (!kind) {
+      if (!kind || op_internal(*kind)) {
         unsupported[np.op_type()].push_back(node_name);
         continue;
       }

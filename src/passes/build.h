@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "calib/calib.h"
 #include "graph/graph.h"
 #include "graph/tensor_file.h"
 
@@ -21,6 +22,8 @@ struct BuildOptions {
   std::map<std::string, HostTensor> constant_inputs;
   std::string target = "cpu";  // or the GPU architecture, e.g. "sm_90" (kernels are timed on the GPU here)
   bool fp16 = false;            // float32 tensors inside the graph become float16 (inputs/outputs keep theirs)
+  bool int8 = false;            // Conv/Gemm/MatMul in INT8 with calibrated scales (quantize-int8)
+  calib::Options calib;         // --calib DATA, method, batches, cache (used with int8)
   std::string timing_cache;     // GPU: a file of measured tactic timings; read if present, written after
   std::vector<std::string> disabled_passes;
   std::function<void(const std::string&)> log;  // verbose messages (-v); may be empty

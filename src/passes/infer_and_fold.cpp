@@ -2,6 +2,7 @@
 // evaluates (folds) every node whose inputs are all constant with the CPU reference kernels. Shape
 // and Size only need their input's shape, so they always fold. Folding a node whose output is much
 // larger than its inputs (ConstantOfShape of a big shape) is skipped so the engine stays small.
+// DequantizeLinear is left for fuse-qdq, which needs the quantized weights it reads.
 #include <set>
 
 #include "core/shape_infer.h"
@@ -119,7 +120,10 @@ PassResult infer_and_fold(graph::Graph& g, const BuildOptions&) {
       ++r.changes;
       continue;
     }
-    bool fold = all_const && cpu::cpu_kernel(n.kind) && (out_bytes <= kFoldGrowthLimit || out_bytes <= in_bytes);
+    // DequantizeLinear of constant weights stays a node: fuse-qdq reads the integer weights and
+    // their scales from it (and folds the ones it does not fuse).
+    bool fold = all_const && cpu::cpu_kernel(n.kind) && n.kind != OpKind::kDequantizeLinear &&
+                (out_bytes <= kFoldGrowthLimit || out_bytes <= in_bytes);
     if (!fold) {
       kept.push_back(std::move(n));
       continue;

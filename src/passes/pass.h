@@ -33,6 +33,8 @@ PassResult fold_scale_shift(graph::Graph& g, const BuildOptions& options);
 PassResult remove_identity(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_siblings(graph::Graph& g, const BuildOptions& options);
 PassResult remove_dead_nodes(graph::Graph& g, const BuildOptions& options);
+PassResult quantize_int8(graph::Graph& g, const BuildOptions& options);
+PassResult fuse_qdq(graph::Graph& g, const BuildOptions& options);
 PassResult to_fp16(graph::Graph& g, const BuildOptions& options);
 PassResult materialize_outputs(graph::Graph& g, const BuildOptions& options);
 

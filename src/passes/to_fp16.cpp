@@ -26,7 +26,8 @@ const std::set<OpKind> kKeepFloat32 = {
     OpKind::kConvInteger,  OpKind::kNegativeLogLikelihoodLoss, OpKind::kSoftmaxCrossEntropyLoss,
     OpKind::kLSTM,         OpKind::kGRU,              OpKind::kRNN,                  OpKind::kConstantOfShape,
     OpKind::kRange,        OpKind::kEyeLike,          OpKind::kReduceSumSquare,      OpKind::kReduceL2,
-    OpKind::kReduceProd,   OpKind::kReduceLogSumExp,  OpKind::kCumSum,
+    OpKind::kReduceProd,   OpKind::kReduceLogSumExp,  OpKind::kCumSum,             OpKind::kQConv,
+    OpKind::kQMatMul,
 };
 
 bool shape_input(OpKind kind, size_t slot) { return slot < 32 && (op_info(kind).const_inputs >> slot & 1u); }

@@ -276,9 +276,12 @@ void check_quant_params(OpKind kind, const QuantizeAttrs& a, const TensorView& x
   }
 }
 
+// The zero point has the scale's shape; a single value may be [] against [1] (onnxruntime's
+// quantizer writes that; onnxruntime runs it).
 void check_zero_point(OpKind kind, std::span<const TensorView> in) {
   if (in.size() < 3 || !in[2].exists) return;
-  if (shape_vec(in[2]) != shape_vec(in[1]))
+  const bool single = in[1].numel() == 1 && in[2].numel() == 1 && in[1].rank() <= 1 && in[2].rank() <= 1;
+  if (!single && shape_vec(in[2]) != shape_vec(in[1]))
     throw Error(std::string(op_name(kind)) + ": zero point shape " + shape_string(shape_vec(in[2])) +
                 " differs from scale shape " + shape_string(shape_vec(in[1])));
 }

@@ -1,7 +1,8 @@
 // Shape inference of the extra family: the training losses NegativeLogLikelihoodLoss and
 // SoftmaxCrossEntropyLoss, BitShift, and the integer / quantized ops MatMulInteger, ConvInteger,
-// QLinearMatMul, QLinearConv and DynamicQuantizeLinear. Conv geometry is shared with Conv
-// (core/infer/nn_geometry.h), so ConvInteger and QLinearConv size their outputs exactly as Conv.
+// QLinearMatMul, QLinearConv and DynamicQuantizeLinear, and Kiln's INT8 kiln.QConv and
+// kiln.QMatMul. Conv geometry is shared with Conv (core/infer/nn_geometry.h), so ConvInteger,
+// QLinearConv and kiln.QConv size their outputs exactly as Conv.
 #include <string>
 
 #include "core/infer/nn_geometry.h"
@@ -237,6 +238,79 @@ std::vector<OutputType> infer_dynamic_quantize(OpKind, const Attrs&, std::span<c
           OutputType{DataType::kUInt8, {}}};
 }
 
+// ---- kiln.QConv / kiln.QMatMul (internal, made by fuse-qdq) ----------------------------------
+// Inputs: x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point].
+// x and w int8 or uint8, zero points of their type; float32 scales; x's and y's parameters one
+// value, w's one value or one per output channel (m of them); bias float32 [m]. With y_scale the
+// output is quantized to y_zero_point's type (int8 without one); without it, the output is float32.
+
+bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
+
+// w and w_scale (inputs 3 and 4) are required; the op table cannot say so past the optional input 2.
+void check_present_weights(const char* op, std::span<const TensorView> in) {
+  if (!present(in, 3) || !present(in, 4))
+    throw Error(std::string(op) + ": w and w_scale (inputs 3 and 4) are required");
+}
+
+DataType check_qfused(const char* op, std::span<const TensorView> in, int64_t m, QActivation act, float lo, float hi) {
+  const TensorView &x = in[0], &w = in[3];
+  if (!is_q8(x.dtype) || !is_q8(w.dtype))
+    throw Error(std::string(op) + ": x and w must be int8 or uint8, got " + dt(x.dtype) + " and " + dt(w.dtype));
+  if (static_cast<size_t>(act) >= kEnumNames<QActivation>.size()) throw Error(std::string(op) + ": invalid activation");
+  if (act == QActivation::kClip && !(lo <= hi))
+    throw Error(std::string(op) + ": clip activation needs act_alpha <= act_beta (min <= max)");
+  check_scale(in[1], op, "x_scale", true);
+  check_single(in[1], op, "x_scale");
+  if (present(in, 2)) {
+    check_zero_point(in[2], x.dtype, op, "x_zero_point");
+    check_single(in[2], op, "x_zero_point");
+  }
+  check_scale(in[4], op, "w_scale", true);
+  check_channel_param(in[4], m, op, "w_scale");
+  if (present(in, 5)) {
+    check_zero_point(in[5], w.dtype, op, "w_zero_point");
+    check_channel_param(in[5], m, op, "w_zero_point");
+  }
+  if (present(in, 6)) {
+    if (in[6].dtype != DataType::kFloat32)
+      throw Error(std::string(op) + ": bias must be float32, got " + dt(in[6].dtype));
+    if (in[6].rank() != 1 || in[6].shape[0] != m)
+      throw Error(std::string(op) + ": bias must be [" + std::to_string(m) + "], got " + shp(in[6].shape));
+  }
+  if (present(in, 8) && !present(in, 7)) throw Error(std::string(op) + ": y_zero_point without y_scale");
+  if (!present(in, 7)) return DataType::kFloat32;
+  check_scale(in[7], op, "y_scale", true);
+  check_single(in[7], op, "y_scale");
+  if (!present(in, 8)) return DataType::kInt8;
+  if (!is_q8(in[8].dtype))
+    throw Error(std::string(op) + ": y_zero_point must be int8 or uint8, got " + dt(in[8].dtype));
+  check_single(in[8], op, "y_zero_point");
+  return in[8].dtype;
+}
+
+std::vector<OutputType> infer_qconv(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t) {
+  const auto& a = attrs_as<QConvAttrs>(attrs);
+  check_present_weights("kiln.QConv", in);
+  const DataType y =
+      check_qfused("kiln.QConv", in, in[3].rank() > 0 ? in[3].shape[0] : 0, a.activation, a.act_alpha, a.act_beta);
+  return {OutputType{y, conv_out_shape(a.conv(), in[0], in[3])}};
+}
+
+// x [..., rows, K] times w [N, K] transposed: y [..., rows, N].
+std::vector<OutputType> infer_qmatmul(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t) {
+  const char* op = "kiln.QMatMul";
+  const auto& a = attrs_as<QMatMulAttrs>(attrs);
+  check_present_weights(op, in);
+  const TensorView &x = in[0], &w = in[3];
+  if (x.rank() < 2 || w.rank() != 2 || x.shape[x.rank() - 1] != w.shape[1])
+    throw Error(std::string(op) + ": x [..., rows, K] and w [N, K] expected, got " + shp(x.shape) + " and " +
+                shp(w.shape));
+  const DataType y = check_qfused(op, in, w.shape[0], a.activation, a.act_alpha, a.act_beta);
+  std::vector<int64_t> out(x.shape.begin(), x.shape.end());
+  out.back() = w.shape[0];
+  return {OutputType{y, out}};
+}
+
 constexpr InferEntry kEntries[] = {
     {OpKind::kBitShift, infer_bitshift},
     {OpKind::kConvInteger, infer_conv_integer},
@@ -246,6 +320,8 @@ constexpr InferEntry kEntries[] = {
     {OpKind::kQLinearConv, infer_qlinear_conv},
     {OpKind::kQLinearMatMul, infer_qlinear_matmul},
     {OpKind::kSoftmaxCrossEntropyLoss, infer_sce},
+    {OpKind::kQConv, infer_qconv},
+    {OpKind::kQMatMul, infer_qmatmul},
 };
 
 }  // namespace

@@ -155,6 +155,8 @@ constexpr GpuKernelEntry kEntries[] = {
     {OpKind::kQLinearConv, qlinear_conv_kernel},
     {OpKind::kQLinearMatMul, qlinear_matmul_kernel},
     {OpKind::kSoftmaxCrossEntropyLoss, loss_kernel, loss_workspace},
+    {OpKind::kQConv, qconv_kernel},
+    {OpKind::kQMatMul, qmatmul_kernel},
 };
 
 }  // namespace

@@ -138,5 +138,8 @@ void matmul_integer_kernel(OpKind, const Attrs&, std::span<const TensorView>, st
 void qlinear_matmul_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
 void conv_integer_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
 void qlinear_conv_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
+// extra_qfused.cu
+void qconv_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
+void qmatmul_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
 
 }  // namespace kiln::gpu::extra

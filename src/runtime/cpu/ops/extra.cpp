@@ -20,6 +20,8 @@ void conv_integer_kernel(OpKind, const Attrs&, std::span<const TensorView>, std:
 void qlinear_conv_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 void dynamic_quantize_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>,
                              KernelEnv&);
+void qconv_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
+void qmatmul_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 
 namespace {
 
@@ -244,6 +246,8 @@ constexpr KernelEntry kEntries[] = {
     {OpKind::kQLinearConv, qlinear_conv_kernel},
     {OpKind::kQLinearMatMul, qlinear_matmul_kernel},
     {OpKind::kSoftmaxCrossEntropyLoss, loss_kernel},
+    {OpKind::kQConv, qconv_kernel},
+    {OpKind::kQMatMul, qmatmul_kernel},
 };
 
 }  // namespace

@@ -1,0 +1,226 @@
+// quantize-int8 (kiln optimize --int8): turns the float model into an explicitly quantized one, the
+// form onnxruntime's quantizer and NVIDIA ModelOpt write, so that one pass (fuse-qdq) turns both
+// into INT8 kernels. For every Conv, Gemm and MatMul with constant float32 weights:
+//   - its float32 input X goes through QuantizeLinear -> DequantizeLinear with a per-tensor
+//     symmetric INT8 scale amax / 127 (zero point 0); amax comes from calibration (calib/stats.h)
+//     or from the calibration cache. One Q/DQ pair per tensor, shared by all the ops reading it.
+//   - its weights become int8 constants with symmetric per-output-channel scales
+//     (max |W[c]| / 127, values in [-127, 127]) behind a DequantizeLinear along the channel axis.
+// The bias stays float (the INT8 kernels add it in float after scaling). Models that already carry
+// Q/DQ nodes are left alone: their scales are what the user asked for.
+// Guards (a node is left in float): X not float32 or constant; W not a constant float32 of the
+// expected rank; Gemm with transA; MatMul of a vector.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "calib/cache.h"
+#include "passes/calibrate.h"
+#include "passes/pass.h"
+#include "passes/qdq_util.h"
+#include "runtime/cpu/thread_pool.h"
+
+namespace kiln::passes {
+
+namespace {
+
+struct Target {
+  size_t node;
+  graph::ValueId x, w;
+  int axis;  // W's output-channel axis
+};
+
+bool float32_activation(const graph::Graph& g, graph::ValueId v) {
+  return v != graph::kNoValue && g.value(v).dtype == DataType::kFloat32 && !g.value(v).is_constant();
+}
+bool float32_constant(const graph::Graph& g, graph::ValueId v, size_t min_rank, size_t max_rank) {
+  if (v == graph::kNoValue) return false;
+  const graph::Value& w = g.value(v);
+  return w.is_constant() && w.dtype == DataType::kFloat32 && w.shape.size() >= min_rank && w.shape.size() <= max_rank;
+}
+
+std::optional<Target> target_of(const graph::Graph& g, size_t i) {
+  const graph::Node& n = g.nodes[i];
+  if (n.inputs.size() < 2 || !float32_activation(g, n.inputs[0])) return std::nullopt;
+  const graph::ValueId x = n.inputs[0], w = n.inputs[1];
+  switch (n.kind) {
+    case OpKind::kConv:
+      if (!float32_constant(g, w, 3, 8)) return std::nullopt;
+      return Target{i, x, w, 0};
+    case OpKind::kGemm: {
+      const auto& a = std::get<GemmAttrs>(n.attrs);
+      if (a.transA != 0 || !float32_constant(g, w, 2, 2)) return std::nullopt;
+      return Target{i, x, w, a.transB != 0 ? 0 : 1};
+    }
+    case OpKind::kMatMul:
+      if (g.value(x).shape.size() < 2 || !float32_constant(g, w, 2, 2)) return std::nullopt;
+      return Target{i, x, w, 1};
+    default: return std::nullopt;
+  }
+}
+
+bool explicitly_quantized(const graph::Graph& g) {
+  constexpr OpKind kQuantized[] = {
+      OpKind::kQuantizeLinear, OpKind::kDequantizeLinear, OpKind::kQLinearConv,           OpKind::kQLinearMatMul,
+      OpKind::kConvInteger,    OpKind::kMatMulInteger,    OpKind::kDynamicQuantizeLinear, OpKind::kQConv,
+      OpKind::kQMatMul};
+  for (const graph::Node& n : g.nodes)
+    if (std::find(std::begin(kQuantized), std::end(kQuantized), n.kind) != std::end(kQuantized)) return true;
+  return false;
+}
+
+// amax of every tensor, from the cache if there is one, else calibrated (and cached if asked).
+std::vector<double> ranges(const graph::Graph& g, const std::vector<graph::ValueId>& tensors, const BuildOptions& o,
+                           std::string* how) {
+  namespace fs = std::filesystem;
+  const calib::Options& co = o.calib;
+  const std::string hash = calib::graph_hash(g);
+  std::vector<double> amax(tensors.size());
+  if (!co.cache.empty() && fs::exists(co.cache)) {
+    const calib::Cache c = calib::read_cache(co.cache);
+    calib::check_cache(co.cache, c, hash, co.method);
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      auto it = c.tensors.find(g.value(tensors[t]).name);
+      if (it == c.tensors.end())
+        throw Error(co.cache + ": the calibration cache has no range for tensor '" + g.value(tensors[t]).name +
+                    "'; delete it to recalibrate");
+      amax[t] = it->second.amax;
+    }
+    *how = "ranges from the calibration cache " + co.cache;
+    return amax;
+  }
+  if (co.data.empty())
+    throw Error(
+        "--int8 needs calibration data: --calib DATA (a folder of .npy files or images, or an IDX file), "
+        "or the calibration cache of an earlier build (--calib-cache FILE)");
+  const CalibrationRun run = run_calibration(g, tensors, o);
+  calib::Cache c;
+  c.model = g.name;
+  c.graph_hash = hash;
+  c.method = co.method;
+  c.samples = run.samples;
+  cpu::ThreadPool pool(0);  // the entropy and mse searches take ~0.1 s per tensor
+  pool.parallel_for(static_cast<int64_t>(tensors.size()), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) amax[t] = run.stats[t].amax(co.method, co.percentile);
+  });
+  for (size_t t = 0; t < tensors.size(); ++t)
+    c.tensors[g.value(tensors[t]).name] = {amax[t], run.stats[t].min(), run.stats[t].max()};
+  *how =
+      "calibrated (" + std::string(calib::method_name(co.method)) + ") on " + std::to_string(run.samples) + " samples";
+  if (!co.cache.empty()) {
+    calib::write_cache(co.cache, c);
+    *how += ", cached in " + co.cache;
+  }
+  return amax;
+}
+
+// Symmetric per-channel INT8 weights along `axis`: q = clamp(round(w / s[c]), -127, 127).
+struct QuantizedWeights {
+  std::vector<int32_t> q;
+  std::vector<float> scale;
+};
+QuantizedWeights quantize_weights(const graph::Value& w, int axis) {
+  const std::vector<double> v = w.view().to_double();
+  const auto a = static_cast<size_t>(axis);
+  const int64_t channels = w.shape[a];
+  int64_t inner = 1;
+  for (size_t d = a + 1; d < w.shape.size(); ++d) inner *= w.shape[d];
+  auto channel = [&](size_t i) { return static_cast<size_t>((static_cast<int64_t>(i) / inner) % channels); };
+  std::vector<double> amax(static_cast<size_t>(channels), 0.0);
+  for (size_t i = 0; i < v.size(); ++i) amax[channel(i)] = std::max(amax[channel(i)], std::fabs(v[i]));
+  QuantizedWeights out;
+  out.scale.resize(amax.size());
+  for (size_t c = 0; c < amax.size(); ++c) out.scale[c] = amax[c] > 0 ? static_cast<float>(amax[c] / 127) : 1.0f;
+  out.q.resize(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    out.q[i] = static_cast<int32_t>(std::clamp(std::nearbyint(v[i] / out.scale[channel(i)]), -127.0, 127.0));
+  return out;
+}
+
+graph::Node qdq_node(OpKind kind, const std::string& name, std::vector<graph::ValueId> in, graph::ValueId out,
+                     int64_t axis) {
+  QuantizeAttrs a;
+  a.axis = axis;
+  return graph::Node{name, kind, a, std::move(in), {out}, ""};
+}
+
+}  // namespace
+
+PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
+  PassResult r;
+  if (!o.int8) return r;
+  if (explicitly_quantized(g)) {
+    r.detail = "the model carries Q/DQ nodes: its own scales are used";
+    return r;
+  }
+  std::vector<Target> targets;
+  std::vector<graph::ValueId> tensors;
+  std::map<graph::ValueId, size_t> tensor_index;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (std::optional<Target> t = target_of(g, i)) {
+      targets.push_back(*t);
+      if (tensor_index.emplace(t->x, tensors.size()).second) tensors.push_back(t->x);
+    }
+  if (targets.empty()) {
+    r.detail = "no Conv, Gemm or MatMul with constant float32 weights";
+    return r;
+  }
+  std::string how;
+  const std::vector<double> amax = ranges(g, tensors, o, &how);
+
+  std::vector<graph::ValueId> dequantized(tensors.size(), graph::kNoValue);
+  std::vector<graph::Node> out;
+  size_t next_target = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (next_target == targets.size() || targets[next_target].node != i) {
+      out.push_back(std::move(g.nodes[i]));
+      continue;
+    }
+    const Target t = targets[next_target++];
+    const size_t ti = tensor_index[t.x];
+    if (dequantized[ti] == graph::kNoValue) {
+      const std::string xn = g.value(t.x).name;
+      const graph::ValueId s = qdq::add_f32(g, xn + "_scale", {}, {calib::int8_scale(amax[ti])});
+      const graph::ValueId z = qdq::add_q8(g, xn + "_zero", DataType::kInt8, {}, {0});
+      graph::Value q = g.value(t.x);
+      q.name = g.unique_name(xn + "_int8");
+      q.dtype = DataType::kInt8;
+      const graph::ValueId qv = g.add_value(q);
+      graph::Value d = g.value(t.x);
+      d.name = g.unique_name(xn + "_dq");
+      const graph::ValueId dv = g.add_value(d);
+      out.push_back(qdq_node(OpKind::kQuantizeLinear, g.unique_name(xn + "_quantize"), {t.x, s, z}, qv, 1));
+      out.push_back(qdq_node(OpKind::kDequantizeLinear, g.unique_name(xn + "_dequantize"), {qv, s, z}, dv, 1));
+      dequantized[ti] = dv;
+    }
+    const graph::Value& w = g.value(t.w);
+    const QuantizedWeights qw = quantize_weights(w, t.axis);
+    const std::string wn = w.name;
+    const std::vector<int64_t> w_shape = w.shape;
+    const auto channels = static_cast<int64_t>(qw.scale.size());
+    const graph::ValueId wq = qdq::add_q8(g, wn + "_int8", DataType::kInt8, w_shape, qw.q);
+    const graph::ValueId ws = qdq::add_f32(g, wn + "_scale", {channels}, qw.scale);
+    const graph::ValueId wz =
+        qdq::add_q8(g, wn + "_zero", DataType::kInt8, {channels}, std::vector<int32_t>(qw.scale.size(), 0));
+    graph::Value wd;
+    wd.name = g.unique_name(wn + "_dq");
+    wd.dtype = DataType::kFloat32;
+    wd.shape = w_shape;
+    wd.has_shape = true;
+    const graph::ValueId wdv = g.add_value(wd);
+    out.push_back(qdq_node(OpKind::kDequantizeLinear, g.unique_name(wn + "_dequantize"), {wq, ws, wz}, wdv, t.axis));
+    graph::Node n = std::move(g.nodes[i]);
+    n.inputs[0] = dequantized[ti];
+    n.inputs[1] = wdv;
+    out.push_back(std::move(n));
+  }
+  g.nodes = std::move(out);
+  r.changes = static_cast<int>(targets.size());
+  r.detail = std::to_string(targets.size()) + " nodes quantized, " + std::to_string(tensors.size()) +
+             " activation ranges " + how;
+  return r;
+}
+
+}  // namespace kiln::passes
