@@ -2,6 +2,9 @@
 // types) exist only at the import/export boundary; everything inside switches on OpKind.
 // Adding an op: append it here (keep alphabetical order; the static_assert below checks that table
 // and enum agree), then add its shape inference, CPU kernel and, if needed, import special case.
+// Kiln's internal ops (formed by passes, e.g. FusedConv) follow the ONNX ones: ONNX defines no such
+// op types, so they are never imported or exported, and adding them leaves the ONNX ops' codes as
+// they were.
 #pragma once
 
 #include <array>
@@ -148,11 +151,16 @@ enum class OpKind : uint16_t {
   kUnsqueeze,
   kWhere,
   kXor,
+  // Internal ops, alphabetical among themselves (see docs/decisions.md, "Vertical fusion").
+  kFusedConv,
+  kFusedGemm,
+  kFusedMatMul,
 };
+inline constexpr OpKind kFirstInternalOp = OpKind::kFusedConv;
 
 struct OpInfo {
   OpKind kind;
-  std::string_view name;  // ONNX op type
+  std::string_view name;  // ONNX op type (internal ops: Kiln's own name)
   uint8_t attrs_index;    // which Attrs alternative the op's attributes use
   int8_t min_inputs;
   int8_t max_inputs;  // -1: variadic
@@ -298,6 +306,12 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kUnsqueeze, "Unsqueeze", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x2},
     {OpKind::kWhere, "Where", kAttrsIndex<NoAttrs>, 3, 3, 1, 1, 0x0},
     {OpKind::kXor, "Xor", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x0},
+    // Inputs: X, W, optional B, optional Z (the residual). See FusedConvAttrs.
+    {OpKind::kFusedConv, "FusedConv", kAttrsIndex<FusedConvAttrs>, 2, 4, 1, 1, 0x0},
+    // Inputs: A, B, optional C, optional Z.
+    {OpKind::kFusedGemm, "FusedGemm", kAttrsIndex<FusedGemmAttrs>, 2, 4, 1, 1, 0x0},
+    // Inputs: A, B, optional bias (one value per column of the product), optional Z.
+    {OpKind::kFusedMatMul, "FusedMatMul", kAttrsIndex<EpilogueAttrs>, 2, 4, 1, 1, 0x0},
 };
 
 inline constexpr size_t kOpCount = std::size(kOpTable);
@@ -308,10 +322,14 @@ constexpr bool op_table_in_order() {
   return true;
 }
 static_assert(op_table_in_order(), "kOpTable rows must follow the OpKind enum order");
-static_assert(static_cast<size_t>(OpKind::kXor) + 1 == kOpCount, "every OpKind needs a kOpTable row");
+static_assert(static_cast<size_t>(OpKind::kFusedMatMul) + 1 == kOpCount, "every OpKind needs a kOpTable row");
+// The ONNX ops, [0, kOnnxOpCount), are the ones import and export know.
+inline constexpr size_t kOnnxOpCount = static_cast<size_t>(kFirstInternalOp);
 
 inline const OpInfo& op_info(OpKind k) { return kOpTable[static_cast<size_t>(k)]; }
 inline std::string_view op_name(OpKind k) { return op_info(k).name; }
+inline constexpr bool is_internal_op(OpKind k) { return static_cast<size_t>(k) >= kOnnxOpCount; }
+// The ONNX op type's kind; never an internal op.
 std::optional<OpKind> op_kind_from_name(std::string_view onnx_op_type);
 
 // A default-constructed Attrs holding the alternative that `kind` uses.

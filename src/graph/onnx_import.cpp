@@ -253,7 +253,7 @@ ValueId Importer::const_f32(const std::string& hint, const std::vector<float>& v
 
 std::vector<std::string> importable_op_types() {
   std::vector<std::string> ops = {"Constant", "Scatter", "Upsample"};
-  for (const OpInfo& info : kOpTable) ops.emplace_back(info.name);
+  for (size_t i = 0; i < kOnnxOpCount; ++i) ops.emplace_back(kOpTable[i].name);
   std::sort(ops.begin(), ops.end());
   return ops;
 }

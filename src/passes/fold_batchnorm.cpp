@@ -6,71 +6,13 @@
 // Requires: float (32, 64 or 16) values, constant W (and B or C) and constant BN parameters, the
 // producer's output read by the BN only and not a graph output, BN not in training mode.
 #include <cmath>
-#include <cstring>
 
-#include "core/half.h"
+#include "passes/const_data.h"
 #include "passes/pass.h"
 
 namespace kiln::passes {
 
 namespace {
-
-bool float_type(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16; }
-
-// A constant's elements as doubles; empty if the value is not a float constant.
-std::vector<double> read_doubles(const graph::Value& v) {
-  std::vector<double> out;
-  if (!v.is_constant() || !float_type(v.dtype)) return out;
-  const uint8_t* p = v.data->data();
-  size_t n = 0;
-  switch (v.dtype) {
-    case DataType::kFloat32:
-      n = v.data->size() / 4;
-      out.resize(n);
-      for (size_t i = 0; i < n; ++i) {
-        float f;
-        std::memcpy(&f, p + i * 4, 4);
-        out[i] = f;
-      }
-      break;
-    case DataType::kFloat64:
-      n = v.data->size() / 8;
-      out.resize(n);
-      if (n) std::memcpy(out.data(), p, n * 8);
-      break;
-    default: {  // float16
-      n = v.data->size() / 2;
-      out.resize(n);
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + i * 2, 2);
-        out[i] = Half::to_float(h);
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<uint8_t> write_as(DataType t, const std::vector<double>& v) {
-  std::vector<uint8_t> b;
-  if (t == DataType::kFloat32) {
-    b.resize(v.size() * 4);
-    for (size_t i = 0; i < v.size(); ++i) {
-      auto f = static_cast<float>(v[i]);
-      std::memcpy(b.data() + i * 4, &f, 4);
-    }
-  } else if (t == DataType::kFloat64) {
-    b.resize(v.size() * 8);
-    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
-  } else {
-    b.resize(v.size() * 2);
-    for (size_t i = 0; i < v.size(); ++i) {
-      uint16_t h = Half::from_float(static_cast<float>(v[i]));
-      std::memcpy(b.data() + i * 2, &h, 2);
-    }
-  }
-  return b;
-}
 
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -96,7 +38,7 @@ bool fold_one(graph::Graph& g, size_t bn_index, const std::vector<int>& uses, co
   if (prod.kind != OpKind::kConv && prod.kind != OpKind::kConvTranspose && prod.kind != OpKind::kGemm) return false;
   if (prod.outputs.size() != 1 || prod.outputs[0] != x) return false;
   const graph::Value& xv = g.value(x);
-  if (!float_type(xv.dtype) || !xv.shape_static() || xv.shape.size() < 2) return false;
+  if (!is_float_type(xv.dtype) || !xv.shape_static() || xv.shape.size() < 2) return false;
   int64_t channels = xv.shape[1];
 
   // BN parameters: constant floats of C elements each.
@@ -193,10 +135,10 @@ bool fold_one(graph::Graph& g, size_t bn_index, const std::vector<int>& uses, co
   DataType t = xv.dtype;
   std::vector<int64_t> w_shape = wv.shape;
   std::string w_name = g.unique_name(wv.name + "_bnfold");
-  graph::ValueId new_w = g.add_constant(w_name, t, w_shape, write_as(t, w));
+  graph::ValueId new_w = g.add_constant(w_name, t, w_shape, encode_doubles(t, w));
   std::string b_base = bid != graph::kNoValue ? g.value(bid).name : prod.name + ".bias";
   std::string b_name = g.unique_name(b_base + "_bnfold");
-  graph::ValueId new_bias = g.add_constant(b_name, t, new_b_shape, write_as(t, new_b));
+  graph::ValueId new_bias = g.add_constant(b_name, t, new_b_shape, encode_doubles(t, new_b));
   // add_value may have reallocated g.values; nodes are untouched, but re-fetch references.
   graph::Node& pn = g.nodes[static_cast<size_t>(p)];
   const graph::Node& bnn = g.nodes[bn_index];

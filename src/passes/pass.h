@@ -25,6 +25,7 @@ PassResult bind_inputs(graph::Graph& g, const BuildOptions& options);
 PassResult infer_and_fold(graph::Graph& g, const BuildOptions& options);
 PassResult fold_batchnorm(graph::Graph& g, const BuildOptions& options);
 PassResult remove_identity(graph::Graph& g, const BuildOptions& options);
+PassResult fuse_epilogue(graph::Graph& g, const BuildOptions& options);
 PassResult remove_dead_nodes(graph::Graph& g, const BuildOptions& options);
 PassResult to_fp16(graph::Graph& g, const BuildOptions& options);
 PassResult materialize_outputs(graph::Graph& g, const BuildOptions& options);

@@ -23,6 +23,9 @@ constexpr Pass kPipeline[] = {
     // Identity and inference-mode Dropout only copy; after folding, so that folded chains that end
     // in an Identity disappear too.
     {"remove-identity", false, remove_identity},
+    // After the folds and removals, so that Conv -> BN -> Relu reads Conv -> Relu and no Identity
+    // sits inside a chain; before to-fp16, so that bias constants fold in float32.
+    {"fuse-epilogue", false, fuse_epilogue},
     // Last of the rewrites: removes what the passes above left unused.
     {"remove-dead-nodes", false, remove_dead_nodes},
     // Precision last among the rewrites, so that the rewrites above see (and fold) float32

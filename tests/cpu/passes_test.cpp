@@ -302,9 +302,10 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   o.disabled_passes = {"remove-identity", "constant-folding"};
   std::string e = build_error(g, o);
   EXPECT_TRUE(has(e, "--disable-pass constant-folding: no such pass")) << e;
-  EXPECT_TRUE(has(e,
-                  "bind-inputs, infer-and-fold, fold-batchnorm, remove-identity, remove-dead-nodes, to-fp16,"
-                  " materialize-outputs"))
+  EXPECT_TRUE(
+      has(e,
+          "bind-inputs, infer-and-fold, fold-batchnorm, remove-identity, fuse-epilogue, remove-dead-nodes, to-fp16,"
+          " materialize-outputs"))
       << e;
 }
 
