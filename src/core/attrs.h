@@ -66,6 +66,25 @@ enum class GeluApproximation : uint8_t { kNone, kTanh };
 template <>
 inline constexpr std::array<std::string_view, 2> kEnumNames<GeluApproximation>{"none", "tanh"};
 
+// The activation of a fused epilogue (EpilogueAttrs). The names are those of the ONNX ops each
+// replaces; SiLU is x * Sigmoid(x), GeluTanh is Gelu with approximate = "tanh".
+enum class Activation : uint8_t {
+  kNone,
+  kRelu,
+  kLeakyRelu,  // alpha
+  kClip,       // alpha = min, beta = max (-inf / inf when the Clip had none)
+  kSigmoid,
+  kTanh,
+  kSilu,
+  kHardSigmoid,  // alpha, beta
+  kHardSwish,
+  kGelu,
+  kGeluTanh,
+};
+template <>
+inline constexpr std::array<std::string_view, 11> kEnumNames<Activation>{
+    "none", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "SiLU", "HardSigmoid", "HardSwish", "Gelu", "GeluTanh"};
+
 enum class LossReduction : uint8_t { kNone, kSum, kMean };
 template <>
 inline constexpr std::array<std::string_view, 3> kEnumNames<LossReduction>{"none", "sum", "mean"};
@@ -388,6 +407,32 @@ struct RnnAttrs {
                                              Field{"linear_before_reset", &RnnAttrs::linear_before_reset}};
 };
 
+// The epilogue that the internal fused ops (FusedConv, FusedGemm, FusedMatMul) apply to their
+// product P, element by element, in float (double for float64) before the one store:
+//   Y = activation2(activation(P + bias) + Z)
+// bias: Conv's B, Gemm's beta * C, FusedMatMul's per-column bias; Z: the optional residual input,
+// of Y's shape. Without Z, activation2 is kNone. Not ONNX attributes.
+struct EpilogueAttrs {
+  Activation activation = Activation::kNone;
+  float activation_alpha = 0.0f;
+  float activation_beta = 0.0f;
+  Activation activation2 = Activation::kNone;
+  float activation2_alpha = 0.0f;
+  float activation2_beta = 0.0f;
+  static constexpr auto kFields = std::tuple{Field{"activation", &EpilogueAttrs::activation},
+                                             Field{"activation_alpha", &EpilogueAttrs::activation_alpha},
+                                             Field{"activation_beta", &EpilogueAttrs::activation_beta},
+                                             Field{"activation2", &EpilogueAttrs::activation2},
+                                             Field{"activation2_alpha", &EpilogueAttrs::activation2_alpha},
+                                             Field{"activation2_beta", &EpilogueAttrs::activation2_beta}};
+};
+struct FusedConvAttrs : ConvAttrs, EpilogueAttrs {
+  static constexpr auto kFields = std::tuple_cat(ConvAttrs::kFields, EpilogueAttrs::kFields);
+};
+struct FusedGemmAttrs : GemmAttrs, EpilogueAttrs {
+  static constexpr auto kFields = std::tuple_cat(GemmAttrs::kFields, EpilogueAttrs::kFields);
+};
+
 // kiln.QConv and kiln.QMatMul (internal INT8 ops made by the fuse-qdq pass): the activation the
 // epilogue applies before requantizing. act_alpha / act_beta: Clip's min / max, LeakyRelu's alpha.
 enum class QActivation : uint8_t { kNone, kRelu, kClip, kLeakyRelu };
@@ -441,7 +486,7 @@ using Attrs =
                  ConstantOfShapeAttrs, GatherNDAttrs, ScatterAttrs, GemmAttrs, ConvAttrs, PoolAttrs, BatchNormAttrs,
                  EpsilonAttrs, LayerNormAttrs, LrnAttrs, QuantizeAttrs, PadAttrs, ReduceAttrs, ArgReduceAttrs,
                  ReshapeAttrs, ResizeAttrs, ShapeAttrs, SplitAttrs, TopKAttrs, TransposeAttrs, TriluAttrs, OneHotAttrs,
-                 LossAttrs, BitShiftAttrs, RnnAttrs, QMatMulAttrs, QConvAttrs>;
+                 LossAttrs, BitShiftAttrs, RnnAttrs, EpilogueAttrs, FusedConvAttrs, FusedGemmAttrs, QMatMulAttrs, QConvAttrs>;
 
 template <class T, class V>
 struct VariantIndex;

@@ -5,10 +5,11 @@
 namespace kiln {
 
 std::optional<OpKind> op_kind_from_name(std::string_view name) {
-  // kOpTable is sorted by name (the enum is alphabetical), so a binary search suffices.
-  auto it = std::lower_bound(std::begin(kOpTable), std::end(kOpTable), name,
+  // The ONNX rows of kOpTable are sorted by name (the enum is alphabetical): a binary search suffices.
+  const OpInfo* end = std::begin(kOpTable) + kOnnxOpCount;
+  auto it = std::lower_bound(std::begin(kOpTable), end, name,
                              [](const OpInfo& info, std::string_view n) { return info.name < n; });
-  if (it == std::end(kOpTable) || it->name != name) return std::nullopt;
+  if (it == end || it->name != name) return std::nullopt;
   return it->kind;
 }
 

@@ -2,6 +2,9 @@
 // types) exist only at the import/export boundary; everything inside switches on OpKind.
 // Adding an op: append it here (keep alphabetical order; the static_assert below checks that table
 // and enum agree), then add its shape inference, CPU kernel and, if needed, import special case.
+// Kiln's internal ops (formed by passes, e.g. FusedConv) follow the ONNX ones: ONNX defines no such
+// op types, so they are never imported or exported, and adding them leaves the ONNX ops' codes as
+// they were.
 #pragma once
 
 #include <array>
@@ -148,15 +151,19 @@ enum class OpKind : uint16_t {
   kUnsqueeze,
   kWhere,
   kXor,
-  // Internal ops, made by passes and never imported: their "kiln." names sort after every ONNX
-  // name, so they stay at the end and adding one leaves the other ops' engine codes unchanged.
+  // Internal ops, made by passes and never imported (see docs/decisions.md, "Vertical fusion"
+  // and "INT8"). They stay at the end, so adding one leaves the ONNX ops' engine codes unchanged.
+  kFusedConv,
+  kFusedGemm,
+  kFusedMatMul,
   kQConv,
   kQMatMul,
 };
+inline constexpr OpKind kFirstInternalOp = OpKind::kFusedConv;
 
 struct OpInfo {
   OpKind kind;
-  std::string_view name;  // ONNX op type
+  std::string_view name;  // ONNX op type (internal ops: Kiln's own name)
   uint8_t attrs_index;    // which Attrs alternative the op's attributes use
   int8_t min_inputs;
   int8_t max_inputs;  // -1: variadic
@@ -302,14 +309,13 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kUnsqueeze, "Unsqueeze", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x2},
     {OpKind::kWhere, "Where", kAttrsIndex<NoAttrs>, 3, 3, 1, 1, 0x0},
     {OpKind::kXor, "Xor", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x0},
-    // INT8 convolution / matrix product with a fused epilogue (fuse-qdq, cpu/ops/extra_qfused.cpp):
-    // x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point].
-    // The quantization parameters and the bias are marked constant (they always are: the pass makes
-    // them) so that GPU kernels read them on the host to choose their path.
-    // x_zero_point (input 2) is optional, so the table requires only x and x_scale; inference
-    // checks w and w_scale.
-    {OpKind::kQConv, "kiln.QConv", kAttrsIndex<QConvAttrs>, 2, 9, 1, 1, 0x1f6},
-    {OpKind::kQMatMul, "kiln.QMatMul", kAttrsIndex<QMatMulAttrs>, 2, 9, 1, 1, 0x1f6},
+  // Internal ops, made by passes and never imported (see docs/decisions.md, "Vertical fusion"
+  // and "INT8"). They stay at the end, so adding one leaves the ONNX ops' engine codes unchanged.
+  kFusedConv,
+  kFusedGemm,
+  kFusedMatMul,
+  kQConv,
+  kQMatMul,
 };
 
 inline constexpr size_t kOpCount = std::size(kOpTable);
@@ -321,11 +327,13 @@ constexpr bool op_table_in_order() {
 }
 static_assert(op_table_in_order(), "kOpTable rows must follow the OpKind enum order");
 static_assert(static_cast<size_t>(OpKind::kQMatMul) + 1 == kOpCount, "every OpKind needs a kOpTable row");
+// The ONNX ops, [0, kOnnxOpCount), are the ones import and export know.
+inline constexpr size_t kOnnxOpCount = static_cast<size_t>(kFirstInternalOp);
 
 inline const OpInfo& op_info(OpKind k) { return kOpTable[static_cast<size_t>(k)]; }
 inline std::string_view op_name(OpKind k) { return op_info(k).name; }
-// Ops that passes make and ONNX models cannot name (see the end of OpKind).
-inline bool op_internal(OpKind k) { return op_name(k).starts_with("kiln."); }
+inline constexpr bool is_internal_op(OpKind k) { return static_cast<size_t>(k) >= kOnnxOpCount; }
+// The ONNX op type's kind; never an internal op.
 std::optional<OpKind> op_kind_from_name(std::string_view onnx_op_type);
 
 // A default-constructed Attrs holding the alternative that `kind` uses.

@@ -172,6 +172,10 @@ class Exporter {
     for (ValueId id : g_.inputs) write_value_info(g_.value(id), gp_->add_input());
     write_initializers();
     for (const Node& n : g_.nodes) {
+      if (is_internal_op(n.kind))
+        throw Error("node " + in_quotes(n.name) + " is a " + std::string(op_name(n.kind)) +
+                    ", an internal op of Kiln's passes that ONNX does not define; export the graph before "
+                    "optimizing it");
       bool legacy_softmax = std::holds_alternative<SoftmaxAttrs>(n.attrs) && std::get<SoftmaxAttrs>(n.attrs).coerce_2d;
       if (legacy_softmax) {
         export_legacy_softmax(n);

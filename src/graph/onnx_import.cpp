@@ -253,8 +253,7 @@ ValueId Importer::const_f32(const std::string& hint, const std::vector<float>& v
 
 std::vector<std::string> importable_op_types() {
   std::vector<std::string> ops = {"Constant", "Scatter", "Upsample"};
-  for (const OpInfo& info : kOpTable)
-    if (!op_internal(info.kind)) ops.emplace_back(info.name);
+  for (size_t i = 0; i < kOnnxOpCount; ++i) ops.emplace_back(kOpTable[i].name);
   std::sort(ops.begin(), ops.end());
   return ops;
 }
@@ -328,7 +327,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       }
       std::optional<OpKind> kind = detail::renamed_op(np.op_type());
       if (!kind) kind = op_kind_from_name(np.op_type());
-      if (!kind || op_internal(*kind)) {
+      if (!kind || is_internal_op(*kind)) {
         unsupported[np.op_type()].push_back(node_name);
         continue;
       }

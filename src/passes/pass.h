@@ -31,6 +31,7 @@ PassResult fold_pad(graph::Graph& g, const BuildOptions& options);
 PassResult fold_batchnorm(graph::Graph& g, const BuildOptions& options);
 PassResult fold_scale_shift(graph::Graph& g, const BuildOptions& options);
 PassResult remove_identity(graph::Graph& g, const BuildOptions& options);
+PassResult fuse_epilogue(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_siblings(graph::Graph& g, const BuildOptions& options);
 PassResult remove_dead_nodes(graph::Graph& g, const BuildOptions& options);
 PassResult quantize_int8(graph::Graph& g, const BuildOptions& options);

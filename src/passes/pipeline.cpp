@@ -42,16 +42,20 @@ constexpr Pass kPipeline[] = {
     // Identity and inference-mode Dropout only copy; after folding, so that folded chains that end
     // in an Identity disappear too.
     {"remove-identity", false, remove_identity},
-    // Sibling Conv/Gemm/MatMul nodes reading one input become one node and a Split that
-    // eliminate-split makes free; after the folds (the weights are final), after remove-identity (an
-    // Identity no longer hides a shared input), before to-fp16 (which converts the joined weights).
-    {"fuse-siblings", false, fuse_siblings},
     // INT8 (--int8): calibrates the cleaned-up float graph (weights folded, so the ranges are those
     // of the tensors the INT8 kernels will see) and inserts Q/DQ nodes.
     {"quantize-int8", false, quantize_int8},
     // Q/DQ pairs, from quantize-int8 or from the model itself, become INT8 kernels; before
     // precision, which keeps the INT8 ops' float parameters in float32.
     {"fuse-qdq", false, fuse_qdq},
+    // After the folds and removals, so that Conv -> BN -> Relu reads Conv -> Relu and no Identity
+    // sits inside a chain; before to-fp16, so that bias constants fold in float32.
+    {"fuse-epilogue", false, fuse_epilogue},
+    // Sibling Conv/Gemm/MatMul nodes reading one input become one node and a Split that
+    // eliminate-split makes free; after the folds (the weights are final) and remove-identity (an
+    // Identity no longer hides a shared input); after fuse-epilogue, so that a sibling with an
+    // epilogue stays a FusedConv (joining it would cost its epilogue); before to-fp16.
+    {"fuse-siblings", false, fuse_siblings},
     // Last of the rewrites: removes what the passes above left unused.
     {"remove-dead-nodes", false, remove_dead_nodes},
     // Precision last among the rewrites, so that the rewrites above see (and fold) float32

@@ -1,9 +1,9 @@
-// GPU engines end to end: a small CNN built for the GPU (FP32 and FP16) against the same model
-// built for the CPU; enqueue on the caller's stream with device bindings; CUDA graph replay and
-// re-recording after a rebind; several contexts on several threads; device data errors reported by
-// check(); wrong architecture; profiling; tactics and the timing cache; an engine with views (a
-// Concat written in place into a device-bound output, a view of that output read by a later step, a
-// free Split) under CUDA graphs, rebound. Skips without a GPU.
+// GPU engines end to end: a small CNN and a residual block with fused layers built for the GPU
+// (FP32 and FP16) against the same models built for the CPU; enqueue on the caller's stream with
+// device bindings; CUDA graph replay and re-recording after a rebind; several contexts on several
+// threads; device data errors reported by check(); wrong architecture; profiling; tactics and the
+// timing cache; an engine with views (a Concat written in place into a device-bound output, a view
+// of that output read by a later step, a free Split) under CUDA graphs, rebound. Skips without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -95,6 +95,48 @@ TEST(GpuContext, Fp16MatchesCpu) {
   expect_close(run_host(*gpu, random_input(3)), run_host(*cpu, random_input(3)), 1e-2);
 }
 
+// x[2,8,8,8] -> ResNet's basic block (conv-bn-relu, conv-bn, + x, relu) -> GlobalAveragePool -> y:
+// fuse-epilogue makes two FusedConv layers (one with the residual), which run on the GPU through
+// cuDNN's fused call or the epilogue kernel, whichever the builder timed faster.
+TEST(GpuContext, FusedResidualBlockMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  test::OnnxModel m("basic_block");
+  m.input("x", {2, 8, 8, 8});
+  m.output("y");
+  for (const char* conv : {"conv1", "conv2"}) {
+    m.init_rand(std::string(conv) + ".w", {8, 8, 3, 3}, -0.3f, 0.3f);
+    m.init_rand(std::string(conv) + ".b", {8}, -0.3f, 0.3f);
+  }
+  test::attr_ints(m.node("Conv", "conv1", {"x", "conv1.w", "conv1.b"}, {"c1"}), "pads", {1, 1, 1, 1});
+  m.node("Relu", "relu1", {"c1"}, {"r1"});
+  test::attr_ints(m.node("Conv", "conv2", {"r1", "conv2.w", "conv2.b"}, {"c2"}), "pads", {1, 1, 1, 1});
+  m.node("Add", "add", {"c2", "x"}, {"s"});
+  m.node("Relu", "relu2", {"s"}, {"r2"});
+  m.node("GlobalAveragePool", "pool", {"r2"}, {"y"});
+  auto cpu = build(m.m, "cpu");
+  std::mt19937 rng(60);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> x(2 * 8 * 8 * 8);
+  for (float& v : x) v = u(rng);
+  auto run = [&](const Engine& e) {
+    auto ctx = e.create_context();
+    ctx->set_input("x", x.data(), x.size() * 4);
+    ctx->run();
+    auto out = ctx->output("y");
+    std::vector<float> y(out.size() / 4);
+    std::memcpy(y.data(), out.data(), out.size());
+    return y;
+  };
+  for (bool fp16 : {false, true}) {
+    SCOPED_TRACE(fp16 ? "float16" : "float32");
+    auto gpu = build(m.m, gpu::gpu_target(), fp16);
+    int fused = 0;
+    for (const StepInfo& s : gpu->summary().steps) fused += s.op == "FusedConv";
+    EXPECT_EQ(fused, 2);
+    expect_close(run(*gpu), run(*cpu), fp16 ? 1e-2 : 1e-5);
+  }
+}
+
 struct DeviceBuffers {
   float *x = nullptr, *y = nullptr, *y2 = nullptr;
   DeviceBuffers() {
@@ -130,7 +172,7 @@ TEST(GpuContext, EnqueueWithDeviceBindingsAndGraphs) {
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
     ctx->set_input_device("x", d.x, 2 * 3 * 8 * 8 * 4);
     ctx->set_output_device("y", d.y, 40);
-    EXPECT_THROW(ctx->output("y"), Error);  // bound to device memory
+    EXPECT_THROW(ctx->output("y"), Error);         // bound to device memory
     for (unsigned seed = 10; seed < 14; ++seed) {  // direct, record, replay, replay
       const auto x = random_input(seed);
       ASSERT_EQ(cudaMemcpyAsync(d.x, x.data(), x.size() * 4, cudaMemcpyHostToDevice, s), cudaSuccess);

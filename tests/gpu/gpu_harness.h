@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -453,6 +454,34 @@ inline std::vector<TensorView> infer_views(OpKind kind, const std::vector<HostTe
   return iv;
 }
 
+// The largest finite magnitude in t (0 if absent).
+inline double max_abs(const HostTensor& t) {
+  double m = 0;
+  if (!t.exists) return 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = std::abs(get(t, i));
+    if (std::isfinite(v)) m = std::max(m, v);
+  }
+  return m;
+}
+
+// Outputs that are sums of `terms` products of at most `scale` in size each (the nn ops): their
+// summation order differs between cuDNN/cuBLASLt and the CPU. An absolute error of 2 * eps * terms
+// * scale (eps of the accumulation type) on top of a relative one, and for float16 half an output
+// ulp of the largest value (cuDNN may round the product before adding the bias).
+inline Tolerance dot_tolerance(DT dt, double terms, double scale, double max_ref) {
+  const double acc_eps = dt == DT::kFloat64 ? std::ldexp(1.0, -52) : std::ldexp(1.0, -23);
+  Tolerance t;
+  t.abs = 2 * acc_eps * std::max(terms, 1.0) * scale + 1e-30;
+  if (dt == DT::kFloat32) t.rel = 1e-5;
+  if (dt == DT::kFloat64) t.rel = 1e-12;
+  if (dt == DT::kFloat16) {
+    t.rel = 2e-3;
+    t.abs += std::ldexp(1.0, -11) * max_ref + 1e-4;
+  }
+  return t;
+}
+
 // The tolerance for one output, given the reference values.
 using ToleranceFn = std::function<Tolerance(const HostTensor& want)>;
 
@@ -477,13 +506,15 @@ inline void check_op_with(OpKind kind, const Attrs& attrs, const std::vector<Hos
     ADD_FAILURE() << what << ": GPU kernel threw: " << e.what();
     return;
   }
-  for (size_t i = 0; i < want.size(); ++i) expect_match(got[i], want[i], tol(want[i]), what + " output " + std::to_string(i));
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_match(got[i], want[i], tol(want[i]), what + " output " + std::to_string(i));
 }
 
 // The same with the per-dtype tolerance of an accuracy class.
 inline void check_op(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins, size_t n_out, Accuracy acc,
                      GpuMode mode = GpuMode::kDirect) {
-  check_op_with(kind, attrs, ins, n_out, [acc](const HostTensor& w) { return tolerance_for(w.dtype, acc); }, mode);
+  check_op_with(
+      kind, attrs, ins, n_out, [acc](const HostTensor& w) { return tolerance_for(w.dtype, acc); }, mode);
 }
 
 }  // namespace kiln::gpu_test

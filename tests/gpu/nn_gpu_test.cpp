@@ -1,10 +1,9 @@
 // GPU tests of the nn family (Conv, ConvTranspose, Gemm, MatMul) against the CPU kernels.
 //
 // Float outputs here are long dot products whose summation order differs between cuDNN/cuBLASLt
-// and the CPU, so the harness' elementwise tolerances do not fit: check_nn allows, on top of a
-// relative error per element, an absolute error of 2 * eps * K * max|a| * max|b| (K the number of
-// products per output, eps of the accumulation type), and for float16 half an output ulp of the
-// largest value (cuDNN may round the product before adding the bias). Integer products are exact.
+// and the CPU, so the harness' elementwise tolerances do not fit: check_nn uses the harness'
+// dot_tolerance (K = the number of products per output, scale = max|a| * max|b|). Integer
+// products are exact.
 // Every case runs direct, misaligned and under stream capture; a second suite runs each case with
 // every tactic the kernel's entry offers.
 #include <algorithm>
@@ -36,30 +35,6 @@ std::vector<int32_t> tactics_of(OpKind kind, const Attrs& attrs, const Inputs& i
 }
 
 // ---- comparing -----------------------------------------------------------------------------------
-double max_abs(const HostTensor& t) {
-  double m = 0;
-  if (!t.exists) return 0;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const double v = std::abs(get(t, i));
-    if (std::isfinite(v)) m = std::max(m, v);
-  }
-  return m;
-}
-
-// Outputs that are sums of `terms` products of at most `scale` in size each.
-Tolerance dot_tolerance(DT dt, double terms, double scale, double max_ref) {
-  const double acc_eps = dt == DT::kFloat64 ? std::ldexp(1.0, -52) : std::ldexp(1.0, -23);
-  Tolerance t;
-  t.abs = 2 * acc_eps * std::max(terms, 1.0) * scale + 1e-30;
-  if (dt == DT::kFloat32) t.rel = 1e-5;
-  if (dt == DT::kFloat64) t.rel = 1e-12;
-  if (dt == DT::kFloat16) {
-    t.rel = 2e-3;
-    t.abs += std::ldexp(1.0, -11) * max_ref + 1e-4;
-  }
-  return t;
-}
-
 // terms: products summed per output element; scale: bound of one product's size.
 void check_nn(OpKind kind, const Attrs& attrs, const Inputs& ins, double terms, double scale, GpuMode mode,
               int32_t tactic = -1, size_t shift = kModeShift) {

@@ -1,5 +1,5 @@
 // Shape inference of the nn family: Gemm, MatMul and the global pools here; Conv, ConvTranspose
-// and the windowed pools in nn_conv.cpp; Resize in nn_resize.cpp.
+// and the windowed pools in nn_conv.cpp; Resize in nn_resize.cpp; the fused ops in nn_fused.cpp.
 #include <string>
 
 #include "core/infer/nn_geometry.h"
@@ -12,6 +12,7 @@ namespace nn {
 std::vector<OutputType> infer_conv(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, size_t n);
 std::vector<OutputType> infer_pool(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, size_t n);
 std::vector<OutputType> infer_resize(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, size_t n);
+std::vector<OutputType> infer_fused(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, size_t n);
 
 namespace {
 
@@ -101,6 +102,9 @@ constexpr InferEntry kEntries[] = {
     {OpKind::kMatMul, infer_matmul},
     {OpKind::kMaxPool, infer_pool},
     {OpKind::kResize, infer_resize},
+    {OpKind::kFusedConv, infer_fused},
+    {OpKind::kFusedGemm, infer_fused},
+    {OpKind::kFusedMatMul, infer_fused},
 };
 
 }  // namespace

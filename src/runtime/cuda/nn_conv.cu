@@ -1,10 +1,13 @@
-// Conv and ConvTranspose on the GPU through cuDNN's descriptor API (float32, float16, float64).
+// Conv, ConvTranspose and FusedConv on the GPU through cuDNN's descriptor API (float32, float16,
+// float64).
 //
 // Conv is cudnnConvolutionForward; ConvTranspose is the data gradient of the Conv that maps Y back
 // onto X (cudnnConvolutionBackwardData), which also covers output_padding and output_shape: Y's
-// view already has its final size. The bias is fused (cudnnConvolutionBiasActivationForward with
-// an identity activation) where cuDNN allows that (the IMPLICIT_PRECOMP_GEMM algorithm), else
-// added by bias_add (nn_conv_kernels.cu; cudnnAddTensor is 3x slower on NCHW float16). float32
+// view already has its final size. The bias, and FusedConv's epilogue (core/attrs.h), run inside
+// cudnnConvolutionBiasActivationForward where cuDNN can: it computes act(conv + z + bias) with act
+// Relu or identity, identity with the IMPLICIT_PRECOMP_GEMM algorithm only. Otherwise the
+// epilogue kernel (nn_epilogue.cu) adds the bias and applies the rest in one pass over Y
+// (cudnnAddTensor is 3x slower on NCHW float16). float32
 // runs with CUDNN_FMA_MATH (no TF32) and without the Winograd algorithms (less accurate), float16
 // as half tensors with float accumulation (CUDNN_TENSOR_OP_MATH), float64 with FMA math. A 1x1
 // Conv can also run as a batched cuBLASLt GEMM (plan_pointwise).
@@ -19,9 +22,11 @@
 //
 // Everything host-side (geometry, descriptors, the algorithm choice) is kept in the step's state.
 // The tactics: 100 + i for the GEMM form of a 1x1 Conv with cuBLASLt algorithm i (the default where
-// it exists), then cuDNN's algorithm ids, best heuristic guess first.
+// it exists), then cuDNN's algorithm ids, best heuristic guess first; for FusedConv also 200 + id,
+// the same algorithm with the epilogue kernel where cuDNN could have fused it (timing decides).
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,7 +110,7 @@ struct ConvPlan final : StepState {
   TensorDesc x, y, bias;                           // y: what cuDNN writes (the staged buffer or Y)
   FilterDesc w;
   ConvDesc conv;
-  ActDesc identity;
+  ActDesc activation;  // of the fused call
   std::vector<Candidate> candidates;
   std::vector<int32_t> tactics;
   Candidate chosen{-1, CUDNN_DEFAULT_MATH};
@@ -124,10 +129,37 @@ struct ConvPlan final : StepState {
   }
 };
 
-std::vector<int64_t> plan_key(OpKind kind, std::span<const TensorView> in, std::span<const TensorView> out,
-                              int32_t tactic) {
-  std::vector<int64_t> k{static_cast<int64_t>(kind), static_cast<int64_t>(in[0].dtype), tactic,
-                         in.size() > 2 && in[2].exists};
+bool has_input(std::span<const TensorView> in, size_t i) { return in.size() > i && in[i].exists; }
+
+const ConvAttrs& conv_attrs(OpKind kind, const Attrs& attrs) {
+  if (kind == OpKind::kFusedConv) return std::get<FusedConvAttrs>(attrs);
+  return std::get<ConvAttrs>(attrs);
+}
+const EpilogueAttrs* epilogue_of(OpKind kind, const Attrs& attrs) {
+  return kind == OpKind::kFusedConv ? &std::get<FusedConvAttrs>(attrs) : nullptr;
+}
+
+// The activation of cudnnConvolutionBiasActivationForward (act(conv + z + bias)) that computes
+// this epilogue, if one does.
+std::optional<cudnnActivationMode_t> cudnn_activation(const EpilogueAttrs* e, bool has_z) {
+  if (!e) return CUDNN_ACTIVATION_IDENTITY;
+  auto mode = [](Activation a) -> std::optional<cudnnActivationMode_t> {
+    if (a == Activation::kNone) return CUDNN_ACTIVATION_IDENTITY;
+    if (a == Activation::kRelu) return CUDNN_ACTIVATION_RELU;
+    return std::nullopt;
+  };
+  if (!has_z) return mode(e->activation);
+  return e->activation == Activation::kNone ? mode(e->activation2) : std::nullopt;
+}
+
+std::vector<int64_t> plan_key(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                              std::span<const TensorView> out, int32_t tactic) {
+  std::vector<int64_t> k{static_cast<int64_t>(kind), static_cast<int64_t>(in[0].dtype), tactic, has_input(in, 2),
+                         has_input(in, 3)};
+  if (const EpilogueAttrs* e = epilogue_of(kind, attrs)) {
+    k.push_back(static_cast<int64_t>(e->activation));
+    k.push_back(static_cast<int64_t>(e->activation2));
+  }
   for (const TensorView* t : {&in[0], &in[1], &out[0]}) {
     k.push_back(-1);
     k.insert(k.end(), t->shape.begin(), t->shape.end());
@@ -147,8 +179,11 @@ bool allowed(DataType dt, int algo, bool transpose, cudnnMathType_t m) {
   return algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD && algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
 }
 
-// Tactic kGemmTactic + i: the 1x1 Conv as a GEMM with cuBLASLt algorithm i (cuDNN's ids are < 10).
+// Tactic kGemmTactic + i: the 1x1 Conv as a GEMM with cuBLASLt algorithm i (cuDNN's ids are < 10);
+// kUnfusedTactic + id: cuDNN algorithm id, then the epilogue kernel, where the fused call could run.
 constexpr int32_t kGemmTactic = 100;
+constexpr int32_t kUnfusedTactic = 200;
+bool is_cudnn_tactic(int32_t t) { return (t >= 0 && t < kGemmTactic) || t >= kUnfusedTactic; }
 
 // A 1x1 Conv with unit strides, no pads and one group is, per image, Y[n] [M, P] = W [M, C] X[n]
 // [C, P]: one strided-batched GEMM (W shared), then B added by bias_add (cuBLASLt's bias epilogue
@@ -182,9 +217,9 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
                                      std::span<const TensorView> out, GpuEnv& env) {
   const char* op = op_name(kind).data();
   auto p = std::make_unique<ConvPlan>();
-  p->key = plan_key(kind, in, out, env.tactic);
+  p->key = plan_key(kind, attrs, in, out, env.tactic);
   p->transpose = kind == OpKind::kConvTranspose;
-  const auto& a = std::get<ConvAttrs>(attrs);
+  const ConvAttrs& a = conv_attrs(kind, attrs);
   const TensorView &X = in[0], &W = in[1], &Y = out[0];
   const WindowGeometry g = p->transpose ? kiln::nn::conv_transpose_geometry(a, X.shape, W.shape)
                                         : kiln::nn::conv_geometry(a, X.shape, W.shape);
@@ -316,11 +351,20 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
                 op);
     for (int i = 0; i < count; ++i) add(perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType);
   }
+  // cuDNN's fused call: needs a bias; identity runs with IMPLICIT_PRECOMP_GEMM only.
+  const std::optional<cudnnActivationMode_t> act = cudnn_activation(epilogue_of(kind, attrs), has_input(in, 3));
+  auto fusable = [&](int algo) {
+    return !p->transpose && has_input(in, 2) && act && X.dtype != DataType::kFloat64 &&
+           (*act == CUDNN_ACTIVATION_RELU || algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  };
+  if (kind == OpKind::kFusedConv)
+    for (const Candidate& c : p->candidates)
+      if (fusable(c.algo)) p->tactics.push_back(kUnfusedTactic + c.algo);
   plan_pointwise(*p, X, Y, env);
   if (p->pointwise) {
     const int count = p->pointwise->algo_count();
     for (int i = count; i-- > 0;) p->tactics.insert(p->tactics.begin(), kGemmTactic + i);
-    const bool cudnn_asked = env.tactic >= 0 && env.tactic < kGemmTactic && !p->candidates.empty();
+    const bool cudnn_asked = is_cudnn_tactic(env.tactic) && !p->candidates.empty();
     if (env.tactic >= kGemmTactic && env.tactic < kGemmTactic + count)
       p->pointwise_algo = env.tactic - kGemmTactic;
     else if (!cudnn_asked)
@@ -329,18 +373,18 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
   }
   if (p->candidates.empty()) throw Error(std::string(op) + ": cuDNN has no algorithm for these shapes");
 
+  const bool unfused = env.tactic >= kUnfusedTactic;
+  const int32_t asked = unfused ? env.tactic - kUnfusedTactic : env.tactic;
   p->chosen = p->candidates[0];
   for (const Candidate& c : p->candidates)
-    if (c.algo == env.tactic) p->chosen = c;
+    if (c.algo == asked) p->chosen = c;
   check_cudnn(cudnnSetConvolutionMathType(p->conv, p->chosen.math), op);
   if (!p->transpose) {
     const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(p->chosen.algo);
     check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(env.cudnn, p->x, p->w, p->conv, p->y, algo, &p->algo_ws), op);
-    p->fused = in.size() > 2 && in[2].exists && algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&
-               X.dtype != DataType::kFloat64;
-    if (p->fused)
-      check_cudnn(cudnnSetActivationDescriptor(p->identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0),
-                  op);
+    p->fused = fusable(p->chosen.algo) && !(unfused && p->chosen.algo == asked);
+    // A NaN passes Relu, as in the ONNX op.
+    if (p->fused) check_cudnn(cudnnSetActivationDescriptor(p->activation, *act, CUDNN_PROPAGATE_NAN, 0.0), op);
   } else {
     const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(p->chosen.algo);
     check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(env.cudnn, p->w, p->x, p->conv, p->y, algo, &p->algo_ws),
@@ -351,7 +395,7 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
 
 ConvPlan& plan_for(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                    GpuEnv& env, std::unique_ptr<ConvPlan>& local) {
-  return step_plan<ConvPlan>(env, plan_key(kind, in, out, env.tactic), local,
+  return step_plan<ConvPlan>(env, plan_key(kind, attrs, in, out, env.tactic), local,
                              [&] { return build_plan(kind, attrs, in, out, env); });
 }
 
@@ -362,13 +406,26 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   std::unique_ptr<ConvPlan> local;
   ConvPlan& p = plan_for(kind, attrs, in, out, env, local);
   const TensorView &X = in[0], &W = in[1], &Y = out[0];
-  const void* B = in.size() > 2 && in[2].exists ? in[2].data : nullptr;
+  const void* B = has_input(in, 2) ? in[2].data : nullptr;
+  const void* Z = has_input(in, 3) ? in[3].data : nullptr;
+  const EpilogueAttrs plain;
+  const EpilogueAttrs* epi = epilogue_of(kind, attrs);
+  // The epilogue pass over Y, adding `bias` (null: the bias is in Y already).
+  auto finish = [&](const void* bias) {
+    apply_epilogue(Y.data, bias, Z, epi ? *epi : plain, p.y_numel, p.y_plane, p.channels, p.dtype, env.stream, op);
+  };
   if (p.empty) return;
-  if (p.bias_only) return bias_fill(B, Y.data, p.y_numel, p.y_plane, p.channels, p.elem, env.stream, op);
+  if (p.bias_only) {
+    bias_fill(B, Y.data, p.y_numel, p.y_plane, p.channels, p.elem, env.stream, op);
+    return finish(nullptr);
+  }
   // cuDNN's kernels need aligned tensors (a Kiln engine's are 64-byte aligned; the tests shift them).
   const bool aligned = alignment_of(X.data, 16) == 16 && alignment_of(W.data, 16) == 16 &&
-                       alignment_of(Y.data, 16) == 16 && alignment_of(B, 16) == 16;
-  if (p.direct || !aligned) return direct_conv(p.geometry, p.dtype, X.data, W.data, B, Y.data, env.stream, op);
+                       alignment_of(Y.data, 16) == 16 && alignment_of(B, 16) == 16 && alignment_of(Z, 16) == 16;
+  if (p.direct || !aligned) {
+    direct_conv(p.geometry, p.dtype, X.data, W.data, B, Y.data, env.stream, op);
+    return finish(nullptr);
+  }
   const float f1 = 1.0f, f0 = 0.0f;
   const double d1 = 1.0, d0 = 0.0;
   const bool dbl = p.dtype == DataType::kFloat64;
@@ -377,7 +434,7 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   if (p.pointwise_algo >= 0) {
     p.pointwise->run(env.stream, p.pointwise_algo, 1.0, W.data, X.data, 0.0, nullptr, Y.data, nullptr, env.workspace,
                      env.workspace_bytes);
-    return bias_add(Y.data, B, p.y_numel, p.y_plane, p.channels, p.dtype, env.stream, op);
+    return finish(B);
   }
   if (env.workspace_bytes < p.workspace())
     throw Error(std::string(op) + ": the workspace is smaller than the step asked for");
@@ -390,11 +447,11 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
       x = stage;
     }
     const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(p.chosen.algo);
-    if (p.fused) {
-      check_cudnn(
-          cudnnConvolutionBiasActivationForward(env.cudnn, one, p.x, x, p.w, W.data, p.conv, algo, ws, p.algo_ws, zero,
-                                                p.y, Y.data, p.bias, B, p.identity, p.y, Y.data),
-          op);
+    if (p.fused) {  // without a residual, z is Y with a weight of 0
+      check_cudnn(cudnnConvolutionBiasActivationForward(env.cudnn, one, p.x, x, p.w, W.data, p.conv, algo, ws,
+                                                        p.algo_ws, Z ? one : zero, p.y, Z ? Z : Y.data, p.bias, B,
+                                                        p.activation, p.y, Y.data),
+                  op);
       return;
     }
     check_cudnn(
@@ -408,7 +465,7 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
                 op);
     if (p.staged) window_copy(stage, Y.data, p.window, p.elem, env.stream, op);
   }
-  bias_add(Y.data, B, p.y_numel, p.y_plane, p.channels, p.dtype, env.stream, op);
+  finish(B);
 }
 
 size_t conv_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -426,6 +483,7 @@ std::vector<int32_t> conv_tactics(OpKind kind, const Attrs& attrs, std::span<con
 const GpuKernelEntry kEntries[] = {
     {OpKind::kConv, conv_kernel, conv_workspace, conv_tactics},
     {OpKind::kConvTranspose, conv_kernel, conv_workspace, conv_tactics},
+    {OpKind::kFusedConv, conv_kernel, conv_workspace, conv_tactics},
 };
 
 }  // namespace

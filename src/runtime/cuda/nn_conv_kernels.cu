@@ -3,9 +3,8 @@
 //   type (float for float32 and float16, double for float64). Slow next to cuDNN, but it needs no
 //   workspace and no alignment, and takes any spatial rank up to 8 and 64-bit sizes: it runs only
 //   where cuDNN cannot (see nn_conv.cu);
-// - the window copy (padding / cropping around cuDNN), the bias fill (no input channels) and the
-//   bias add after cuDNN or cuBLASLt (16 bytes per thread where the plane allows; it runs at
-//   memory speed, unlike cudnnAddTensor on NCHW float16, measured 3x slower).
+// - the window copy (padding / cropping around cuDNN) and the bias fill (no input channels). The
+//   bias add after cuDNN or cuBLASLt is the epilogue kernel (nn_epilogue.cu).
 #include "runtime/cuda/elementwise_internal.cuh"
 #include "runtime/cuda/nn_internal.cuh"
 
@@ -66,7 +65,7 @@ __global__ void direct_conv_kernel(DirectConv g, const T* __restrict__ x, const 
   }
 }
 
-// ---- window copy, bias fill, bias add -------------------------------------------------------------
+// ---- window copy, bias fill -------------------------------------------------------------
 template <class E>
 __global__ void window_copy_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t n, Window w) {
   const int64_t step = ew::grid_threads();
@@ -90,21 +89,6 @@ __global__ void bias_fill_kernel(const E* __restrict__ bias, E* __restrict__ y, 
                                  int64_t channels) {
   const int64_t step = ew::grid_threads();
   for (int64_t i = ew::global_thread(); i < n; i += step) y[i] = bias ? bias[(i / plane) % channels] : E(0);
-}
-
-// N elements per thread step (N divides the plane; y aligned to N elements when N > 1).
-template <class T, int N>
-__global__ void bias_add_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t n_vec, int64_t plane_vec,
-                                int64_t channels) {
-  const int64_t step = ew::grid_threads();
-  auto* yv = reinterpret_cast<ew::Vec<T, N>*>(y);
-  for (int64_t i = ew::global_thread(); i < n_vec; i += step) {
-    const Acc<T> b = static_cast<Acc<T>>(ew::load(bias[(i / plane_vec) % channels]));
-    ew::Vec<T, N> v = yv[i];
-#pragma unroll
-    for (int k = 0; k < N; ++k) v.v[k] = ew::store<T>(static_cast<Acc<T>>(ew::load(v.v[k])) + b);
-    yv[i] = v;
-  }
 }
 
 template <class Fn>
@@ -135,26 +119,6 @@ void bias_fill(const void* bias, void* y, int64_t n, int64_t plane, int64_t chan
     bias_fill_kernel<E><<<ew::blocks_for(n), ew::kThreads, 0, stream>>>(static_cast<const E*>(bias), static_cast<E*>(y),
                                                                         n, plane, channels);
   });
-  check_launch(op);
-}
-
-void bias_add(void* y, const void* bias, int64_t n, int64_t plane, int64_t channels, DataType dt, cudaStream_t stream,
-              const char* op) {
-  if (!bias || n == 0) return;
-  auto launch = [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    constexpr int N = ew::kVecBytes / sizeof(T);
-    T* py = static_cast<T*>(y);
-    const T* pb = static_cast<const T*>(bias);
-    if (plane % N == 0 && ew::aligned_to(y, ew::kVecBytes))
-      bias_add_kernel<T, N><<<ew::blocks_for(n / N), ew::kThreads, 0, stream>>>(py, pb, n / N, plane / N, channels);
-    else
-      bias_add_kernel<T, 1><<<ew::blocks_for(n), ew::kThreads, 0, stream>>>(py, pb, n, plane, channels);
-  };
-  if (dt == DataType::kFloat64)
-    launch(Tag<double>{});
-  else
-    ew::dispatch_gpu_float(dt, op, launch);
   check_launch(op);
 }
 

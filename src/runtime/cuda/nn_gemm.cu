@@ -79,8 +79,15 @@ void GemmPlan::build(GemmAlignment align, size_t max_workspace, int max_algos) {
   check_cublas(cublasLtMatmulDescCreate(&op_, compute, dbl ? CUDA_R_64F : CUDA_R_32F), "cublasLtMatmulDescCreate");
   set_desc(op_, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N));
   set_desc(op_, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  switch (g.activation) {
+    case GemmActivation::kNone: epilogue = g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT; break;
+    case GemmActivation::kRelu: epilogue = g.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU; break;
+    case GemmActivation::kGeluTanh: epilogue = g.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU; break;
+  }
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    set_desc(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(epilogue));
   if (g.bias) {
-    set_desc(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_BIAS));
     // The heuristic reads the bias pointer's alignment from its value: a stand-in with the
     // alignment run() will see (run() sets the real one).
     set_desc(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,

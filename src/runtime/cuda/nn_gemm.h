@@ -1,6 +1,7 @@
 // Row-major GEMM through cuBLASLt, for the Gemm/MatMul kernels and for other GPU code that needs
 // a matrix product on the stream (the RNN kernels, say):
-//   D = alpha * op(A) op(B) + beta * C (+ a bias per column), for `batch` matrices at fixed strides.
+//   D = act(alpha * op(A) op(B) + beta * C (+ a bias per column)), for `batch` matrices at fixed
+//   strides, act one of cuBLASLt's epilogue activations (Relu, or GELU's tanh approximation).
 // float32 runs with CUBLAS_COMPUTE_32F (never TF32), float16 as half A/B/C/D with float
 // accumulation (split-K partial sums are kept in float, never in half), float64 in double.
 // cuBLASLt is column-major: the row-major product is computed as D^T = op(B)^T op(A)^T.
@@ -23,14 +24,19 @@ namespace kiln::gpu {
 // Workspace that lets cuBLASLt choose its fastest kernels (what NVIDIA recommends for Hopper).
 inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
+// cuBLASLt's epilogue activations. kGeluTanh: cuBLASLt's GELU is the tanh approximation (PyTorch
+// uses it only for gelu(approximate="tanh")).
+enum class GemmActivation : uint8_t { kNone, kRelu, kGeluTanh };
+
 struct GemmDesc {
   DataType dtype = DataType::kFloat32;  // float32, float16 or float64
   bool trans_a = false, trans_b = false;
-  int64_t m = 0, n = 0, k = 0;                       // op(A) is [m, k], op(B) [k, n], D [m, n]; all > 0
-  int64_t lda = 0, ldb = 0, ldc = 0;                 // row strides in elements; 0: packed. C and D share ldc
-  int64_t batch = 1;                                 // strided batch: matrix i at A + i * stride_a, ...
-  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements; 0 repeats one matrix (not for C)
-  bool bias = false;                                 // add a vector of n values to every row of D (BIAS epilogue)
+  int64_t m = 0, n = 0, k = 0;                        // op(A) is [m, k], op(B) [k, n], D [m, n]; all > 0
+  int64_t lda = 0, ldb = 0, ldc = 0;                  // row strides in elements; 0: packed. C and D share ldc
+  int64_t batch = 1;                                  // strided batch: matrix i at A + i * stride_a, ...
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;   // elements; 0 repeats one matrix (not for C)
+  bool bias = false;                                  // add a vector of n values to every row of D (BIAS epilogue)
+  GemmActivation activation = GemmActivation::kNone;  // applied last, after C and the bias
 };
 
 // Least alignment (bytes) of the pointers a plan will run with; the heuristic leaves out kernels

@@ -1,4 +1,5 @@
-// Gemm and MatMul on the GPU. The float types (float32, float16 with float accumulation, float64)
+// Gemm, MatMul, FusedGemm and FusedMatMul on the GPU. The float types (float32, float16 with float
+// accumulation, float64)
 // go through cuBLASLt (GemmPlan, nn_gemm.h); the integer types the CPU takes (int32, int64,
 // uint32, uint64) through the tiled kernel of nn_gemm_kernels.cu, which wraps modulo 2^bits like
 // the CPU kernel. The tiled kernel also runs float products for which cuBLASLt offers no algorithm
@@ -10,10 +11,15 @@
 // and A's matrices back to back folds into one [batch*M, K] x [K, N] product; otherwise the last
 // merged batch dim is one strided-batched call (stride 0 for a broadcast operand) and the dims
 // before it a host loop of such calls.
+// FusedGemm / FusedMatMul: cuBLASLt's epilogue, act(product + C + bias) with act Relu or GELU-tanh,
+// computes the fused epilogue (core/attrs.h) where it can (LtEpilogue); the rest runs in the
+// epilogue kernel (nn_epilogue.cu) after the plain product, as it does where cuBLASLt has no
+// algorithm for the fused form.
 // Per-step state: the GemmPlan (descriptors and heuristic results) and the batch layout; the
 // tactics are indices into the heuristic's list (up to 8).
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,14 +49,77 @@ void append_shape(std::vector<int64_t>& key, const TensorView& t) {
   key.insert(key.end(), t.shape.begin(), t.shape.end());
 }
 
+bool has_input(std::span<const TensorView> in, size_t i) { return in.size() > i && in[i].exists; }
+
+// ---- the fused epilogue --------------------------------------------------------------------------
+// What cuBLASLt computes of a fused op's epilogue: without a residual, all of it when the activation
+// is one of cuBLASLt's; with one, all of it when the activation before the add is none, the one
+// after is cuBLASLt's and cuBLASLt's C is free to take Z (beta 1). Plain ops: nothing to do.
+struct LtEpilogue {
+  bool whole = true;  // nothing is left for the epilogue kernel
+  GemmActivation activation = GemmActivation::kNone;
+  bool z_as_c = false;
+};
+
+std::optional<GemmActivation> lt_activation(Activation a) {
+  if (a == Activation::kNone) return GemmActivation::kNone;
+  if (a == Activation::kRelu) return GemmActivation::kRelu;
+  if (a == Activation::kGeluTanh) return GemmActivation::kGeluTanh;
+  return std::nullopt;
+}
+
+LtEpilogue lt_epilogue(const EpilogueAttrs* e, bool has_z, bool c_free) {
+  if (!e) return {};
+  if (!has_z) {
+    if (const std::optional<GemmActivation> a = lt_activation(e->activation)) return {true, *a, false};
+  } else if (e->activation == Activation::kNone && c_free) {
+    if (const std::optional<GemmActivation> a = lt_activation(e->activation2)) return {true, *a, true};
+  }
+  return {false, GemmActivation::kNone, false};
+}
+LtEpilogue lt_unfused(const EpilogueAttrs* e) { return {e == nullptr, GemmActivation::kNone, false}; }
+
+void append_epilogue(std::vector<int64_t>& key, const LtEpilogue& e) {
+  key.insert(key.end(), {e.whole, static_cast<int64_t>(e.activation), e.z_as_c});
+}
+
+// A plan for d with lt's part of the epilogue (and the bias when `bias`); when cuBLASLt has no
+// algorithm for that, the plain product's plan, and *lt becomes what is then left undone.
+std::unique_ptr<GemmPlan> lt_plan(cublasLtHandle_t handle, GemmDesc d, GemmAlignment al, bool bias,
+                                  const EpilogueAttrs* e, LtEpilogue* lt) {
+  d.bias = bias && lt->whole;
+  d.activation = lt->activation;
+  auto plan = std::make_unique<GemmPlan>(handle, d, al);
+  if (plan->algo_count() > 0 || !e || (!d.bias && d.activation == GemmActivation::kNone && !lt->z_as_c)) return plan;
+  *lt = lt_unfused(e);
+  d.bias = false;
+  d.activation = GemmActivation::kNone;
+  return std::make_unique<GemmPlan>(handle, d, al);
+}
+
 // ---- Gemm --------------------------------------------------------------------------------------
 enum class CMode { kNone, kFull, kBias, kBroadcast };
 
 struct GemmStepPlan final : StepState {
   std::vector<int64_t> key;
   CMode mode = CMode::kNone;
+  LtEpilogue lt;
   std::unique_ptr<GemmPlan> gemm;  // null: nothing for cuBLASLt (empty, K = 0, integers)
 };
+
+const GemmAttrs& gemm_attrs(OpKind kind, const Attrs& attrs) {
+  if (kind == OpKind::kFusedGemm) return std::get<FusedGemmAttrs>(attrs);
+  return std::get<GemmAttrs>(attrs);
+}
+const EpilogueAttrs* epilogue_of(OpKind kind, const Attrs& attrs) {
+  if (kind == OpKind::kFusedGemm) return &std::get<FusedGemmAttrs>(attrs);
+  if (kind == OpKind::kFusedMatMul) return &std::get<EpilogueAttrs>(attrs);
+  return nullptr;
+}
+// The residual input of a fused op, or null.
+const TensorView* residual(OpKind kind, std::span<const TensorView> in) {
+  return is_internal_op(kind) && has_input(in, 3) ? &in[3] : nullptr;
+}
 
 struct GemmShape {
   int64_t m, n, k;
@@ -64,9 +133,11 @@ GemmShape gemm_shape(const GemmAttrs& a, std::span<const TensorView> in, const T
   return {Y.shape[0], Y.shape[1], a.transA ? A.shape[0] : A.shape[1], has_c, has_c ? &in[2] : nullptr};
 }
 
-GemmStepPlan& gemm_plan(const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-                        GpuEnv& env, std::unique_ptr<GemmStepPlan>& local) {
-  const auto& a = std::get<GemmAttrs>(attrs);
+GemmStepPlan& gemm_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                        std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<GemmStepPlan>& local) {
+  const GemmAttrs& a = gemm_attrs(kind, attrs);
+  const EpilogueAttrs* epi = epilogue_of(kind, attrs);
+  const TensorView* Z = residual(kind, in);
   const TensorView &A = in[0], &B = in[1], &Y = out[0];
   const GemmShape s = gemm_shape(a, in, Y);
   // The mode and the pointers' alignment decide which algorithms qualify.
@@ -85,6 +156,8 @@ GemmStepPlan& gemm_plan(const Attrs& attrs, std::span<const TensorView> in, std:
   al.b = alignment_of(B.data, 16);
   al.c = std::min(alignment_of(Y.data, 16), mode == CMode::kFull ? alignment_of(s.C->data, 16) : 16u);
   al.bias = mode == CMode::kBias ? alignment_of(s.C->data, 16) : 16u;
+  const LtEpilogue lt = lt_epilogue(epi, Z != nullptr, mode == CMode::kNone || mode == CMode::kBias);
+  if (lt.z_as_c) al.c = std::min(al.c, alignment_of(Z->data, 16));
   std::vector<int64_t> key{static_cast<int64_t>(A.dtype),
                            env.tactic,
                            static_cast<int64_t>(mode),
@@ -97,10 +170,12 @@ GemmStepPlan& gemm_plan(const Attrs& attrs, std::span<const TensorView> in, std:
   append_shape(key, A);
   append_shape(key, B);
   append_shape(key, Y);
+  append_epilogue(key, lt);
   return step_plan<GemmStepPlan>(env, key, local, [&] {
     auto p = std::make_unique<GemmStepPlan>();
     p->key = key;
     p->mode = mode;
+    p->lt = lt_unfused(epi);
     if (s.m > 0 && s.n > 0 && s.k > 0 && lt_dtype(A.dtype)) {
       GemmDesc d;
       d.dtype = A.dtype;
@@ -111,8 +186,8 @@ GemmStepPlan& gemm_plan(const Attrs& attrs, std::span<const TensorView> in, std:
       d.k = s.k;
       d.lda = A.shape[1];
       d.ldb = B.shape[1];
-      d.bias = mode == CMode::kBias;
-      p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
+      p->lt = lt;
+      p->gemm = lt_plan(env.cublaslt, d, al, mode == CMode::kBias, epi, &p->lt);
       if (p->gemm->algo_count() == 0) p->gemm.reset();  // the tiled kernel runs instead
     }
     return p;
@@ -121,11 +196,18 @@ GemmStepPlan& gemm_plan(const Attrs& attrs, std::span<const TensorView> in, std:
 
 void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                  GpuEnv& env) {
-  const char* op = "Gemm";
-  const auto& a = std::get<GemmAttrs>(attrs);
+  const char* op = op_name(kind).data();
+  const GemmAttrs& a = gemm_attrs(kind, attrs);
+  const EpilogueAttrs* epi = epilogue_of(kind, attrs);
+  const TensorView* Z = residual(kind, in);
   const TensorView &A = in[0], &B = in[1], &Y = out[0];
   const GemmShape s = gemm_shape(a, in, Y);
   if (s.m == 0 || s.n == 0) return;
+  // The epilogue kernel, unless the product computed the epilogue already.
+  auto finish = [&](bool done) {
+    if (epi && !done)
+      apply_epilogue(Y.data, nullptr, Z ? Z->data : nullptr, *epi, s.m * s.n, 1, s.n, Y.dtype, env.stream, op);
+  };
   auto tiled = [&] {
     TiledGemm p;
     p.m = s.m;
@@ -145,14 +227,24 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
     }
     tiled_gemm(p, A.dtype, A.data, B.data, s.has_c ? s.C->data : nullptr, Y.data, env.stream, op);
   };
-  if (!lt_dtype(A.dtype)) return tiled();
-  if (s.k == 0) return fill_from_c(s.C, Y, s.m, s.n, a.beta, env, op);
+  if (!lt_dtype(A.dtype)) {
+    tiled();
+    return finish(false);
+  }
+  if (s.k == 0) {
+    fill_from_c(s.C, Y, s.m, s.n, a.beta, env, op);
+    return finish(false);
+  }
   std::unique_ptr<GemmStepPlan> local;
-  GemmStepPlan& p = gemm_plan(attrs, in, out, env, local);
-  if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) return tiled();  // (a workspace planned elsewhere)
+  GemmStepPlan& p = gemm_plan(kind, attrs, in, out, env, local);
+  if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) {  // (a workspace planned elsewhere)
+    tiled();
+    return finish(false);
+  }
+  const void* c_z = p.lt.z_as_c ? Z->data : nullptr;  // Z as cuBLASLt's C, with beta 1
   switch (p.mode) {
     case CMode::kNone:
-      p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, 0.0, nullptr, Y.data, nullptr, env.workspace,
+      p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, c_z ? 1.0 : 0.0, c_z, Y.data, nullptr, env.workspace,
                   env.workspace_bytes);
       break;
     case CMode::kFull:
@@ -160,8 +252,8 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
                   env.workspace_bytes);
       break;
     case CMode::kBias:
-      p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, 0.0, nullptr, Y.data, s.C->data, env.workspace,
-                  env.workspace_bytes);
+      p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, c_z ? 1.0 : 0.0, c_z, Y.data, s.C->data,
+                  env.workspace, env.workspace_bytes);
       break;
     case CMode::kBroadcast:
       fill_from_c(s.C, Y, s.m, s.n, 1.0f, env, op);
@@ -169,6 +261,7 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
                   env.workspace_bytes);
       break;
   }
+  finish(p.lt.whole);
 }
 
 // ---- MatMul ------------------------------------------------------------------------------------
@@ -176,21 +269,34 @@ struct MatMulStepPlan final : StepState {
   std::vector<int64_t> key;
   int64_t m = 0, n = 0, k = 0, batches = 0;
   BatchDims batch;
+  LtEpilogue lt;
   std::unique_ptr<GemmPlan> gemm;
   std::vector<int64_t> a_off, b_off, y_off;  // one gemm run per entry (elements)
 };
 
-MatMulStepPlan& matmul_plan(std::span<const TensorView> in, std::span<const TensorView> out, GpuEnv& env,
-                            std::unique_ptr<MatMulStepPlan>& local) {
+// FusedMatMul's per-column bias, or null.
+const TensorView* matmul_bias(OpKind kind, std::span<const TensorView> in) {
+  return kind == OpKind::kFusedMatMul && has_input(in, 2) ? &in[2] : nullptr;
+}
+
+MatMulStepPlan& matmul_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                            std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<MatMulStepPlan>& local) {
   const TensorView &A = in[0], &B = in[1], &Y = out[0];
+  const EpilogueAttrs* epi = epilogue_of(kind, attrs);
+  const TensorView *bias = matmul_bias(kind, in), *Z = residual(kind, in);
   const uint32_t al_a = alignment_of(A.data, 16), al_b = alignment_of(B.data, 16), al_y = alignment_of(Y.data, 16);
-  std::vector<int64_t> key{static_cast<int64_t>(A.dtype), env.tactic, al_a, al_b, al_y};
+  const uint32_t al_bias = bias ? alignment_of(bias->data, 16) : 16u, al_z = Z ? alignment_of(Z->data, 16) : 16u;
+  // A vector B drops the column axis: the bias then runs along another axis than cuBLASLt's.
+  const LtEpilogue lt = B.rank() >= 2 ? lt_epilogue(epi, Z != nullptr, true) : lt_unfused(epi);
+  std::vector<int64_t> key{static_cast<int64_t>(A.dtype), env.tactic, al_a, al_b, al_y, bias != nullptr, al_bias, al_z};
   append_shape(key, A);
   append_shape(key, B);
   append_shape(key, Y);
+  append_epilogue(key, lt);
   return step_plan<MatMulStepPlan>(env, key, local, [&] {
     auto p = std::make_unique<MatMulStepPlan>();
     p->key = key;
+    p->lt = lt_unfused(epi);
     const size_t ra = A.rank(), rb = B.rank();
     p->m = ra >= 2 ? A.shape[ra - 2] : 1;
     p->k = A.shape[ra - 1];
@@ -246,21 +352,25 @@ MatMulStepPlan& matmul_plan(std::span<const TensorView> in, std::span<const Tens
       if (sa[i]) al.a = std::min(al.a, alignment_of(reinterpret_cast<const void*>(sa[i] * es), 16));
       if (sb[i]) al.b = std::min(al.b, alignment_of(reinterpret_cast<const void*>(sb[i] * es), 16));
     }
+    al.bias = al_bias;
+    if (lt.z_as_c) al.c = std::min(al.c, al_z);  // Z's matrices sit at Y's offsets
+    p->lt = lt;
+    auto make = [&](const GemmDesc& desc) { return lt_plan(env.cublaslt, desc, al, bias != nullptr, epi, &p->lt); };
     const int r = p->batch.rank;
     if (r == 1 && sb[0] == 0 && sa[0] == p->m * p->k) {  // B shared, A's matrices back to back
       d.m = p->m * dims[0];
-      p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
+      p->gemm = make(d);
       p->a_off = p->b_off = p->y_off = {0};
     } else if (r >= 1) {
       d.batch = dims[r - 1];
       d.stride_a = sa[r - 1];
       d.stride_b = sb[r - 1];
       d.stride_c = p->m * p->n;
-      if (d.batch <= INT_MAX) p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
+      if (d.batch <= INT_MAX) p->gemm = make(d);
       const int64_t inner = p->gemm && p->gemm->algo_count() > 0 ? d.batch : 1;
       if (inner == 1) {  // no strided-batch algorithm: one call per matrix
         d.batch = 1;
-        p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
+        p->gemm = make(d);
       }
       // Offsets of each call: the output batches in order, `inner` at a time.
       for (int64_t bi = 0; bi < p->batches; bi += inner) {
@@ -276,7 +386,7 @@ MatMulStepPlan& matmul_plan(std::span<const TensorView> in, std::span<const Tens
         p->y_off.push_back(bi * p->m * p->n);
       }
     } else {
-      p->gemm = std::make_unique<GemmPlan>(env.cublaslt, d, al);
+      p->gemm = make(d);
       p->a_off = p->b_off = p->y_off = {0};
     }
     if (p->gemm->algo_count() == 0) p->gemm.reset();  // the tiled kernel runs instead
@@ -284,13 +394,21 @@ MatMulStepPlan& matmul_plan(std::span<const TensorView> in, std::span<const Tens
   });
 }
 
-void matmul_kernel(OpKind kind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,
+void matmul_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                    GpuEnv& env) {
-  const char* op = "MatMul";
+  const char* op = op_name(kind).data();
   const TensorView &A = in[0], &B = in[1], &Y = out[0];
   if (Y.numel() == 0) return;
+  const EpilogueAttrs* epi = epilogue_of(kind, attrs);
+  const TensorView *bias = matmul_bias(kind, in), *Z = residual(kind, in);
   std::unique_ptr<MatMulStepPlan> local;
-  MatMulStepPlan& p = matmul_plan(in, out, env, local);
+  MatMulStepPlan& p = matmul_plan(kind, attrs, in, out, env, local);
+  // The epilogue kernel, unless the product computed the epilogue already.
+  auto finish = [&](bool done) {
+    if (epi && !done)
+      apply_epilogue(Y.data, bias ? bias->data : nullptr, Z ? Z->data : nullptr, *epi, Y.numel(), 1,
+                     Y.rank() ? Y.shape.back() : 1, Y.dtype, env.stream, op);
+  };
   auto tiled = [&] {
     TiledGemm g;
     g.m = p.m;
@@ -302,34 +420,43 @@ void matmul_kernel(OpKind kind, const Attrs&, std::span<const TensorView> in, st
     g.batch = p.batch;
     tiled_gemm(g, A.dtype, A.data, B.data, nullptr, Y.data, env.stream, op);
   };
-  if (!lt_dtype(A.dtype)) return tiled();
+  if (!lt_dtype(A.dtype)) {
+    tiled();
+    return finish(false);
+  }
   if (p.k == 0) {
     check_cuda(cudaMemsetAsync(Y.data, 0, Y.bytes(), env.stream), op);
-    return;
+    return finish(false);
   }
-  if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) return tiled();  // (a workspace planned elsewhere)
+  if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) {  // (a workspace planned elsewhere)
+    tiled();
+    return finish(false);
+  }
   const size_t es = dtype_size(A.dtype);
   const char *a = static_cast<const char*>(A.data), *b = static_cast<const char*>(B.data);
   char* y = static_cast<char*>(Y.data);
+  const char* z = p.lt.z_as_c ? static_cast<const char*>(Z->data) : nullptr;  // Z as cuBLASLt's C, beta 1
+  const void* lt_bias = p.lt.whole && bias ? bias->data : nullptr;
   for (size_t i = 0; i < p.a_off.size(); ++i)
-    p.gemm->run(env.stream, env.tactic, 1.0, a + p.a_off[i] * es, b + p.b_off[i] * es, 0.0, nullptr,
-                y + p.y_off[i] * es, nullptr, env.workspace, env.workspace_bytes);
+    p.gemm->run(env.stream, env.tactic, 1.0, a + p.a_off[i] * es, b + p.b_off[i] * es, z ? 1.0 : 0.0,
+                z ? z + p.y_off[i] * es : nullptr, y + p.y_off[i] * es, lt_bias, env.workspace, env.workspace_bytes);
+  finish(p.lt.whole);
 }
 
 // ---- workspace and tactics -----------------------------------------------------------------------
 const GemmPlan* lt_plan_of(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                            std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<StepState>& local) {
   if (!lt_dtype(in[0].dtype) || out[0].numel() == 0) return nullptr;
-  if (kind == OpKind::kGemm) {
-    const auto& a = std::get<GemmAttrs>(attrs);
+  if (kind == OpKind::kGemm || kind == OpKind::kFusedGemm) {
+    const GemmAttrs& a = gemm_attrs(kind, attrs);
     if ((a.transA ? in[0].shape[0] : in[0].shape[1]) == 0) return nullptr;
     std::unique_ptr<GemmStepPlan> l;
-    const GemmPlan* g = gemm_plan(attrs, in, out, env, l).gemm.get();
+    const GemmPlan* g = gemm_plan(kind, attrs, in, out, env, l).gemm.get();
     local = std::move(l);
     return g;
   }
   std::unique_ptr<MatMulStepPlan> l;
-  const GemmPlan* g = matmul_plan(in, out, env, l).gemm.get();
+  const GemmPlan* g = matmul_plan(kind, attrs, in, out, env, l).gemm.get();
   local = std::move(l);
   return g;
 }
@@ -353,6 +480,8 @@ std::vector<int32_t> gemm_tactics(OpKind kind, const Attrs& attrs, std::span<con
 const GpuKernelEntry kEntries[] = {
     {OpKind::kGemm, gemm_kernel, gemm_workspace, gemm_tactics},
     {OpKind::kMatMul, matmul_kernel, gemm_workspace, gemm_tactics},
+    {OpKind::kFusedGemm, gemm_kernel, gemm_workspace, gemm_tactics},
+    {OpKind::kFusedMatMul, matmul_kernel, gemm_workspace, gemm_tactics},
 };
 
 }  // namespace

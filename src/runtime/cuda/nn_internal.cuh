@@ -1,6 +1,6 @@
 // Shared pieces of the nn family's CUDA kernels (private to src/runtime/cuda/nn*.cu): the entry
-// spans of each file, the own kernels of nn_conv_kernels.cu and nn_gemm_kernels.cu, pointer
-// alignment, and the per-step state lookup.
+// spans of each file, the own kernels of nn_conv_kernels.cu, nn_gemm_kernels.cu and
+// nn_epilogue.cu, pointer alignment, and the per-step state lookup.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +11,8 @@
 
 namespace kiln::gpu::nn {
 
-std::span<const GpuKernelEntry> conv_gpu_entries();  // nn_conv.cu: Conv, ConvTranspose
-std::span<const GpuKernelEntry> gemm_gpu_entries();  // nn_gemm_ops.cu: Gemm, MatMul
+std::span<const GpuKernelEntry> conv_gpu_entries();  // nn_conv.cu: Conv, ConvTranspose, FusedConv
+std::span<const GpuKernelEntry> gemm_gpu_entries();  // nn_gemm_ops.cu: Gemm, MatMul, FusedGemm, FusedMatMul
 
 // Conv / ConvTranspose geometry for the direct kernels (nn_conv_direct.cu): one thread per output
 // element, no workspace, any alignment and any number of spatial axes up to kMaxDirectRank. The
@@ -55,9 +55,12 @@ void window_copy(const void* src, void* dst, const Window& w, size_t elem, cudaS
 // y [n / plane planes of `plane` elements] = bias[plane index % channels], or zeros without a bias.
 void bias_fill(const void* bias, void* y, int64_t n, int64_t plane, int64_t channels, size_t elem, cudaStream_t stream,
                const char* op);
-// y += bias likewise, in float (double for float64); nothing without a bias.
-void bias_add(void* y, const void* bias, int64_t n, int64_t plane, int64_t channels, DataType dt, cudaStream_t stream,
-              const char* op);
+// The epilogue pass (nn_epilogue.cu), in place over y's n elements: y = activation2(activation(y +
+// bias[(i / inner) % channels]) + z), in float (double for float64); bias and z may be null. A plain
+// bias add is the default EpilogueAttrs. Nothing to do when epilogue_is_identity().
+bool epilogue_is_identity(const EpilogueAttrs& e, const void* bias, const void* z);
+void apply_epilogue(void* y, const void* bias, const void* z, const EpilogueAttrs& e, int64_t n, int64_t inner,
+                    int64_t channels, DataType dt, cudaStream_t stream, const char* op);
 
 // ---- GEMM helpers (nn_gemm_kernels.cu) ----
 inline constexpr int kMaxBatchDims = 8;

@@ -1,5 +1,6 @@
 // CPU kernels of the nn family: Gemm, MatMul and the global pools here; Conv and ConvTranspose
-// in nn_conv.cpp, AveragePool/MaxPool in nn_pool.cpp, Resize in nn_resize.cpp.
+// in nn_conv.cpp, AveragePool/MaxPool in nn_pool.cpp, Resize in nn_resize.cpp, the fused ops in
+// nn_fused.cpp.
 // float32 products go through kiln::cpu::sgemm; half types are widened to float32 buffers and
 // take the same path; float64 and the integer types use a plain blocked loop (integers wrap
 // modulo 2^bits, computed in the unsigned type so overflow is defined).
@@ -20,6 +21,7 @@ namespace nn {
 void conv_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 void pool_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 void resize_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
+void fused_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 
 namespace {
 
@@ -110,9 +112,9 @@ void broadcast_c(const TensorView& c, T* y, int64_t m, int64_t n) {
     for (int64_t j = 0; j < n; ++j) y[i * n + j] = cp[(cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j)];
 }
 
-void gemm_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-                 KernelEnv& env) {
-  const auto& a = std::get<GemmAttrs>(attrs);
+}  // namespace
+
+void gemm_compute(const GemmAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv& env) {
   const TensorView &A = in[0], &B = in[1], &Y = out[0];
   const bool ta = a.transA != 0, tb = a.transB != 0;
   const int64_t m = Y.shape[0], n = Y.shape[1], k = ta ? A.shape[0] : A.shape[1];
@@ -162,6 +164,13 @@ void gemm_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std
       throw_unsupported_dtype(A.dtype, "Gemm");
     }
   });
+}
+
+namespace {
+
+void gemm_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                 KernelEnv& env) {
+  gemm_compute(std::get<GemmAttrs>(attrs), in, out, env);
 }
 
 // ---- MatMul --------------------------------------------------------------------------------
@@ -247,6 +256,8 @@ void matmul_f32(const MatMulPlan& p, const float* a, const float* b, float* y, T
           pool);
 }
 
+}  // namespace
+
 void matmul_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,
                    KernelEnv& env) {
   const TensorView &A = in[0], &B = in[1], &Y = out[0];
@@ -280,6 +291,8 @@ void matmul_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::sp
     }
   });
 }
+
+namespace {
 
 // ---- GlobalAveragePool / GlobalMaxPool ------------------------------------------------------
 
@@ -325,6 +338,9 @@ constexpr KernelEntry kEntries[] = {
     {OpKind::kMatMul, matmul_kernel},
     {OpKind::kMaxPool, pool_kernel},
     {OpKind::kResize, resize_kernel},
+    {OpKind::kFusedConv, fused_kernel},
+    {OpKind::kFusedGemm, fused_kernel},
+    {OpKind::kFusedMatMul, fused_kernel},
 };
 
 }  // namespace

@@ -218,10 +218,8 @@ std::vector<float> to_float(const TensorView& t) {
 
 }  // namespace
 
-void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-                 KernelEnv& env) {
-  const auto& a = std::get<ConvAttrs>(attrs);
-  const bool transpose = kind == OpKind::kConvTranspose;
+void conv_compute(bool transpose, const ConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
+                  KernelEnv& env) {
   const TensorView &X = in[0], &W = in[1], &Y = out[0];
   const TensorView* B = in.size() > 2 && in[2].exists ? &in[2] : nullptr;
   const WindowGeometry g =
@@ -241,6 +239,11 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
       for (size_t i = 0; i < yf.size(); ++i) y[i] = T(yf[i]);
     }
   });
+}
+
+void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                 KernelEnv& env) {
+  conv_compute(kind == OpKind::kConvTranspose, std::get<ConvAttrs>(attrs), in, out, env);
 }
 
 }  // namespace kiln::cpu::nn
