@@ -1,9 +1,11 @@
 // Every op of the CUDA kernel table against the CPU kernel (the reference) on random inputs:
 // odd, zero-size, scalar and broadcasting shapes (up to 8 dims that cannot merge), special values
-// (NaN, inf, -0, rounding ties), float32 and float16 (and the integer and bool types an op takes
-// on the GPU); each op also misaligned (scalar paths) and under stream capture (no synchronizing,
-// no allocating). Plus: outputs beyond 2^31 elements (64-bit indices), error reporting, and a list
-// of the ops that run on the CPU but not yet on the GPU. Skips without a GPU.
+// (NaN, inf, -0, rounding ties), every element type the CPU kernel takes (the four float types,
+// the eight integer types, bool); each op also misaligned (scalar paths) and under stream capture
+// (no synchronizing, no allocating). Integer Div, Mod and Pow: the sign cases, negative and zero
+// exponents, wrapping, and the device error for a zero divisor. Plus: outputs beyond 2^31 elements
+// (64-bit indices), error reporting, and a list of the ops that run on the CPU but not yet on the
+// GPU. Skips without a GPU.
 #include <algorithm>
 #include <iostream>
 #include <regex>
@@ -26,9 +28,16 @@ struct OpCase {
   size_t n_out = 1;
 };
 
-const std::vector<DT> kFloat = {DT::kFloat32, DT::kFloat16};
-const std::vector<DT> kNumeric = {DT::kFloat32, DT::kFloat16, DT::kInt32, DT::kInt64};
-const std::vector<DT> kAll = {DT::kFloat32, DT::kFloat16, DT::kInt32, DT::kInt64, DT::kBool};
+const std::vector<DT> kFloat = {DT::kFloat32, DT::kFloat16, DT::kFloat64, DT::kBFloat16};
+const std::vector<DT> kInt = {DT::kInt8,  DT::kUInt8,  DT::kInt16, DT::kUInt16,
+                              DT::kInt32, DT::kUInt32, DT::kInt64, DT::kUInt64};
+const std::vector<DT> kSigned = {DT::kInt8, DT::kInt16, DT::kInt32, DT::kInt64};
+std::vector<DT> join(std::vector<DT> a, const std::vector<DT>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+const std::vector<DT> kNumeric = join(kFloat, kInt);
+const std::vector<DT> kAll = join(kNumeric, {DT::kBool});
 const std::vector<DT> kBool = {DT::kBool};
 
 const std::vector<Shape> kUnaryShapes = {{}, {0}, {1}, {7}, {3, 5, 2}, {2, 0, 3}, {1, 1, 33}, {4099}, {129, 257}};
@@ -108,6 +117,11 @@ OpCase binary(OpKind k, Range a, Range b, Accuracy acc, std::vector<DT> dtypes, 
       acc};
 }
 
+OpCase with_suffix(OpCase c, const std::string& variant) {
+  c.name += suffix_of(variant);
+  return c;
+}
+
 OpCase variadic(OpKind k, std::vector<DT> dtypes, Accuracy acc) {
   return {std::string(op_name(k)),
           k,
@@ -139,7 +153,8 @@ OpCase pow_case() {
             InputSets s;
             for (const auto& sh : kBinaryShapes)
               s.push_back({rand_tensor(dt, sh[0], 0.5, 2), rand_tensor(dt, sh[1], -3, 3)});
-            for (DT e : {DT::kInt32, DT::kInt64, dt == DT::kFloat32 ? DT::kFloat16 : DT::kFloat32}) {
+            for (DT e :
+                 {DT::kInt8, DT::kInt32, DT::kInt64, DT::kUInt64, dt == DT::kFloat32 ? DT::kFloat16 : DT::kFloat32}) {
               s.push_back({rand_tensor(dt, {3, 5}, -2, 2), rand_tensor(e, {3, 5}, -3, 3, true)});
               s.push_back({rand_tensor(dt, {2, 3, 4}, -2, 2), rand_tensor(e, {4}, -3, 3, true)});
               s.push_back({rand_tensor(dt, {4099}, -2, 2), make(e, {}, {3})});
@@ -152,6 +167,55 @@ OpCase pow_case() {
             return s;
           },
           Accuracy::kTranscendental};
+}
+
+// Nonzero integer tensors with both signs (wrapped to large values for the unsigned types).
+HostTensor nonzero_int(DT dt, const Shape& shape, double lo, double hi) {
+  HostTensor t = rand_tensor(dt, shape, lo, hi, true);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (get(t, i) == 0) set(t, i, i % 2 ? -1 : 1);
+  return t;
+}
+
+// Integer Div and Mod: random operands (the divisor never 0), and every sign combination with
+// exact and inexact quotients, 0 dividends, +-1 divisors and the type's lowest value over -1
+// (which overflows: Div wraps, Mod gives 0).
+OpCase int_division_case(OpKind k, Attrs attrs, const std::string& variant) {
+  return {std::string(op_name(k)) + "_int" + suffix_of(variant), k, std::move(attrs), kInt, [](DT dt) {
+            InputSets s;
+            for (const auto& sh : kBinaryShapes)
+              s.push_back({rand_tensor(dt, sh[0], -100, 100, true), nonzero_int(dt, sh[1], -9, 9)});
+            const double lowest = dispatch_int(dt, "lowest", [](auto tag) {
+              return static_cast<double>(std::numeric_limits<typename decltype(tag)::type>::lowest());
+            });
+            s.push_back({make(dt, {14}, {7, -7, 7, -7, 6, -6, 6, -6, 0, 0, 5, -5, lowest, lowest}),
+                         make(dt, {14}, {3, 3, -3, -3, 3, 3, -3, -3, 4, -4, 1, -1, -1, 1})});
+            return s;
+          }};
+}
+
+// Integer bases (every integer type) with integer exponents of several types, negative and zero
+// exponents (the truncated reciprocal: 0 unless the base is +-1), powers that wrap modulo 2^bits,
+// and float exponents (pow in double, truncated and saturated), some of them whole numbers.
+OpCase int_pow_case() {
+  return {"Pow_int", OpKind::kPow, NoAttrs{}, kInt, [](DT dt) {
+            InputSets s;
+            for (const auto& sh : kBinaryShapes)
+              s.push_back({nonzero_int(dt, sh[0], -9, 9), rand_tensor(DT::kInt64, sh[1], -3, 12, true)});
+            const HostTensor base = make(dt, {9}, {0, 1, -1, 2, -2, 3, -3, 7, -7});
+            for (DT e : {DT::kInt8, DT::kUInt8, DT::kInt32, DT::kUInt32, DT::kInt64, DT::kUInt64})
+              for (double v : {0.0, 1.0, 2.0, 3.0, 5.0, 31.0, 64.0, 65.0}) s.push_back({base, make(e, {}, {v})});
+            for (double v : {-1.0, -2.0, -3.0})  // 0 is left out: 0 to a negative power is an error
+              s.push_back({make(dt, {8}, {1, -1, 2, -2, 3, -3, 7, -7}), make(DT::kInt64, {}, {v})});
+            s.push_back({make(dt, {}, {-1}), make(DT::kUInt64, {2}, {18446744073709551615.0, 18446744073709551614.0})});
+            for (DT e : {DT::kFloat32, DT::kFloat16, DT::kFloat64, DT::kBFloat16}) {
+              s.push_back({nonzero_int(dt, {3, 5}, 0, 9), rand_tensor(e, {3, 5}, -2, 3)});
+              s.push_back(
+                  {make(dt, {9}, {0, 1, -1, 2, -2, 3, -3, 7, 9}), make(e, {9}, {0, 1, 2, 3, 0.5, -1, 2.5, 10, 0.5})});
+            }
+            s.push_back({make(dt, {6}, {2, 3, 0, -2, 5, 1}), make(DT::kFloat64, {6}, {64, 40, -1, 63, kInf, kNaN})});
+            return s;
+          }};
 }
 
 OpCase where_case() {
@@ -231,8 +295,9 @@ QuantizeAttrs quant_attrs(int64_t axis, int64_t block) {
 }
 
 std::vector<OpCase> quant_cases() {
+  const std::vector<DT> kQuantFloat = {DT::kFloat32, DT::kFloat16};
   std::vector<OpCase> c;
-  c.push_back({"QuantizeLinear", OpKind::kQuantizeLinear, QuantizeAttrs{}, kFloat, [](DT dt) {
+  c.push_back({"QuantizeLinear", OpKind::kQuantizeLinear, QuantizeAttrs{}, kQuantFloat, [](DT dt) {
                  InputSets s;
                  for (const Shape& sh : std::vector<Shape>{{}, {0}, {7}, {3, 5, 2}, {4099}}) {
                    s.push_back({rand_tensor(dt, sh, -20, 20), make(dt, {}, {0.05})});
@@ -245,13 +310,13 @@ std::vector<OpCase> quant_cases() {
                  s.push_back({make(dt, {6}, {0.25, 0.75, -0.25, -0.75, 1.25, 2.5}), make(dt, {}, {0.5})});  // ties
                  return s;
                }});
-  c.push_back({"QuantizeLinear_axis", OpKind::kQuantizeLinear, quant_attrs(1, 0), kFloat, [](DT dt) {
+  c.push_back({"QuantizeLinear_axis", OpKind::kQuantizeLinear, quant_attrs(1, 0), kQuantFloat, [](DT dt) {
                  return InputSets{{rand_tensor(dt, {2, 3, 5}, -3, 3), rand_tensor(dt, {3}, 0.01, 0.1),
                                    rand_tensor(DT::kUInt8, {3}, 0, 255, true)},
                                   {rand_tensor(dt, {4, 3}, -3, 3), rand_tensor(dt, {3}, 0.01, 0.1),
                                    rand_tensor(DT::kInt8, {3}, -100, 100, true)}};
                }});
-  c.push_back({"QuantizeLinear_blocked", OpKind::kQuantizeLinear, quant_attrs(1, 2), kFloat, [](DT dt) {
+  c.push_back({"QuantizeLinear_blocked", OpKind::kQuantizeLinear, quant_attrs(1, 2), kQuantFloat, [](DT dt) {
                  return InputSets{{rand_tensor(dt, {2, 4, 3}, -3, 3), rand_tensor(dt, {2, 2, 3}, 0.01, 0.1),
                                    rand_tensor(DT::kInt8, {2, 2, 3}, -50, 50, true)}};
                }});
@@ -273,11 +338,11 @@ std::vector<OpCase> quant_cases() {
                  },
                  Accuracy::kExact});
   }
-  c.push_back({"DequantizeLinear_axis", OpKind::kDequantizeLinear, quant_attrs(0, 0), {DT::kInt8, DT::kUInt8},
-               [](DT dt) {
-                 return InputSets{{rand_tensor(dt, {4, 3}, 0, 100, true), rand_tensor(DT::kFloat32, {4}, 0.01, 0.1),
-                                   rand_tensor(dt, {4}, 0, 20, true)}};
-               }});
+  c.push_back(
+      {"DequantizeLinear_axis", OpKind::kDequantizeLinear, quant_attrs(0, 0), {DT::kInt8, DT::kUInt8}, [](DT dt) {
+         return InputSets{{rand_tensor(dt, {4, 3}, 0, 100, true), rand_tensor(DT::kFloat32, {4}, 0.01, 0.1),
+                           rand_tensor(dt, {4}, 0, 20, true)}};
+       }});
   return c;
 }
 
@@ -299,6 +364,7 @@ std::vector<OpCase> all_cases() {
       unary(K::kTan, -1.3, 1.3, kT),
       unary(K::kTanh, -5, 5, kT),
       unary(K::kErf, -3, 3, kT),
+      unary(K::kErf, -3, 3, kE, NoAttrs{}, "int", kInt),
       unary(K::kExp, -10, 10, kT),
       unary(K::kLog, 0.01, 100, kT),
       unary(K::kSqrt, 0, 100, kE),
@@ -323,9 +389,10 @@ std::vector<OpCase> all_cases() {
       unary(K::kThresholdedRelu, -5, 5, kE, AlphaAttrs{1.0f}),
       unary(K::kSelu, -5, 5, kT, SeluAttrs{}),
       unary(K::kShrink, -3, 3, kE, ShrinkAttrs{0.5f, 1.0f}),
+      unary(K::kShrink, -9, 9, kE, ShrinkAttrs{0.5f, 1.0f}, "int", kInt),
       unary(K::kAbs, -9, 9, kE, NoAttrs{}, "", kNumeric, true),
-      unary(K::kNeg, -9, 9, kE, NoAttrs{}, "", kNumeric, true),
-      unary(K::kRelu, -9, 9, kE, NoAttrs{}, "", kNumeric, true),
+      unary(K::kNeg, -9, 9, kE, NoAttrs{}, "", join(kFloat, kSigned), true),
+      unary(K::kRelu, -9, 9, kE, NoAttrs{}, "", join(kFloat, kSigned), true),
       unary(K::kSign, -9, 9, kE, NoAttrs{}, "", kNumeric, true),
       unary(K::kIsNaN, -9, 9, kE, NoAttrs{}, "", kFloat, true),
       unary(K::kIsInf, -9, 9, kE, IsInfAttrs{1, 1}, "both", kFloat, true),
@@ -336,9 +403,14 @@ std::vector<OpCase> all_cases() {
       binary(K::kSub, {-9, 9}, {-9, 9}, kE, kNumeric, true),
       binary(K::kMul, {-9, 9}, {-9, 9}, kE, kNumeric, true),
       binary(K::kDiv, {-9, 9}, {0.25, 4}, kE, kFloat, true),
+      int_division_case(K::kDiv, NoAttrs{}, ""),
       binary(K::kMod, {-10, 10}, {0.5, 3}, kE, kFloat, true, ModAttrs{1}),
+      int_division_case(K::kMod, ModAttrs{0}, "python"),
+      int_division_case(K::kMod, ModAttrs{1}, "fmod"),
       binary(K::kPRelu, {-9, 9}, {-1, 1}, kE, kFloat, false, NoAttrs{}, kPReluShapes),
+      with_suffix(binary(K::kPRelu, {-9, 9}, {-3, 3, true}, kE, kInt, false, NoAttrs{}, kPReluShapes), "int"),
       pow_case(),
+      int_pow_case(),
       variadic(K::kMax, kNumeric, kE),
       variadic(K::kMin, kNumeric, kE),
       variadic(K::kSum, kFloat, kE),
@@ -438,14 +510,43 @@ TEST(GpuDevice, TargetNamesTheComputeCapability) {
   std::cout << "[ device   ] " << t << "\n";
 }
 
+// Bool arithmetic (which shape inference and the CPU kernel reject too) throws naming the backend.
 TEST(GpuErrors, UnsupportedDtypeThrowsNamingTheBackend) {
   KILN_SKIP_WITHOUT_GPU();
-  const HostTensor a = rand_tensor(DT::kBFloat16, {4}, -1, 1);
+  const HostTensor a = rand_tensor(DT::kBool, {4}, 0, 1);
   try {
-    (void)run_gpu(OpKind::kAdd, NoAttrs{}, {a, a}, {OutputType{DT::kBFloat16, {4}}}, GpuMode::kDirect);
-    FAIL() << "bfloat16 Add should throw";
+    (void)run_gpu(OpKind::kAdd, NoAttrs{}, {a, a}, {OutputType{DT::kBool, {4}}}, GpuMode::kDirect);
+    FAIL() << "bool Add should throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("CUDA backend"), std::string::npos) << e.what();
+  }
+}
+
+// What the CPU kernels throw for, the GPU kernels report through the step's error flag: an
+// integer divisor of 0 (Div, Mod) and an integer 0 raised to a negative power.
+TEST(GpuErrors, IntegerDivisionByZeroIsADeviceError) {
+  KILN_SKIP_WITHOUT_GPU();
+  struct Bad {
+    OpKind kind;
+    Attrs attrs;
+    HostTensor a, b;
+  };
+  const std::vector<Bad> bad = {
+      {OpKind::kDiv, NoAttrs{}, make(DT::kInt32, {4}, {1, 2, 3, 4}), make(DT::kInt32, {4}, {1, 0, 1, 1})},
+      {OpKind::kDiv, NoAttrs{}, make(DT::kUInt8, {3}, {1, 2, 3}), make(DT::kUInt8, {}, {0})},
+      {OpKind::kMod, ModAttrs{0}, make(DT::kInt64, {3}, {5, -5, 7}), make(DT::kInt64, {3}, {2, 0, 3})},
+      {OpKind::kMod, ModAttrs{1}, make(DT::kInt16, {2}, {5, -5}), make(DT::kInt16, {2}, {0, 3})},
+      {OpKind::kPow, NoAttrs{}, make(DT::kInt32, {3}, {2, 0, 3}), make(DT::kInt64, {}, {-1})},
+  };
+  for (const Bad& c : bad) {
+    const std::vector<OutputType> types = infer_shapes(c.kind, c.attrs, infer_views(c.kind, {c.a, c.b}), 1);
+    EXPECT_THROW((void)run_cpu(c.kind, c.attrs, {c.a, c.b}, types), Error) << describe(c.kind, {c.a, c.b});
+    try {
+      (void)run_gpu(c.kind, c.attrs, {c.a, c.b}, types, GpuMode::kDirect);
+      ADD_FAILURE() << describe(c.kind, {c.a, c.b}) << " should report a device error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), gpu::gpu_error_message(gpu::kGpuBadValue)) << describe(c.kind, {c.a, c.b});
+    }
   }
 }
 

@@ -1,10 +1,11 @@
 // The reduce family's GPU kernels against the CPU kernels (the reference): Reduce*, ArgMax/ArgMin,
 // Softmax/LogSoftmax/Hardmax, CumSum, TopK and Einsum on odd, 1-element, zero-size and long shapes
 // (the long ones take the kernels' split, block-per-row and sort paths), contiguous and scattered
-// axis sets, attribute variants, special values (NaN, +-inf, ties), float32, float16 and the
-// integer types each op takes; every input set in all three GpuModes. Float sums run in a
-// different order (and in float rather than double), so their tolerance grows with the number of
-// summed elements. Skips without a GPU.
+// axis sets, attribute variants, special values (NaN, +-inf, ties), and every element type the
+// CPU kernel of each op takes (the four float types and the integer types); every input set in
+// all three GpuModes. Float sums run in a different order (and for float32 and the half types in
+// float rather than double), so their tolerance grows with the number of summed elements; float64
+// sums are in double on both sides, so theirs is about 1e-8 of float32's. Skips without a GPU.
 #include <algorithm>
 
 #include "gpu_harness.h"
@@ -40,17 +41,28 @@ struct Case {
   size_t n_out = 1;
 };
 
-const std::vector<DT> kFloat = {DT::kFloat32, DT::kFloat16};
-const std::vector<DT> kNumeric = {DT::kFloat32, DT::kFloat16, DT::kInt32, DT::kInt64};
-const std::vector<DT> kMaxMinTypes = {DT::kFloat32, DT::kFloat16, DT::kInt32, DT::kInt64,
-                                      DT::kInt8,    DT::kUInt8,   DT::kBool};
+const std::vector<DT> kFloat = {DT::kFloat32, DT::kFloat16, DT::kFloat64, DT::kBFloat16};
+const std::vector<DT> kInt = {DT::kInt8,  DT::kUInt8,  DT::kInt16, DT::kUInt16,
+                              DT::kInt32, DT::kUInt32, DT::kInt64, DT::kUInt64};
+std::vector<DT> join(std::vector<DT> a, const std::vector<DT>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+const std::vector<DT> kNumeric = join(kFloat, kInt);
+// Reduce* and CumSum: floats and 32- and 64-bit integers; Max and Min also 8-bit ones and bool.
+const std::vector<DT> kReduceTypes = join(kFloat, {DT::kInt32, DT::kUInt32, DT::kInt64, DT::kUInt64});
+const std::vector<DT> kMaxMinTypes = join(kReduceTypes, {DT::kInt8, DT::kUInt8, DT::kBool});
+
+bool is_unsigned(DT t) { return t == DT::kUInt8 || t == DT::kUInt16 || t == DT::kUInt32 || t == DT::kUInt64; }
 
 Tolerance tolerance(const Case& c, DT out, double n) {
   if (c.tol == Tol::kExact || !is_float(out)) return {};
   if (c.tol == Tol::kNear) return {0, 1e-300};
   const double sum_abs = 1e-6 * std::max(1.0, n) * c.magnitude;
   Tolerance t{c.tol == Tol::kMath ? 1e-4 : 1e-5, 1e-6 + sum_abs};
+  if (out == DT::kFloat64) t = {t.rel * 1e-8, t.abs * 1e-8};
   if (out == DT::kFloat16) t = {std::max(t.rel, 2e-3), t.abs + 1e-3};
+  if (out == DT::kBFloat16) t = {std::max(t.rel, 8e-3), t.abs + 1e-3};  // one bfloat16 ulp: up to 2^-7
   return t;
 }
 
@@ -151,8 +163,11 @@ Case reduce_case(OpKind k, ReduceAttrs attrs, std::string variant, std::vector<D
           std::move(dtypes),
           [=](DT dt) {
             Sets s;
+            // Unsigned values stay small and non-negative (negative ones would wrap to huge values,
+            // whose squares the double-valued L2 and LogSum round differently in another order).
+            const double tlo = is_unsigned(dt) ? std::max(lo, 0.0) : lo;
             for (const ReduceShape& r : kReduceShapes) {
-              Inputs in{rand_tensor(dt, r.shape, lo, hi)};
+              Inputs in{rand_tensor(dt, r.shape, tlo, hi)};
               if (!r.axes.empty())
                 in.push_back(i64(r.axes));
               else if (r.empty_axes_input)
@@ -168,6 +183,21 @@ Case reduce_case(OpKind k, ReduceAttrs attrs, std::string variant, std::vector<D
           },
           tol,
           squares ? mag * mag : mag};
+}
+
+// bfloat16 products: factors 2^k (exact in any order) and a few others, short rows.
+Case bf16_prod_case() {
+  return {"ReduceProd_bfloat16", OpKind::kReduceProd, {DT::kBFloat16}, [](DT dt) {
+            Sets s;
+            for (const ReduceShape& r : std::vector<ReduceShape>{
+                     {{7}, {}}, {{3, 5, 2}, {1}}, {{2, 3, 4, 5}, {0, 2}}, {{129, 7}, {1}}, {{2, 0, 3}, {1}}}) {
+              HostTensor x = rand_tensor(dt, r.shape, -2, 2, true);
+              for (int64_t i = 0; i < x.numel(); ++i) set(x, i, std::ldexp(i % 3 == 2 ? -1.0 : 1.0, int(get(x, i))));
+              s.push_back({ReduceAttrs{1, 0}, {std::move(x), i64(r.axes)}});
+            }
+            s.push_back({ReduceAttrs{1, 0}, {make(dt, {2, 3}, {1.5, 1.25, 3, 0.5, -1.75, 2.5}), i64({1})}});
+            return s;
+          }};
 }
 
 // ---- ArgMax / ArgMin ---------------------------------------------------------------------------
@@ -238,7 +268,7 @@ Case cumsum_case(int64_t exclusive, int64_t reverse) {
   const std::string name = std::string("CumSum") + (exclusive ? "_exclusive" : "") + (reverse ? "_reverse" : "");
   return {name,
           OpKind::kCumSum,
-          kNumeric,
+          kReduceTypes,
           [=](DT dt) {
             const CumSumAttrs attrs{exclusive, reverse};
             Sets s;
@@ -348,22 +378,25 @@ std::vector<Case> all_cases() {
   for (int64_t keep : {1, 0}) {
     const ReduceAttrs a{keep, 0};
     const std::string v = keep ? "keep" : "drop";
-    c.push_back(reduce_case(K::kReduceSum, a, v, kNumeric, -2, 2, Tol::kSum, true));
-    c.push_back(reduce_case(K::kReduceMean, a, v, kNumeric, -2, 2, Tol::kSum, true));
+    c.push_back(reduce_case(K::kReduceSum, a, v, kReduceTypes, -2, 2, Tol::kSum, true));
+    c.push_back(reduce_case(K::kReduceMean, a, v, kReduceTypes, -2, 2, Tol::kSum, true));
     c.push_back(reduce_case(K::kReduceMax, a, v, kMaxMinTypes, -50, 50, Tol::kNear, true));
     c.push_back(reduce_case(K::kReduceMin, a, v, kMaxMinTypes, -50, 50, Tol::kNear, true));
-    c.push_back(reduce_case(K::kReduceProd, a, v, kFloat, 0.9995, 1.0005, Tol::kSum, false));
-    c.push_back(reduce_case(K::kReduceL1, a, v, kNumeric, -2, 2, Tol::kSum, true));
-    c.push_back(reduce_case(K::kReduceL2, a, v, kNumeric, -2, 2, Tol::kMath, true));
-    c.push_back(reduce_case(K::kReduceLogSum, a, v, kNumeric, 0.1, 2, Tol::kMath, false));
-    c.push_back(reduce_case(K::kReduceLogSumExp, a, v, kNumeric, -5, 5, Tol::kMath, true));
-    c.push_back(reduce_case(K::kReduceSumSquare, a, v, kNumeric, -2, 2, Tol::kSum, true));
+    // bfloat16 cannot hold these factors (its spacing at 1 is 2^-7): its products are tested below.
+    c.push_back(reduce_case(K::kReduceProd, a, v, {DT::kFloat32, DT::kFloat16, DT::kFloat64}, 0.9995, 1.0005, Tol::kSum,
+                            false));
+    c.push_back(reduce_case(K::kReduceL1, a, v, kReduceTypes, -2, 2, Tol::kSum, true));
+    c.push_back(reduce_case(K::kReduceL2, a, v, kReduceTypes, -2, 2, Tol::kMath, true));
+    c.push_back(reduce_case(K::kReduceLogSum, a, v, kReduceTypes, 0.1, 2, Tol::kMath, false));
+    c.push_back(reduce_case(K::kReduceLogSumExp, a, v, kReduceTypes, -5, 5, Tol::kMath, true));
+    c.push_back(reduce_case(K::kReduceSumSquare, a, v, kReduceTypes, -2, 2, Tol::kSum, true));
   }
+  c.push_back(bf16_prod_case());
   // Integer products wrap modulo 2^bits: exact whatever the values.
-  c.push_back(
-      reduce_case(K::kReduceProd, ReduceAttrs{1, 0}, "int", {DT::kInt32, DT::kInt64}, -3, 3, Tol::kExact, false));
-  c.push_back(reduce_case(K::kReduceSum, ReduceAttrs{1, 1}, "noop_empty_axes", kNumeric, -2, 2, Tol::kSum, false));
-  c.push_back(reduce_case(K::kReduceMax, ReduceAttrs{0, 1}, "noop_empty_axes", kNumeric, -2, 2, Tol::kNear, false));
+  c.push_back(reduce_case(K::kReduceProd, ReduceAttrs{1, 0}, "int", {DT::kInt32, DT::kUInt32, DT::kInt64, DT::kUInt64},
+                          -3, 3, Tol::kExact, false));
+  c.push_back(reduce_case(K::kReduceSum, ReduceAttrs{1, 1}, "noop_empty_axes", kReduceTypes, -2, 2, Tol::kSum, false));
+  c.push_back(reduce_case(K::kReduceMax, ReduceAttrs{0, 1}, "noop_empty_axes", kReduceTypes, -2, 2, Tol::kNear, false));
   for (K k : {K::kArgMax, K::kArgMin})
     for (int64_t keep : {1, 0})
       for (int64_t last : {0, 1}) c.push_back(arg_case(k, keep, last));
@@ -425,16 +458,14 @@ void expect_cuda_backend_error(OpKind kind, const Attrs& attrs, const Inputs& in
   }
 }
 
-TEST(GpuReduceErrors, UnsupportedTypesThrowNamingTheBackend) {
+// The types the CPU kernel rejects too: Reduce* takes no 16-bit integers, and no 8-bit ones
+// except for Max and Min.
+TEST(GpuReduceErrors, TypesTheCpuRejectsThrowNamingTheBackend) {
   KILN_SKIP_WITHOUT_GPU();
-  const HostTensor d = rand_tensor(DT::kFloat64, {4, 3}, -1, 1);
-  expect_cuda_backend_error(OpKind::kReduceSum, ReduceAttrs{}, {d, i64({1})}, {OutputType{DT::kFloat64, {4, 1}}});
-  expect_cuda_backend_error(OpKind::kSoftmax, SoftmaxAttrs{}, {d}, {OutputType{DT::kFloat64, {4, 3}}});
-  expect_cuda_backend_error(OpKind::kCumSum, CumSumAttrs{}, {d, i64({0})}, {OutputType{DT::kFloat64, {4, 3}}});
-  expect_cuda_backend_error(OpKind::kArgMax, ArgReduceAttrs{}, {d}, {OutputType{DT::kInt64, {1, 3}}});
-  // ReduceSum takes no 8-bit integers (ReduceMax does).
   const HostTensor b = rand_tensor(DT::kInt8, {4, 3}, -5, 5);
   expect_cuda_backend_error(OpKind::kReduceSum, ReduceAttrs{}, {b, i64({1})}, {OutputType{DT::kInt8, {4, 1}}});
+  const HostTensor h = rand_tensor(DT::kInt16, {4, 3}, -5, 5);
+  expect_cuda_backend_error(OpKind::kReduceMax, ReduceAttrs{}, {h, i64({1})}, {OutputType{DT::kInt16, {4, 1}}});
 }
 
 TEST(GpuReduceErrors, BadAxesThrow) {

@@ -10,6 +10,7 @@
 // 32-bit flavour (faster division) used whenever the output has fewer than 2^31 elements.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -33,13 +34,24 @@ struct Bool8 {
   uint8_t v;
 };
 
-// The type arithmetic is done in: float for half, bool for Bool8, else the type itself.
+// float16 and bfloat16: the device's __half and __nv_bfloat16, stored rounded to nearest even like
+// core/half.h (a NaN may come back with another payload, still a NaN).
+template <class T>
+inline constexpr bool kIsHalfDev = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+template <class T>
+inline constexpr bool kIsFloatDev = std::is_floating_point_v<T> || kIsHalfDev<T>;
+
+// The type arithmetic is done in: float for the half types, bool for Bool8, else the type itself.
 template <class T>
 struct ComputeOf {
   using type = T;
 };
 template <>
 struct ComputeOf<__half> {
+  using type = float;
+};
+template <>
+struct ComputeOf<__nv_bfloat16> {
   using type = float;
 };
 template <>
@@ -53,6 +65,8 @@ template <class T>
 __device__ __forceinline__ Compute<T> load(T v) {
   if constexpr (std::is_same_v<T, __half>)
     return __half2float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(v);
   else if constexpr (std::is_same_v<T, Bool8>)
     return v.v != 0;
   else
@@ -63,6 +77,8 @@ template <class T, class C>
 __device__ __forceinline__ T store(C v) {
   if constexpr (std::is_same_v<T, __half>)
     return __float2half_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(static_cast<float>(v));
   else if constexpr (std::is_same_v<T, Bool8>)
     return Bool8{static_cast<uint8_t>(v ? 1 : 0)};
   else
@@ -80,6 +96,19 @@ __device__ __forceinline__ C std_max(C a, C b) {
   return a < b ? b : a;
 }
 
+// Float -> integer with saturation (Cast, and the float results of integer Pow, Erf, Shrink),
+// decided in double as the CPU does: the integer type's max() rounds up to a power of two in
+// double, so `>=` catches every value not below it.
+template <class To>
+__device__ __forceinline__ To sat_float_to_int(double d) {
+  if (d != d) return To(0);
+  constexpr double lo = static_cast<double>(std::numeric_limits<To>::min());
+  constexpr double hi = static_cast<double>(std::numeric_limits<To>::max());
+  if (d <= lo) return std::numeric_limits<To>::min();
+  if (d >= hi) return std::numeric_limits<To>::max();
+  return static_cast<To>(d);
+}
+
 // Functors are built on the host from the op's Attrs and passed to kernels by value; init() runs
 // once per thread before the loop (Clip uses it to read its bounds from device memory).
 struct NoInit {
@@ -92,6 +121,7 @@ struct NoInit {
               " is not supported by the CUDA backend");
 }
 
+// float32 and float16 only: the kernels that take no other float type (cuDNN-backed ones).
 template <class Fn>
 void dispatch_gpu_float(DataType t, const char* op, Fn&& fn) {
   if (t == DataType::kFloat32) return fn(Tag<float>{});
@@ -99,20 +129,15 @@ void dispatch_gpu_float(DataType t, const char* op, Fn&& fn) {
   throw_gpu_dtype(t, op);
 }
 
-// float32, float16, int32, int64.
-template <class Fn>
-void dispatch_gpu_numeric(DataType t, const char* op, Fn&& fn) {
-  if (t == DataType::kInt32) return fn(Tag<int32_t>{});
-  if (t == DataType::kInt64) return fn(Tag<int64_t>{});
-  return dispatch_gpu_float(t, op, fn);
-}
-
-// The elementwise kernels take every type the CPU kernels take: float64 too, and all integers.
+// Every float type the CPU kernels take (core/tensor.h's dispatch_float): float32, float16,
+// float64, bfloat16.
 template <class Fn>
 void dispatch_ew_float(DataType t, const char* op, Fn&& fn) {
   if (t == DataType::kFloat64) return fn(Tag<double>{});
+  if (t == DataType::kBFloat16) return fn(Tag<__nv_bfloat16>{});
   return dispatch_gpu_float(t, op, fn);
 }
+// Every numeric type (dispatch_numeric): the floats and all eight integer types.
 template <class Fn>
 void dispatch_ew_numeric(DataType t, const char* op, Fn&& fn) {
   switch (t) {
@@ -127,17 +152,11 @@ void dispatch_ew_numeric(DataType t, const char* op, Fn&& fn) {
     default: return dispatch_ew_float(t, op, fn);
   }
 }
+// Every type, bool included (dispatch_all).
 template <class Fn>
 void dispatch_ew_all(DataType t, const char* op, Fn&& fn) {
   if (t == DataType::kBool) return fn(Tag<Bool8>{});
   return dispatch_ew_numeric(t, op, fn);
-}
-
-// float32, float16, int32, int64, bool.
-template <class Fn>
-void dispatch_gpu_all(DataType t, const char* op, Fn&& fn) {
-  if (t == DataType::kBool) return fn(Tag<Bool8>{});
-  return dispatch_gpu_numeric(t, op, fn);
 }
 
 inline const char* name_of(OpKind k) { return op_name(k).data(); }  // the table's names are literals

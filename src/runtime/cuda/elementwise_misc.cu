@@ -13,18 +13,6 @@ namespace kiln::gpu::ew {
 namespace {
 
 // ---- Cast --------------------------------------------------------------------------------------
-// Float -> integer with saturation, decided in double as the CPU does: the integer type's max()
-// rounds up to a power of two in double, so `>=` catches every value not below it.
-template <class To>
-__device__ __forceinline__ To sat_float_to_int(double d) {
-  if (d != d) return To(0);
-  constexpr double lo = static_cast<double>(std::numeric_limits<To>::min());
-  constexpr double hi = static_cast<double>(std::numeric_limits<To>::max());
-  if (d <= lo) return std::numeric_limits<To>::min();
-  if (d >= hi) return std::numeric_limits<To>::max();
-  return static_cast<To>(d);
-}
-
 // From/To are device storage types; the functor maps From's compute type to To's.
 template <class From, class To>
 struct CastOp : NoInit {

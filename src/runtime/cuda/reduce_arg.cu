@@ -2,7 +2,7 @@
 // semantics (runtime/cpu/ops/reduce.cpp): a NaN is the extreme (the first one, or the last with
 // select_last_index), ties go to the lowest index (or the highest with select_last_index). The
 // accumulator is a (value, index) pair compared by arg_beats, a total order, so the parallel
-// merge finds exactly the CPU's index. float32, float16, int32, int64.
+// merge finds exactly the CPU's index. Every numeric type, as the CPU kernel.
 #include "runtime/cuda/reduce_internal.cuh"
 
 namespace kiln::gpu::red {
@@ -39,7 +39,7 @@ void arg_run(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, st
   if (s.len == 0) return;  // inference made the output empty
   const RedShape p = plan_axis(s);
   const bool is_max = kind == OpKind::kArgMax, last = a.select_last_index != 0;
-  ew::dispatch_gpu_numeric(x.dtype, name, [&](auto tag) {
+  ew::dispatch_ew_numeric(x.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (is_max)
       last ? run_reduction(p, x.data, out[0].data, ArgOp<T, true, true>{}, env, name, ws)

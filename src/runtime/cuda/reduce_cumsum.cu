@@ -1,13 +1,14 @@
 // CumSum on the GPU (the CPU kernel: runtime/cpu/ops/reduce_softmax.cpp): running sums along the
-// axis, optionally exclusive and/or reversed. Floats accumulate in float (the CPU: double), so
-// long sums differ in the last bits; int32/int64 wrap modulo 2^64 like the CPU (exact).
+// axis, optionally exclusive and/or reversed. float32 and the half types accumulate in float (the
+// CPU: double), so long sums differ in the last bits; float64 accumulates in double; integers
+// wrap modulo 2^64 like the CPU (exact).
 // The axis input is a build-time constant (the op table's const_inputs), read from env.host(1).
 // Three kernels over the [outer, len, inner] view:
 //  - the axis is the last dim and long: a warp per row scans 32 elements per step with shuffles
 //    and carries the total to the next step; a block per row when the rows are long and few;
 //  - otherwise a thread per line walks it sequentially; neighbouring threads own neighbouring
 //    lines, so the reads are coalesced when inner is large.
-// float32, float16, int32, int64.
+// The float types and the 32- and 64-bit integers (shape inference's).
 #include "runtime/cuda/reduce_internal.cuh"
 
 namespace kiln::gpu::red {
@@ -15,14 +16,14 @@ namespace kiln::gpu::red {
 namespace {
 
 template <class T>
-using ScanAcc = std::conditional_t<kIsFloatDev<T>, float, uint64_t>;
+using ScanAcc = std::conditional_t<kIsFloatDev<T>, FloatAcc<T>, uint64_t>;
 
 template <class T>
 __device__ __forceinline__ ScanAcc<T> scan_load(T v) {
   if constexpr (kIsFloatDev<T>)
     return load(v);
   else
-    return static_cast<uint64_t>(static_cast<int64_t>(v));
+    return wrap64(v);
 }
 
 template <class T>
@@ -154,7 +155,7 @@ void cumsum_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, s
   const int64_t lines = s.outer * s.inner;
   if (lines == 0 || s.len == 0) return;
   const bool exclusive = a.exclusive != 0, reverse = a.reverse != 0;
-  ew::dispatch_gpu_numeric(x.dtype, "CumSum", [&](auto tag) {
+  dispatch_reduce_types(x.dtype, "CumSum", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data);
     T* yp = static_cast<T*>(out[0].data);

@@ -6,8 +6,8 @@
 // G threads per output splits the sum: G = 1 when there are many outputs (neighbouring threads,
 // neighbouring outputs), a warp or a block when there are few and the sums are long. Correct for
 // any equation but not a GEMM: matmul-shaped equations run at CUDA-core speed with no data reuse.
-// Floats compute in float like the CPU; integers wrap modulo 2^64 like the CPU (exact).
-// float32, float16, int32, int64.
+// Floats compute in float (float64 in double) like the CPU; integers wrap modulo 2^64 like the CPU
+// (exact). Every numeric type, as the CPU kernel.
 #include <algorithm>
 
 #include "core/infer/reduce_util.h"
@@ -33,14 +33,14 @@ struct InPtrs {
 };
 
 template <class T>
-using EinsumAcc = std::conditional_t<kIsFloatDev<T>, float, uint64_t>;
+using EinsumAcc = std::conditional_t<kIsFloatDev<T>, FloatAcc<T>, uint64_t>;
 
 template <class T>
 __device__ __forceinline__ EinsumAcc<T> ein_load(T v) {
   if constexpr (kIsFloatDev<T>)
     return load(v);
   else
-    return static_cast<uint64_t>(static_cast<int64_t>(v));
+    return wrap64(v);
 }
 
 template <class T>
@@ -156,7 +156,7 @@ void einsum_gpu_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
   if (p.out_count == 0) return;
   for (const TensorView& t : in)
     if (t.dtype != in[0].dtype) throw Error("Einsum: every input must have the same element type");
-  ew::dispatch_gpu_numeric(in[0].dtype, "Einsum", [&](auto tag) {
+  ew::dispatch_ew_numeric(in[0].dtype, "Einsum", [&](auto tag) {
     using T = typename decltype(tag)::type;
     InPtrs<T> ptrs{};
     for (size_t i = 0; i < in.size(); ++i) ptrs.p[i] = static_cast<const T*>(in[i].data);

@@ -60,8 +60,18 @@ inline int64_t numel_of(std::span<const int64_t> shape) {
   return n;
 }
 
+using ew::kIsFloatDev;
+// Where float elements accumulate: double for float64, float for float32 and the half types (the
+// CPU kernels: double for every float type).
 template <class T>
-inline constexpr bool kIsFloatDev = std::is_same_v<T, float> || std::is_same_v<T, __half>;
+using FloatAcc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Integers widened to 64 bits (sign- or zero-extended): sums and products modulo 2^64 are the
+// element type's own wrapping arithmetic.
+template <class T>
+__device__ __forceinline__ uint64_t wrap64(T x) {
+  return static_cast<uint64_t>(static_cast<int64_t>(x));
+}
 
 template <class C>
 __device__ __forceinline__ bool is_nan(C v) {
@@ -80,6 +90,19 @@ __device__ __forceinline__ T int_from_double(double v) {
   if (v >= kHi) return std::numeric_limits<T>::max();
   if (v <= kLo) return std::numeric_limits<T>::lowest();
   return static_cast<T>(v);
+}
+
+// The element types of Reduce* and CumSum (shape inference's, which the CPU kernels take): the
+// float types and the 32- and 64-bit integers.
+template <class Fn>
+void dispatch_reduce_types(DataType t, const char* op, Fn&& fn) {
+  switch (t) {
+    case DataType::kInt32: return fn(Tag<int32_t>{});
+    case DataType::kUInt32: return fn(Tag<uint32_t>{});
+    case DataType::kInt64: return fn(Tag<int64_t>{});
+    case DataType::kUInt64: return fn(Tag<uint64_t>{});
+    default: return ew::dispatch_ew_float(t, op, fn);
+  }
 }
 
 // ---- group reductions ----------------------------------------------------------------------

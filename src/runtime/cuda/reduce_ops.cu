@@ -1,13 +1,16 @@
 // Reduce* on the GPU: the ops of the reduction engine (reduce_internal.cuh) with the CPU kernels'
 // semantics (runtime/cpu/ops/reduce.cpp):
-//   float32/float16 accumulate in float (the CPU: double), so sums differ in the last bits;
-//   int32/int64 Sum, SumSquare, L1, Mean and Prod wrap modulo 2^64 like the CPU (exact in any
-//   order); their L2, LogSum and LogSumExp go through double and convert back saturating;
+//   float32, float16 and bfloat16 accumulate in float (the CPU: double), so sums differ in the
+//   last bits; float64 accumulates in double;
+//   32- and 64-bit integers' Sum, SumSquare, L1, Mean and Prod wrap modulo 2^64 like the CPU
+//   (exact in any order); their L2, LogSum and LogSumExp go through double and convert back
+//   saturating;
 //   Max/Min propagate NaN and also take int8, uint8 and bool; empty reductions give the CPU's
 //   values (Sum 0, Prod 1, Mean NaN or 0, Max -inf or lowest, LogSum/LogSumExp -inf, ...).
 // ReduceLogSumExp is one pass with an online (max, sum) pair; +inf and NaN are tracked as flags so
 // the result is the CPU's (NaN if any NaN, else +inf if any +inf, else max + log(sum exp(x - max))).
-// Not on the GPU: float64, bfloat16, uint32, uint64.
+// The element types are the CPU kernel's (and shape inference's): every numeric type but int16
+// and uint16, and the 8-bit ones for Max and Min only.
 #include <cmath>
 
 #include "core/infer/reduce_util.h"
@@ -19,18 +22,13 @@ namespace {
 
 enum class SumKind { kSum, kSumSquare, kL1, kMean, kProd, kL2, kLogSum };
 
-template <class T>
-__device__ __forceinline__ uint64_t wrap(T x) {
-  return static_cast<uint64_t>(static_cast<int64_t>(x));
-}
-
 template <class T, SumKind K>
 struct SumOp {
   static constexpr bool kFloat = kIsFloatDev<T>;
   static constexpr bool kViaDouble = K == SumKind::kL2 || K == SumKind::kLogSum;
   using In = T;
   using Out = T;
-  using Acc = std::conditional_t<kFloat, float, std::conditional_t<kViaDouble, double, uint64_t>>;
+  using Acc = std::conditional_t<kFloat, FloatAcc<T>, std::conditional_t<kViaDouble, double, uint64_t>>;
 
   __device__ Acc init() const { return K == SumKind::kProd ? Acc(1) : Acc(0); }
   __device__ void add(Acc& a, T x, int64_t) const {
@@ -45,10 +43,10 @@ struct SumOp {
       else
         a += v;
     } else {
-      const uint64_t v = wrap(x);
+      const uint64_t v = wrap64(x);
       if constexpr (K == SumKind::kSumSquare)
         a += v * v;
-      else if constexpr (K == SumKind::kL1)
+      else if constexpr (K == SumKind::kL1 && std::is_signed_v<T>)
         a += x < 0 ? 0 - v : v;
       else if constexpr (K == SumKind::kProd)
         a *= v;
@@ -64,14 +62,16 @@ struct SumOp {
   }
   __device__ T finish(const Acc& a, int64_t count) const {
     if constexpr (kFloat) {
-      if constexpr (K == SumKind::kMean) return store<T>(a / static_cast<float>(count));  // empty: NaN
-      if constexpr (K == SumKind::kL2) return store<T>(sqrtf(a));
-      if constexpr (K == SumKind::kLogSum) return store<T>(logf(a));
+      if constexpr (K == SumKind::kMean) return store<T>(a / static_cast<Acc>(count));  // empty: NaN
+      if constexpr (K == SumKind::kL2) return store<T>(sqrt(a));
+      if constexpr (K == SumKind::kLogSum) return store<T>(log(a));
       return store<T>(a);
     } else if constexpr (kViaDouble) {
       return int_from_double<T>(K == SumKind::kL2 ? sqrt(a) : log(a));
     } else {
-      if constexpr (K == SumKind::kMean) return count ? static_cast<T>(static_cast<int64_t>(a) / count) : T{0};
+      if constexpr (K == SumKind::kMean && std::is_signed_v<T>)
+        return count ? static_cast<T>(static_cast<int64_t>(a) / count) : T{0};
+      if constexpr (K == SumKind::kMean) return count ? static_cast<T>(a / static_cast<uint64_t>(count)) : T{0};
       return static_cast<T>(a);  // modular
     }
   }
@@ -83,7 +83,7 @@ struct ExtremeOp {
   using In = T;
   using Out = T;
   using C = Compute<T>;
-  using Acc = std::conditional_t<(sizeof(T) < 4 && !std::is_same_v<T, __half>), int32_t, C>;
+  using Acc = std::conditional_t<(sizeof(T) < 4 && !ew::kIsHalfDev<T>), int32_t, C>;
 
   __device__ Acc init() const {
     if constexpr (std::is_same_v<T, Bool8>)
@@ -120,7 +120,7 @@ template <class T>
 struct LseOp {
   using In = T;
   using Out = T;
-  using F = std::conditional_t<kIsFloatDev<T>, float, double>;
+  using F = std::conditional_t<std::is_same_v<Compute<T>, float>, float, double>;  // double: float64, integers
   using Acc = LseAcc<F>;
 
   __device__ Acc init() const { return {-static_cast<F>(INFINITY), F(0), 0, 0}; }
@@ -207,23 +207,10 @@ void reduce_run(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
   const RedShape p = plan_reduction(x.shape, reduce_axes_mask(attrs_as<ReduceAttrs>(attrs), x, axes), name);
   const bool max_min = kind == OpKind::kReduceMax || kind == OpKind::kReduceMin;
   auto go = [&](auto tag) { reduce_typed<typename decltype(tag)::type>(kind, p, x.data, out[0].data, env, ws); };
-  switch (x.dtype) {
-    case DataType::kFloat32: return go(Tag<float>{});
-    case DataType::kFloat16: return go(Tag<__half>{});
-    case DataType::kInt32: return go(Tag<int32_t>{});
-    case DataType::kInt64: return go(Tag<int64_t>{});
-    case DataType::kInt8:
-      if (max_min) return go(Tag<int8_t>{});
-      break;
-    case DataType::kUInt8:
-      if (max_min) return go(Tag<uint8_t>{});
-      break;
-    case DataType::kBool:
-      if (max_min) return go(Tag<Bool8>{});
-      break;
-    default: break;
-  }
-  ew::throw_gpu_dtype(x.dtype, name);
+  if (max_min && x.dtype == DataType::kInt8) return go(Tag<int8_t>{});
+  if (max_min && x.dtype == DataType::kUInt8) return go(Tag<uint8_t>{});
+  if (max_min && x.dtype == DataType::kBool) return go(Tag<Bool8>{});
+  dispatch_reduce_types(x.dtype, name, go);
 }
 
 void reduce_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,

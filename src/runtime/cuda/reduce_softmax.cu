@@ -1,8 +1,8 @@
 // Softmax, LogSoftmax and Hardmax on the GPU, with the CPU kernels' formulas
 // (runtime/cpu/ops/reduce_softmax.cpp): m = max (NaN if any NaN), softmax = exp(x - m) * (1 / sum),
 // log-softmax = (x - m) - log(sum), hardmax = 1 at the first maximum (the first NaN if any). Sums
-// are float (the CPU: double). coerce_2d (pre-opset-13 semantics) flattens the dims from the axis
-// on into one.
+// are float (the CPU: double), or double for float64. coerce_2d (pre-opset-13 semantics) flattens
+// the dims from the axis on into one.
 // Two kernels:
 //  - rows: the axis is the last dim (inner == 1) and at most 8192 long. Each row is read once into
 //    registers and written once: a power-of-two group of threads up to a warp per row (several
@@ -13,7 +13,7 @@
 //    medium ones, a thread per line when the axis is not the innermost dim, so neighbouring
 //    threads read neighbouring addresses); three passes over the line (max, sum, write), the
 //    later ones mostly from cache. Hardmax always takes this one.
-// float32 and float16.
+// float32, float16, bfloat16, float64 (the CPU kernel's types).
 #include <cmath>
 
 #include "runtime/cuda/reduce_internal.cuh"
@@ -24,29 +24,36 @@ namespace {
 
 enum class Mode { kSoftmax, kLogSoftmax, kHardmax };
 
-// Max that keeps a NaN (the CPU's `greater`): commutative up to which NaN.
-__device__ __forceinline__ float max_nan(float a, float b) { return (b > a || (b != b && a == a)) ? b : a; }
+// Max that keeps a NaN (the CPU's `greater`): commutative up to which NaN. F is float or double.
+template <class F>
+__device__ __forceinline__ F max_nan(F a, F b) {
+  return (b > a || (b != b && a == a)) ? b : a;
+}
 
+template <class F>
 struct MaxNanOp {
-  using Acc = float;
-  __device__ float init() const { return -INFINITY; }
-  __device__ void merge(float& a, const float& b) const { a = max_nan(a, b); }
+  using Acc = F;
+  __device__ F init() const { return -INFINITY; }
+  __device__ void merge(F& a, const F& b) const { a = max_nan(a, b); }
 };
 
+template <class F>
 struct FloatSumOp {
-  using Acc = float;
-  __device__ float init() const { return 0.0f; }
-  __device__ void merge(float& a, const float& b) const { a += b; }
+  using Acc = F;
+  __device__ F init() const { return F(0); }
+  __device__ void merge(F& a, const F& b) const { a += b; }
 };
 
+template <class F>
 struct FirstMaxAcc {
-  float v;
+  F v;
   int pad;
   int64_t i;
 };
+template <class F>
 struct FirstMaxOp {
-  using Acc = FirstMaxAcc;
-  __device__ Acc init() const { return {0.0f, 0, -1}; }
+  using Acc = FirstMaxAcc<F>;
+  __device__ Acc init() const { return {F(0), 0, -1}; }
   __device__ void merge(Acc& a, const Acc& b) const {
     if (arg_beats<true, false>(b.v, b.i, a.v, a.i)) a = b;
   }
@@ -63,6 +70,7 @@ __global__ void __launch_bounds__(TPR > 32 ? TPR : 128)
   constexpr int kRows = kThreads / TPR;
   constexpr int V = kVec ? ew::kVecWidth<T> : 1;
   static_assert(K % V == 0, "whole vectors per thread");
+  using F = FloatAcc<T>;
   const int lane = static_cast<int>(threadIdx.x) % TPR;
   auto index = [&](int k) { return ((k / V) * TPR + lane) * V + k % V; };
   for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows; r0 < rows;
@@ -72,7 +80,7 @@ __global__ void __launch_bounds__(TPR > 32 ? TPR : 128)
     const bool valid = row < rows;
     const T* xr = x + (valid ? row : 0) * len;
     T* yr = y + (valid ? row : 0) * len;
-    float v[K];
+    F v[K];
 #pragma unroll
     for (int c = 0; c < K / V; ++c) {
       const int i0 = index(c * V);
@@ -85,32 +93,32 @@ __global__ void __launch_bounds__(TPR > 32 ? TPR : 128)
         for (int e = 0; e < V; ++e) v[c * V + e] = -INFINITY;
       }
     }
-    float m = -INFINITY;
+    F m = -INFINITY;
 #pragma unroll
     for (int k = 0; k < K; ++k) m = max_nan(m, v[k]);
     if constexpr (TPR > 32) {
-      m = group_allreduce<TPR>(m, MaxNanOp{});
+      m = group_allreduce<TPR>(m, MaxNanOp<F>{});
     } else {
 #pragma unroll
       for (int off = TPR / 2; off >= 1; off >>= 1) m = max_nan(m, __shfl_xor_sync(0xffffffffu, m, off, TPR));
     }
-    float sum = 0.0f;
+    F sum = 0;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       if (index(k) < len) {
-        const float e = expf(v[k] - m);
+        const F e = exp(v[k] - m);
         sum += e;
         if constexpr (M == Mode::kSoftmax) v[k] = e;
       }
     }
     if constexpr (TPR > 32) {
-      sum = group_allreduce<TPR>(sum, FloatSumOp{});
+      sum = group_allreduce<TPR>(sum, FloatSumOp<F>{});
     } else {
 #pragma unroll
       for (int off = TPR / 2; off >= 1; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off, TPR);
     }
     if (!valid) continue;
-    const float f = M == Mode::kSoftmax ? 1.0f / sum : logf(sum);
+    const F f = M == Mode::kSoftmax ? F(1) / sum : log(sum);
 #pragma unroll
     for (int c = 0; c < K / V; ++c) {
       const int i0 = index(c * V);
@@ -126,6 +134,7 @@ __global__ void __launch_bounds__(TPR > 32 ? TPR : 128)
 template <class T, Mode M, int G>
 __global__ void __launch_bounds__(kBlock)
     softmax_lines_kernel(const T* __restrict__ x, T* __restrict__ y, AxisSplit s) {
+  using F = FloatAcc<T>;
   constexpr int kGroups = kBlock / G;
   const int t = static_cast<int>(threadIdx.x) % G;
   const int64_t lines = s.outer * s.inner;
@@ -138,24 +147,24 @@ __global__ void __launch_bounds__(kBlock)
     T* yl = y + o * s.len * s.inner + j;
     const int64_t st = s.inner;
     if constexpr (M == Mode::kHardmax) {
-      FirstMaxAcc a{0.0f, 0, -1};
+      FirstMaxAcc<F> a{F(0), 0, -1};
       for (int64_t i = t; i < s.len; i += G) {
-        const float v = load(xl[i * st]);
+        const F v = load(xl[i * st]);
         if (arg_beats<true, false>(v, i, a.v, a.i)) a = {v, 0, i};
       }
-      a = group_allreduce<G>(a, FirstMaxOp{});
-      for (int64_t i = t; i < s.len; i += G) yl[i * st] = store<T>(i == a.i ? 1.0f : 0.0f);
+      a = group_allreduce<G>(a, FirstMaxOp<F>{});
+      for (int64_t i = t; i < s.len; i += G) yl[i * st] = store<T>(i == a.i ? F(1) : F(0));
     } else {
-      float m = -INFINITY;
-      for (int64_t i = t; i < s.len; i += G) m = max_nan(m, load(xl[i * st]));
-      m = group_allreduce<G>(m, MaxNanOp{});
-      float sum = 0.0f;
-      for (int64_t i = t; i < s.len; i += G) sum += expf(load(xl[i * st]) - m);
-      sum = group_allreduce<G>(sum, FloatSumOp{});
-      const float f = M == Mode::kSoftmax ? 1.0f / sum : logf(sum);
+      F m = -INFINITY;
+      for (int64_t i = t; i < s.len; i += G) m = max_nan(m, static_cast<F>(load(xl[i * st])));
+      m = group_allreduce<G>(m, MaxNanOp<F>{});
+      F sum = 0;
+      for (int64_t i = t; i < s.len; i += G) sum += exp(static_cast<F>(load(xl[i * st])) - m);
+      sum = group_allreduce<G>(sum, FloatSumOp<F>{});
+      const F f = M == Mode::kSoftmax ? F(1) / sum : log(sum);
       for (int64_t i = t; i < s.len; i += G) {
-        const float v = load(xl[i * st]);
-        yl[i * st] = store<T>(M == Mode::kSoftmax ? expf(v - m) * f : (v - m) - f);
+        const F v = load(xl[i * st]);
+        yl[i * st] = store<T>(M == Mode::kSoftmax ? exp(v - m) * f : (v - m) - f);
       }
     }
   }
@@ -263,7 +272,7 @@ void softmax_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView>
     s.len *= s.inner;
     s.inner = 1;
   }
-  ew::dispatch_gpu_float(x.dtype, name, [&](auto tag) {
+  ew::dispatch_ew_float(x.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data);
     T* yp = static_cast<T*>(out[0].data);

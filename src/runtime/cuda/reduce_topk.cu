@@ -9,7 +9,7 @@
 // keys stay in index order) over keys copied to the workspace, then the first K of each line are
 // gathered. 32-bit keys get the line number above them and go through one device-wide sort (fast
 // for a few long lines, where a segmented sort would give each line one block); 64-bit keys
-// (int64) take CUB's segmented sort. float32, float16, int32, int64.
+// (float64, int64, uint64) take CUB's segmented sort. Every numeric type, as the CPU kernel.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
@@ -26,16 +26,24 @@ using KeyOf = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
 
 template <class T>
 __device__ __forceinline__ KeyOf<T> key_of(T v) {
-  if constexpr (kIsFloatDev<T>) {
+  if constexpr (std::is_same_v<T, double>) {
+    if (v != v) return ~uint64_t{0};
+    if (v == 0.0) v = 0.0;  // -0 ties with +0
+    const auto u = static_cast<uint64_t>(__double_as_longlong(v));
+    constexpr uint64_t kSign = uint64_t{1} << 63;
+    return (u & kSign) ? ~u : (u | kSign);
+  } else if constexpr (kIsFloatDev<T>) {
     float f = load(v);
     if (f != f) return 0xFFFFFFFFu;
     if (f == 0.0f) f = 0.0f;  // -0 ties with +0
     const uint32_t u = __float_as_uint(f);
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  } else if constexpr (std::is_unsigned_v<T>) {
+    return static_cast<KeyOf<T>>(v);
   } else if constexpr (sizeof(T) == 8) {
     return static_cast<uint64_t>(v) ^ (uint64_t{1} << 63);
   } else {
-    return static_cast<uint32_t>(v) ^ 0x80000000u;
+    return static_cast<uint32_t>(v) ^ 0x80000000u;  // 8- and 16-bit values sign-extend first
   }
 }
 
@@ -258,7 +266,7 @@ void topk_run(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::s
     k = kk[0];
     if (k < 0 || k > s.len) throw Error("TopK: K is out of range");
   }
-  ew::dispatch_gpu_numeric(x.dtype, "TopK", [&](auto tag) {
+  ew::dispatch_ew_numeric(x.dtype, "TopK", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (a.largest)
       topk_typed<T, true>(x, out[0], out[1], s, k, env, ws);
