@@ -176,9 +176,7 @@ class Backend {
 // The element type of parameters, their gradients and solver state, batch-norm statistics,
 // probabilities and the loss in a network computing in `compute`: float16 networks keep them in
 // float32 (master weights, mixed precision); other networks in their own type.
-inline DataType master_dtype(DataType compute) {
-  return compute == DataType::kFloat16 ? DataType::kFloat32 : compute;
-}
+inline DataType master_dtype(DataType compute) { return compute == DataType::kFloat16 ? DataType::kFloat32 : compute; }
 
 struct BackendOptions {
   std::string device = "cpu";  // cpu or gpu

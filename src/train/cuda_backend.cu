@@ -259,7 +259,8 @@ __device__ __forceinline__ __half from_double<__half>(double v) {
 // (double to half rounds twice, through float).
 template <class S, class D>
 void cast_n(const S* src, D* dst, int64_t n, cudaStream_t s) {
-  for_each(s, n, [=] __device__(int64_t i) { dst[i] = from_double<D>(widen(src[i])); }, "cast");
+  for_each(
+      s, n, [=] __device__(int64_t i) { dst[i] = from_double<D>(widen(src[i])); }, "cast");
 }
 
 // Calls fn(T{}) for float32, float16 and float64.
@@ -271,7 +272,8 @@ void dispatch_cast(DataType t, const char* op, Fn&& fn) {
 
 template <class T, class V>
 void fill_n(T* p, int64_t n, V v, cudaStream_t s) {
-  for_each(s, n, [=] __device__(int64_t i) { p[i] = v; }, "fill");
+  for_each(
+      s, n, [=] __device__(int64_t i) { p[i] = v; }, "fill");
 }
 
 // y = op(a, b) elementwise, in float.
@@ -279,7 +281,8 @@ template <class T, class Op>
 void binary(const Tensor& a, const Tensor& b, const Tensor& y, cudaStream_t s, Op op, const char* name) {
   const T *pa = a.data<T>(), *pb = b.data<T>();
   T* py = y.data<T>();
-  for_each(s, a.numel(), [=] __device__(int64_t i) { st(py, i, op(ld(pa, i), ld(pb, i))); }, name);
+  for_each(
+      s, a.numel(), [=] __device__(int64_t i) { st(py, i, op(ld(pa, i), ld(pb, i))); }, name);
 }
 
 struct Plus {
@@ -425,7 +428,8 @@ template <class T, class F>
 void map1(const Tensor& x, const Tensor& y, F f, cudaStream_t s) {
   const T* px = x.data<T>();
   T* py = y.data<T>();
-  for_each(s, x.numel(), [=] __device__(int64_t i) { st(py, i, f(ld(px, i))); }, "activation_forward");
+  for_each(
+      s, x.numel(), [=] __device__(int64_t i) { st(py, i, f(ld(px, i))); }, "activation_forward");
 }
 
 template <class T, class F>

@@ -68,7 +68,8 @@ std::string conv_what(const Tensor& x, const Tensor& w) {
 // y[n, c, p] += b[c] over [N, C, P].
 template <class T>
 void add_channel_bias(T* y, const float* b, int64_t n, int64_t c, int64_t p, cudaStream_t s, const char* op) {
-  for_each(s, n * c * p, [=] __device__(int64_t i) { st(y, i, ld(y, i) + b[(i / p) % c]); }, op);
+  for_each(
+      s, n * c * p, [=] __device__(int64_t i) { st(y, i, ld(y, i) + b[(i / p) % c]); }, op);
 }
 
 // db[c] = sum over n and p of dy[n, c, p], in double.
@@ -123,10 +124,9 @@ ConvPlan& CudaBackend::conv_plan(const Tensor& x, const Tensor& w, const Tensor&
   check_cudnn(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, to_int(w.dim(0), op), to_int(w.dim(1), op),
                                          to_int(w.dim(2), op), to_int(w.dim(3), op)),
               op);
-  check_cudnn(cudnnSetConvolution2dDescriptor(p->conv, to_int(g.pad[0], op), to_int(g.pad[1], op),
-                                              to_int(g.stride[0], op), to_int(g.stride[1], op),
-                                              to_int(g.dilation[0], op), to_int(g.dilation[1], op),
-                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+  check_cudnn(cudnnSetConvolution2dDescriptor(
+                  p->conv, to_int(g.pad[0], op), to_int(g.pad[1], op), to_int(g.stride[0], op), to_int(g.stride[1], op),
+                  to_int(g.dilation[0], op), to_int(g.dilation[1], op), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
               op);
   check_cudnn(cudnnSetConvolutionGroupCount(p->conv, to_int(g.groups, op)), op);
   p->math = x.dtype() == DataType::kFloat16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
@@ -145,14 +145,14 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int n = 0;
     void* ws = scratch(Slot::kWorkspace, kFindWorkspace);
-    check_cudnn(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, p.x, x.data<void>(), p.w, wp, p.conv, p.y,
-                                                       y.data<void>(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws,
-                                                       kFindWorkspace),
-                op);
+    check_cudnn(
+        cudnnFindConvolutionForwardAlgorithmEx(cudnn_, p.x, x.data<void>(), p.w, wp, p.conv, p.y, y.data<void>(),
+                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, kFindWorkspace),
+        op);
     int i = 0;
     while (i < n && !(usable(perf[i], x.dtype()) && (x.dtype() == DataType::kFloat16 ||
-                                                      (perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD &&
-                                                       perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED))))
+                                                     (perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD &&
+                                                      perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED))))
       ++i;
     if (i == n) no_algorithm(op, x, w);
     p.fwd_algo = perf[i].algo;
@@ -178,13 +178,14 @@ void CudaBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const 
     int n = 0;
     void* ws = scratch(Slot::kWorkspace, kFindWorkspace);
     check_cudnn(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, p.w, wp, p.y, dy.data<void>(), p.conv, p.x,
-                                                            dx.data<void>(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                            &n, perf, ws, kFindWorkspace),
+                                                            dx.data<void>(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
+                                                            perf, ws, kFindWorkspace),
                 op);
     int i = 0;
-    while (i < n && !(usable(perf[i], dx.dtype()) &&
-                      (dx.dtype() == DataType::kFloat16 || (perf[i].algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD &&
-                                                            perf[i].algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED))))
+    while (i < n &&
+           !(usable(perf[i], dx.dtype()) &&
+             (dx.dtype() == DataType::kFloat16 || (perf[i].algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD &&
+                                                   perf[i].algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED))))
       ++i;
     if (i == n) no_algorithm(op, dx, w);
     p.data_algo = perf[i].algo;
@@ -216,14 +217,14 @@ void CudaBackend::conv2d_backward_filter(const Tensor& x, const Tensor& dy, cons
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int n = 0;
     void* ws = scratch(Slot::kWorkspace, kFindWorkspace);
-    check_cudnn(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, p.x, x.data<void>(), p.y, dy.data<void>(),
-                                                              p.conv, p.w, out,
-                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws,
-                                                              kFindWorkspace),
+    check_cudnn(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, p.x, x.data<void>(), p.y, dy.data<void>(), p.conv,
+                                                              p.w, out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
+                                                              perf, ws, kFindWorkspace),
                 op);
     int i = 0;
-    while (i < n && !(usable(perf[i], x.dtype()) &&
-                      (x.dtype() == DataType::kFloat16 || perf[i].algo != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED)))
+    while (i < n &&
+           !(usable(perf[i], x.dtype()) &&
+             (x.dtype() == DataType::kFloat16 || perf[i].algo != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED)))
       ++i;
     if (i == n) no_algorithm(op, x, dw);
     p.filter_algo = perf[i].algo;
@@ -238,7 +239,8 @@ void CudaBackend::conv2d_backward_filter(const Tensor& x, const Tensor& dy, cons
   if (cast) {
     const __half* h = static_cast<const __half*>(out);
     float* f = dw.data<float>();
-    for_each(stream(), dw.numel(), [=] __device__(int64_t i) { f[i] = __half2float(h[i]); }, op);
+    for_each(
+        stream(), dw.numel(), [=] __device__(int64_t i) { f[i] = __half2float(h[i]); }, op);
   }
   bias_grad(*this, dy, db, dy.dim(0), dy.dim(1), dy.dim(2) * dy.dim(3), op);
 }
@@ -320,7 +322,8 @@ void CudaBackend::linear_backward_weights(const Tensor& x, const Tensor& dy, con
   if (cast) {
     const __half* h = static_cast<const __half*>(out);
     float* f = dw.data<float>();
-    for_each(stream(), dw.numel(), [=] __device__(int64_t i) { f[i] = __half2float(h[i]); }, op);
+    for_each(
+        stream(), dw.numel(), [=] __device__(int64_t i) { f[i] = __half2float(h[i]); }, op);
   }
   bias_grad(*this, dy, db, n, m, 1, op);
 }

@@ -193,11 +193,11 @@ template <int K, class Load, class Finish>
 void channel_sums(CudaBackend& be, const ChannelGrid& g, Load load, Finish finish, const char* op) {
   if (g.c <= 0) return;
   require(g.c <= 65535, op, "more than 65535 channels");
-  auto* partial =
-      static_cast<double*>(be.scratch(CudaBackend::Slot::kPartials, sizeof(double) * K * g.c * g.chunks));
+  auto* partial = static_cast<double*>(be.scratch(CudaBackend::Slot::kPartials, sizeof(double) * K * g.c * g.chunks));
   unsigned* counters = be.counters(g.c);
-  channel_sums_kernel<K><<<dim3(static_cast<unsigned>(g.chunks), static_cast<unsigned>(g.c)), kThreads, 0,
-                           be.stream()>>>(g, load, finish, partial, counters);
+  channel_sums_kernel<K>
+      <<<dim3(static_cast<unsigned>(g.chunks), static_cast<unsigned>(g.c)), kThreads, 0, be.stream()>>>(
+          g, load, finish, partial, counters);
   check_launch(op);
 }
 

@@ -201,8 +201,8 @@ void CudaBackend::softmax_cross_entropy_forward(const Tensor& logits, const Tens
   all_reduce(loss_stats_, loss_stats_, 2, ncclDouble);
   const double* stats = loss_stats_;
   float* l = loss.data<float>();
-  for_each(stream(), 1, [=] __device__(int64_t) { *l = static_cast<float>(stats[0] / (stats[1] > 0 ? stats[1] : 1)); },
-           op);
+  for_each(
+      stream(), 1, [=] __device__(int64_t) { *l = static_cast<float>(stats[0] / (stats[1] > 0 ? stats[1] : 1)); }, op);
 }
 
 void CudaBackend::softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, float scale,

@@ -239,8 +239,8 @@ void norm_infer(cudaStream_t s, const T* x, T* y, const float* gamma, const floa
 }
 
 template <class T>
-void norm_backward_sums(CudaBackend& be, const T* x, const T* dy, const float* sm, const float* sinv,
-                        const NormDims& d, double* local) {
+void norm_backward_sums(CudaBackend& be, const T* x, const T* dy, const float* sm, const float* sinv, const NormDims& d,
+                        double* local) {
   const int64_t c = d.c, count = d.count();
   channel_sums<2>(
       be, channel_grid(d.n, d.c, d.s),
@@ -311,8 +311,8 @@ void CudaBackend::batchnorm_forward_infer(const Tensor& x, const Tensor& gamma, 
   require_same(x, y, op);
   dispatch_act(x.dtype(), op, [&](auto t) {
     using T = decltype(t);
-    norm_infer(stream(), x.data<T>(), y.data<T>(), gamma.data<float>(), beta.data<float>(),
-               running_mean.data<float>(), running_var.data<float>(), d, eps);
+    norm_infer(stream(), x.data<T>(), y.data<T>(), gamma.data<float>(), beta.data<float>(), running_mean.data<float>(),
+               running_var.data<float>(), d, eps);
   });
 }
 

@@ -1,5 +1,6 @@
 // DataParallelBackend (see data_parallel.h): worker threads, replicated and row-split tensors, and
 // the ops, each handed to every replica with its part of the tensors.
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -24,12 +25,18 @@ const Shards& shards(const Tensor& t) { return *t.data<Shards>(); }
 
 DataParallelBackend::DataParallelBackend(int gpus, bool fp16) : fp16_(fp16) {
   require(gpus >= 2, "data parallel", "needs two or more GPUs");
+  // The all-reduces here are small (gradients, batch-norm sums): NVLink multicast (NVLS) buys
+  // nothing for them, and a failure in it can take shared GPUs down; off unless the user says.
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
   api_ = &nccl_api();
   comms_.assign(static_cast<size_t>(gpus), nullptr);
   std::vector<int> devices(static_cast<size_t>(gpus));
   for (int r = 0; r < gpus; ++r) devices[static_cast<size_t>(r)] = r;
-  api_->check(api_->comm_init_all(comms_.data(), gpus, devices.data()),
-              "ncclCommInitAll over " + std::to_string(gpus) + " GPUs");
+  int current = 0;  // NCCL's initialization may leave another device current on this thread
+  cuda_detail::check_cuda(cudaGetDevice(&current), "cudaGetDevice");
+  const ncclResult_t init = api_->comm_init_all(comms_.data(), gpus, devices.data());
+  cudaSetDevice(current);
+  api_->check(init, "ncclCommInitAll over " + std::to_string(gpus) + " GPUs");
   for (int r = 0; r < gpus; ++r) {
     workers_.push_back(std::make_unique<Worker>());
     Worker& w = *workers_.back();
@@ -279,8 +286,8 @@ void DataParallelBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w
   });
 }
 
-void DataParallelBackend::conv2d_backward_filter(const Tensor& x, const Tensor& dy, const Tensor& dw,
-                                                 const Tensor& db, const ConvGeometry& g) {
+void DataParallelBackend::conv2d_backward_filter(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
+                                                 const ConvGeometry& g) {
   each([this, x, dy, dw, db, g](CudaBackend& be, int r) {
     be.conv2d_backward_filter(local(x, r), local(dy, r), local(dw, r), local(db, r), g);
   });
@@ -364,8 +371,8 @@ void DataParallelBackend::dropout_forward(const Tensor& x, const Tensor& mask, c
   });
 }
 
-void DataParallelBackend::softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
-                                                        const Tensor& probs, const Tensor& loss) {
+void DataParallelBackend::softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& probs,
+                                                        const Tensor& loss) {
   each([=, this](CudaBackend& be, int r) {
     be.softmax_cross_entropy_forward(local(logits, r), local(labels, r), local(probs, r), local(loss, r));
   });

@@ -80,8 +80,7 @@ void Network::build() {
     const int in = inputs_[i][0];
     aliased_[i] = layers_[i]->is_reshape() && consumers[in] == 1;
     act_[v] = aliased_[i] ? act_[in].view(shapes_[v]) : be_.alloc_batch(dtype_, shapes_[v]);
-    grads_[v] =
-        aliased_[i] && grads_[in].defined() ? grads_[in].view(shapes_[v]) : be_.alloc_batch(dtype_, shapes_[v]);
+    grads_[v] = aliased_[i] && grads_[in].defined() ? grads_[in].view(shapes_[v]) : be_.alloc_batch(dtype_, shapes_[v]);
   }
 
   // The backward plan, in backward order: the first layer to reach a value writes its gradient.

@@ -99,7 +99,7 @@ class Network {
   };
   std::vector<std::vector<InputGrad>> plan_;
   std::vector<bool> aliased_;  // reshape layers whose output is a view of their input
-  Tensor images_;  // act_[0], or its float32 source in a float16 network
+  Tensor images_;              // act_[0], or its float32 source in a float16 network
   Tensor labels_, probs_, loss_;
   bool built_ = false;
 

@@ -90,13 +90,13 @@ TEST_F(TrainGpuOps, ElementwiseConcatSplitAndCast) {
     EXPECT_CLOSE(got[0], want[0], tol) << "add, half " << half;
     EXPECT_CLOSE(got[1], want[1], tol) << "mul, half " << half;
   }
-  auto [want, got] = run({random_input({4, 2, 3, 3}, 3), random_input({4, 5, 3, 3}, 4), random_input({4, 1, 3, 3}, 5)},
-                         {{4, 8, 3, 3}, {4, 2, 3, 3}, {4, 5, 3, 3}, {4, 1, 3, 3}, {4, 8, 3, 3}},
-                         [](Backend& be, auto& in, auto& out) {
-                           be.concat(in, out[0]);
-                           be.split(out[0], std::vector<Tensor>{out[1], out[2], out[3]});
-                           be.copy(out[0], out[4]);
-                         });
+  auto [want, got] =
+      run({random_input({4, 2, 3, 3}, 3), random_input({4, 5, 3, 3}, 4), random_input({4, 1, 3, 3}, 5)},
+          {{4, 8, 3, 3}, {4, 2, 3, 3}, {4, 5, 3, 3}, {4, 1, 3, 3}, {4, 8, 3, 3}}, [](Backend& be, auto& in, auto& out) {
+            be.concat(in, out[0]);
+            be.split(out[0], std::vector<Tensor>{out[1], out[2], out[3]});
+            be.copy(out[0], out[4]);
+          });
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "concat/split/copy output " << i;
   EXPECT_EQ(got[1], random_values(72, 3));
 
@@ -123,7 +123,9 @@ std::vector<ConvCase> conv_cases() {
 }
 
 Shape conv_out(const ConvCase& k) {
-  auto out = [](int64_t in, int64_t kk, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (kk - 1) - 1) / s + 1; };
+  auto out = [](int64_t in, int64_t kk, int64_t s, int64_t p, int64_t d) {
+    return (in + 2 * p - d * (kk - 1) - 1) / s + 1;
+  };
   return {k.n, k.o, out(k.h, k.g.kernel[0], k.g.stride[0], k.g.pad[0], k.g.dilation[0]),
           out(k.w, k.g.kernel[1], k.g.stride[1], k.g.pad[1], k.g.dilation[1])};
 }
@@ -162,7 +164,8 @@ TEST_F(TrainGpuOps, LinearForwardAndBackward) {
     bool bias;
   };
   for (bool half : {false, true})
-    for (const Case& c : {Case{5, 7, 3, true}, Case{64, 400, 120, true}, Case{33, 84, 10, false}, Case{1, 17, 1, true}}) {
+    for (const Case& c :
+         {Case{5, 7, 3, true}, Case{64, 400, 120, true}, Case{33, 84, 10, false}, Case{1, 17, 1, true}}) {
       const bool bias = c.bias;
       auto [want, got] = run({random_input({c.n, c.k}, 21, half), random_input({c.m, c.k}, 22), random_input({c.m}, 23),
                               random_input({c.n, c.m}, 24, half)},
@@ -174,8 +177,8 @@ TEST_F(TrainGpuOps, LinearForwardAndBackward) {
                              },
                              {half, half, false, false});
       const double tol = half ? 2e-2 : 1e-5;
-      const std::string what = "linear " + std::to_string(c.n) + "x" + std::to_string(c.k) + "->" + std::to_string(c.m) +
-                               (half ? " float16" : "");
+      const std::string what = "linear " + std::to_string(c.n) + "x" + std::to_string(c.k) + "->" +
+                               std::to_string(c.m) + (half ? " float16" : "");
       for (size_t i = 0; i < want.size(); ++i) EXPECT_CLOSE(got[i], want[i], tol) << what << ", output " << i;
     }
 }
@@ -232,8 +235,8 @@ TEST_F(TrainGpuOps, BatchNormTrainingInferenceAndBackward) {
                 be.batchnorm_backward(in[0], in[3], in[1], out[3], out[4], out[6], out[7], out[8]);
               },
               {half, false, false, false, false, half, half, false, false});
-      const char* names[] = {"y", "running mean", "running var", "saved mean", "saved inv std",
-                             "inference y", "dx", "dgamma", "dbeta"};
+      const char* names[] = {"y",           "running mean", "running var", "saved mean", "saved inv std",
+                             "inference y", "dx",           "dgamma",      "dbeta"};
       for (size_t i = 0; i < want.size(); ++i)
         EXPECT_CLOSE(got[i], want[i], half ? 1e-2 : 1e-5) << "batch norm " << shape_string(x) << ": " << names[i];
     }
@@ -241,26 +244,26 @@ TEST_F(TrainGpuOps, BatchNormTrainingInferenceAndBackward) {
 
 TEST_F(TrainGpuOps, Activations) {
   for (bool half : {false, true})
-    for (Activation a : {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh,
-                         Activation::kGelu}) {
-      auto [want, got] = run({random_input({7, 333}, 51, half, -4, 4), random_input({7, 333}, 52, half)},
-                             {{7, 333}, {7, 333}},
-                             [a](Backend& be, auto& in, auto& out) {
-                               be.activation_forward(a, 0.1f, in[0], out[0]);
-                               be.activation_backward(a, 0.1f, in[0], out[0], in[1], out[1]);
-                             },
-                             {half, half});
+    for (Activation a :
+         {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh, Activation::kGelu}) {
+      auto [want, got] =
+          run({random_input({7, 333}, 51, half, -4, 4), random_input({7, 333}, 52, half)}, {{7, 333}, {7, 333}},
+              [a](Backend& be, auto& in, auto& out) {
+                be.activation_forward(a, 0.1f, in[0], out[0]);
+                be.activation_backward(a, 0.1f, in[0], out[0], in[1], out[1]);
+              },
+              {half, half});
       EXPECT_CLOSE(got[0], want[0], half ? 2e-3 : 1e-5) << "activation " << static_cast<int>(a) << " forward";
       EXPECT_CLOSE(got[1], want[1], half ? 2e-3 : 1e-5) << "activation " << static_cast<int>(a) << " backward";
     }
 }
 
 TEST_F(TrainGpuOps, DropoutDrawsTheCpuMask) {
-  auto [want, got] = run({random_input({3, 1001}, 61)}, {{3, 1001}, {3, 1001}, {3, 1001}},
-                         [](Backend& be, auto& in, auto& out) {
-                           be.dropout_forward(in[0], out[0], out[1], 0.3f, 1234, 77);
-                           be.mul(in[0], out[0], out[2]);  // the backward pass's product
-                         });
+  auto [want, got] =
+      run({random_input({3, 1001}, 61)}, {{3, 1001}, {3, 1001}, {3, 1001}}, [](Backend& be, auto& in, auto& out) {
+        be.dropout_forward(in[0], out[0], out[1], 0.3f, 1234, 77);
+        be.mul(in[0], out[0], out[2]);  // the backward pass's product
+      });
   EXPECT_EQ(got[0], want[0]) << "mask";
   EXPECT_EQ(got[1], want[1]) << "y";
   EXPECT_EQ(got[2], want[2]) << "dx";
@@ -307,7 +310,7 @@ TEST_F(TrainGpuOps, SoftmaxCrossEntropyAndMetrics) {
 
 TEST_F(TrainGpuOps, SgdAndAdamUpdateEveryParameterInOneStep) {
   const std::vector<int64_t> sizes = {1, 17, 9000, 20000};  // 9000 and 20000 span several chunks
-  for (int kind = 0; kind < 3; ++kind) {                     // SGD, Adam, AdamW
+  for (int kind = 0; kind < 3; ++kind) {                    // SGD, Adam, AdamW
     std::vector<std::vector<float>> result[2];
     Backend* bes[2] = {&cpu_, gpu_.get()};
     for (int b = 0; b < 2; ++b) {
