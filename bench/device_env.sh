@@ -11,4 +11,5 @@ if [ ! -x build-dev/kiln ]; then
   exit 2
 fi
 nv=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH="$PWD/build-dev/lib:$nv/cudnn/lib:$nv/cu13/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# NCCL (kiln train --gpus N loads libnccl.so.2 at run time) comes from PyTorch's nvidia-nccl wheel.
+export LD_LIBRARY_PATH="$PWD/build-dev/lib:$nv/cudnn/lib:$nv/cu13/lib:$nv/nccl/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"

@@ -27,6 +27,12 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
 fi
 tar -C "$stage" -cf - . | xz -9 -T2 > build-dev/pack.tar.xz
 ls -la build-dev/pack.tar.xz
+# With --with-fashion: Fashion-MNIST (31 MB, gzipped IDX) for bench/train_bench.sh --fashion
+# build-dev/fashion-mnist; it may take the carry past its limit together with the pack.
+if [ "${1:-}" = "--with-fashion" ] && [ -d /usr/share/datasets/fashion-mnist ]; then
+  cp -r /usr/share/datasets/fashion-mnist build-dev/fashion-mnist
+  du -sh build-dev/fashion-mnist
+fi
 # ONNX's backend test data (Debian's libonnx-testdata; the GPU machine has none) for
 # bench/gpu_suite.sh, so that both backends run the same tests as CI does.
 if [ -d /usr/share/libonnx-testdata/data ]; then

@@ -62,6 +62,8 @@ int run_train(const TrainOptions& o) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   std::unique_ptr<train::Backend> be = train::make_backend({o.device, o.threads, o.fp16, o.gpus});
+  if (be->compute_dtype() != DataType::kFloat32 && !o.example.empty())
+    throw Error("--example checks an export against float32 logits; train without --fp16 for it");
   require_extension(o.output, "-o", {".onnx"});
   require_extension(o.plot, "--plot", {".svg"});
   require_extension(o.metrics, "--metrics", {".csv", ".json"});

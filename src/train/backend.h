@@ -1,5 +1,5 @@
 // The device abstraction of the training library: memory and every operation a training step
-// needs, as one interface with a CPU implementation (cpu_backend.h) and, later, a GPU one. Layers,
+// needs, as one interface with a CPU implementation (cpu_backend.h) and a GPU one (cuda_backend.h). Layers,
 // the network and the solvers only call these methods, so a new device only adds a Backend.
 //
 // Contracts shared by all ops:
@@ -13,8 +13,9 @@
 //   the thread count (no atomics-ordered float sums; a GPU backend picks deterministic algorithms).
 // - A backend is used by one thread at a time (it keeps scratch memory between calls); data-parallel
 //   training gives each device its own.
-// - Element types: float32 always; the CPU backend also takes float64 (gradient checks). A backend
-//   that lacks a type throws kiln::Error naming the op.
+// - Element types: float32 always; the CPU backend also takes float64 (gradient checks), the GPU
+//   backend float16 activations (mixed precision, compute_dtype()). A backend that lacks a type
+//   throws kiln::Error naming the op.
 #pragma once
 
 #include <cstdint>
@@ -82,15 +83,23 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual std::string name() const = 0;  // "cpu (2 threads)", "NVIDIA H200", ...
+  // The element type of the activations of a network trained here: float16 for a mixed-precision
+  // GPU backend, whose parameters stay float32 (master_dtype), float32 otherwise.
+  virtual DataType compute_dtype() const { return DataType::kFloat32; }
 
   // ---- memory
   virtual Tensor alloc(DataType dtype, Shape shape) = 0;  // contents undefined
+  // A tensor whose leading dimension is the batch (activations, their gradients, labels, masks):
+  // a data-parallel backend gives each replica its rows of it, where alloc() replicates.
+  virtual Tensor alloc_batch(DataType dtype, Shape shape) { return alloc(dtype, std::move(shape)); }
   // Copies dst.bytes() bytes from host memory. The host memory may be reused as soon as it returns.
   virtual void upload(const void* host, const Tensor& dst) = 0;
   // Waits for pending work, then copies src.bytes() bytes to host memory.
   virtual void download(const Tensor& src, void* host) = 0;
   virtual void fill(const Tensor& t, double value) = 0;
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;  // same dtype and element count
+  // dst = src converted to dst's element type (same element count), rounding to nearest.
+  virtual void cast(const Tensor& src, const Tensor& dst) = 0;
 
   // ---- elementwise and plumbing
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& y) = 0;  // y may alias a or b
@@ -164,11 +173,16 @@ class Backend {
   virtual void adam_step(std::span<const ParamSlot> params, const AdamStep& s) = 0;
 };
 
+// The element type of parameters, their gradients and solver state, batch-norm statistics,
+// probabilities and the loss in a network computing in `compute`: float16 networks keep them in
+// float32 (master weights, mixed precision); other networks in their own type.
+inline DataType master_dtype(DataType compute) { return compute == DataType::kFloat16 ? DataType::kFloat32 : compute; }
+
 struct BackendOptions {
   std::string device = "cpu";  // cpu or gpu
   int threads = 0;             // CPU threads, 0: all cores
   bool fp16 = false;           // FP16 compute with FP32 master weights (GPU)
-  int gpus = 1;                // data-parallel GPUs
+  int gpus = 1;                // data-parallel GPUs; the batch is split over them
 };
 
 // The backend for `options`; throws kiln::Error for a device or mode this build cannot run.

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "train/cpu_internal.h"
+#include "train/gpu_backend.h"
 #include "train/random.h"
 
 namespace kiln::train {
@@ -62,6 +63,17 @@ void CpuBackend::fill(const Tensor& t, double value) {
 void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
   require_same(src, dst, "copy");
   if (!src.same_memory(dst)) std::memcpy(dst.data<void>(), src.data<void>(), src.bytes());
+}
+
+void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
+  require(src.numel() == dst.numel(), "cast", "element counts differ");
+  dispatch(src, "cast", [&](auto s) {
+    dispatch(dst, "cast", [&](auto d) {
+      using S = decltype(s);
+      using D = decltype(d);
+      std::copy_n(src.data<S>(), src.numel(), dst.data<D>());
+    });
+  });
 }
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
@@ -328,16 +340,12 @@ void CpuBackend::adam_step(std::span<const ParamSlot> params, const AdamStep& s)
 }
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
-  // The GPU training backend is the next step of issue 5; until it lands, GPU options are refused
-  // rather than run on the CPU.
-  if (options.device == "gpu")
-    throw Error("--device gpu: the GPU training backend is not built yet; train on the CPU with --device cpu");
+  // GPU options never fall back to the CPU: they need --device gpu, which says what it lacks.
+  if (options.device == "gpu") return make_gpu_backend(options);
   if (options.device != "cpu") throw Error("--device " + options.device + ": expected cpu or gpu");
-  if (options.fp16)
-    throw Error("--fp16: mixed-precision training needs the GPU training backend, which is not built yet");
+  if (options.fp16) throw Error("--fp16: mixed-precision training runs on the GPU; add --device gpu");
   if (options.gpus != 1)
-    throw Error("--gpus " + std::to_string(options.gpus) +
-                ": data-parallel training needs the GPU training backend, which is not built yet");
+    throw Error("--gpus " + std::to_string(options.gpus) + ": data-parallel training runs on GPUs; add --device gpu");
   return std::make_unique<CpuBackend>(options.threads);
 }
 

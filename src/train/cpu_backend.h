@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
   void download(const Tensor& src, void* host) override;
   void fill(const Tensor& t, double value) override;
   void copy(const Tensor& src, const Tensor& dst) override;
+  void cast(const Tensor& src, const Tensor& dst) override;  // between float32 and float64
 
   void add(const Tensor& a, const Tensor& b, const Tensor& y) override;
   void mul(const Tensor& a, const Tensor& b, const Tensor& y) override;

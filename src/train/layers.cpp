@@ -15,8 +15,8 @@ Param make_param(Backend& be, DataType dtype, std::string name, Shape shape, Par
                  int64_t fan_out, bool decay) {
   Param p;
   p.name = std::move(name);
-  p.value = be.alloc(dtype, shape);
-  p.grad = be.alloc(dtype, shape);
+  p.value = be.alloc(master_dtype(dtype), shape);
+  p.grad = be.alloc(master_dtype(dtype), shape);
   p.fill = fill;
   p.fan_in = fan_in;
   p.fan_out = fan_out;

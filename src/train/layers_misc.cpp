@@ -57,17 +57,17 @@ class BatchNorm final : public Layer {
     for (auto [suffix, fill] : {std::pair{".scale", Param::Fill::kOne}, std::pair{".bias", Param::Fill::kZero}}) {
       Param p;
       p.name = name() + suffix;
-      p.value = be.alloc(dtype, {c});
-      p.grad = be.alloc(dtype, {c});
+      p.value = be.alloc(master_dtype(dtype), {c});
+      p.grad = be.alloc(master_dtype(dtype), {c});
       p.fill = fill;
       params_.push_back(std::move(p));
     }
-    running_mean_ = be.alloc(dtype, {c});
-    running_var_ = be.alloc(dtype, {c});
+    running_mean_ = be.alloc(master_dtype(dtype), {c});
+    running_var_ = be.alloc(master_dtype(dtype), {c});
     be.fill(running_mean_, 0);
     be.fill(running_var_, 1);
-    saved_mean_ = be.alloc(dtype, {c});
-    saved_inv_std_ = be.alloc(dtype, {c});
+    saved_mean_ = be.alloc(master_dtype(dtype), {c});
+    saved_inv_std_ = be.alloc(master_dtype(dtype), {c});
   }
 
   void forward(const StepContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
@@ -115,7 +115,7 @@ class Dropout final : public Layer {
     return in[0];
   }
 
-  void setup(Backend& be, DataType dtype, std::span<const Shape> in) override { mask_ = be.alloc(dtype, in[0]); }
+  void setup(Backend& be, DataType dtype, std::span<const Shape> in) override { mask_ = be.alloc_batch(dtype, in[0]); }
 
   void forward(const StepContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
     if (!ctx.training) return ctx.be.copy(x[0], y);

@@ -71,14 +71,16 @@ void Network::build() {
   aliased_.assign(layers_.size(), false);
   act_.assign(nv, Tensor());
   grads_.assign(nv, Tensor());
-  act_[0] = be_.alloc(dtype_, shapes_[0]);
-  if (config_.input_grad) grads_[0] = be_.alloc(dtype_, shapes_[0]);
+  act_[0] = be_.alloc_batch(dtype_, shapes_[0]);
+  // A float16 network takes float32 images and casts them at the start of forward().
+  images_ = master_dtype(dtype_) == dtype_ ? act_[0] : be_.alloc_batch(master_dtype(dtype_), shapes_[0]);
+  if (config_.input_grad) grads_[0] = be_.alloc_batch(dtype_, shapes_[0]);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const size_t v = i + 1;
     const int in = inputs_[i][0];
     aliased_[i] = layers_[i]->is_reshape() && consumers[in] == 1;
-    act_[v] = aliased_[i] ? act_[in].view(shapes_[v]) : be_.alloc(dtype_, shapes_[v]);
-    grads_[v] = aliased_[i] && grads_[in].defined() ? grads_[in].view(shapes_[v]) : be_.alloc(dtype_, shapes_[v]);
+    act_[v] = aliased_[i] ? act_[in].view(shapes_[v]) : be_.alloc_batch(dtype_, shapes_[v]);
+    grads_[v] = aliased_[i] && grads_[in].defined() ? grads_[in].view(shapes_[v]) : be_.alloc_batch(dtype_, shapes_[v]);
   }
 
   // The backward plan, in backward order: the first layer to reach a value writes its gradient.
@@ -98,15 +100,15 @@ void Network::build() {
         written[v] = true;
       } else if (grads_[v].defined()) {
         ig.accumulate = true;
-        ig.scratch = be_.alloc(dtype_, shapes_[v]);
+        ig.scratch = be_.alloc_batch(dtype_, shapes_[v]);
       } else if (layers_[i]->writes_all_input_grads()) {
-        ig.scratch = be_.alloc(dtype_, shapes_[v]);
+        ig.scratch = be_.alloc_batch(dtype_, shapes_[v]);
       }
     }
   }
-  labels_ = be_.alloc(DataType::kInt32, {config_.max_batch});
-  probs_ = be_.alloc(dtype_, shapes_.back());
-  loss_ = be_.alloc(dtype_, {1});
+  labels_ = be_.alloc_batch(DataType::kInt32, {config_.max_batch});
+  probs_ = be_.alloc_batch(master_dtype(dtype_), shapes_.back());
+  loss_ = be_.alloc(master_dtype(dtype_), {1});
 }
 
 void Network::set_batch(int64_t n) {
@@ -152,7 +154,7 @@ void Network::init_params(uint64_t seed) {
         }
       }
     }
-    if (dtype_ == DataType::kFloat64) {
+    if (p.value.dtype() == DataType::kFloat64) {
       be_.upload(v.data(), p.value);
     } else {
       std::vector<float> f(v.begin(), v.end());
@@ -163,6 +165,7 @@ void Network::init_params(uint64_t seed) {
 
 void Network::forward(int64_t n, bool training, uint64_t seed, int64_t step) {
   set_batch(n);
+  if (!images_.same_memory(act_[0])) be_.cast(images_.with_batch(n), act_view_[0]);
   StepContext ctx{be_, training, seed, step};
   std::vector<Tensor> x;
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -25,6 +25,8 @@ struct NetworkConfig {
 class Network {
  public:
   // Builds the layers of `desc`; errors name the description's file, line and layer.
+  // dtype: the activations' type (Backend::compute_dtype()); parameters, the loss and the
+  // probabilities take master_dtype(dtype).
   Network(const NetDescription& desc, const NetworkConfig& config, Backend& be, DataType dtype = DataType::kFloat32);
   // A network of the given layers (tests build single layers this way). inputs[i] lists the values
   // layer i reads (0: the images, k: the output of layer k - 1).
@@ -45,9 +47,9 @@ class Network {
   size_t layer_output(size_t i) const { return i + 1; }
   const Shape& value_shape(size_t v) const { return shapes_[v]; }  // at the largest batch
 
-  // Where a step's data goes: images [max_batch, C, H, W] and int32 labels [max_batch]; a batch
-  // of n uses the first n rows.
-  const Tensor& images() const { return act_[0]; }
+  // Where a step's data goes: images [max_batch, C, H, W] (of master_dtype(dtype())) and int32
+  // labels [max_batch]; a batch of n uses the first n rows.
+  const Tensor& images() const { return images_; }
   const Tensor& labels() const { return labels_; }
 
   // Draws every parameter from `seed` (Param::fill), independent of the backend and thread count.
@@ -95,6 +97,7 @@ class Network {
   };
   std::vector<std::vector<InputGrad>> plan_;
   std::vector<bool> aliased_;  // reshape layers whose output is a view of their input
+  Tensor images_;              // act_[0], or its float32 source in a float16 network
   Tensor labels_, probs_, loss_;
   bool built_ = false;
 

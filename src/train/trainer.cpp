@@ -107,7 +107,8 @@ Trainer::Trainer(const NetDescription& desc, const TrainingData& data, Backend& 
   if (config.log_every < 1) throw Error("the logging interval must be at least 1 step");
   if (config.checkpoint_every > 0 && config.checkpoint_dir.empty())
     throw Error("--checkpoint-every needs --checkpoint DIR");
-  net_ = std::make_unique<Network>(desc, NetworkConfig{data.image_shape(), data.classes(), config.batch}, be);
+  net_ = std::make_unique<Network>(desc, NetworkConfig{data.image_shape(), data.classes(), config.batch}, be,
+                                   be.compute_dtype());
   net_->init_params(config.seed);
   solver_ = std::make_unique<Solver>(config.solver, be, net_->params());
   metrics_ = be.alloc(DataType::kFloat64, {kMetricsSize});
