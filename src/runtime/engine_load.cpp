@@ -121,9 +121,8 @@ void check_views(EngineImpl& e, const std::string& origin) {
     if (b.kind != TensorKind::kActivation && b.kind != TensorKind::kOutput)
       fail(origin, what + " is a view of '" + b.name + "', which is not an activation or output");
     if (b.base != -1)
-      fail(origin, what + " is a view of '" + b.name +
-                       "', which is a view itself; a view names the tensor that owns "
-                       "the memory");
+      fail(origin, what + " is a view of '" + b.name + "', which is a view itself; a view names the tensor " +
+                       "that owns the memory");
     if (t.dtype != b.dtype)
       fail(origin, what + " is " + std::string(dtype_name(t.dtype)) + " but its base '" + b.name + "' is " +
                        std::string(dtype_name(b.dtype)) + "; a view has its base's element type");

@@ -312,7 +312,8 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   EXPECT_TRUE(has(e,
                   "bind-inputs, infer-and-fold, remove-noop, merge-transpose-reshape, fuse-layernorm, fuse-gelu, fold-pad,"
                   " fold-batchnorm,"
-                  " fold-scale-shift, remove-identity, remove-dead-nodes, to-fp16, materialize-outputs"))
+                  " fold-scale-shift, remove-identity, fuse-siblings, remove-dead-nodes, to-fp16, materialize-outputs,"
+                  " view-reshapes, eliminate-concat, eliminate-split"))
       << e;
 }
 
