@@ -309,13 +309,20 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kUnsqueeze, "Unsqueeze", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x2},
     {OpKind::kWhere, "Where", kAttrsIndex<NoAttrs>, 3, 3, 1, 1, 0x0},
     {OpKind::kXor, "Xor", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x0},
-  // Internal ops, made by passes and never imported (see docs/decisions.md, "Vertical fusion"
-  // and "INT8"). They stay at the end, so adding one leaves the ONNX ops' engine codes unchanged.
-  kFusedConv,
-  kFusedGemm,
-  kFusedMatMul,
-  kQConv,
-  kQMatMul,
+    // Inputs: X, W, optional B, optional Z (the residual). See FusedConvAttrs.
+    {OpKind::kFusedConv, "FusedConv", kAttrsIndex<FusedConvAttrs>, 2, 4, 1, 1, 0x0},
+    // Inputs: A, B, optional C, optional Z.
+    {OpKind::kFusedGemm, "FusedGemm", kAttrsIndex<FusedGemmAttrs>, 2, 4, 1, 1, 0x0},
+    // Inputs: A, B, optional bias (one value per column of the product), optional Z.
+    {OpKind::kFusedMatMul, "FusedMatMul", kAttrsIndex<EpilogueAttrs>, 2, 4, 1, 1, 0x0},
+    // INT8 convolution / matrix product with a fused epilogue (fuse-qdq, cpu/ops/extra_qfused.cpp):
+    // x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point].
+    // The quantization parameters and the bias are marked constant (they always are: the pass makes
+    // them) so that GPU kernels read them on the host to choose their path.
+    // x_zero_point (input 2) is optional, so the table requires only x and x_scale; inference
+    // checks w and w_scale.
+    {OpKind::kQConv, "kiln.QConv", kAttrsIndex<QConvAttrs>, 2, 9, 1, 1, 0x1f6},
+    {OpKind::kQMatMul, "kiln.QMatMul", kAttrsIndex<QMatMulAttrs>, 2, 9, 1, 1, 0x1f6},
 };
 
 inline constexpr size_t kOpCount = std::size(kOpTable);

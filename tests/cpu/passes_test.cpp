@@ -310,10 +310,10 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   std::string e = build_error(g, o);
   EXPECT_TRUE(has(e, "--disable-pass constant-folding: no such pass")) << e;
   EXPECT_TRUE(has(e,
-                  "bind-inputs, infer-and-fold, remove-noop, merge-transpose-reshape, fuse-layernorm, fuse-gelu, fold-pad,"
-                  " fold-batchnorm,"
-                  " fold-scale-shift, remove-identity, fuse-siblings, remove-dead-nodes, to-fp16, materialize-outputs,"
-                  " view-reshapes, eliminate-concat, eliminate-split"))
+                  "bind-inputs, infer-and-fold, remove-noop, merge-transpose-reshape, fuse-layernorm, fuse-gelu,"
+                  " fold-pad, fold-batchnorm, fold-scale-shift, remove-identity, quantize-int8, fuse-qdq,"
+                  " fuse-epilogue, fuse-siblings, remove-dead-nodes, to-fp16, materialize-outputs, view-reshapes,"
+                  " eliminate-concat, eliminate-split"))
       << e;
 }
 
