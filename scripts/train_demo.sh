@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Training end to end: LeNet-5 trained on Fashion-MNIST (Debian's dataset-fashion-mnist), exported
 # to ONNX, checked against onnxruntime, optimized into an engine, evaluated on the test set and
-# benchmarked. Training runs on the CPU (3 epochs on 20,000 images, a minute or two) until the GPU
-# training backend lands; then a GPU takes the full set.
+# benchmarked. With a GPU (nvidia-smi finds one) training takes the full set for 15 epochs there
+# (about 90.5% test accuracy); without one, 3 epochs on 20,000 images on the CPU (a minute or two).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -10,8 +10,14 @@ bash scripts/build.sh
 out=out/train_demo
 mkdir -p "$out"
 data=/usr/share/datasets/fashion-mnist
-echo "== kiln train (LeNet-5, CPU)"
-build/kiln train --net lenet5 --data "$data" --limit 20000 --epochs 3 --batch 64 --solver adam \
+if nvidia-smi -L >/dev/null 2>&1; then
+  echo "== kiln train (LeNet-5, GPU)"
+  how=(--device gpu --epochs 15 --batch 128 --solver sgd --lr 0.05 --weight-decay 0.0005 --lr-schedule cosine)
+else
+  echo "== kiln train (LeNet-5, CPU)"
+  how=(--limit 20000 --epochs 3 --batch 64 --solver adam)
+fi
+build/kiln train --net lenet5 --data "$data" "${how[@]}" \
   --metrics "$out/metrics.csv" --plot "$out/curves.svg" --example "$out/example" -o "$out/lenet5.onnx"
 echo "== onnxruntime against Kiln's own forward pass"
 python3 - "$out" <<'PY'

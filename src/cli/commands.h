@@ -89,6 +89,7 @@ struct TrainOptions {
   bool fp16 = false;
   int gpus = 1;
   int threads = 0;
+  std::string timing_cache;      // GPU: cuDNN algorithm choices; default: the checkpoint folder's
   int64_t checkpoint_every = 0;  // steps; 0 with --checkpoint: one per epoch
   std::string checkpoint;
   std::string resume;

@@ -56,7 +56,10 @@ void add_train_options(CLI::App* cmd, kiln::cli::TrainOptions& t) {
   cmd->add_option("--limit", t.limit, "Use only the first N training images (0: all)");
   cmd->add_option("--device", t.device, "cpu or gpu")->capture_default_str();
   cmd->add_flag("--fp16", t.fp16, "GPU: FP16 compute with FP32 master weights and dynamic loss scaling");
-  cmd->add_option("--gpus", t.gpus, "GPU: data-parallel GPUs")->capture_default_str();
+  cmd->add_option("--gpus", t.gpus, "GPU: data-parallel GPUs (the batch is split over them)")->capture_default_str();
+  cmd->add_option("--timing-cache", t.timing_cache,
+                  "GPU: file of cuDNN algorithm choices, read if present and updated; runs that share it train to the "
+                  "same bits (default: DIR/timing_cache.json with --checkpoint or --resume DIR)");
   cmd->add_option("--threads", t.threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--checkpoint", t.checkpoint, "Folder for checkpoints (written atomically)");
   cmd->add_option("--checkpoint-every", t.checkpoint_every, "Steps between checkpoints (default: one per epoch)");

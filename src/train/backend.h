@@ -183,6 +183,7 @@ struct BackendOptions {
   int threads = 0;             // CPU threads, 0: all cores
   bool fp16 = false;           // FP16 compute with FP32 master weights (GPU)
   int gpus = 1;                // data-parallel GPUs; the batch is split over them
+  std::string timing_cache;    // GPU: file of cuDNN algorithm choices (algorithm_cache.h); empty: none
 };
 
 // The backend for `options`; throws kiln::Error for a device or mode this build cannot run.

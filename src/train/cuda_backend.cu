@@ -80,6 +80,8 @@ CudaBackend::CudaBackend(int device, bool fp16) : device_(device), fp16_(fp16) {
   uint64_t keep = std::numeric_limits<uint64_t>::max();
   check_cuda(cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReleaseThreshold, &keep), "configuring the pool");
   state_ = st;
+  cudaDeviceProp prop{};
+  gpu_name_ = cudaGetDeviceProperties(&prop, device) == cudaSuccess ? prop.name : "GPU " + std::to_string(device);
   try {
     gpu::check_cudnn(cudnnCreate(&cudnn_), "creating a cuDNN handle");
     gpu::check_cudnn(cudnnSetStream(cudnn_, st->stream), "cudnnSetStream");
@@ -131,11 +133,7 @@ void CudaBackend::release() {
 
 cudaStream_t CudaBackend::stream() const { return state_->stream; }
 
-std::string CudaBackend::name() const {
-  cudaDeviceProp prop{};
-  std::string n = cudaGetDeviceProperties(&prop, device_) == cudaSuccess ? prop.name : "CUDA GPU";
-  return n + (fp16_ ? ", mixed precision (FP16)" : "");
-}
+std::string CudaBackend::name() const { return gpu_name_ + (fp16_ ? ", mixed precision (FP16)" : ""); }
 
 // ---- memory
 

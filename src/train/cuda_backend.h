@@ -170,6 +170,9 @@ class CudaBackend final : public Backend {
   void release();  // the destructor's work, also after a failed constructor
   cuda_detail::ConvPlan& conv_plan(const Tensor& x, const Tensor& w, const Tensor& y, const ConvGeometry& g,
                                    const char* op);
+  // The algorithm cache's key (algorithm_cache.h) of one direction of a convolution.
+  std::string conv_key(const char* direction, const Tensor& x, const Tensor& w, const Tensor& y,
+                       const ConvGeometry& g) const;
   const cuda_detail::ParamTable& param_table(std::span<const ParamSlot> params, bool adam);
 
   struct Staging {
@@ -185,6 +188,7 @@ class CudaBackend final : public Backend {
 
   int device_ = 0;
   bool fp16_ = false;
+  std::string gpu_name_;  // the device's name, e.g. "NVIDIA H200"
   std::shared_ptr<cuda_detail::DeviceState> state_;  // stream and memory pool; tensors keep it alive
   cudnnHandle_t cudnn_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;

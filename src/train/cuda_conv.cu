@@ -9,8 +9,11 @@
 // tensor cores and float accumulation. Bias gradients are deterministic channel sums
 // (cuda_internal.cuh), not cudnnConvolutionBackwardBias.
 #include <climits>
+#include <optional>
+#include <sstream>
 
 #include "runtime/cuda/nn_gemm.h"
+#include "train/algorithm_cache.h"
 #include "train/cuda_internal.cuh"
 
 namespace kiln::train {
@@ -50,19 +53,39 @@ bool allowed_math(DataType t, cudnnMathType_t m) {
   return t == DataType::kFloat16 || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
 }
 
-template <class Perf>
-bool usable(const Perf& p, DataType t) {
-  return p.status == CUDNN_STATUS_SUCCESS && p.determinism == CUDNN_DETERMINISTIC && p.memory <= kFindWorkspace &&
-         allowed_math(t, p.mathType);
+bool fwd_winograd(int a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
 }
+bool data_winograd(int a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool filter_winograd(int a) { return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED; }
 
 std::string conv_what(const Tensor& x, const Tensor& w) {
   return "x " + shape_string(x.shape()) + ", w " + shape_string(w.shape()) + " (" + std::string(dtype_name(x.dtype())) +
          ")";
 }
 
-[[noreturn]] void no_algorithm(const char* op, const Tensor& x, const Tensor& w) {
+// The fastest of cudnnFind's results (sorted by time) that is deterministic, allowed and fits,
+// added to the algorithm cache under `key`.
+template <class Perf>
+int64_t fastest(const Perf* perf, int n, DataType t, bool (*winograd)(int), const char* op, const Tensor& x,
+                const Tensor& w, const std::string& key) {
+  for (int i = 0; i < n; ++i) {
+    const Perf& p = perf[i];
+    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC || p.memory > kFindWorkspace ||
+        !allowed_math(t, p.mathType) || (t != DataType::kFloat16 && winograd(static_cast<int>(p.algo))))
+      continue;
+    AlgorithmCache::instance().put(key, static_cast<int64_t>(p.algo));
+    return static_cast<int64_t>(p.algo);
+  }
   throw Error(std::string("train op ") + op + ": cuDNN has no deterministic algorithm for " + conv_what(x, w));
+}
+
+std::string cached_what(const char* op) {
+  const std::filesystem::path& f = AlgorithmCache::instance().file();
+  return std::string(op) + (f.empty() ? "" : " (if the algorithm came from the timing cache " + f.string() +
+                                                 ", delete it to measure afresh)");
 }
 
 // y[n, c, p] += b[c] over [N, C, P].
@@ -99,6 +122,16 @@ void add_bias(const Tensor& y, const Tensor& b, int64_t n, int64_t c, int64_t p,
 }
 
 }  // namespace
+
+std::string CudaBackend::conv_key(const char* direction, const Tensor& x, const Tensor& w, const Tensor& y,
+                                  const ConvGeometry& g) const {
+  std::ostringstream k;
+  k << gpu_name_ << "|cudnn " << cudnnGetVersion() << "|" << direction << "|" << dtype_name(x.dtype()) << "|x"
+    << shape_string(x.shape()) << "|w" << shape_string(w.shape()) << "|y" << shape_string(y.shape());
+  for (const int64_t* v : {g.kernel, g.stride, g.pad, g.dilation}) k << "|" << v[0] << "," << v[1];
+  k << "|g" << g.groups;
+  return k.str();
+}
 
 ConvPlan& CudaBackend::conv_plan(const Tensor& x, const Tensor& w, const Tensor& y, const ConvGeometry& g,
                                  const char* op) {
@@ -142,21 +175,21 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
   ConvPlan& p = conv_plan(x, w, y, g, op);
   const void* wp = weights_as(w, x.dtype(), Slot::kWeight16);
   if (!p.fwd_found) {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int n = 0;
-    void* ws = scratch(Slot::kWorkspace, kFindWorkspace);
-    check_cudnn(
-        cudnnFindConvolutionForwardAlgorithmEx(cudnn_, p.x, x.data<void>(), p.w, wp, p.conv, p.y, y.data<void>(),
-                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, kFindWorkspace),
-        op);
-    int i = 0;
-    while (i < n && !(usable(perf[i], x.dtype()) && (x.dtype() == DataType::kFloat16 ||
-                                                     (perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD &&
-                                                      perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED))))
-      ++i;
-    if (i == n) no_algorithm(op, x, w);
-    p.fwd_algo = perf[i].algo;
-    p.fwd_ws = perf[i].memory;
+    const std::string key = conv_key("forward", x, w, y, g);
+    std::optional<int64_t> algo = AlgorithmCache::instance().find(key);
+    if (!algo) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      int n = 0;
+      void* ws = scratch(Slot::kWorkspace, kFindWorkspace);
+      check_cudnn(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, p.x, x.data<void>(), p.w, wp, p.conv, p.y,
+                                                         y.data<void>(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf,
+                                                         ws, kFindWorkspace),
+                  op);
+      algo = fastest(perf, n, x.dtype(), fwd_winograd, op, x, w, key);
+    }
+    p.fwd_algo = static_cast<cudnnConvolutionFwdAlgo_t>(*algo);
+    check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(cudnn_, p.x, p.w, p.conv, p.y, p.fwd_algo, &p.fwd_ws),
+                cached_what(op));
     p.fwd_found = true;
   }
   const float one = 1, zero = 0;
@@ -174,22 +207,21 @@ void CudaBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const 
   ConvPlan& p = conv_plan(dx, w, dy, g, op);
   const void* wp = weights_as(w, dx.dtype(), Slot::kWeight16);
   if (!p.data_found) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int n = 0;
-    void* ws = scratch(Slot::kWorkspace, kFindWorkspace);
-    check_cudnn(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, p.w, wp, p.y, dy.data<void>(), p.conv, p.x,
-                                                            dx.data<void>(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
-                                                            perf, ws, kFindWorkspace),
-                op);
-    int i = 0;
-    while (i < n &&
-           !(usable(perf[i], dx.dtype()) &&
-             (dx.dtype() == DataType::kFloat16 || (perf[i].algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD &&
-                                                   perf[i].algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED))))
-      ++i;
-    if (i == n) no_algorithm(op, dx, w);
-    p.data_algo = perf[i].algo;
-    p.data_ws = perf[i].memory;
+    const std::string key = conv_key("backward data", dx, w, dy, g);
+    std::optional<int64_t> algo = AlgorithmCache::instance().find(key);
+    if (!algo) {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      int n = 0;
+      void* ws = scratch(Slot::kWorkspace, kFindWorkspace);
+      check_cudnn(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, p.w, wp, p.y, dy.data<void>(), p.conv, p.x,
+                                                              dx.data<void>(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                              &n, perf, ws, kFindWorkspace),
+                  op);
+      algo = fastest(perf, n, dx.dtype(), data_winograd, op, dx, w, key);
+    }
+    p.data_algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(*algo);
+    check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn_, p.w, p.y, p.conv, p.x, p.data_algo, &p.data_ws),
+                cached_what(op));
     p.data_found = true;
   }
   const float one = 1, zero = 0;
@@ -214,21 +246,23 @@ void CudaBackend::conv2d_backward_filter(const Tensor& x, const Tensor& dy, cons
   const bool cast = dw.dtype() != x.dtype();
   void* out = cast ? scratch(Slot::kGrad16, static_cast<size_t>(dw.numel()) * sizeof(__half)) : dw.data<void>();
   if (!p.filter_found) {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int n = 0;
-    void* ws = scratch(Slot::kWorkspace, kFindWorkspace);
-    check_cudnn(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, p.x, x.data<void>(), p.y, dy.data<void>(), p.conv,
-                                                              p.w, out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
-                                                              perf, ws, kFindWorkspace),
-                op);
-    int i = 0;
-    while (i < n &&
-           !(usable(perf[i], x.dtype()) &&
-             (x.dtype() == DataType::kFloat16 || perf[i].algo != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED)))
-      ++i;
-    if (i == n) no_algorithm(op, x, dw);
-    p.filter_algo = perf[i].algo;
-    p.filter_ws = perf[i].memory;
+    const std::string key = conv_key("backward filter", x, dw, dy, g);
+    std::optional<int64_t> algo = AlgorithmCache::instance().find(key);
+    if (!algo) {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      int n = 0;
+      void* ws = scratch(Slot::kWorkspace, kFindWorkspace);
+      check_cudnn(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, p.x, x.data<void>(), p.y, dy.data<void>(),
+                                                                p.conv, p.w, out,
+                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws,
+                                                                kFindWorkspace),
+                  op);
+      algo = fastest(perf, n, x.dtype(), filter_winograd, op, x, dw, key);
+    }
+    p.filter_algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(*algo);
+    check_cudnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn_, p.x, p.y, p.conv, p.w, p.filter_algo,
+                                                               &p.filter_ws),
+                cached_what(op));
     p.filter_found = true;
   }
   const float one = 1, zero = 0;

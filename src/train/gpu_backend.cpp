@@ -6,6 +6,7 @@
 #if defined(KILN_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
+#include "train/algorithm_cache.h"
 #include "train/cuda_backend.h"
 #include "train/data_parallel.h"
 #endif
@@ -25,6 +26,7 @@ std::unique_ptr<Backend> make_gpu_backend(const BackendOptions& options) {
   if (count < options.gpus)
     throw Error("--gpus " + std::to_string(options.gpus) + ": this machine has " + std::to_string(count) +
                 (count == 1 ? " GPU" : " GPUs"));
+  if (!options.timing_cache.empty()) AlgorithmCache::instance().use_file(options.timing_cache);
   if (options.gpus == 1) return std::make_unique<CudaBackend>(0, options.fp16);
   return std::make_unique<DataParallelBackend>(options.gpus, options.fp16);
 }
