@@ -51,7 +51,7 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
   std::unique_ptr<Context> ctx;
   if (!cg.outputs.empty()) {
     remove_dead_nodes(cg, options);
-    engine = Engine::from_bytes(write_engine(cg, options.target, {}, nullptr), "calibration engine");
+    engine = Engine::from_bytes(write_engine(plan_views(cg, options), options.target, {}, nullptr), "calibration engine");
     ctx = engine->create_context();
   }
 
