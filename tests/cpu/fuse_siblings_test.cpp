@@ -143,7 +143,8 @@ TEST(FuseSiblings, Float16) {
   graph::Graph g1 = m.import(), g2 = m.import();
   BuildOptions a, b;
   a.fp16 = b.fp16 = true;
-  b.disabled_passes = {kPass};
+  a.disabled_passes = {"fuse-epilogue"};  // the siblings' activations would make them FusedConvs
+  b.disabled_passes = {kPass, "fuse-epilogue"};
   const std::vector<uint8_t> on = build_engine(g1, a), off = build_engine(g2, b);
   EXPECT_EQ(count_of(step_ops(on), "Conv"), 1);
   EXPECT_EQ(count_of(step_ops(off), "Conv"), 3);
