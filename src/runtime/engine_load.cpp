@@ -222,6 +222,8 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
       fail(origin, "engine input '" + t.name + "' is not an input tensor");
     defined[static_cast<size_t>(i)] = 1;
     bytes.write(static_cast<size_t>(i), 0, t.bytes);
+    for (const TensorInfo& in : e->inputs)  // Context::set_input finds inputs by name
+      if (in.name == t.name) fail(origin, "two engine inputs are named '" + t.name + "'");
     e->input_ids.push_back(i);
     e->inputs.push_back({t.name, t.dtype, t.shape});
   }
@@ -231,6 +233,8 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
     if (t.kind != TensorKind::kOutput) fail(origin, "engine output '" + t.name + "' is not an output tensor");
     for (int32_t o : e->output_ids)
       if (o == i) fail(origin, "engine output '" + t.name + "' is listed twice");
+    for (const TensorInfo& out : e->outputs)  // Context::output finds outputs by name
+      if (out.name == t.name) fail(origin, "two engine outputs are named '" + t.name + "'");
     e->output_ids.push_back(i);
     e->outputs.push_back({t.name, t.dtype, t.shape});
   }
