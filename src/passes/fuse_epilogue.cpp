@@ -42,8 +42,6 @@ struct Fusion {
   ValueId out = kNoValue;
 };
 
-std::string origin_of(const Node& n) { return n.origin.empty() ? n.name : n.origin; }
-
 // The per-channel values of constant c added to an output of shape y, if c varies along `axis`
 // only and broadcasting it does not grow y; empty otherwise.
 std::vector<double> channel_values(const graph::Value& c, const std::vector<int64_t>& y, size_t axis) {
@@ -246,8 +244,6 @@ Node fused_node(graph::Graph& g, const Fusion& f) {
   return n;
 }
 
-}  // namespace
-
 // GPU engines: a FusedGemm/FusedMatMul whose epilogue cuBLASLt cannot compute whole (an activation
 // other than Relu or GELU-tanh, or one before a residual add) runs its epilogue kernel after the
 // product, and that path gives wrong results on the H200 (tests/gpu/fused_gpu_test.cpp, Gemm cases
@@ -260,6 +256,8 @@ bool gpu_gemm_epilogue_ok(const Fusion& f) {
   if (f.z != kNoValue) return !f.act1 || f.act1->activation == Activation::kNone ? lt(f.act2) : false;
   return lt(f.act1);
 }
+
+}  // namespace
 
 PassResult fuse_epilogue(graph::Graph& g, const BuildOptions& options) {
   PassResult r;
