@@ -125,9 +125,9 @@ __global__ void __launch_bounds__(kTileThreads) qgemm_wmma_kernel(const TX* x, c
   const TW* wg = w + group * Mg * K;
 
   // Conv: this thread's column p = p0 + tid % 64 (fixed for the block): its image and window origin.
-  const int pc = tid % kBN;
-  const int64_t p = p0 + pc;
-  int64_t x_base = -1, oz = 0, oy = 0, ox = 0;
+  [[maybe_unused]] const int pc = tid % kBN;
+  [[maybe_unused]] const int64_t p = p0 + pc;
+  [[maybe_unused]] int64_t x_base = -1, oz = 0, oy = 0, ox = 0;
   if constexpr (kConv) {
     if (p < P) {
       const int64_t n = p / g.O, o = p % g.O;
