@@ -217,6 +217,21 @@ std::unique_ptr<DataSource> open_idx(const fs::path& file, std::span<const Input
 
 }  // namespace
 
+int64_t next_batch(DataSource& source, std::span<const InputSpec> inputs, int64_t batch,
+                   std::vector<std::vector<uint8_t>>& buffers) {
+  buffers.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) buffers[i].resize(static_cast<size_t>(inputs[i].sample_bytes() * batch));
+  std::vector<std::span<uint8_t>> sample(inputs.size());
+  for (int64_t got = 0; got < batch; ++got) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto n = static_cast<size_t>(inputs[i].sample_bytes());
+      sample[i] = std::span<uint8_t>(buffers[i].data() + static_cast<size_t>(got) * n, n);
+    }
+    if (!source.next(sample)) return got;
+  }
+  return batch;
+}
+
 int64_t InputSpec::sample_bytes() const {
   int64_t n = static_cast<int64_t>(dtype_size(dtype));
   for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];

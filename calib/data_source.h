@@ -44,6 +44,11 @@ class DataSource {
   virtual std::vector<int64_t> labels() const { return {}; }
 };
 
+// Reads up to `batch` samples into buffers (one per input, resized to batch * sample_bytes()),
+// stacked along the batch dimension; returns how many were read (fewer at the end of the data).
+int64_t next_batch(DataSource& source, std::span<const InputSpec> inputs, int64_t batch,
+                   std::vector<std::vector<uint8_t>>& buffers);
+
 // Opens the data at `path` for a model with `inputs`; `preprocess` is --calib-preprocess (images and
 // IDX; an empty string takes the defaults). An IDX folder gives its `idx_split` split if it has
 // one, else the other ("train" for calibration, "t10k" for validation).

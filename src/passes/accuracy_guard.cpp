@@ -42,18 +42,8 @@ Validation load_validation(const graph::Graph& g, const BuildOptions& o) {
   Validation v;
   v.batch = specs[0].shape.empty() ? 1 : specs[0].shape[0];
   for (;;) {
-    std::vector<std::vector<uint8_t>> in(specs.size());
-    for (size_t i = 0; i < specs.size(); ++i) in[i].resize(static_cast<size_t>(specs[i].sample_bytes() * v.batch));
-    int64_t got = 0;
-    std::vector<std::span<uint8_t>> sample(specs.size());
-    for (; got < v.batch; ++got) {
-      for (size_t i = 0; i < specs.size(); ++i) {
-        const size_t n = static_cast<size_t>(specs[i].sample_bytes());
-        sample[i] = {in[i].data() + static_cast<size_t>(got) * n, n};
-      }
-      if (!source->next(sample)) break;
-    }
-    if (got < v.batch) break;  // a partial last batch is left out
+    std::vector<std::vector<uint8_t>> in;
+    if (calib::next_batch(*source, specs, v.batch, in) < v.batch) break;  // a partial last batch is left out
     v.batches.push_back(std::move(in));
     v.samples += v.batch;
   }
