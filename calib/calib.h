@@ -24,6 +24,11 @@ struct Options {
   double percentile = 99.99;  // Method::kPercentile
   int batches = 0;            // batches of the engine's batch size; 0: enough for kDefaultSamples
   std::string cache;          // --calib-cache: read if it exists (and matches), else written
+  // The accuracy guard: with a budget >= 0, layers fall back to float (FP16 with --best) until
+  // top-1 on `validate` drops by at most `accuracy_budget` points.
+  double accuracy_budget = -1;
+  std::string validate;  // --validate: labelled data (an IDX folder, .npy files with labels.npy)
+  std::function<void(const std::string&)> report;  // the guard's per-layer table; may be empty
   // Called after every calibration batch (done of total); may be empty. The command line draws a
   // progress bar with it; the library itself prints nothing.
   std::function<void(int done, int total)> progress;

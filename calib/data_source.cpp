@@ -56,6 +56,19 @@ int64_t samples_in(const HostTensor& t, const InputSpec& in, const fs::path& fil
               "': expected one sample " + dims_string(s) + " or a stack [K, " + dims_string(s).substr(1));
 }
 
+// labels.npy (integers, one label per sample); empty if there is none.
+std::vector<int64_t> read_labels(const fs::path& file) {
+  if (!fs::exists(file)) return {};
+  HostTensor t = read_tensor_file(file);
+  const bool integer = t.dtype != DataType::kFloat32 && t.dtype != DataType::kFloat64 &&
+                       t.dtype != DataType::kFloat16 && t.dtype != DataType::kBFloat16 && t.dtype != DataType::kBool;
+  if (t.shape.size() != 1 || !integer)
+    throw Error(file.string() + ": labels must be a 1-D array of integers, got " + std::string(dtype_name(t.dtype)) +
+                " " + dims_string(t.shape));
+  const std::vector<double> v = t.view().to_double();
+  return {v.begin(), v.end()};
+}
+
 // A folder of .npy files (one input) or of sub-folders with NAME.npy per input.
 class NpySource : public DataSource {
  public:
@@ -79,6 +92,7 @@ class NpySource : public DataSource {
     return "folder " + dir_.string() + " (" + std::to_string(items_.size()) +
            (folders_ ? " sub-folders)" : " .npy files)");
   }
+  std::vector<int64_t> labels() const override { return read_labels(dir_ / "labels.npy"); }
 
  private:
   void load(const fs::path& item) {
@@ -143,6 +157,20 @@ class IdxSource : public DataSource {
   }
   int64_t size() const override { return images_.shape[0]; }
   std::string describe() const override { return "IDX file " + file_.string(); }
+  // The split's label file: "...-images-idx3-ubyte[.gz]" -> "...-labels-idx1-ubyte[.gz]".
+  std::vector<int64_t> labels() const override {
+    std::string name = file_.filename().string();
+    const size_t at = name.find("-images-idx3-ubyte");
+    if (at == std::string::npos) return {};
+    name.replace(at, 18, "-labels-idx1-ubyte");
+    const fs::path f = file_.parent_path() / name;
+    if (!fs::exists(f)) return {};
+    const HostTensor t = data::read_idx(f);
+    if (t.dtype != DataType::kUInt8 || t.shape.size() != 1 || t.shape[0] != images_.shape[0])
+      throw Error(f.string() + ": expected " + std::to_string(images_.shape[0]) + " uint8 labels for " +
+                  file_.string());
+    return {t.data.begin(), t.data.end()};
+  }
 
  private:
   fs::path file_;
@@ -189,6 +217,21 @@ std::unique_ptr<DataSource> open_idx(const fs::path& file, std::span<const Input
 
 }  // namespace
 
+int64_t next_batch(DataSource& source, std::span<const InputSpec> inputs, int64_t batch,
+                   std::vector<std::vector<uint8_t>>& buffers) {
+  buffers.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) buffers[i].resize(static_cast<size_t>(inputs[i].sample_bytes() * batch));
+  std::vector<std::span<uint8_t>> sample(inputs.size());
+  for (int64_t got = 0; got < batch; ++got) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto n = static_cast<size_t>(inputs[i].sample_bytes());
+      sample[i] = std::span<uint8_t>(buffers[i].data() + static_cast<size_t>(got) * n, n);
+    }
+    if (!source.next(sample)) return got;
+  }
+  return batch;
+}
+
 int64_t InputSpec::sample_bytes() const {
   int64_t n = static_cast<int64_t>(dtype_size(dtype));
   for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
@@ -196,7 +239,7 @@ int64_t InputSpec::sample_bytes() const {
 }
 
 std::unique_ptr<DataSource> open_data_source(const fs::path& path, std::span<const InputSpec> inputs,
-                                             const std::string& preprocess) {
+                                             const std::string& preprocess, const std::string& idx_split) {
   for (const InputSpec& in : inputs)
     if (in.shape.empty())
       throw Error("model input '" + in.name + "' is a scalar; calibration needs a leading batch dimension");
@@ -210,13 +253,14 @@ std::unique_ptr<DataSource> open_data_source(const fs::path& path, std::span<con
   }
   if (!fs::is_directory(path, ec)) throw Error(path.string() + ": no such calibration folder or file");
 
-  for (const char* split : {"train", "t10k"})
+  for (const std::string& split : {idx_split, std::string(idx_split == "train" ? "t10k" : "train")})
     for (const char* ext : {"", ".gz"}) {
-      const fs::path f = path / (std::string(split) + "-images-idx3-ubyte" + ext);
+      const fs::path f = path / (split + "-images-idx3-ubyte" + ext);
       if (fs::exists(f)) return open_idx(f, inputs, p);
     }
-  std::vector<fs::path> npy = sorted_entries(
-      path, [](const fs::directory_entry& e) { return e.is_regular_file() && lower_ext(e.path()) == ".npy"; });
+  std::vector<fs::path> npy = sorted_entries(path, [](const fs::directory_entry& e) {
+    return e.is_regular_file() && lower_ext(e.path()) == ".npy" && e.path().filename() != "labels.npy";
+  });
   std::vector<fs::path> images =
       sorted_entries(path, [](const fs::directory_entry& e) { return e.is_regular_file() && is_image(e.path()); });
   std::vector<fs::path> dirs = sorted_entries(path, [](const fs::directory_entry& e) { return e.is_directory(); });

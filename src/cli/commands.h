@@ -23,6 +23,8 @@ struct ModelOptions {  // how a model becomes an engine, shared by optimize and 
   double calib_percentile = 99.99;
   std::string calib_cache;
   std::string calib_preprocess;
+  double accuracy_budget = -1;  // points of top-1; < 0: no guard
+  std::string validate;
   std::string timing_cache;  // GPU: file of kernel timings reused across builds
   bool verbose = false;
 };

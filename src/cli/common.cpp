@@ -77,6 +77,12 @@ passes::BuildOptions build_options(const ModelOptions& m) {
   o.calib.cache = m.calib_cache;
   o.calib.preprocess = m.calib_preprocess;
   o.calib.progress = progress_bar("calibrating");
+  if ((m.accuracy_budget >= 0) != !m.validate.empty())
+    throw Error("--accuracy-budget and --validate go together: the budget is measured on the validation data");
+  if (!m.validate.empty() && !o.int8) throw Error("--accuracy-budget and --validate are for INT8 builds: add --int8");
+  o.calib.accuracy_budget = m.accuracy_budget;
+  o.calib.validate = m.validate;
+  o.calib.report = [](const std::string& s) { fmt::print("{}\n", s); };
   o.timing_cache = m.timing_cache;
   if (m.verbose) o.log = [](const std::string& m) { fmt::print(stderr, "  {}\n", m); };
   return o;

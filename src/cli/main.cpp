@@ -29,6 +29,9 @@ void add_model_options(CLI::App* cmd, kiln::cli::ModelOptions& m) {
   cmd->add_option(
       "--calib-preprocess", m.calib_preprocess,
       "Images: \"resize=256 mean=0.485,0.456,0.406 std=0.229,0.224,0.225 layout=nchw color=rgb scale=1/255\"");
+  cmd->add_option("--accuracy-budget", m.accuracy_budget,
+                  "INT8: top-1 points the build may lose on --validate; sensitive layers fall back to float");
+  cmd->add_option("--validate", m.validate, "Labelled data for --accuracy-budget (IDX folder, or .npy + labels.npy)");
   cmd->add_option("--timing-cache", m.timing_cache, "GPU: kernel timings file, read if present and updated");
   cmd->add_flag("-v,--verbose", m.verbose, "List the passes run and what each changed");
 }

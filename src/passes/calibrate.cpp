@@ -55,19 +55,10 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
     ctx = engine->create_context();
   }
 
-  std::vector<std::vector<uint8_t>> inputs(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) inputs[i].resize(static_cast<size_t>(specs[i].sample_bytes() * batch));
+  std::vector<std::vector<uint8_t>> inputs;
   cpu::ThreadPool pool(0);
-  std::vector<std::span<uint8_t>> sample(specs.size());
   for (int b = 0; b < planned; ++b) {
-    int64_t got = 0;
-    for (; got < batch; ++got) {
-      for (size_t i = 0; i < specs.size(); ++i) {
-        const size_t n = static_cast<size_t>(specs[i].sample_bytes());
-        sample[i] = std::span<uint8_t>(inputs[i].data() + static_cast<size_t>(got) * n, n);
-      }
-      if (!source->next(sample)) break;
-    }
+    const int64_t got = calib::next_batch(*source, specs, batch, inputs);
     if (got < batch) {  // the data ran out: a partial batch is dropped
       if (b == 0)
         throw Error(source->describe() + ": " + std::to_string(got) + " calibration samples, fewer than one batch of " +

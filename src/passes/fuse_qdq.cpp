@@ -14,7 +14,6 @@
 //   4. DequantizeLinear of constants that still have readers fold into float constants
 //      (infer-and-fold leaves them for this pass).
 // Q -> DQ pairs on paths without an INT8 kernel stay: they are the rounding the model asks for.
-#include "core/shape_infer.h"
 #include "passes/pass.h"
 #include "passes/qdq_util.h"
 #include "runtime/cpu/kernels.h"

@@ -9,12 +9,14 @@
 // The bias stays float (the INT8 kernels add it in float after scaling). Models that already carry
 // Q/DQ nodes are left alone: their scales are what the user asked for.
 // Guards (a node is left in float): X not float32 or constant; W not a constant float32 of the
-// expected rank; Gemm with transA; MatMul of a vector.
+// expected rank; Gemm with transA; MatMul of a vector. With --accuracy-budget, the accuracy guard
+// (accuracy_guard.cpp) may leave more nodes in float.
+#include "passes/quantize_int8.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <set>
 
 #include "calib/cache.h"
 #include "passes/calibrate.h"
@@ -26,11 +28,7 @@ namespace kiln::passes {
 
 namespace {
 
-struct Target {
-  size_t node;
-  graph::ValueId x, w;
-  int axis;  // W's output-channel axis
-};
+using Target = Int8Target;
 
 bool float32_activation(const graph::Graph& g, graph::ValueId v) {
   return v != graph::kNoValue && g.value(v).dtype == DataType::kFloat32 && !g.value(v).is_constant();
@@ -148,41 +146,24 @@ graph::Node qdq_node(OpKind kind, const std::string& name, std::vector<graph::Va
 
 }  // namespace
 
-PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
-  PassResult r;
-  if (!o.int8) return r;
-  if (explicitly_quantized(g)) {
-    r.detail = "the model carries Q/DQ nodes: its own scales are used";
-    return r;
-  }
-  std::vector<Target> targets;
-  std::vector<graph::ValueId> tensors;
-  std::map<graph::ValueId, size_t> tensor_index;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (std::optional<Target> t = target_of(g, i)) {
-      targets.push_back(*t);
-      if (tensor_index.emplace(t->x, tensors.size()).second) tensors.push_back(t->x);
-    }
-  if (targets.empty()) {
-    r.detail = "no Conv, Gemm or MatMul with constant float32 weights";
-    return r;
-  }
-  std::string how;
-  const std::vector<double> amax = ranges(g, tensors, o, &how);
-
-  std::vector<graph::ValueId> dequantized(tensors.size(), graph::kNoValue);
+void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& keep) {
+  std::vector<graph::ValueId> dequantized(plan.tensors.size(), graph::kNoValue);
   std::vector<graph::Node> out;
   size_t next_target = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (next_target == targets.size() || targets[next_target].node != i) {
+    if (next_target == plan.targets.size() || plan.targets[next_target].node != i) {
       out.push_back(std::move(g.nodes[i]));
       continue;
     }
-    const Target t = targets[next_target++];
-    const size_t ti = tensor_index[t.x];
+    const size_t ti = plan.tensor_of[next_target];
+    const Target t = plan.targets[next_target];
+    if (!keep[next_target++]) {
+      out.push_back(std::move(g.nodes[i]));
+      continue;
+    }
     if (dequantized[ti] == graph::kNoValue) {
       const std::string xn = g.value(t.x).name;
-      const graph::ValueId s = qdq::add_f32(g, xn + "_scale", {}, {calib::int8_scale(amax[ti])});
+      const graph::ValueId s = qdq::add_f32(g, xn + "_scale", {}, {calib::int8_scale(plan.amax[ti])});
       const graph::ValueId z = qdq::add_q8(g, xn + "_zero", DataType::kInt8, {}, {0});
       graph::Value q = g.value(t.x);
       q.name = g.unique_name(xn + "_int8");
@@ -217,9 +198,37 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
     out.push_back(std::move(n));
   }
   g.nodes = std::move(out);
-  r.changes = static_cast<int>(targets.size());
-  r.detail = std::to_string(targets.size()) + " nodes quantized, " + std::to_string(tensors.size()) +
-             " activation ranges " + how;
+}
+
+PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
+  PassResult r;
+  if (!o.int8) return r;
+  if (explicitly_quantized(g)) {
+    r.detail = "the model carries Q/DQ nodes: its own scales are used";
+    return r;
+  }
+  Int8Plan plan;
+  std::map<graph::ValueId, size_t> tensor_index;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (std::optional<Target> t = target_of(g, i)) {
+      plan.targets.push_back(*t);
+      auto [it, fresh] = tensor_index.emplace(t->x, plan.tensors.size());
+      if (fresh) plan.tensors.push_back(t->x);
+      plan.tensor_of.push_back(it->second);
+    }
+  if (plan.targets.empty()) {
+    r.detail = "no Conv, Gemm or MatMul with constant float32 weights";
+    return r;
+  }
+  std::string how;
+  plan.amax = ranges(g, plan.tensors, o, &how);
+  std::vector<char> keep(plan.targets.size(), 1);
+  std::string guard;
+  if (o.calib.accuracy_budget >= 0) keep = guard_int8_layers(g, plan, o, &guard);
+  insert_qdq(g, plan, keep);
+  r.changes = static_cast<int>(std::count(keep.begin(), keep.end(), 1));
+  r.detail = std::to_string(r.changes) + " nodes quantized, " + std::to_string(plan.tensors.size()) +
+             " activation ranges " + how + (guard.empty() ? "" : "; " + guard);
   return r;
 }
 

@@ -1,10 +1,10 @@
 // kiln.QConv and kiln.QMatMul on the GPU against the CPU kernels, bit for bit (same integer sums,
 // same epilogue: runtime/qfused_math.h). Both GPU paths are covered: the tensor-core path (int8
 // weights with zero point 0, uint8 weights with 128; any activations, with or without a zero
-// point) and the generic one (other weight zero points). Shapes span several 64 x 64 tiles with
-// ragged edges, groups, depthwise, strides, dilations, padding, 1-D to 3-D, size 0, K = 0, and a
-// sum that wraps past int32; epilogues: bias, every activation, float / int8 / uint8 outputs.
-// Every input set runs direct, misaligned and under stream capture. Skips without a GPU.
+// point) and the generic one (other weight zero points), with byte and 16-byte tile loads. Shapes
+// span several 64 x 64 tiles with ragged edges, groups, depthwise, strides, dilations, padding,
+// 1-D to 3-D, size 0, K = 0, and a sum that wraps past int32; epilogues: bias, every activation, float / int8 / uint8
+// outputs. Every input set runs direct, misaligned and under stream capture. Skips without a GPU.
 #include <algorithm>
 
 #include "gpu_harness.h"
@@ -81,10 +81,15 @@ const std::vector<ConvCase> kConvCases = {
     {{1, 2, 9}, {3, 2, 3}, 1, {2}, {}, {}},
     {{1, 3, 4, 4, 4}, {2, 3, 2, 2, 2}, 1, {}, {}, {0, 1, 0, 1, 0, 0}},
     {{2, 24, 19, 21}, {70, 24, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},  // tiles with ragged edges in m and p
-    {{1, 40, 30, 30}, {130, 40, 1, 1}, 1, {}, {}, {}},          // 1x1, K = 40
-    {{1, 6, 9, 9}, {6, 1, 3, 3}, 6, {2, 2}, {}, {1, 1, 1, 1}},  // depthwise
+    {{1, 40, 30, 30}, {130, 40, 1, 1}, 1, {}, {}, {}},           // 1x1, K = 40
+    {{1, 6, 9, 9}, {6, 1, 3, 3}, 6, {2, 2}, {}, {1, 1, 1, 1}},   // depthwise
     {{2, 8, 8, 8}, {8, 4, 3, 3}, 2, {1, 1}, {2, 2}, {2, 2, 2, 2}},
     {{0, 2, 3, 3}, {2, 2, 1, 1}, 1, {}, {}, {}},
+    // 16-byte tile loads (direct mode; misaligned mode takes the byte loads): 1x1 with K = 32 and
+    // O = 64 (weights and x), 3x3 with K = 144 (weights), grouped 1x1 with K = 16 and O = 36.
+    {{2, 32, 8, 8}, {48, 32, 1, 1}, 1, {}, {}, {}},
+    {{1, 16, 4, 4}, {20, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},
+    {{1, 32, 6, 6}, {32, 16, 1, 1}, 2, {}, {}, {}},
 };
 
 TEST(GpuQConv, MatchesCpu) {
@@ -111,9 +116,10 @@ TEST(GpuQConv, MatchesCpu) {
 TEST(GpuQMatMul, MatchesCpu) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(42);
-  const std::vector<std::pair<Shape, int64_t>> shapes = {{{3, 5}, 4},     {{2, 3, 17}, 9}, {{64, 300}, 70},
-                                                         {{130, 129}, 65}, {{1, 1}, 1},     {{0, 4}, 3},
-                                                         {{5, 0}, 2}};
+  const std::vector<std::pair<Shape, int64_t>> shapes = {
+      {{3, 5}, 4}, {{2, 3, 17}, 9}, {{64, 300}, 70}, {{130, 129}, 65}, {{1, 1}, 1},
+      {{0, 4}, 3}, {{5, 0}, 2},     {{70, 64}, 33},  {{3, 5, 32}, 16}};  // the last two: K % 16 == 0, 16-byte tile
+                                                                         // loads
   for (const auto& [xs, n] : shapes)
     for (const Variant& v : variants()) {
       QMatMulAttrs a;
@@ -140,8 +146,8 @@ TEST(GpuQConv, ParametersMustBeConstants) {
   KILN_SKIP_WITHOUT_GPU();
   // The harness gives host copies of the op's constant inputs only; a kernel called without them
   // (not possible from an engine) says which input it needs.
-  const Inputs in{rand_q(DT::kInt8, {1, 2, 3, 3}), make(DT::kFloat32, {}, {0.1}), absent(), rand_q(DT::kInt8, {2, 2, 1, 1}),
-                  make(DT::kFloat32, {2}, {0.1})};
+  const Inputs in{rand_q(DT::kInt8, {1, 2, 3, 3}), make(DT::kFloat32, {}, {0.1}), absent(),
+                  rand_q(DT::kInt8, {2, 2, 1, 1}), make(DT::kFloat32, {2}, {0.1})};
   std::vector<TensorView> views;
   for (const HostTensor& t : in) views.push_back(t.view(nullptr));
   const std::vector<OutputType> types = infer_shapes(OpKind::kQConv, QConvAttrs{}, infer_views(OpKind::kQConv, in), 1);

@@ -8,7 +8,8 @@
 2. Explicit quantization: the same network quantized by onnxruntime's quantize_static (QDQ format,
    per-tensor and per-channel weights) runs through Kiln (kiln.QConv / kiln.QMatMul steps) and must
    match onnxruntime's own results to one quantization step of the output, almost all exactly.
-3. The calibration cache (rebuilds without data give the same engine; another model's cache is
+3. The accuracy guard (--validate, --accuracy-budget) prints its per-layer table.
+4. The calibration cache (rebuilds without data give the same engine; another model's cache is
    refused), --best, the progress line, and bad calibration input: each error names the file.
 """
 import argparse
@@ -75,6 +76,12 @@ def accuracy(a, tmp, model, tx, ty):
     check(acc_f32 > 75, f"the trained network is a classifier ({acc_f32:.2f}% top-1)")
     for method, acc in rows:
         check(acc_f32 - acc <= 1.0, f"{method}: INT8 top-1 within 1 point of FP32")
+    guard = kiln(a, "optimize", model, "--device", a.device, "--batch", "1000", "--int8", "--calib", a.data,
+                 "--calib-batches", "1", "--validate", a.data, "--accuracy-budget", "0.5",
+                 "-o", os.path.join(tmp, "guard.kiln")).stdout
+    print(guard)
+    check("accuracy guard: top-1 on 10000 samples" in guard and "result: " in guard,
+          "--accuracy-budget prints the per-layer table measured on the labelled test split")
     steps = kiln(a, "inspect", os.path.join(tmp, "entropy.kiln")).stdout
     check(steps.count("kiln.QConv") == 2 and steps.count("kiln.QMatMul") == 1,
           "the INT8 engine runs both convolutions and the classifier as INT8 steps")

@@ -12,7 +12,9 @@
 //   QMatMul: m output column, k the reduction axis, p the row of x: b[k][p] = x[p][k].
 // Block tile 64 (m) x 64 (p), k in steps of 32; four warps of 32 x 32 (2 x 2 fragments). The
 // accumulators go through shared memory to the epilogue, which writes coalesced along p (QConv:
-// output positions) or m (QMatMul: output columns). Loads are byte loads: any alignment works.
+// output positions) or m (QMatMul: output columns). Tile loads are 16-byte vectors where K, the
+// layout and the pointers' alignment allow (weights with K % 16 == 0; QMatMul's x likewise; a
+// 1x1 conv's x with O % 16 == 0), byte by byte otherwise.
 // Other zero points take the generic path: one thread per output, exact integer sums.
 // The quantization parameters are build-time constants (op_kind.h), read on the host to choose
 // the path; per-channel arrays (w_scale, w_zero_point, bias) are read on the device.
@@ -105,11 +107,31 @@ __device__ __forceinline__ int8_t as_s8(T v) {
     return v;
 }
 
+// 16 int8/uint8 values as the tensor-core path feeds them (uint8: every byte minus 128).
+template <class T>
+__device__ __forceinline__ int4 load16_s8(const T* p) {
+  int4 v = *reinterpret_cast<const int4*>(p);
+  if constexpr (std::is_same_v<T, uint8_t>) {
+    v.x ^= 0x80808080;
+    v.y ^= 0x80808080;
+    v.z ^= 0x80808080;
+    v.w ^= 0x80808080;
+  }
+  return v;
+}
+
+// Which tile loads may be 16-byte vectors (set by the host from K, alignment and the geometry).
+enum VecLoads : int {
+  kVecA = 1,  // weights: K % 16 == 0 and w 16-byte aligned
+  kVecB = 2,  // QMatMul: K % 16 == 0 and x aligned; QConv: 1x1, stride 1, no padding, O % 16 == 0, x aligned
+};
+
 // ---- the tensor-core implicit GEMM ---------------------------------------------------------------
 // kConv: b gathered from NCHW x as described at the top; else b[k][p] = x[p * K + k].
 template <bool kConv, class TX, class TW>
-__global__ void __launch_bounds__(kTileThreads) qgemm_wmma_kernel(const TX* x, const TW* w, void* y, Geo g, int64_t K,
-                                                                  int64_t P, int64_t Mg, Params prm, int32_t zx_s8) {
+__global__ void __launch_bounds__(kTileThreads)
+    qgemm_wmma_kernel(const TX* x, const TW* w, void* y, Geo g, int64_t K, int64_t P, int64_t Mg, Params prm,
+                      int32_t zx_s8, int vec) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 720
   using namespace nvcuda;
   // A tile: weights [2 halves of k][64 rows][16]; B tile, column-major per half: [2][64 cols][16].
@@ -125,9 +147,9 @@ __global__ void __launch_bounds__(kTileThreads) qgemm_wmma_kernel(const TX* x, c
   const TW* wg = w + group * Mg * K;
 
   // Conv: this thread's column p = p0 + tid % 64 (fixed for the block): its image and window origin.
-  const int pc = tid % kBN;
-  const int64_t p = p0 + pc;
-  int64_t x_base = -1, oz = 0, oy = 0, ox = 0;
+  [[maybe_unused]] const int pc = tid % kBN;
+  [[maybe_unused]] const int64_t p = p0 + pc;
+  [[maybe_unused]] int64_t x_base = -1, oz = 0, oy = 0, ox = 0;
   if constexpr (kConv) {
     if (p < P) {
       const int64_t n = p / g.O, o = p % g.O;
@@ -153,26 +175,45 @@ __global__ void __launch_bounds__(kTileThreads) qgemm_wmma_kernel(const TX* x, c
         k_tap[tid][2] = static_cast<int32_t>((t % g.k[2]) * g.dil[2]);
       }
     }
-    // A: 64 x 32 weights, 16 per thread, k fastest.
-    for (int e = tid; e < kBM * kBK; e += kTileThreads) {
-      const int r = e / kBK, kk = e % kBK;
-      const int64_t m = m0 + r, k = k0 + kk;
-      as[kk / 16][r][kk % 16] = m < Mg && k < K ? as_s8(wg[m * K + k]) : int8_t{0};
+    // A: 64 x 32 weights, k fastest: one 16-byte vector per thread, or 16 bytes one by one.
+    if (vec & kVecA) {
+      const int r = tid / 2, h = tid % 2;
+      const int64_t m = m0 + r, k = k0 + 16 * h;  // K % 16 == 0: all 16 inside the row or none
+      *reinterpret_cast<int4*>(&as[h][r][0]) = m < Mg && k < K ? load16_s8(wg + m * K + k) : make_int4(0, 0, 0, 0);
+    } else {
+      for (int e = tid; e < kBM * kBK; e += kTileThreads) {
+        const int r = e / kBK, kk = e % kBK;
+        const int64_t m = m0 + r, k = k0 + kk;
+        as[kk / 16][r][kk % 16] = m < Mg && k < K ? as_s8(wg[m * K + k]) : int8_t{0};
+      }
     }
     __syncthreads();  // k_chan / k_tap ready
     // B: 32 x 64 values.
     if constexpr (kConv) {
-      for (int kk = tid / kBN; kk < kBK; kk += kTileThreads / kBN) {
-        int8_t v = 0;
-        const int64_t chan = k_chan[kk];
-        if (x_base >= 0 && chan >= 0) {
-          const int64_t iz = oz + k_tap[kk][0], iy = oy + k_tap[kk][1], ix = ox + k_tap[kk][2];
-          v = iz >= 0 && iz < g.in[0] && iy >= 0 && iy < g.in[1] && ix >= 0 && ix < g.in[2]
-                  ? as_s8(x[x_base + chan + (iz * g.in[1] + iy) * g.in[2] + ix])
-                  : static_cast<int8_t>(zx_s8);
+      if (vec & kVecB) {  // 1x1: b[k][p] = x[n][c = k][o], 16 consecutive o per thread (one image)
+        const int kk = tid / 4, c0 = (tid % 4) * 16;
+        const int64_t k = k0 + kk, pp = p0 + c0;
+        int4 v = make_int4(0, 0, 0, 0);
+        if (k < K && pp < P) v = load16_s8(x + ((pp / g.O) * g.C + group * g.Cg + k) * g.I + pp % g.O);
+        const int8_t* b = reinterpret_cast<const int8_t*>(&v);
+        for (int j = 0; j < 16; ++j) bs[kk / 16][c0 + j][kk % 16] = b[j];
+      } else {
+        for (int kk = tid / kBN; kk < kBK; kk += kTileThreads / kBN) {
+          int8_t v = 0;
+          const int64_t chan = k_chan[kk];
+          if (x_base >= 0 && chan >= 0) {
+            const int64_t iz = oz + k_tap[kk][0], iy = oy + k_tap[kk][1], ix = ox + k_tap[kk][2];
+            v = iz >= 0 && iz < g.in[0] && iy >= 0 && iy < g.in[1] && ix >= 0 && ix < g.in[2]
+                    ? as_s8(x[x_base + chan + (iz * g.in[1] + iy) * g.in[2] + ix])
+                    : static_cast<int8_t>(zx_s8);
+          }
+          bs[kk / 16][pc][kk % 16] = v;
         }
-        bs[kk / 16][pc][kk % 16] = v;
       }
+    } else if (vec & kVecB) {  // 16 consecutive k of one row of x per thread
+      const int c = tid / 2, h = tid % 2;
+      const int64_t k = k0 + 16 * h, pp = p0 + c;
+      *reinterpret_cast<int4*>(&bs[h][c][0]) = k < K && pp < P ? load16_s8(x + pp * K + k) : make_int4(0, 0, 0, 0);
     } else {
       for (int e = tid; e < kBK * kBN; e += kTileThreads) {
         const int kk = e % kBK, c = e / kBK;  // k fastest: rows of x are contiguous along k
@@ -341,9 +382,13 @@ void dispatch_q8(DataType t, const char* op, Fn&& fn) {
 }
 
 // Launches the tensor-core kernel over `groups` GEMMs of mg x p with reduction k.
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// vec: VecLoads the data allows for B (A's is derived here).
 template <bool kConv>
 void launch_wmma(const TensorView& X, const TensorView& W, void* y, const Geo& g, int64_t k, int64_t p, int64_t mg,
-                 int64_t groups, const Params& prm, GpuEnv& env, const char* op) {
+                 int64_t groups, const Params& prm, int vec, GpuEnv& env, const char* op) {
+  if (k % 16 == 0 && aligned16(W.data)) vec |= kVecA;
   const int64_t bx = (p + kBN - 1) / kBN, by = (mg + kBM - 1) / kBM;
   if (bx > 0x7fffffff || by > 65535 || groups > 65535)
     throw Error(std::string(op) + ": too large for the CUDA backend's grid");
@@ -354,7 +399,8 @@ void launch_wmma(const TensorView& X, const TensorView& W, void* y, const Geo& g
       using TW = typename decltype(tw)::type;
       qgemm_wmma_kernel<kConv, TX, TW>
           <<<dim3(static_cast<unsigned>(bx), static_cast<unsigned>(by), static_cast<unsigned>(groups)), kTileThreads, 0,
-             env.stream>>>(static_cast<const TX*>(X.data), static_cast<const TW*>(W.data), y, g, k, p, mg, prm, zx);
+             env.stream>>>(static_cast<const TX*>(X.data), static_cast<const TW*>(W.data), y, g, k, p, mg, prm, zx,
+                           vec);
       check_launch(op);
     });
   });
@@ -371,7 +417,10 @@ void qconv_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, st
   const Params prm = params(in, out, a.activation, a.act_alpha, a.act_beta, env, op, &tc);
   if (g.N * g.M * g.O == 0) return;
   if (tc && device_has_int8_mma()) {
-    launch_wmma<true>(in[0], in[3], out[0].data, g, g.Cg * g.Ks, g.N * g.O, g.Mg, g.G, prm, env, op);
+    bool pointwise = g.Ks == 1;
+    for (int d = 0; d < 3; ++d) pointwise = pointwise && g.stride[d] == 1 && g.pad[d] == 0 && g.in[d] == g.out[d];
+    const int vec = pointwise && g.O % 16 == 0 && aligned16(in[0].data) ? kVecB : 0;
+    launch_wmma<true>(in[0], in[3], out[0].data, g, g.Cg * g.Ks, g.N * g.O, g.Mg, g.G, prm, vec, env, op);
     return;
   }
   dispatch_q8(in[0].dtype, op, [&](auto tx) {
@@ -397,7 +446,8 @@ void qmatmul_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
   Geo g;  // only M (the output's row length) is used
   g.M = N;
   if (tc && device_has_int8_mma()) {
-    launch_wmma<false>(in[0], in[3], out[0].data, g, K, rows, N, 1, prm, env, op);
+    const int vec = K % 16 == 0 && aligned16(in[0].data) ? kVecB : 0;
+    launch_wmma<false>(in[0], in[3], out[0].data, g, K, rows, N, 1, prm, vec, env, op);
     return;
   }
   dispatch_q8(in[0].dtype, op, [&](auto tx) {

@@ -4,14 +4,15 @@
 // then the epilogue of runtime/qfused_math.h (scale, bias, activation, requantization).
 //
 // Inputs: x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point].
-// QConv: x [N, C, spatial...], w [M, C / group, kernel...]; im2col per image and group, then one
-// row of outputs per output channel. QMatMul: x [..., rows, K], w [N, K] (one row per output
-// column, so both operands are read along K).
+// QConv: x [N, C, spatial...], w [M, C / group, kernel...]; im2col per image and group, then the
+// integer GEMM (cpu/igemm.h) of the group's weights and the columns. QMatMul: x [..., rows, K]
+// times w [N, K] transposed.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "core/infer/nn_geometry.h"
+#include "runtime/cpu/igemm.h"
 #include "runtime/cpu/kernels.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/qfused_math.h"
@@ -151,7 +152,13 @@ void qconv_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, st
     }
   }
 
-  std::vector<int16_t> col(static_cast<size_t>(rows * O)), xs(static_cast<size_t>(Cg * I));
+  // A 1x1 kernel with unit strides and no padding reads x as it is: im2col is a copy.
+  bool pointwise = Ks == 1;
+  for (size_t i = 0; i < r; ++i) pointwise = pointwise && g.strides[i] == 1 && g.pads[i] == 0 && g.pads[r + i] == 0;
+  std::vector<int16_t> xs(static_cast<size_t>(Cg * I));
+  IgemmB col;  // im2col, written straight into the GEMM's packed layout
+  col.resize(rows, O);
+  std::vector<uint32_t> acc(static_cast<size_t>(Mg * O));
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t gi = 0; gi < G; ++gi) {
       // This image's group with the zero point subtracted, then im2col: col[c * Ks + tap][o].
@@ -160,24 +167,17 @@ void qconv_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, st
         for (int64_t row = r0; row < r1; ++row) {
           const int16_t* xc = xs.data() + (row / Ks) * I;
           const int64_t* t = tap.data() + (row % Ks) * O;
-          int16_t* cr = col.data() + row * O;
-          for (int64_t o = 0; o < O; ++o) cr[o] = t[o] < 0 ? int16_t{0} : xc[t[o]];
+          int16_t* cr = col.row(row);
+          if (pointwise)
+            std::copy_n(xc, O, cr);
+          else
+            for (int64_t o = 0; o < O; ++o) cr[o] = t[o] < 0 ? int16_t{0} : xc[t[o]];
         }
       });
-      parallel(env, Mg, rows * O, [&](int64_t m0, int64_t m1) {
-        std::vector<uint32_t> acc(static_cast<size_t>(O));
-        for (int64_t mi = m0; mi < m1; ++mi) {
-          const int64_t m = gi * Mg + mi;
-          const int16_t* wm = w.data() + m * rows;
-          std::fill(acc.begin(), acc.end(), 0u);
-          for (int64_t row = 0; row < rows; ++row) {
-            const int32_t wv = wm[row];
-            if (wv == 0) continue;
-            const int16_t* cr = col.data() + row * O;
-            for (int64_t o = 0; o < O; ++o) acc[o] += static_cast<uint32_t>(wv * int32_t{cr[o]});
-          }
-          store(ch, m, acc.data(), O, Y, (n * M + m) * O, 1);
-        }
+      igemm16(IgemmKernel::kAuto, Mg, w.data() + gi * Mg * rows, rows, col, acc.data(), O, env.pool);
+      parallel(env, Mg, O, [&](int64_t m0, int64_t m1) {
+        for (int64_t mi = m0; mi < m1; ++mi)
+          store(ch, gi * Mg + mi, acc.data() + mi * O, O, Y, (n * M + gi * Mg + mi) * O, 1);
       });
     }
   }
@@ -192,20 +192,17 @@ void qmatmul_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
   if (R == 0 || Nc == 0) return;
   const Channels ch = channels(in, Nc, a.activation, a.act_alpha, a.act_beta, Y.dtype);
   const std::vector<int16_t> w = centered_weights(W, ch, Nc, K);
-  parallel(env, R, K * Nc, [&](int64_t r0, int64_t r1) {
-    std::vector<int16_t> xr(static_cast<size_t>(K));
-    std::vector<uint32_t> acc(static_cast<size_t>(Nc));
-    for (int64_t row = r0; row < r1; ++row) {
-      centered(X, row * K, K, ch.x_zero, xr.data());
-      for (int64_t j = 0; j < Nc; ++j) {
-        const int16_t* wj = w.data() + j * K;
-        uint32_t s = 0;
-        for (int64_t k = 0; k < K; ++k) s += static_cast<uint32_t>(int32_t{xr[k]} * int32_t{wj[k]});
-        acc[j] = s;
-      }
-      // Output row `row`: one value per channel j, so store channel by channel.
-      for (int64_t j = 0; j < Nc; ++j) store(ch, j, acc.data() + j, 1, Y, row * Nc + j, 1);
-    }
+  IgemmB wt;  // w transposed to [K, N]
+  wt.resize(K, Nc);
+  for (int64_t j = 0; j < Nc; ++j)
+    for (int64_t k = 0; k < K; ++k) wt.row(k)[j] = w[static_cast<size_t>(j * K + k)];
+  std::vector<int16_t> xs(static_cast<size_t>(R * K));
+  centered(X, 0, R * K, ch.x_zero, xs.data());
+  std::vector<uint32_t> acc(static_cast<size_t>(R * Nc));
+  igemm16(IgemmKernel::kAuto, R, xs.data(), K, wt, acc.data(), Nc, env.pool);
+  parallel(env, R, Nc, [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row)
+      for (int64_t j = 0; j < Nc; ++j) store(ch, j, acc.data() + row * Nc + j, 1, Y, row * Nc + j, 1);
   });
 }
 

@@ -1,0 +1,35 @@
+// The quantize-int8 pass's plan (which nodes get INT8 inputs and weights, and the activations'
+// ranges), shared with the accuracy guard, which builds engines with subsets of it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "passes/build.h"
+
+namespace kiln::passes {
+
+struct Int8Target {
+  size_t node;  // index in the graph's nodes
+  graph::ValueId x, w;
+  int axis;  // W's output-channel axis
+};
+
+struct Int8Plan {
+  std::vector<Int8Target> targets;      // in node order
+  std::vector<graph::ValueId> tensors;  // the activations read by targets, each once
+  std::vector<size_t> tensor_of;        // per target: its activation's index in tensors
+  std::vector<double> amax;             // per tensor: the calibrated range
+};
+
+// Inserts Q/DQ nodes into g, the graph the plan was made for, around the targets whose keep entry
+// is non-zero.
+void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& keep);
+
+// The accuracy guard (--accuracy-budget, --validate): which targets stay INT8 so that top-1 on the
+// validation data (or agreement with the float engine, without labels) drops by at most the budget.
+// Prints the per-layer table through options.calib.report (or options.log).
+std::vector<char> guard_int8_layers(const graph::Graph& g, const Int8Plan& plan, const BuildOptions& options,
+                                    std::string* detail);
+
+}  // namespace kiln::passes

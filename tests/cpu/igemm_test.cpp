@@ -1,0 +1,61 @@
+// The integer GEMM of the CPU INT8 kernels (runtime/cpu/igemm.h) against a plain triple loop, on
+// every kernel this CPU has: odd and tiny shapes, leading dimensions past the width, k = 0, threads,
+// and sums that wrap past int32.
+#include "runtime/cpu/igemm.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace kiln::cpu {
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+};
+
+TEST(Igemm, MatchesTripleLoopOnEveryKernel) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> u(-255, 255);
+  ThreadPool pool(3);
+  const Case cases[] = {{1, 1, 1},  {3, 5, 7},   {4, 16, 2}, {5, 17, 3},    {64, 70, 300},
+                        {9, 1, 33}, {1, 129, 9}, {2, 3, 0},  {130, 65, 129}};
+  for (IgemmKernel kernel : {IgemmKernel::kGeneric, IgemmKernel::kAvx2, IgemmKernel::kAuto}) {
+    if (!igemm_kernel_supported(kernel)) continue;
+    for (const Case& c : cases) {
+      const int64_t lda = c.k + 3, ldb = c.n + 2, ldc = c.n + 5;
+      std::vector<int16_t> a(static_cast<size_t>(c.m * lda)), b(static_cast<size_t>(std::max<int64_t>(c.k, 1) * ldb));
+      for (int16_t& v : a) v = static_cast<int16_t>(u(rng));
+      for (int16_t& v : b) v = static_cast<int16_t>(u(rng));
+      std::vector<uint32_t> got(static_cast<size_t>(c.m * ldc), 0xdeadbeef);
+      igemm16(kernel, c.m, c.n, c.k, a.data(), lda, b.data(), ldb, got.data(), ldc, c.m * c.n > 1000 ? &pool : nullptr);
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          if (j >= c.n) {
+            ASSERT_EQ(got[static_cast<size_t>(i * ldc + j)], 0xdeadbeefu) << "wrote past the row";
+            continue;
+          }
+          int64_t want = 0;
+          for (int64_t q = 0; q < c.k; ++q)
+            want += int64_t{a[static_cast<size_t>(i * lda + q)]} * b[static_cast<size_t>(q * ldb + j)];
+          ASSERT_EQ(got[static_cast<size_t>(i * ldc + j)], static_cast<uint32_t>(want))
+              << static_cast<int>(kernel) << " " << c.m << "x" << c.n << "x" << c.k << " at " << i << "," << j;
+        }
+    }
+  }
+}
+
+TEST(Igemm, SumsWrapModulo2To32) {
+  const int64_t k = 70000;  // 70000 * 255 * 255 > 2^32
+  std::vector<int16_t> a(k, 255), b(k, 255);
+  for (IgemmKernel kernel : {IgemmKernel::kGeneric, IgemmKernel::kAvx2}) {
+    if (!igemm_kernel_supported(kernel)) continue;
+    uint32_t c = 0;
+    igemm16(kernel, 1, 1, k, a.data(), k, b.data(), 1, &c, 1, nullptr);
+    EXPECT_EQ(c, static_cast<uint32_t>(int64_t{k} * 255 * 255));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cpu
