@@ -3,8 +3,9 @@
 // Float outputs here are long dot products whose summation order differs between cuDNN/cuBLASLt
 // and the CPU, so the harness' elementwise tolerances do not fit: check_nn allows, on top of a
 // relative error per element, an absolute error of 2 * eps * K * max|a| * max|b| (K the number of
-// products per output, eps of the accumulation type), and for float16 half an output ulp of the
-// largest value (cuDNN may round the product before adding the bias). Integer products are exact.
+// products per output, eps of the accumulation type), and for float16 and bfloat16 half an output
+// ulp of the largest value (cuDNN may round the product before adding the bias). Integer products
+// are exact.
 // Every case runs direct, misaligned and under stream capture; a second suite runs each case with
 // every tactic the kernel's entry offers.
 #include <algorithm>
@@ -57,6 +58,10 @@ Tolerance dot_tolerance(DT dt, double terms, double scale, double max_ref) {
     t.rel = 2e-3;
     t.abs += std::ldexp(1.0, -11) * max_ref + 1e-4;
   }
+  if (dt == DT::kBFloat16) {
+    t.rel = 8e-3;
+    t.abs += std::ldexp(1.0, -8) * max_ref + 1e-3;
+  }
   return t;
 }
 
@@ -84,7 +89,8 @@ struct NnCase {
 };
 
 const std::vector<DT> kF = {DT::kFloat32, DT::kFloat16};
-const std::vector<DT> kFD = {DT::kFloat32, DT::kFloat16, DT::kFloat64};
+// Every float type the CPU kernels take: a selection of cases runs them all.
+const std::vector<DT> kFD = {DT::kFloat32, DT::kFloat16, DT::kFloat64, DT::kBFloat16};
 const std::vector<DT> kInts = {DT::kInt32, DT::kInt64, DT::kUInt32, DT::kUInt64};
 
 int64_t product(const Shape& s, size_t from = 0) {
@@ -393,11 +399,12 @@ TEST(NnGpuAlignment, SixteenAndEightByteShifts) {
 }
 
 // gemm_rowmajor (nn_gemm.h), the helper other GPU code calls: transposes, leading dimensions
-// wider than the matrices, strided batches with a shared A, alpha and beta, float32 and float16.
+// wider than the matrices, strided batches with a shared A, alpha and beta, float32, float16 and
+// bfloat16.
 TEST(NnGpuGemmHelper, RowMajorBatchedMatchesReference) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(7);
-  for (DT dt : kF)
+  for (DT dt : {DT::kFloat32, DT::kFloat16, DT::kBFloat16})
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb) {
         SCOPED_TRACE(std::string(dtype_name(dt)) + " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
@@ -471,12 +478,20 @@ void expect_gpu_throws(OpKind kind, const Attrs& attrs, const Inputs& in, const 
   }
 }
 
+// Types that shape inference and the CPU kernels reject too, given to the GPU kernels directly.
 TEST(NnGpuErrors, UnsupportedTypesThrowNamingTheBackend) {
   KILN_SKIP_WITHOUT_GPU();
-  const Inputs conv_in = conv_inputs({1, 2, 4, 4}, {3, 2, 3, 3}, false)(DT::kBFloat16);
-  expect_gpu_throws(OpKind::kConv, conv(), conv_in, "CUDA backend");
-  expect_gpu_throws(OpKind::kMatMul, NoAttrs{}, matmul_inputs({2, 3}, {3, 2})(DT::kBFloat16), "CUDA backend");
-  expect_gpu_throws(OpKind::kGemm, gemm(0, 0), gemm_inputs(2, 3, 4, 0, 0, std::nullopt)(DT::kBFloat16), "CUDA backend");
+  auto expect_throws = [](OpKind kind, const Attrs& attrs, const Inputs& in, const OutputType& out) {
+    try {
+      (void)run_gpu(kind, attrs, in, {out}, GpuMode::kDirect);
+      ADD_FAILURE() << describe(kind, in) << " should throw";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("CUDA backend"), std::string::npos) << e.what();
+    }
+  };
+  expect_throws(OpKind::kConv, conv(), conv_inputs({1, 2, 4, 4}, {3, 2, 3, 3}, false)(DT::kInt32),
+                OutputType{DT::kInt32, {1, 3, 2, 2}});
+  expect_throws(OpKind::kMatMul, NoAttrs{}, matmul_inputs({2, 3}, {3, 2})(DT::kInt8), OutputType{DT::kInt8, {2, 2}});
 }
 
 TEST(NnGpuErrors, MoreThanEightSpatialAxesThrow) {

@@ -1,4 +1,5 @@
-// Conv and ConvTranspose on the GPU through cuDNN's descriptor API (float32, float16, float64).
+// Conv and ConvTranspose on the GPU through cuDNN's descriptor API (float32, float16, bfloat16,
+// float64: the CPU kernel's types).
 //
 // Conv is cudnnConvolutionForward; ConvTranspose is the data gradient of the Conv that maps Y back
 // onto X (cudnnConvolutionBackwardData), which also covers output_padding and output_shape: Y's
@@ -6,8 +7,10 @@
 // an identity activation) where cuDNN allows that (the IMPLICIT_PRECOMP_GEMM algorithm), else
 // added by bias_add (nn_conv_kernels.cu; cudnnAddTensor is 3x slower on NCHW float16). float32
 // runs with CUDNN_FMA_MATH (no TF32) and without the Winograd algorithms (less accurate), float16
-// as half tensors with float accumulation (CUDNN_TENSOR_OP_MATH), float64 with FMA math. A 1x1
-// Conv can also run as a batched cuBLASLt GEMM (plan_pointwise).
+// and bfloat16 as half tensors with float accumulation (CUDNN_TENSOR_OP_MATH), float64 with FMA
+// math. A 1x1 Conv can also run as a batched cuBLASLt GEMM (plan_pointwise). The bias is fused for
+// float32 and float16 only. Shapes for which cuDNN offers no algorithm (bfloat16 ones, say) take
+// the direct kernel.
 //
 // cuDNN pads symmetrically. Conv with pads that differ at the two ends of an axis (auto_pad
 // SAME_* with an odd total, or explicit pads) runs on a copy of X in the workspace that carries
@@ -63,6 +66,7 @@ cudnnDataType_t cudnn_type(DataType t, const char* op) {
     case DataType::kFloat32: return CUDNN_DATA_FLOAT;
     case DataType::kFloat16: return CUDNN_DATA_HALF;
     case DataType::kFloat64: return CUDNN_DATA_DOUBLE;
+    case DataType::kBFloat16: return CUDNN_DATA_BFLOAT16;
     default:
       throw Error(std::string(op) + ": element type " + std::string(dtype_name(t)) +
                   " is not supported by the CUDA backend");
@@ -137,10 +141,12 @@ std::vector<int64_t> plan_key(OpKind kind, std::span<const TensorView> in, std::
 
 // float32 and float64 must not use tensor cores (TF32): FMA kernels only. Nor Winograd: its
 // transforms lose about ten times more than a dot product (measured 2e-4 on 3x3 convs with 576
-// products in float32), while FFT stays within a dot product's error. float16 takes every
-// algorithm: all accumulate in float, below the output's half precision.
+// products in float32), while FFT stays within a dot product's error. float16 and bfloat16 take
+// every algorithm: all accumulate in float, below the output's half precision.
+bool half_type(DataType dt) { return dt == DataType::kFloat16 || dt == DataType::kBFloat16; }
+
 bool allowed(DataType dt, int algo, bool transpose, cudnnMathType_t m) {
-  if (dt == DataType::kFloat16) return true;
+  if (half_type(dt)) return true;
   if (m != CUDNN_FMA_MATH && m != CUDNN_DEFAULT_MATH) return false;
   if (!transpose)
     return algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
@@ -291,7 +297,7 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
                                               cdil.data(), CUDNN_CROSS_CORRELATION, compute),
               op);
   check_cudnn(cudnnSetConvolutionGroupCount(p->conv, to_int(G, op)), op);
-  const cudnnMathType_t math = X.dtype == DataType::kFloat16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  const cudnnMathType_t math = half_type(X.dtype) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   check_cudnn(cudnnSetConvolutionMathType(p->conv, math), op);
 
   // Heuristic candidates, best first, one per algorithm.
@@ -299,7 +305,7 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
     if (st != CUDNN_STATUS_SUCCESS || mem > kMaxAlgoWorkspace || !allowed(X.dtype, algo, p->transpose, m)) return;
     for (const Candidate& c : p->candidates)
       if (c.algo == algo) return;
-    p->candidates.push_back({algo, X.dtype == DataType::kFloat16 ? m : CUDNN_FMA_MATH});
+    p->candidates.push_back({algo, half_type(X.dtype) ? m : CUDNN_FMA_MATH});
     p->tactics.push_back(algo);
   };
   int count = 0;
@@ -327,7 +333,10 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
       p->pointwise_algo = 0;  // the default
     if (p->pointwise_algo >= 0) return p;
   }
-  if (p->candidates.empty()) throw Error(std::string(op) + ": cuDNN has no algorithm for these shapes");
+  if (p->candidates.empty()) {
+    p->direct = true;
+    return p;
+  }
 
   p->chosen = p->candidates[0];
   for (const Candidate& c : p->candidates)
@@ -337,7 +346,7 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
     const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(p->chosen.algo);
     check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(env.cudnn, p->x, p->w, p->conv, p->y, algo, &p->algo_ws), op);
     p->fused = in.size() > 2 && in[2].exists && algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&
-               X.dtype != DataType::kFloat64;
+               (X.dtype == DataType::kFloat32 || X.dtype == DataType::kFloat16);
     if (p->fused)
       check_cudnn(cudnnSetActivationDescriptor(p->identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0),
                   op);
