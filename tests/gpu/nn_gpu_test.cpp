@@ -469,29 +469,16 @@ TEST(NnGpuGemmHelper, RowMajorBatchedMatchesReference) {
 void expect_gpu_throws(OpKind kind, const Attrs& attrs, const Inputs& in, const std::string& needle) {
   std::vector<TensorView> iv;
   for (const HostTensor& t : in) iv.push_back(t.view(nullptr));
-  const std::vector<OutputType> types = infer_shapes(kind, attrs, iv, 1);
-  try {
-    (void)run_gpu(kind, attrs, in, types, GpuMode::kDirect);
-    ADD_FAILURE() << describe(kind, in) << " should throw";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  expect_cuda_backend_error(kind, attrs, in, infer_shapes(kind, attrs, iv, 1), needle);
 }
 
 // Types that shape inference and the CPU kernels reject too, given to the GPU kernels directly.
 TEST(NnGpuErrors, UnsupportedTypesThrowNamingTheBackend) {
   KILN_SKIP_WITHOUT_GPU();
-  auto expect_throws = [](OpKind kind, const Attrs& attrs, const Inputs& in, const OutputType& out) {
-    try {
-      (void)run_gpu(kind, attrs, in, {out}, GpuMode::kDirect);
-      ADD_FAILURE() << describe(kind, in) << " should throw";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("CUDA backend"), std::string::npos) << e.what();
-    }
-  };
-  expect_throws(OpKind::kConv, conv(), conv_inputs({1, 2, 4, 4}, {3, 2, 3, 3}, false)(DT::kInt32),
-                OutputType{DT::kInt32, {1, 3, 2, 2}});
-  expect_throws(OpKind::kMatMul, NoAttrs{}, matmul_inputs({2, 3}, {3, 2})(DT::kInt8), OutputType{DT::kInt8, {2, 2}});
+  expect_cuda_backend_error(OpKind::kConv, conv(), conv_inputs({1, 2, 4, 4}, {3, 2, 3, 3}, false)(DT::kInt32),
+                            {OutputType{DT::kInt32, {1, 3, 2, 2}}});
+  expect_cuda_backend_error(OpKind::kMatMul, NoAttrs{}, matmul_inputs({2, 3}, {3, 2})(DT::kInt8),
+                            {OutputType{DT::kInt8, {2, 2}}});
 }
 
 TEST(NnGpuErrors, MoreThanEightSpatialAxesThrow) {
