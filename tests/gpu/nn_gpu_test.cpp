@@ -374,7 +374,9 @@ TEST_P(NnGpuTactics, EveryTacticMatchesCpu) {
     const Inputs in = c.inputs(dt);
     const std::vector<int32_t> tactics = tactics_of(c.kind, c.attrs, in);
     // A bfloat16 convolution cuDNN has no algorithm for runs the direct kernel, which has no tactics.
-    if (dt != DT::kBFloat16) EXPECT_FALSE(tactics.empty()) << c.name << ": no tactics";
+    if (dt != DT::kBFloat16) {
+      EXPECT_FALSE(tactics.empty()) << c.name << ": no tactics";
+    }
     for (int32_t t : tactics) check_nn(c.kind, c.attrs, in, terms_of(c, in), scale_of(c, in), GpuMode::kDirect, t);
     // An unknown tactic (an engine built elsewhere) falls back to the default.
     check_nn(c.kind, c.attrs, in, terms_of(c, in), scale_of(c, in), GpuMode::kDirect, 1000);
