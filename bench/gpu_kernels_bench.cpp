@@ -1,18 +1,33 @@
-// GPU kernel throughput through the CUDA kernel table (the path an engine takes): Conv on
-// ResNet-50 layer shapes and a 4096^3 Gemm, float16 and float32, batch 1 and 256 for the convs.
-// Each iteration is one kernel call on a stream, timed with CUDA events (manual time); the
-// counter TFLOP/s counts 2 * multiply-adds. As the builder does, every tactic the kernel offers is
-// timed first and the fastest runs; the step's state and workspace are set up before the timing
-// (an engine does that once); KILN_BENCH_TACTICS=1 prints each tactic's time to stderr. Without a
-// GPU the program says so and exits 0.
+// GPU kernel throughput through the CUDA kernel table (the path an engine takes), against the
+// device's ceilings.
+//  - Conv on ResNet-50 layer shapes (batch 1 and 256) and a 4096^3 Gemm, float16 and float32:
+//    TFLOP/s (2 * multiply-adds) and of_peak, the fraction of the datasheet peak below.
+//  - Memory-bound ops on 100-400 MB tensors (beyond the 50-60 MB L2): Add with a per-channel
+//    broadcast, Relu, Sigmoid, Cast float32 -> float16, Transpose NCHW -> NHWC, ReduceMean (over
+//    H, W and over rows), Softmax: GB/s (bytes of every input and output, each counted once: the
+//    least any kernel must move) and of_copy, the fraction of what a cudaMemcpyAsync device to
+//    device moving as many bytes reaches in this process, timed the same way (copy_GB/s).
+// Each iteration is one kernel call on a stream, timed with CUDA events (manual time). As the
+// builder does, every tactic the kernel offers is timed first and the fastest runs; the step's
+// state and workspace are set up before the timing (an engine does that once);
+// KILN_BENCH_TACTICS=1 prints each tactic's time to stderr. Without a GPU the program says so and
+// exits 0.
+//
+// Peaks (NVIDIA H100 SXM5 and H200 datasheets: the same 132 SMs at 1.98 GHz boost): FP16 dense on
+// tensor cores 989 TFLOP/s (the sheets' 1,979 is with 2:4 sparsity), FP32 on the CUDA cores 67
+// TFLOP/s (Kiln's FP32 never uses TF32). shared/docs/gpu.md: a bf16 dense product measured about
+// 790 TFLOP/s there, and a device-to-device copy about 4.3 TB/s (H200) or 3.0 TB/s (H100). An H100
+// PCIe has lower peaks (756 and 51): the device's name is printed in the context.
 // Args (Conv): batch, in channels, image size, out channels, kernel, stride, float16 (0/1).
-// Args (Gemm): m, n, k, float16 (0/1).
+// Args (Gemm): m, n, k, float16 (0/1). Args (memory-bound ops): float16 (0/1).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -26,22 +41,29 @@
 namespace kiln::gpu {
 namespace {
 
+constexpr double kPeakFp16Tflops = 989.0;
+constexpr double kPeakFp32Tflops = 67.0;
+
 struct DeviceMem {
   void* p = nullptr;
   explicit DeviceMem(size_t bytes) {
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) p = nullptr;
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+      p = nullptr;
+      cudaGetLastError();  // clear the allocation error
+    }
   }
   ~DeviceMem() { cudaFree(p); }
   DeviceMem(const DeviceMem&) = delete;
   DeviceMem& operator=(const DeviceMem&) = delete;
 };
 
-// Handles and a stream shared by every benchmark of the process.
+// Handles, a stream and two events shared by every benchmark of the process.
 struct Resources {
   cudaStream_t stream = nullptr;
   cudnnHandle_t cudnn = nullptr;
   cublasLtHandle_t lt = nullptr;
   int* error = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
   Resources() {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cudnn(cudnnCreate(&cudnn), "cudnnCreate");
@@ -49,60 +71,120 @@ struct Resources {
     check_cublas(cublasLtCreate(&lt), "cublasLtCreate");
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&error), sizeof(int)), "cudaMalloc");
     check_cuda(cudaMemset(error, 0, sizeof(int)), "cudaMemset");
+    check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
   }
   static Resources& get() {
     static Resources r;
     return r;
   }
+  // Seconds that `launch` (work enqueued on `stream`) takes, between two events.
+  template <class Fn>
+  double time(Fn&& launch) {
+    check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
+    launch();
+    check_cuda(cudaEventRecord(stop, stream), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    return ms * 1e-3;
+  }
 };
 
-// Random values in [-1, 1] of the element type, uploaded once.
-std::unique_ptr<DeviceMem> random_tensor(DataType dt, int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  auto mem = std::make_unique<DeviceMem>(static_cast<size_t>(n) * dtype_size(dt));
+// One input: random values in [-1, 1] of its element type (float32 or float16), or the given
+// integers (a constant input, such as ReduceMean's axes, which kernels read from its host copy).
+struct Input {
+  DataType dtype;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> constant = {};
+};
+
+std::unique_ptr<DeviceMem> upload(const Input& in, uint32_t seed) {
+  const int64_t n = TensorView{in.dtype, in.shape}.numel();
+  auto mem = std::make_unique<DeviceMem>(static_cast<size_t>(n) * dtype_size(in.dtype));
   if (!mem->p) return mem;
-  if (dt == DataType::kFloat16) {
-    std::vector<Half> h(static_cast<size_t>(n));
-    for (Half& x : h) x = Half(u(rng));
-    check_cuda(cudaMemcpy(mem->p, h.data(), h.size() * sizeof(Half), cudaMemcpyHostToDevice), "upload");
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * dtype_size(in.dtype));
+  if (!in.constant.empty()) {
+    std::memcpy(bytes.data(), in.constant.data(), bytes.size());
   } else {
-    std::vector<float> f(static_cast<size_t>(n));
-    for (float& x : f) x = u(rng);
-    check_cuda(cudaMemcpy(mem->p, f.data(), f.size() * sizeof(float), cudaMemcpyHostToDevice), "upload");
+    // 2^20 random values, repeated: large tensors upload without a long wait on the host.
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const size_t es = dtype_size(in.dtype), block = std::min<size_t>(bytes.size(), (size_t{1} << 20) * es);
+    for (size_t at = 0; at < block; at += es) {
+      if (in.dtype == DataType::kFloat16) {
+        const Half h(u(rng));
+        std::memcpy(bytes.data() + at, &h, 2);
+      } else {
+        const float f = u(rng);
+        std::memcpy(bytes.data() + at, &f, 4);
+      }
+    }
+    for (size_t at = block; at < bytes.size(); at += block)
+      std::memcpy(bytes.data() + at, bytes.data(), std::min(block, bytes.size() - at));
   }
+  check_cuda(cudaMemcpy(mem->p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "upload");
   return mem;
 }
 
-// Times kind's GPU kernel on inputs of these shapes; flops per call for the counter.
-void run_op(benchmark::State& state, OpKind kind, const Attrs& attrs, DataType dt,
-            const std::vector<std::vector<int64_t>>& shapes, double flops) {
+// GB/s of a cudaMemcpyAsync device to device that moves `bytes` (reads and writes bytes / 2
+// each), timed as the ops are: one copy per pair of events, the mean of 20 after a warm-up.
+// Measured once per size.
+double copy_gbps(size_t bytes) {
+  static std::map<size_t, double> measured;
+  if (auto it = measured.find(bytes); it != measured.end()) return it->second;
+  Resources& r = Resources::get();
+  const size_t half = bytes / 2;
+  DeviceMem a(half), b(half);
+  if (!a.p || !b.p) return 0;
+  auto copy = [&] { check_cuda(cudaMemcpyAsync(b.p, a.p, half, cudaMemcpyDeviceToDevice, r.stream), "copy"); };
+  r.time(copy);
+  double total = 0;
+  constexpr int kRuns = 20;
+  for (int i = 0; i < kRuns; ++i) total += r.time(copy);
+  return measured[bytes] = static_cast<double>(2 * half) * kRuns / total * 1e-9;
+}
+
+// What a benchmark reports: TFLOP/s against a peak (flops > 0), else GB/s against the copy.
+struct Measure {
+  double flops = 0;
+  double peak_tflops = 0;
+};
+
+// Times kind's GPU kernel on these inputs.
+void run_op(benchmark::State& state, OpKind kind, const Attrs& attrs, const std::vector<Input>& inputs,
+            Measure measure = {}) {
   if (!gpu_available()) {
     state.SkipWithError("no CUDA GPU");
     return;
   }
   Resources& r = Resources::get();
   std::vector<std::unique_ptr<DeviceMem>> bufs;
-  std::vector<TensorView> in, out;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    int64_t n = 1;
-    for (int64_t d : shapes[i]) n *= d;
-    bufs.push_back(random_tensor(dt, n, static_cast<uint32_t>(i + 1)));
+  std::vector<TensorView> in, shape_only;
+  std::vector<const void*> host_in;
+  double bytes = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    bufs.push_back(upload(inputs[i], static_cast<uint32_t>(i + 1)));
     if (!bufs.back()->p) {
       state.SkipWithError("out of GPU memory");
       return;
     }
-    in.push_back(TensorView{dt, shapes[i], bufs.back()->p});
+    in.push_back(TensorView{inputs[i].dtype, inputs[i].shape, bufs.back()->p});
+    const bool constant = !inputs[i].constant.empty();
+    host_in.push_back(constant ? inputs[i].constant.data() : nullptr);
+    shape_only.push_back(TensorView{inputs[i].dtype, inputs[i].shape,
+                                    constant ? const_cast<int64_t*>(inputs[i].constant.data()) : nullptr});
+    if (!constant) bytes += static_cast<double>(in.back().bytes());
   }
-  const std::vector<OutputType> types = infer_shapes(kind, attrs, in, 1);
-  std::vector<TensorView> shape_only = in;
-  for (TensorView& t : shape_only) t.data = nullptr;
-  auto y = std::make_unique<DeviceMem>(static_cast<size_t>(TensorView{dt, types[0].shape}.numel()) * dtype_size(dt));
+  const std::vector<OutputType> types = infer_shapes(kind, attrs, shape_only, 1);
+  const TensorView y_shape{types[0].dtype, types[0].shape};
+  auto y = std::make_unique<DeviceMem>(y_shape.bytes());
   if (!y->p) {
     state.SkipWithError("out of GPU memory");
     return;
   }
-  out.push_back(TensorView{dt, types[0].shape, y->p});
+  const std::vector<TensorView> out = {TensorView{types[0].dtype, types[0].shape, y->p}};
+  bytes += static_cast<double>(out[0].bytes());
   const GpuKernelEntry* entry = gpu_kernel_entry(kind);
   std::unique_ptr<StepState> step;
   GpuEnv env;
@@ -111,30 +193,20 @@ void run_op(benchmark::State& state, OpKind kind, const Attrs& attrs, DataType d
   env.cublaslt = r.lt;
   env.error = r.error;
   env.state = &step;
-  cudaEvent_t start, stop;
-  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
-  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  env.host_in = host_in;
   // Sets the step up for `tactic` (workspace, state) and makes a warm-up call.
   std::unique_ptr<DeviceMem> ws;
   auto setup = [&](int32_t tactic) {
     env.tactic = tactic;
     env.workspace = nullptr;
     env.workspace_bytes = 0;
-    const size_t bytes = entry->workspace ? entry->workspace(kind, attrs, shape_only, out, env) : 0;
-    ws = std::make_unique<DeviceMem>(bytes);
+    const size_t need = entry->workspace ? entry->workspace(kind, attrs, shape_only, out, env) : 0;
+    ws = std::make_unique<DeviceMem>(need);
     env.workspace = ws->p;
-    env.workspace_bytes = bytes;
+    env.workspace_bytes = need;
     entry->fn(kind, attrs, in, out, env);
   };
-  auto time_call = [&] {  // seconds
-    check_cuda(cudaEventRecord(start, r.stream), "cudaEventRecord");
-    entry->fn(kind, attrs, in, out, env);
-    check_cuda(cudaEventRecord(stop, r.stream), "cudaEventRecord");
-    check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    return ms * 1e-3;
-  };
+  auto time_call = [&] { return r.time([&] { entry->fn(kind, attrs, in, out, env); }); };
   // The builder's choice: the fastest tactic (best of 3 calls each).
   int32_t best = -1;
   if (entry->tactics) {
@@ -144,8 +216,8 @@ void run_op(benchmark::State& state, OpKind kind, const Attrs& attrs, DataType d
       double s = 1e30;
       for (int i = 0; i < 3; ++i) s = std::min(s, time_call());
       if (std::getenv("KILN_BENCH_TACTICS"))
-        std::fprintf(stderr, "%s %s %s %s: tactic %d %.1f us\n", op_name(kind).data(), shape_string(shapes[0]).c_str(),
-                     shape_string(shapes[1]).c_str(), dtype_name(dt).data(), t, s * 1e6);
+        std::fprintf(stderr, "%s %s %s: tactic %d %.1f us\n", op_name(kind).data(),
+                     shape_string(inputs[0].shape).c_str(), dtype_name(inputs[0].dtype).data(), t, s * 1e6);
       if (s < best_s) {
         best_s = s;
         best = t;
@@ -153,30 +225,50 @@ void run_op(benchmark::State& state, OpKind kind, const Attrs& attrs, DataType d
     }
   }
   setup(best);
-  for (auto _ : state) state.SetIterationTime(time_call());
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  state.counters["TFLOP/s"] =
-      benchmark::Counter(flops * static_cast<double>(state.iterations()) * 1e-12, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(dtype_name(dt)) + " tactic " + std::to_string(best));
+  double seconds = 0;
+  for (auto _ : state) {
+    const double s = time_call();
+    seconds += s;
+    state.SetIterationTime(s);
+  }
+  const auto iters = static_cast<double>(state.iterations());
+  std::string label = std::string(dtype_name(inputs[0].dtype));
+  if (types[0].dtype != inputs[0].dtype) label += " -> " + std::string(dtype_name(types[0].dtype));
+  if (measure.flops > 0) {
+    state.counters["TFLOP/s"] = benchmark::Counter(measure.flops * iters * 1e-12, benchmark::Counter::kIsRate);
+    state.counters["of_peak"] = measure.flops * iters / seconds * 1e-12 / measure.peak_tflops;
+    label += " tactic " + std::to_string(best);
+  } else {
+    const double gbps = bytes * iters / seconds * 1e-9, copy = copy_gbps(static_cast<size_t>(bytes));
+    state.counters["GB/s"] = benchmark::Counter(bytes * iters * 1e-9, benchmark::Counter::kIsRate);
+    state.counters["copy_GB/s"] = copy;
+    state.counters["of_copy"] = copy > 0 ? gbps / copy : 0;
+  }
+  state.SetLabel(label);
 }
 
+DataType float_arg(benchmark::State& state, int index) {
+  return state.range(index) ? DataType::kFloat16 : DataType::kFloat32;
+}
+double peak_of(DataType dt) { return dt == DataType::kFloat16 ? kPeakFp16Tflops : kPeakFp32Tflops; }
+
+// ---- compute-bound: Conv, Gemm ------------------------------------------------------------------
 void BM_Conv(benchmark::State& state) {
   const int64_t n = state.range(0), c = state.range(1), hw = state.range(2), m = state.range(3), k = state.range(4),
                 s = state.range(5);
-  const DataType dt = state.range(6) ? DataType::kFloat16 : DataType::kFloat32;
+  const DataType dt = float_arg(state, 6);
   ConvAttrs a;
   a.pads.assign(4, k / 2);
   a.strides = {s, s};
   const int64_t out = (hw + 2 * (k / 2) - k) / s + 1;
   const double flops = 2.0 * n * m * out * out * c * k * k;
-  run_op(state, OpKind::kConv, a, dt, {{n, c, hw, hw}, {m, c, k, k}, {m}}, flops);
+  run_op(state, OpKind::kConv, a, {{dt, {n, c, hw, hw}}, {dt, {m, c, k, k}}, {dt, {m}}}, {flops, peak_of(dt)});
 }
 
 void BM_Gemm(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  const DataType dt = state.range(3) ? DataType::kFloat16 : DataType::kFloat32;
-  run_op(state, OpKind::kGemm, GemmAttrs{}, dt, {{m, k}, {k, n}}, 2.0 * m * n * k);
+  const DataType dt = float_arg(state, 3);
+  run_op(state, OpKind::kGemm, GemmAttrs{}, {{dt, {m, k}}, {dt, {k, n}}}, {2.0 * m * n * k, peak_of(dt)});
 }
 
 // ResNet-50: the stem and one layer of each kind per stage (in, image, out, kernel, stride).
@@ -192,6 +284,69 @@ void conv_shapes(benchmark::internal::Benchmark* b) {
       for (const auto& l : layers) b->Args({n, l[0], l[1], l[2], l[3], l[4], fp16});
 }
 
+// ---- memory-bound ---------------------------------------------------------------------------------
+// An activation of ResNet-50's first stage at batch 64: [64, 256, 56, 56], 51M elements.
+const std::vector<int64_t> kAct = {64, 256, 56, 56};
+
+void BM_AddBroadcast(benchmark::State& state) {  // x + per-channel bias
+  const DataType dt = float_arg(state, 0);
+  run_op(state, OpKind::kAdd, NoAttrs{}, {{dt, kAct}, {dt, {1, kAct[1], 1, 1}}});
+}
+
+void BM_Relu(benchmark::State& state) { run_op(state, OpKind::kRelu, NoAttrs{}, {{float_arg(state, 0), kAct}}); }
+
+void BM_Sigmoid(benchmark::State& state) { run_op(state, OpKind::kSigmoid, NoAttrs{}, {{float_arg(state, 0), kAct}}); }
+
+void BM_CastF32ToF16(benchmark::State& state) {
+  run_op(state, OpKind::kCast, CastAttrs{DataType::kFloat16}, {{DataType::kFloat32, kAct}});
+}
+
+void BM_TransposeNchwToNhwc(benchmark::State& state) {
+  run_op(state, OpKind::kTranspose, TransposeAttrs{{0, 2, 3, 1}}, {{float_arg(state, 0), kAct}});
+}
+
+// ResNet-50's global pool at batch 256 ([256, 2048, 7, 7] over H and W), and rows ([65536, 1024]
+// over the last axis).
+void BM_ReduceMeanSpatial(benchmark::State& state) {
+  run_op(state, OpKind::kReduceMean, ReduceAttrs{},
+         {{float_arg(state, 0), {256, 2048, 7, 7}}, {DataType::kInt64, {2}, {2, 3}}});
+}
+
+void BM_ReduceMeanRows(benchmark::State& state) {
+  run_op(state, OpKind::kReduceMean, ReduceAttrs{},
+         {{float_arg(state, 0), {65536, 1024}}, {DataType::kInt64, {1}, {1}}});
+}
+
+// Attention scores: 32768 rows of 1024 (batch 8, 4 heads, 1024 tokens).
+void BM_Softmax(benchmark::State& state) {
+  run_op(state, OpKind::kSoftmax, SoftmaxAttrs{}, {{float_arg(state, 0), {32768, 1024}}});
+}
+
+// The ceiling itself, as a benchmark: a device-to-device copy moving 2 * size MiB.
+void BM_Copy(benchmark::State& state) {
+  if (!gpu_available()) {
+    state.SkipWithError("no CUDA GPU");
+    return;
+  }
+  Resources& r = Resources::get();
+  const size_t half = static_cast<size_t>(state.range(0)) << 20;
+  DeviceMem a(half), b(half);
+  if (!a.p || !b.p) {
+    state.SkipWithError("out of GPU memory");
+    return;
+  }
+  auto copy = [&] { check_cuda(cudaMemcpyAsync(b.p, a.p, half, cudaMemcpyDeviceToDevice, r.stream), "copy"); };
+  r.time(copy);
+  for (auto _ : state) state.SetIterationTime(r.time(copy));
+  state.counters["GB/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(half) * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+}
+
+// The memory-bound ops: float16, then float32.
+void memory_bound(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"fp16"})->Arg(1)->Arg(0)->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
 BENCHMARK(BM_Conv)->Apply(conv_shapes)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Gemm)
     ->ArgNames({"m", "n", "k", "fp16"})
@@ -199,6 +354,15 @@ BENCHMARK(BM_Gemm)
     ->Args({4096, 4096, 4096, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Copy)->ArgNames({"MiB"})->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AddBroadcast)->Apply(memory_bound);
+BENCHMARK(BM_Relu)->Apply(memory_bound);
+BENCHMARK(BM_Sigmoid)->Apply(memory_bound);
+BENCHMARK(BM_CastF32ToF16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TransposeNchwToNhwc)->Apply(memory_bound);
+BENCHMARK(BM_ReduceMeanSpatial)->Apply(memory_bound);
+BENCHMARK(BM_ReduceMeanRows)->Apply(memory_bound);
+BENCHMARK(BM_Softmax)->Apply(memory_bound);
 
 }  // namespace
 }  // namespace kiln::gpu
@@ -209,6 +373,8 @@ int main(int argc, char** argv) {
     std::printf("gpu_kernels_bench: no CUDA GPU here, nothing to measure (skipped)\n");
     return 0;
   }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) benchmark::AddCustomContext("device", prop.name);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

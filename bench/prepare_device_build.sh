@@ -4,7 +4,8 @@
 # machine's image lacks, and the stripped GPU test binaries. The binaries share most of their bytes
 # (the CUDA kernels), so one xz stream with a large dictionary keeps the pack small enough to carry
 # (64 MiB limit). Then, from the device tool: carry build-dev and run bench/gpu_tests.sh,
-# bench/gpu_check.sh or bench/peers.sh; they unpack it there (bench/device_env.sh).
+# bench/gpu_bench.sh, bench/gpu_check.sh or bench/peers.sh; they unpack it there
+# (bench/device_env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -12,10 +13,10 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib" "$stage/tests"
 strip -o "$stage/kiln" build/kiln
-for lib in libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9 libpng16.so.16 libjpeg.so.62; do
+for lib in libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9 libpng16.so.16 libjpeg.so.62 libbenchmark.so.1debian; do
   cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"
 done
-for t in build/tests/*_gpu_test build/bench/*_gpu_bench; do
+for t in build/tests/*_gpu_test build/bench/gpu_*_bench; do
   [ -x "$t" ] || continue
   strip -o "$stage/tests/$(basename "$t")" "$t"
 done

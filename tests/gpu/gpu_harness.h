@@ -485,6 +485,10 @@ inline Tolerance dot_tolerance(DT dt, double terms, double scale, double max_ref
     t.rel = 2e-3;
     t.abs += std::ldexp(1.0, -11) * max_ref + 1e-4;
   }
+  if (dt == DT::kBFloat16) {
+    t.rel = 8e-3;
+    t.abs += std::ldexp(1.0, -8) * max_ref + 1e-3;
+  }
   return t;
 }
 
@@ -514,6 +518,20 @@ inline void check_op_with(OpKind kind, const Attrs& attrs, const std::vector<Hos
   }
   for (size_t i = 0; i < want.size(); ++i)
     expect_match(got[i], want[i], tol(want[i]), what + " output " + std::to_string(i));
+}
+
+// The GPU kernel alone (no shape inference: `types` are the outputs) must throw a kiln::Error whose
+// message contains `needle`; by default the CUDA backend's name, as for an element type it does
+// not take.
+inline void expect_cuda_backend_error(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins,
+                                      const std::vector<OutputType>& types,
+                                      const std::string& needle = "CUDA backend") {
+  try {
+    (void)run_gpu(kind, attrs, ins, types, GpuMode::kDirect);
+    ADD_FAILURE() << describe(kind, ins) << " should throw (" << needle << ")";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
 }
 
 // The same with the per-dtype tolerance of an accuracy class.

@@ -2,13 +2,16 @@
 // AveragePool, GlobalAveragePool, GlobalMaxPool, BatchNormalization, InstanceNormalization, LRN,
 // LayerNormalization, Resize, DepthToSpace and SpaceToDepth. Per op: the shapes and attribute
 // variants of the CPU tests (tests/cpu/ops_nn_test.cpp, ops_reduce_test.cpp) plus odd, size-1,
-// zero-size and model-sized shapes, float32 and float16 (and the other types an op takes), each
-// input set in all three GpuModes; then the errors the GPU kernels raise.
+// zero-size and model-sized shapes, every element type the CPU kernel takes (the four float types,
+// and the integer and bool types an op takes), each input set in all three GpuModes; then the
+// errors the GPU kernels raise.
 //
 // Tolerances: the window pools, BatchNormalization, Resize and the copies do the CPU's float
 // operations in the CPU's order, so they must match bit for bit. The statistics (Layer/Instance-
 // Normalization, GlobalAveragePool) are float reductions on the GPU and double ones on the CPU:
 // reduce_tol() allows a few float roundings of the row, growing with its length; LRN uses powf.
+// float64 computes in double on both sides: its tolerance is float32's times 1e-8. bfloat16 takes
+// one of its ulps (2^-7 relative at most) where float16 takes one of its own.
 //
 // check() is check_op from gpu_harness.h with two changes: the constant inputs (Resize's roi,
 // scales, sizes) reach shape inference with their data, and the tolerance is the case's own.
@@ -40,21 +43,24 @@ struct OpCase {
   Attrs attrs;
   std::vector<DT> dtypes;               // the main input's element types
   std::function<InputSets(DT)> inputs;  // input sets (one run each) for a dtype
-  Tolerance f32 = kExactTol;            // float32 and float64 outputs
-  Tolerance f16 = kExactTol;            // float16 outputs
+  Tolerance f32 = kExactTol;            // float32 outputs (float64: scaled by 1e-8)
+  Tolerance f16 = kExactTol;            // float16 outputs (bfloat16: at least one ulp)
   size_t n_out = 1;
 };
 
 Tolerance tol_for(const OpCase& c, DT out) {
-  if (out == DT::kFloat16 || out == DT::kBFloat16) return c.f16;
+  if (out == DT::kFloat16) return c.f16;
+  if (out == DT::kBFloat16) return c.f16.rel == 0 ? c.f16 : Tolerance{std::max(c.f16.rel, 8e-3), c.f16.abs};
+  if (out == DT::kFloat64) return {c.f32.rel * 1e-8, c.f32.abs * 1e-8};
   return is_float(out) ? c.f32 : kExactTol;
 }
 
 void check(const OpCase& c, const Inputs& ins, GpuMode mode) {
-  check_op_with(c.kind, c.attrs, ins, c.n_out, [&c](const HostTensor& want) { return tol_for(c, want.dtype); }, mode);
+  check_op_with(
+      c.kind, c.attrs, ins, c.n_out, [&c](const HostTensor& want) { return tol_for(c, want.dtype); }, mode);
 }
 
-const std::vector<DT> kFloat = {DT::kFloat32, DT::kFloat16};
+const std::vector<DT> kFloat = {DT::kFloat32, DT::kFloat16, DT::kFloat64, DT::kBFloat16};
 
 // ---- MaxPool / AveragePool -------------------------------------------------------------------
 struct PoolShape {
@@ -108,7 +114,7 @@ void add_pool_cases(std::vector<OpCase>& cases) {
     const PoolShape& p = kPoolShapes[i];
     const std::string tag = std::to_string(p.x.size() - 2) + "d_" + std::to_string(i);
     auto in = [p](DT dt) { return InputSets{{pool_input(dt, p.x, false)}, {pool_input(dt, p.x, true)}}; };
-    const std::vector<DT> max_types = {DT::kFloat32, DT::kFloat16, DT::kInt8, DT::kUInt8};
+    const std::vector<DT> max_types = {DT::kFloat32, DT::kFloat16, DT::kFloat64, DT::kBFloat16, DT::kInt8, DT::kUInt8};
     cases.push_back({"MaxPool_" + tag, K::kMaxPool, pool_attrs(p), max_types, in});
     OpCase idx{"MaxPoolIndices_" + tag, K::kMaxPool, pool_attrs(p), max_types, in};
     idx.n_out = 2;
@@ -289,7 +295,8 @@ using RA = ResizeAttrs;
 using CT = CoordinateTransform;
 
 std::vector<ResizeShape> resize_shapes() {
-  const std::vector<DT> kInterp = {DT::kFloat32, DT::kFloat16, DT::kUInt8, DT::kInt32, DT::kFloat64};
+  const std::vector<DT> kInterp = {DT::kFloat32, DT::kFloat16, DT::kBFloat16, DT::kFloat64, DT::kInt8,  DT::kUInt8,
+                                   DT::kInt16,   DT::kUInt16,  DT::kInt32,    DT::kUInt32,  DT::kInt64, DT::kUInt64};
   const std::vector<DT> kAny = {DT::kFloat32, DT::kFloat16, DT::kInt8, DT::kInt64, DT::kBool, DT::kBFloat16};
   std::vector<ResizeShape> v = {
       // tests/cpu/ops_nn_test.cpp's onnx reference cases, on random data.
@@ -551,32 +558,33 @@ TEST(PoolGpuCoverage, EveryOpHasAKernelAndCases) {
 void expect_gpu_error(OpKind kind, const Attrs& attrs, const Inputs& ins, size_t n_out, const std::string& needle) {
   std::vector<TensorView> iv;
   for (const HostTensor& t : ins) iv.push_back(t.view(const_cast<uint8_t*>(t.bytes.data())));
-  const std::vector<OutputType> types = infer_shapes(kind, attrs, iv, n_out);
-  try {
-    (void)run_gpu(kind, attrs, ins, types, GpuMode::kDirect);
-    ADD_FAILURE() << op_name(kind) << " should throw (" << needle << ")";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  expect_cuda_backend_error(kind, attrs, ins, infer_shapes(kind, attrs, iv, n_out), needle);
 }
 
-TEST(PoolGpuErrors, UnsupportedTypesAndShapesThrow) {
+TEST(PoolGpuErrors, UnsupportedShapesThrow) {
   KILN_SKIP_WITHOUT_GPU();
-  PoolAttrs p;
-  p.kernel_shape = {2, 2};
-  const HostTensor x64 = rand_tensor(DT::kFloat64, {1, 2, 4, 4}, -1, 1);
-  expect_gpu_error(K::kMaxPool, p, {x64}, 1, "CUDA backend");
-  expect_gpu_error(K::kAveragePool, p, {x64}, 1, "CUDA backend");
-  expect_gpu_error(K::kGlobalAveragePool, NoAttrs{}, {x64}, 1, "CUDA backend");
   PoolAttrs p4;
   p4.kernel_shape = {1, 1, 1, 2};
   expect_gpu_error(K::kMaxPool, p4, {rand_tensor(DT::kFloat32, {1, 1, 2, 2, 2, 2}, -1, 1)}, 1, "at most 3");
-  expect_gpu_error(K::kLayerNormalization, LayerNormAttrs{}, {x64, rand_tensor(DT::kFloat64, {4}, -1, 1)}, 1,
-                   "CUDA backend");
+}
+
+// Types that shape inference and the CPU kernels reject too, given to the GPU kernels directly.
+TEST(PoolGpuErrors, UnsupportedTypesThrowNamingTheBackend) {
+  KILN_SKIP_WITHOUT_GPU();
+  PoolAttrs p;
+  p.kernel_shape = {2, 2};
+  const HostTensor i32 = rand_tensor(DT::kInt32, {1, 2, 4, 4}, -9, 9);
+  expect_cuda_backend_error(K::kMaxPool, p, {i32}, {OutputType{DT::kInt32, {1, 2, 3, 3}}});
+  expect_cuda_backend_error(K::kAveragePool, p, {rand_tensor(DT::kInt8, {1, 2, 4, 4}, -9, 9)},
+                            {OutputType{DT::kInt8, {1, 2, 3, 3}}});
+  expect_cuda_backend_error(K::kGlobalAveragePool, NoAttrs{}, {i32}, {OutputType{DT::kInt32, {1, 2, 1, 1}}});
+  expect_cuda_backend_error(K::kLayerNormalization, LayerNormAttrs{}, {i32, rand_tensor(DT::kInt32, {4}, -1, 1)},
+                            {OutputType{DT::kInt32, {1, 2, 4, 4}}});
   ResizeAttrs r;
   r.mode = ResizeMode::kLinear;
-  expect_gpu_error(K::kResize, r, {rand_tensor(DT::kUInt16, {1, 1, 2, 2}, 0, 9), absent(), f32_vec({1, 1, 2, 2})}, 1,
-                   "CUDA backend");
+  expect_cuda_backend_error(K::kResize, r,
+                            {rand_tensor(DT::kBool, {1, 1, 2, 2}, 0, 1), absent(), f32_vec({1, 1, 2, 2})},
+                            {OutputType{DT::kBool, {1, 1, 4, 4}}});
 }
 
 // Resize's scales and sizes come from the constant inputs' host copies: without them it throws.

@@ -449,15 +449,6 @@ TEST(GpuReduceCoverage, EveryOpHasAKernelAndCases) {
 }
 
 // ---- errors ------------------------------------------------------------------------------------
-void expect_cuda_backend_error(OpKind kind, const Attrs& attrs, const Inputs& ins, std::vector<OutputType> types) {
-  try {
-    (void)run_gpu(kind, attrs, ins, types, GpuMode::kDirect);
-    ADD_FAILURE() << describe(kind, ins) << " should throw";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("CUDA backend"), std::string::npos) << e.what();
-  }
-}
-
 // The types the CPU kernel rejects too: Reduce* takes no 16-bit integers, and no 8-bit ones
 // except for Max and Min.
 TEST(GpuReduceErrors, TypesTheCpuRejectsThrowNamingTheBackend) {

@@ -12,13 +12,15 @@ namespace kiln::gpu::ew {
 
 namespace {
 
-// Integer add/sub/mul wrap modulo 2^bits (through the unsigned type: no signed-overflow UB).
+// Integer add/sub/mul wrap modulo 2^bits: computed in an unsigned type of at least 32 bits (no
+// signed-overflow UB; the small types would promote to int, where uint16 * uint16 overflows), then
+// narrowed.
 template <class C>
-__device__ __forceinline__ C wrap(std::make_unsigned_t<C> v) {
+using Wide = std::conditional_t<(sizeof(C) < 4), uint32_t, std::make_unsigned_t<C>>;
+template <class C>
+__device__ __forceinline__ C wrap(Wide<C> v) {
   return static_cast<C>(v);
 }
-template <class C>
-using U = std::make_unsigned_t<C>;
 
 __device__ __forceinline__ void report_bad_value(int* error) {
   if (error) atomicCAS(error, 0, kGpuBadValue);
@@ -27,7 +29,7 @@ __device__ __forceinline__ void report_bad_value(int* error) {
 // Integer -a modulo 2^bits (INT_MIN / -1 and the like overflow).
 template <class C>
 __device__ __forceinline__ C wrap_neg(C a) {
-  return static_cast<C>(U<C>(0) - static_cast<U<C>>(a));
+  return static_cast<C>(Wide<C>(0) - static_cast<Wide<C>>(a));
 }
 
 template <OpKind K>
@@ -39,7 +41,7 @@ struct BinOp<OpKind::kAdd> : NoInit {
   template <class C>
   __device__ C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>)
-      return wrap<C>(static_cast<U<C>>(a) + static_cast<U<C>>(b));
+      return wrap<C>(static_cast<Wide<C>>(a) + static_cast<Wide<C>>(b));
     else
       return a + b;
   }
@@ -50,7 +52,7 @@ struct BinOp<OpKind::kSub> : NoInit {
   template <class C>
   __device__ C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>)
-      return wrap<C>(static_cast<U<C>>(a) - static_cast<U<C>>(b));
+      return wrap<C>(static_cast<Wide<C>>(a) - static_cast<Wide<C>>(b));
     else
       return a - b;
   }
@@ -61,7 +63,7 @@ struct BinOp<OpKind::kMul> : NoInit {
   template <class C>
   __device__ C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>)
-      return wrap<C>(static_cast<U<C>>(a) * static_cast<U<C>>(b));
+      return wrap<C>(static_cast<Wide<C>>(a) * static_cast<Wide<C>>(b));
     else
       return a * b;
   }
@@ -122,7 +124,7 @@ struct BinOp<OpKind::kPRelu> : NoInit {
     if constexpr (std::is_unsigned_v<C>)
       return x;
     else if constexpr (std::is_integral_v<C>)
-      return x < 0 ? wrap<C>(static_cast<U<C>>(x) * static_cast<U<C>>(slope)) : x;
+      return x < 0 ? wrap<C>(static_cast<Wide<C>>(x) * static_cast<Wide<C>>(slope)) : x;
     else
       return x < C(0) ? x * slope : x;
   }

@@ -41,6 +41,11 @@ inline constexpr bool kIsHalfDev = std::is_same_v<T, __half> || std::is_same_v<T
 template <class T>
 inline constexpr bool kIsFloatDev = std::is_floating_point_v<T> || kIsHalfDev<T>;
 
+// Where sums, means and other reductions of float elements accumulate: double for float64, float
+// for float32 and the half types (the CPU kernels: double for every float type).
+template <class T>
+using FloatAcc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
 // The type arithmetic is done in: float for the half types, bool for Bool8, else the type itself.
 template <class T>
 struct ComputeOf {
@@ -121,21 +126,17 @@ struct NoInit {
               " is not supported by the CUDA backend");
 }
 
-// float32 and float16 only: the kernels that take no other float type (cuDNN-backed ones).
-template <class Fn>
-void dispatch_gpu_float(DataType t, const char* op, Fn&& fn) {
-  if (t == DataType::kFloat32) return fn(Tag<float>{});
-  if (t == DataType::kFloat16) return fn(Tag<__half>{});
-  throw_gpu_dtype(t, op);
-}
-
 // Every float type the CPU kernels take (core/tensor.h's dispatch_float): float32, float16,
 // float64, bfloat16.
 template <class Fn>
 void dispatch_ew_float(DataType t, const char* op, Fn&& fn) {
-  if (t == DataType::kFloat64) return fn(Tag<double>{});
-  if (t == DataType::kBFloat16) return fn(Tag<__nv_bfloat16>{});
-  return dispatch_gpu_float(t, op, fn);
+  switch (t) {
+    case DataType::kFloat32: return fn(Tag<float>{});
+    case DataType::kFloat16: return fn(Tag<__half>{});
+    case DataType::kFloat64: return fn(Tag<double>{});
+    case DataType::kBFloat16: return fn(Tag<__nv_bfloat16>{});
+    default: throw_gpu_dtype(t, op);
+  }
 }
 // Every numeric type (dispatch_numeric): the floats and all eight integer types.
 template <class Fn>

@@ -37,18 +37,6 @@ __device__ __forceinline__ T from_d(double v) {
     return static_cast<T>(v);
 }
 
-// float32, float16, float64, bfloat16 (the CPU losses' dispatch_float).
-template <class Fn>
-void dispatch_loss_float(DataType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DataType::kFloat32: return fn(Tag<float>{});
-    case DataType::kFloat16: return fn(Tag<__half>{});
-    case DataType::kFloat64: return fn(Tag<double>{});
-    case DataType::kBFloat16: return fn(Tag<__nv_bfloat16>{});
-    default: ew::throw_gpu_dtype(t, op);
-  }
-}
-
 // ---- quantization parameters on the device -------------------------------------------------------
 // A zero point or scale tensor, read element by element by the kernels (they live on the device).
 enum ParamKind : int { kParamAbsent = 0, kParamI8, kParamU8, kParamF32, kParamF16, kParamBF16 };

@@ -120,7 +120,7 @@ void loss_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
     ws_loss = static_cast<double*>(env.workspace);
     ws_weight = ws_loss + samples;
   }
-  dispatch_loss_float(in[0].dtype, name, [&](auto tag) {
+  ew::dispatch_ew_float(in[0].dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* weight = in.size() > 2 && in[2].exists ? static_cast<const T*>(in[2].data) : nullptr;
     T* log_prob = softmax && out.size() > 1 && out[1].exists ? static_cast<T*>(out[1].data) : nullptr;

@@ -1,5 +1,5 @@
 // Conv, ConvTranspose and FusedConv on the GPU through cuDNN's descriptor API (float32, float16,
-// float64).
+// bfloat16, float64: the CPU kernel's types).
 //
 // Conv is cudnnConvolutionForward; ConvTranspose is the data gradient of the Conv that maps Y back
 // onto X (cudnnConvolutionBackwardData), which also covers output_padding and output_shape: Y's
@@ -9,8 +9,10 @@
 // epilogue kernel (nn_epilogue.cu) adds the bias and applies the rest in one pass over Y
 // (cudnnAddTensor is 3x slower on NCHW float16). float32
 // runs with CUDNN_FMA_MATH (no TF32) and without the Winograd algorithms (less accurate), float16
-// as half tensors with float accumulation (CUDNN_TENSOR_OP_MATH), float64 with FMA math. A 1x1
-// Conv can also run as a batched cuBLASLt GEMM (plan_pointwise).
+// and bfloat16 as half tensors with float accumulation (CUDNN_TENSOR_OP_MATH), float64 with FMA
+// math. A 1x1 Conv can also run as a batched cuBLASLt GEMM (plan_pointwise). The bias is fused for
+// float32 and float16 only. Shapes for which cuDNN offers no algorithm (bfloat16 ones, say) take
+// the direct kernel.
 //
 // cuDNN pads symmetrically. Conv with pads that differ at the two ends of an axis (auto_pad
 // SAME_* with an odd total, or explicit pads) runs on a copy of X in the workspace that carries
@@ -68,6 +70,7 @@ cudnnDataType_t cudnn_type(DataType t, const char* op) {
     case DataType::kFloat32: return CUDNN_DATA_FLOAT;
     case DataType::kFloat16: return CUDNN_DATA_HALF;
     case DataType::kFloat64: return CUDNN_DATA_DOUBLE;
+    case DataType::kBFloat16: return CUDNN_DATA_BFLOAT16;
     default:
       throw Error(std::string(op) + ": element type " + std::string(dtype_name(t)) +
                   " is not supported by the CUDA backend");
@@ -169,10 +172,12 @@ std::vector<int64_t> plan_key(OpKind kind, const Attrs& attrs, std::span<const T
 
 // float32 and float64 must not use tensor cores (TF32): FMA kernels only. Nor Winograd: its
 // transforms lose about ten times more than a dot product (measured 2e-4 on 3x3 convs with 576
-// products in float32), while FFT stays within a dot product's error. float16 takes every
-// algorithm: all accumulate in float, below the output's half precision.
+// products in float32), while FFT stays within a dot product's error. float16 and bfloat16 take
+// every algorithm: all accumulate in float, below the output's half precision.
+bool half_type(DataType dt) { return dt == DataType::kFloat16 || dt == DataType::kBFloat16; }
+
 bool allowed(DataType dt, int algo, bool transpose, cudnnMathType_t m) {
-  if (dt == DataType::kFloat16) return true;
+  if (half_type(dt)) return true;
   if (m != CUDNN_FMA_MATH && m != CUDNN_DEFAULT_MATH) return false;
   if (!transpose)
     return algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
@@ -186,7 +191,7 @@ constexpr int32_t kUnfusedTactic = 200;
 bool is_cudnn_tactic(int32_t t) { return (t >= 0 && t < kGemmTactic) || t >= kUnfusedTactic; }
 
 // A 1x1 Conv with unit strides, no pads and one group is, per image, Y[n] [M, P] = W [M, C] X[n]
-// [C, P]: one strided-batched GEMM (W shared), then B added by bias_add (cuBLASLt's bias epilogue
+// [C, P]: one strided-batched GEMM (W shared), then B added by the epilogue kernel (cuBLASLt's bias epilogue
 // runs along the other axis). cuDNN is up to 4x slower on these in float16 NCHW (measured on
 // ResNet-50's 1x1 layers, H200); the builder's timing picks between the two.
 void plan_pointwise(ConvPlan& p, const TensorView& X, const TensorView& Y, GpuEnv& env) {
@@ -326,7 +331,7 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
                                               cdil.data(), CUDNN_CROSS_CORRELATION, compute),
               op);
   check_cudnn(cudnnSetConvolutionGroupCount(p->conv, to_int(G, op)), op);
-  const cudnnMathType_t math = X.dtype == DataType::kFloat16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  const cudnnMathType_t math = half_type(X.dtype) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   check_cudnn(cudnnSetConvolutionMathType(p->conv, math), op);
 
   // Heuristic candidates, best first, one per algorithm.
@@ -334,7 +339,7 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
     if (st != CUDNN_STATUS_SUCCESS || mem > kMaxAlgoWorkspace || !allowed(X.dtype, algo, p->transpose, m)) return;
     for (const Candidate& c : p->candidates)
       if (c.algo == algo) return;
-    p->candidates.push_back({algo, X.dtype == DataType::kFloat16 ? m : CUDNN_FMA_MATH});
+    p->candidates.push_back({algo, half_type(X.dtype) ? m : CUDNN_FMA_MATH});
     p->tactics.push_back(algo);
   };
   int count = 0;
@@ -354,7 +359,8 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
   // cuDNN's fused call: needs a bias; identity runs with IMPLICIT_PRECOMP_GEMM only.
   const std::optional<cudnnActivationMode_t> act = cudnn_activation(epilogue_of(kind, attrs), has_input(in, 3));
   auto fusable = [&](int algo) {
-    return !p->transpose && has_input(in, 2) && act && X.dtype != DataType::kFloat64 &&
+    return !p->transpose && has_input(in, 2) && act &&
+           (X.dtype == DataType::kFloat32 || X.dtype == DataType::kFloat16) &&
            (*act == CUDNN_ACTIVATION_RELU || algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
   };
   if (kind == OpKind::kFusedConv)
@@ -371,7 +377,10 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
       p->pointwise_algo = 0;  // the default
     if (p->pointwise_algo >= 0) return p;
   }
-  if (p->candidates.empty()) throw Error(std::string(op) + ": cuDNN has no algorithm for these shapes");
+  if (p->candidates.empty()) {
+    p->direct = true;
+    return p;
+  }
 
   const bool unfused = env.tactic >= kUnfusedTactic;
   const int32_t asked = unfused ? env.tactic - kUnfusedTactic : env.tactic;

@@ -1,8 +1,8 @@
 // The Conv family's own kernels (declared in nn_internal.cuh):
 // - direct Conv / ConvTranspose: one thread per output element sums its taps in the accumulation
-//   type (float for float32 and float16, double for float64). Slow next to cuDNN, but it needs no
-//   workspace and no alignment, and takes any spatial rank up to 8 and 64-bit sizes: it runs only
-//   where cuDNN cannot (see nn_conv.cu);
+//   type (float for float32 and the half types, double for float64). Slow next to cuDNN, but it
+//   needs no workspace and no alignment, and takes any spatial rank up to 8 and 64-bit sizes: it
+//   runs only where cuDNN cannot (see nn_conv.cu);
 // - the window copy (padding / cropping around cuDNN) and the bias fill (no input channels). The
 //   bias add after cuDNN or cuBLASLt is the epilogue kernel (nn_epilogue.cu).
 #include "runtime/cuda/elementwise_internal.cuh"
@@ -132,10 +132,7 @@ void direct_conv(const DirectConv& g, DataType dt, const void* x, const void* w,
     direct_conv_kernel<T><<<ew::blocks_for(n), ew::kThreads, 0, stream>>>(
         g, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(y), n);
   };
-  if (dt == DataType::kFloat64)
-    launch(Tag<double>{});
-  else
-    ew::dispatch_gpu_float(dt, op, launch);
+  ew::dispatch_ew_float(dt, op, launch);
   check_launch(op);
 }
 

@@ -1,7 +1,7 @@
 // The epilogue kernel of the nn family (declared in nn_internal.cuh): after a convolution or a
 // product that could not fuse it, one pass over the output computes
 //   y = activation2(activation(y + bias[channel]) + z)
-// in place (core/epilogue.h's formulas, in float; double for float64). It also serves the plain
+// in place (core/epilogue.h's formulas, in float; double for float64; any float type). It also serves the plain
 // Conv's bias add. Element i's channel is (i / inner) % channels: inner is the plane for NCHW
 // (channels-first), 1 for channels-last tensors and for the columns of a matrix.
 //
@@ -86,10 +86,7 @@ void apply_epilogue(void* y, const void* bias, const void* z, const EpilogueAttr
           <<<ew::blocks_for(n), ew::kThreads, 0, stream>>>(py, pb, pz, n, inner, channels, e);
     }
   };
-  if (dt == DataType::kFloat64)
-    launch(Tag<double>{});
-  else
-    ew::dispatch_gpu_float(dt, op, launch);
+  ew::dispatch_ew_float(dt, op, launch);
   check_launch(op);
 }
 

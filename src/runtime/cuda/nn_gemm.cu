@@ -23,6 +23,7 @@ cudaDataType_t lt_type(DataType t) {
     case DataType::kFloat32: return CUDA_R_32F;
     case DataType::kFloat16: return CUDA_R_16F;
     case DataType::kFloat64: return CUDA_R_64F;
+    case DataType::kBFloat16: return CUDA_R_16BF;
     default: throw Error("GEMM: element type " + std::string(dtype_name(t)) + " is not supported by cuBLASLt here");
   }
 }
@@ -113,7 +114,7 @@ void GemmPlan::build(GemmAlignment align, size_t max_workspace, int max_algos) {
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align.c);
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align.c);
   // Split-K partial sums of a half product must not be added up in half.
-  if (g.dtype == DataType::kFloat16)
+  if (g.dtype == DataType::kFloat16 || g.dtype == DataType::kBFloat16)
     set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
              static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
   const cublasStatus_t st =

@@ -29,7 +29,7 @@ inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 enum class GemmActivation : uint8_t { kNone, kRelu, kGeluTanh };
 
 struct GemmDesc {
-  DataType dtype = DataType::kFloat32;  // float32, float16 or float64
+  DataType dtype = DataType::kFloat32;  // float32, float16, bfloat16 or float64
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;                        // op(A) is [m, k], op(B) [k, n], D [m, n]; all > 0
   int64_t lda = 0, ldb = 0, ldc = 0;                  // row strides in elements; 0: packed. C and D share ldc

@@ -23,13 +23,17 @@ __global__ void broadcast_c_kernel(const T* __restrict__ c, T* __restrict__ y, i
 }
 
 // The tiled kernel's arithmetic type: integer products wrap (computed unsigned, as on the CPU);
-// float16 and float32 accumulate in float, float64 in double.
+// float16, bfloat16 and float32 accumulate in float, float64 in double.
 template <class T>
 struct AccOf {
   using type = std::make_unsigned_t<T>;
 };
 template <>
 struct AccOf<__half> {
+  using type = float;
+};
+template <>
+struct AccOf<__nv_bfloat16> {
   using type = float;
 };
 template <>
@@ -124,12 +128,13 @@ Acc<T> int_scalar(float f) {
   return static_cast<Acc<T>>(static_cast<T>(v));
 }
 
-// float32, float16, float64 and the integer types of Gemm and MatMul.
+// The float types and the integer types of Gemm and MatMul (shape inference's, the CPU's).
 template <class Fn>
 void dispatch_gemm(DataType t, const char* op, Fn&& fn) {
   switch (t) {
     case DataType::kFloat32: return fn(Tag<float>{});
     case DataType::kFloat16: return fn(Tag<__half>{});
+    case DataType::kBFloat16: return fn(Tag<__nv_bfloat16>{});
     case DataType::kFloat64: return fn(Tag<double>{});
     case DataType::kInt32: return fn(Tag<int32_t>{});
     case DataType::kInt64: return fn(Tag<int64_t>{});
@@ -180,10 +185,7 @@ void broadcast_c(const void* c, void* y, int64_t m, int64_t n, int64_t crs, int6
     broadcast_c_kernel<T, S><<<ew::blocks_for(m * n), ew::kThreads, 0, stream>>>(
         static_cast<const T*>(c), static_cast<T*>(y), m, n, crs, ccs, static_cast<S>(scale));
   };
-  if (dt == DataType::kFloat64)
-    launch(Tag<double>{});
-  else
-    ew::dispatch_gpu_float(dt, op, launch);
+  ew::dispatch_ew_float(dt, op, launch);
   check_launch(op);
 }
 

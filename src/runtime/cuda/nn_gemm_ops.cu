@@ -1,9 +1,8 @@
-// Gemm, MatMul, FusedGemm and FusedMatMul on the GPU. The float types (float32, float16 with float
-// accumulation, float64)
-// go through cuBLASLt (GemmPlan, nn_gemm.h); the integer types the CPU takes (int32, int64,
-// uint32, uint64) through the tiled kernel of nn_gemm_kernels.cu, which wraps modulo 2^bits like
-// the CPU kernel. The tiled kernel also runs float products for which cuBLASLt offers no algorithm
-// (pointers aligned to less than an element pair, say).
+// Gemm, MatMul, FusedGemm and FusedMatMul on the GPU. The float types (float32, float16 and
+// bfloat16 with float accumulation, float64) go through cuBLASLt (GemmPlan, nn_gemm.h); the integer
+// types the CPU takes (int32, int64, uint32, uint64) through the tiled kernel of nn_gemm_kernels.cu,
+// which wraps modulo 2^bits like the CPU kernel. The tiled kernel also runs float products for which
+// cuBLASLt offers no algorithm (pointers aligned to less than an element pair, say).
 //
 // Gemm's C: a full [M, N] C is cuBLASLt's C operand; a per-column vector with beta == 1 is the
 // BIAS epilogue; any other broadcast is first written into Y, which is then C in place.
@@ -30,8 +29,10 @@ namespace kiln::gpu::nn {
 
 namespace {
 
-// float32 / float16 / float64 (cuBLASLt) or the integer kernel's types.
-bool lt_dtype(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kFloat64; }
+// The float types (cuBLASLt) or the integer kernel's types.
+bool lt_dtype(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat64;
+}
 
 // y = scale * C broadcast to [m, n] (or zeros without C).
 void fill_from_c(const TensorView* C, const TensorView& Y, int64_t m, int64_t n, float scale, GpuEnv& env,

@@ -1,9 +1,10 @@
 // GlobalAveragePool and GlobalMaxPool on the GPU: one reduction per [N, C] plane. Planes up to 64
 // elements are staged through shared memory (global_tile_kernel), planes up to kGroupMax elements
-// take a warp each, longer ones a block each. Sums are float (the CPU sums in double, so the last
-// bits may differ); the maximum is exact: NaN wins, then the larger value, then the lower index,
-// which is the CPU's sequential rule (the first maximum stays, so max(-0, +0) is -0) made
-// order-independent. float32 and float16 (the CPU also takes float64 and bfloat16).
+// take a warp each, longer ones a block each (float64 planes never take the tile: 64 KiB of doubles).
+// Sums are float (the CPU sums in double, so the last bits may differ), double for float64; the
+// maximum is exact: NaN wins, then the larger value, then the lower index, which is the CPU's
+// sequential rule (the first maximum stays, so max(-0, +0) is -0) made order-independent. Every
+// float type, as on the CPU.
 #include "runtime/cuda/pool_internal.cuh"
 
 namespace kiln::gpu::pool {
@@ -13,29 +14,29 @@ namespace {
 constexpr int64_t kGroupMax = 4096;
 constexpr int64_t kNoIndex = std::numeric_limits<int64_t>::max();
 
-// Does (v, i) come before (bv, bi) in the max order above?
-__device__ __forceinline__ bool beats(float v, int64_t i, float bv, int64_t bi) {
+// Does (v, i) come before (bv, bi) in the max order above? F: float or double.
+template <class F>
+__device__ __forceinline__ bool beats(F v, int64_t i, F bv, int64_t bi) {
   const bool vn = v != v, bn = bv != bv;
   if (vn || bn) return vn && (!bn || i < bi);
   return v > bv || (v == bv && i < bi);
 }
 
-template <int G>
-__device__ __forceinline__ void group_max(float& v, int64_t& i) {
+template <int G, class F>
+__device__ __forceinline__ void group_max(F& v, int64_t& i) {
 #pragma unroll
   for (int o = G / 2; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const F ov = __shfl_xor_sync(0xffffffffu, v, o);
     const int64_t oi = __shfl_xor_sync(0xffffffffu, i, o);
     if (beats(ov, oi, v, i)) v = ov, i = oi;
   }
 }
 
 // One thread's share of a plane: elements lane, lane + step, ... of xr.
-template <class T, bool kAvg>
-__device__ __forceinline__ void partial(const T* xr, int64_t len, int64_t lane, int64_t step, float& acc,
-                                        int64_t& arg) {
+template <class T, bool kAvg, class F>
+__device__ __forceinline__ void partial(const T* xr, int64_t len, int64_t lane, int64_t step, F& acc, int64_t& arg) {
   for (int64_t i = lane; i < len; i += step) {
-    const float v = load(xr[i]);
+    const F v = load(xr[i]);
     if constexpr (kAvg) {
       acc += v;
     } else if (beats(v, i, acc, arg)) {
@@ -51,7 +52,8 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kRows = kThreads / G;
   const int lane = threadIdx.x % G;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / G;
-  float acc = kAvg ? 0.0f : -INFINITY;
+  using F = FloatAcc<T>;
+  F acc = kAvg ? F(0) : -F(INFINITY);
   int64_t arg = kNoIndex;
   if (row < rows) partial<T, kAvg>(x + row * len, len, lane, G, acc, arg);
   // Every lane reaches the shuffles, also those past the last row.
@@ -59,16 +61,17 @@ __global__ void __launch_bounds__(kThreads)
     acc = group_sum<G>(acc);
   else
     group_max<G>(acc, arg);
-  if (row < rows && lane == 0) y[row] = store<T>(kAvg ? acc / static_cast<float>(len) : acc);
+  if (row < rows && lane == 0) y[row] = store<T>(kAvg ? acc / static_cast<F>(len) : acc);
 }
 
 template <class T, bool kAvg>
 __global__ void __launch_bounds__(kThreads)
     global_block_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t len) {
-  __shared__ float sv[32];
+  using F = FloatAcc<T>;
+  __shared__ F sv[32];
   __shared__ int64_t si[32];
   const int64_t row = blockIdx.x;
-  float acc = kAvg ? 0.0f : -INFINITY;
+  F acc = kAvg ? F(0) : -F(INFINITY);
   int64_t arg = kNoIndex;
   partial<T, kAvg>(x + row * len, len, threadIdx.x, blockDim.x, acc, arg);
   if constexpr (kAvg) {
@@ -79,12 +82,12 @@ __global__ void __launch_bounds__(kThreads)
     if (lane == 0) sv[warp] = acc, si[warp] = arg;
     __syncthreads();
     if (warp == 0) {
-      acc = lane < static_cast<int>(blockDim.x >> 5) ? sv[lane] : -INFINITY;
+      acc = lane < static_cast<int>(blockDim.x >> 5) ? sv[lane] : -F(INFINITY);
       arg = lane < static_cast<int>(blockDim.x >> 5) ? si[lane] : kNoIndex;
       group_max<32>(acc, arg);
     }
   }
-  if (threadIdx.x == 0) y[row] = store<T>(kAvg ? acc / static_cast<float>(len) : acc);
+  if (threadIdx.x == 0) y[row] = store<T>(kAvg ? acc / static_cast<F>(len) : acc);
 }
 
 // Short planes (ResNet's and MobileNet's 7 x 7): a block copies the kTileRows planes it owns, one
@@ -137,10 +140,12 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T, bool kAvg>
 void launch_global(const T* x, T* y, int64_t rows, int64_t len, cudaStream_t s) {
-  if (len <= kTileMaxLen) {
-    global_tile_kernel<T, kAvg><<<static_cast<unsigned>((rows + kTileRows - 1) / kTileRows), kThreads, 0, s>>>(
-        x, y, rows, static_cast<int>(len));
-    return;
+  if constexpr (sizeof(T) <= 4) {
+    if (len <= kTileMaxLen) {
+      global_tile_kernel<T, kAvg><<<static_cast<unsigned>((rows + kTileRows - 1) / kTileRows), kThreads, 0, s>>>(
+          x, y, rows, static_cast<int>(len));
+      return;
+    }
   }
   if (len > kGroupMax) {
     global_block_kernel<T, kAvg><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, y, len);
@@ -159,7 +164,7 @@ void global_pool_gpu(OpKind kind, const Attrs&, std::span<const TensorView> in, 
   if (rows == 0) return;
   const int64_t len = X.numel() / rows;  // shape inference rejects empty planes
   if (rows >= (int64_t{1} << 31)) throw Error(std::string(name) + ": too many planes for the CUDA backend");
-  ew::dispatch_gpu_float(X.dtype, name, [&](auto tag) {
+  ew::dispatch_ew_float(X.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto* x = static_cast<const T*>(X.data);
     auto* y = static_cast<T*>(Y.data);

@@ -26,23 +26,27 @@ std::span<const GpuKernelEntry> norm_entries();    // pool_norm.cu: Layer/Instan
 std::span<const GpuKernelEntry> resize_entries();  // pool_resize.cu (+ pool_resize_plan.cu): Resize
 std::span<const GpuKernelEntry> depth_entries();   // pool_depth.cu: DepthToSpace, SpaceToDepth
 
-// Sum over the aligned groups of G lanes (G a power of two <= 32); every lane of the warp must call.
-template <int G = 32>
-__device__ __forceinline__ float group_sum(float v) {
+using ew::FloatAcc;
+
+// Sum (F: float or double) over the aligned groups of G lanes (G a power of two <= 32); every lane
+// of the warp must call.
+template <int G = 32, class F>
+__device__ __forceinline__ F group_sum(F v) {
 #pragma unroll
   for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
-// `scratch` holds 32 floats; the call may be repeated with the same scratch.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// `scratch` holds 32 values; the call may be repeated with the same scratch.
+template <class F>
+__device__ __forceinline__ F block_sum(F v, F* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   v = group_sum(v);
   __syncthreads();  // a previous call's readers are done with scratch
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < warps ? scratch[lane] : 0.0f;
+  v = lane < warps ? scratch[lane] : F(0);
   return group_sum(v);
 }
 

@@ -3,14 +3,16 @@
 //
 // Layer and InstanceNormalization normalize rows (the trailing axes from `axis`; an [N, C] plane):
 // two passes, mean then the mean of squared deviations, in float (the CPU uses double, so the last
-// bits may differ). A row stays in registers between the passes, so X is read once: with 16-byte
-// loads (where the row length and pointers allow) rows up to 1024 elements (2048 for float16) take
-// one warp each, as BERT's [*, 768], and up to 8192 (16384) take 2 to 8 warps; without vectors a
-// warp holds up to 1024 elements. Longer rows take a block each and read X three times.
+// bits may differ; float64 computes in double). A row stays in registers between the passes, so X
+// is read once: with 16-byte loads (where the row length and pointers allow) rows up to 1024
+// elements (2048 for float16) take one warp each, as BERT's [*, 768], and up to 8192 (16384) take
+// 2 to 8 warps; without vectors a warp holds up to 1024 elements. Longer rows take a block each and
+// read X three times.
 // BatchNormalization folds its parameters per channel into y = x * k + b, computed in double by a
 // small kernel as on the CPU (its four parameters may each be any float type), then applies it with
-// an uncontracted multiply and add: the CPU's bits. LRN sums its channel window in float and calls
-// powf (the CPU: double). float32 and float16 for X (the CPU also takes float64 and bfloat16).
+// an uncontracted multiply and add in X's compute type: the CPU's bits. LRN sums its channel window
+// in float and calls powf (the CPU: double; float64 in double). X may have any float type, as on
+// the CPU.
 #include <cmath>
 #include <string>
 
@@ -44,9 +46,9 @@ struct NormArgs {
   FloatCode mean_code = FloatCode::kF32, inv_code = FloatCode::kF32;
 };
 
-template <class T>
-__device__ __forceinline__ float param(const NormArgs& a, const void* p, ParamMode m, const int64_t* stride,
-                                       int64_t j) {
+// F (float, or double for float64) is where the kernels compute.
+template <class T, class F = FloatAcc<T>>
+__device__ __forceinline__ F param(const NormArgs& a, const void* p, ParamMode m, const int64_t* stride, int64_t j) {
   const T* t = static_cast<const T*>(p);
   switch (m) {
     case ParamMode::kFull: return load(t[j]);
@@ -62,21 +64,20 @@ __device__ __forceinline__ float param(const NormArgs& a, const void* p, ParamMo
     }
     case ParamMode::kAbsent: break;
   }
-  return 0.0f;
+  return F(0);
 }
 
 // The output of element j of row `row` (channel factors ck, cb: InstanceNormalization).
-template <class T>
-__device__ __forceinline__ float norm_out(const NormArgs& a, float v, float mu, float inv, float ck, float cb,
-                                          int64_t j) {
+template <class T, class F>
+__device__ __forceinline__ F norm_out(const NormArgs& a, F v, F mu, F inv, F ck, F cb, int64_t j) {
   if (a.channels > 0) return (v - mu) * ck + cb;
-  const float s = param<T>(a, a.scale, a.smode, a.sstride, j);
-  const float b = param<T>(a, a.bias, a.bmode, a.bstride, j);
+  const F s = param<T>(a, a.scale, a.smode, a.sstride, j);
+  const F b = param<T>(a, a.bias, a.bmode, a.bstride, j);
   return (v - mu) * inv * s + b;
 }
 
-template <class T>
-__device__ __forceinline__ void row_factors(const NormArgs& a, int64_t row, float inv, float* ck, float* cb) {
+template <class T, class F>
+__device__ __forceinline__ void row_factors(const NormArgs& a, int64_t row, F inv, F* ck, F* cb) {
   if (a.channels > 0) {
     const int64_t c = row % a.channels;
     *ck = load(static_cast<const T*>(a.scale)[c]) * inv;
@@ -84,7 +85,7 @@ __device__ __forceinline__ void row_factors(const NormArgs& a, int64_t row, floa
   }
 }
 
-__device__ __forceinline__ void write_stats(const NormArgs& a, int64_t row, float mu, float inv) {
+__device__ __forceinline__ void write_stats(const NormArgs& a, int64_t row, double mu, double inv) {
   if (a.mean) store_any(a.mean, a.mean_code, row, mu);
   if (a.inv_std) store_any(a.inv_std, a.inv_code, row, inv);
 }
@@ -96,8 +97,9 @@ template <class T, int V, int NV, int W>
 __global__ void __launch_bounds__(kThreads)
     norm_reg_kernel(const T* __restrict__ x, T* __restrict__ y, const __grid_constant__ NormArgs a) {
   using VecT = ew::Vec<T, V>;
+  using F = FloatAcc<T>;
   constexpr int kRowsPerBlock = kThreads / 32 / W, kStep = 32 * W * V;
-  __shared__ float red[2][kThreads / 32];
+  __shared__ F red[2][kThreads / 32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp / W;
   const bool live = row < a.rows;
@@ -107,7 +109,7 @@ __global__ void __launch_bounds__(kThreads)
   const int t0 = ((warp % W) * 32 + lane) * V;
   const int64_t base = (live ? row : 0) * a.d;
   // The row's sum of v over its W warps, in a fixed order.
-  auto row_sum = [&](float v, float* buf) {
+  auto row_sum = [&](F v, F* buf) {
     v = group_sum(v);
     if constexpr (W > 1) {
       if (lane == 0) buf[warp] = v;
@@ -118,8 +120,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     return v;
   };
-  float v[NV][V];
-  float sum = 0;
+  F v[NV][V];
+  F sum = 0;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     const int j = k * kStep + t0;
@@ -132,21 +134,21 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  const float mu = row_sum(sum, red[0]) / static_cast<float>(a.d);
-  float sq = 0;
+  const F mu = row_sum(sum, red[0]) / static_cast<F>(a.d);
+  F sq = 0;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     if (live && k * kStep + t0 < a.d) {
 #pragma unroll
       for (int e = 0; e < V; ++e) {
-        const float dv = v[k][e] - mu;
+        const F dv = v[k][e] - mu;
         sq += dv * dv;
       }
     }
   }
-  const float inv = 1.0f / sqrtf(row_sum(sq, red[1]) / static_cast<float>(a.d) + a.eps);
+  const F inv = F(1) / sqrt(row_sum(sq, red[1]) / static_cast<F>(a.d) + static_cast<F>(a.eps));
   if (!live) return;
-  float ck = 0, cb = 0;
+  F ck = 0, cb = 0;
   row_factors<T>(a, row, inv, &ck, &cb);
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
@@ -159,7 +161,8 @@ __global__ void __launch_bounds__(kThreads)
         if (a.bias) bv = *reinterpret_cast<const VecT*>(static_cast<const T*>(a.bias) + j);
 #pragma unroll
         for (int e = 0; e < V; ++e)
-          w.v[e] = store<T>((v[k][e] - mu) * inv * load(sv.v[e]) + (a.bias ? load(bv.v[e]) : 0.0f));
+          w.v[e] = store<T>((v[k][e] - mu) * inv * static_cast<F>(load(sv.v[e])) +
+                            (a.bias ? static_cast<F>(load(bv.v[e])) : F(0)));
       } else {
 #pragma unroll
         for (int e = 0; e < V; ++e) w.v[e] = store<T>(norm_out<T>(a, v[k][e], mu, inv, ck, cb, j + e));
@@ -174,22 +177,24 @@ __global__ void __launch_bounds__(kThreads)
 template <class T>
 __global__ void __launch_bounds__(1024)
     norm_block_kernel(const T* __restrict__ x, T* __restrict__ y, const __grid_constant__ NormArgs a) {
-  __shared__ float scratch[32];
+  using F = FloatAcc<T>;
+  __shared__ F scratch[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * a.d;
   T* yr = y + row * a.d;
-  float sum = 0;
+  F sum = 0;
   for (int j = threadIdx.x; j < a.d; j += blockDim.x) sum += load(xr[j]);
-  const float mu = block_sum(sum, scratch) / static_cast<float>(a.d);
-  float sq = 0;
+  const F mu = block_sum(sum, scratch) / static_cast<F>(a.d);
+  F sq = 0;
   for (int j = threadIdx.x; j < a.d; j += blockDim.x) {
-    const float dv = load(xr[j]) - mu;
+    const F dv = load(xr[j]) - mu;
     sq += dv * dv;
   }
-  const float inv = 1.0f / sqrtf(block_sum(sq, scratch) / static_cast<float>(a.d) + a.eps);
-  float ck = 0, cb = 0;
+  const F inv = F(1) / sqrt(block_sum(sq, scratch) / static_cast<F>(a.d) + static_cast<F>(a.eps));
+  F ck = 0, cb = 0;
   row_factors<T>(a, row, inv, &ck, &cb);
-  for (int j = threadIdx.x; j < a.d; j += blockDim.x) yr[j] = store<T>(norm_out<T>(a, load(xr[j]), mu, inv, ck, cb, j));
+  for (int j = threadIdx.x; j < a.d; j += blockDim.x)
+    yr[j] = store<T>(norm_out<T>(a, static_cast<F>(load(xr[j])), mu, inv, ck, cb, j));
   if (threadIdx.x == 0) write_stats(a, row, mu, inv);
 }
 
@@ -291,7 +296,7 @@ void layer_norm_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
     a.inv_std = out[2].data;
     a.inv_code = float_code(out[2].dtype, "LayerNormalization InvStdDev");
   }
-  ew::dispatch_gpu_float(X.dtype, "LayerNormalization", [&](auto tag) {
+  ew::dispatch_ew_float(X.dtype, "LayerNormalization", [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_norm<T>(static_cast<const T*>(X.data), static_cast<T*>(out[0].data), a, env.stream);
   });
@@ -311,7 +316,7 @@ void instance_norm_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> i
   a.eps = std::get<EpsilonAttrs>(attrs).epsilon;
   a.scale = in[1].data;
   a.bias = in[2].data;
-  ew::dispatch_gpu_float(X.dtype, "InstanceNormalization", [&](auto tag) {
+  ew::dispatch_ew_float(X.dtype, "InstanceNormalization", [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_norm<T>(static_cast<const T*>(X.data), static_cast<T*>(out[0].data), a, env.stream);
   });
@@ -325,38 +330,46 @@ struct BnParams {
   double eps;
 };
 
+// A channel's folded factors in X's compute type C (the CPU's static_cast<C>(k)).
+template <class C>
+struct Fold {
+  C k, b;
+};
+
 // k = scale / sqrt(var + eps), b = B - mean * k, in double as on the CPU (uncontracted).
-__global__ void bn_fold_kernel(BnParams p, float2* kb, int64_t channels) {
+template <class C>
+__global__ void bn_fold_kernel(BnParams p, Fold<C>* kb, int64_t channels) {
   for (int64_t c = ew::global_thread(); c < channels; c += ew::grid_threads()) {
     const double s = load_any(p.p[0], p.code[0], c), b = load_any(p.p[1], p.code[1], c);
     const double m = load_any(p.p[2], p.code[2], c), v = load_any(p.p[3], p.code[3], c);
     const double k = __ddiv_rn(s, __dsqrt_rn(__dadd_rn(v, p.eps)));
-    kb[c] = make_float2(static_cast<float>(k), static_cast<float>(__dsub_rn(b, __dmul_rn(m, k))));
+    kb[c] = Fold<C>{static_cast<C>(k), static_cast<C>(__dsub_rn(b, __dmul_rn(m, k)))};
   }
 }
 
 // y = x * k + b per element; V elements per step, all in one channel (sp % V == 0).
 template <class T, int V, class I>
-__global__ void __launch_bounds__(kThreads) bn_apply_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                            const float2* __restrict__ kb, I steps, I sp, I channels) {
+__global__ void __launch_bounds__(kThreads)
+    bn_apply_kernel(const T* __restrict__ x, T* __restrict__ y, const Fold<Compute<T>>* __restrict__ kb, I steps, I sp,
+                    I channels) {
   using VecT = ew::Vec<T, V>;
   const I stride = static_cast<I>(ew::grid_threads());
   for (I i = static_cast<I>(ew::global_thread()); i < steps; i += stride) {
-    const float2 f = kb[(i * V / sp) % channels];
+    const Fold<Compute<T>> f = kb[(i * V / sp) % channels];
     const VecT w = reinterpret_cast<const VecT*>(x)[i];
     VecT o;
 #pragma unroll
-    for (int t = 0; t < V; ++t) o.v[t] = store<T>(__fadd_rn(__fmul_rn(load(w.v[t]), f.x), f.y));
+    for (int t = 0; t < V; ++t) o.v[t] = store<T>(mul_add_nc(f.b, load(w.v[t]), f.k));
     reinterpret_cast<VecT*>(y)[i] = o;
   }
 }
 
 size_t bn_workspace(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView>, GpuEnv&) {
-  return static_cast<size_t>(in[0].shape[1]) * sizeof(float2);
+  return static_cast<size_t>(in[0].shape[1]) * sizeof(Fold<double>);
 }
 
 template <class T, int V>
-void bn_apply(const T* x, T* y, const float2* kb, int64_t n, int64_t sp, int64_t c, cudaStream_t s) {
+void bn_apply(const T* x, T* y, const Fold<Compute<T>>* kb, int64_t n, int64_t sp, int64_t c, cudaStream_t s) {
   const int64_t steps = n / V;
   if (n < (int64_t{1} << 31))
     bn_apply_kernel<T, V, uint32_t><<<ew::blocks_for(steps), kThreads, 0, s>>>(
@@ -377,7 +390,7 @@ void batch_norm_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
   const int64_t n = X.numel(), c = X.shape[1];
   if (n == 0) return;
   const int64_t sp = n / (X.shape[0] * c);
-  if (env.workspace_bytes < static_cast<size_t>(c) * sizeof(float2))
+  if (env.workspace_bytes < static_cast<size_t>(c) * sizeof(Fold<double>))
     throw Error("BatchNormalization: the workspace is smaller than the entry asked for");
   BnParams p;
   for (int i = 0; i < 4; ++i) {
@@ -385,9 +398,9 @@ void batch_norm_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
     p.code[i] = float_code(in[i + 1].dtype, "BatchNormalization");
   }
   p.eps = static_cast<double>(a.epsilon);
-  auto* kb = static_cast<float2*>(env.workspace);
-  ew::dispatch_gpu_float(X.dtype, "BatchNormalization", [&](auto tag) {
+  ew::dispatch_ew_float(X.dtype, "BatchNormalization", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    auto* kb = static_cast<Fold<Compute<T>>*>(env.workspace);
     bn_fold_kernel<<<ew::blocks_for(c), kThreads, 0, env.stream>>>(p, kb, c);
     constexpr int kV = ew::kVecBytes / sizeof(T);
     const auto* x = static_cast<const T*>(X.data);
@@ -403,8 +416,9 @@ void batch_norm_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
 // ---- LRN ---------------------------------------------------------------------------------------
 template <class T, class I>
 __global__ void __launch_bounds__(kThreads)
-    lrn_kernel(const T* __restrict__ x, T* __restrict__ y, I n, I sp, I channels, int lo_off, int hi_off, float scale,
+    lrn_kernel(const T* __restrict__ x, T* __restrict__ y, I n, I sp, I channels, int lo_off, int hi_off, double scale,
                float bias, float beta) {
+  using F = FloatAcc<T>;
   const I stride = static_cast<I>(ew::grid_threads());
   for (I i = static_cast<I>(ew::global_thread()); i < n; i += stride) {
     const I plane = i / sp, j = i - plane * sp;
@@ -412,12 +426,12 @@ __global__ void __launch_bounds__(kThreads)
     const T* xs = x + (plane - ch) * sp + j;  // this position in channel 0 of the image
     const I c0 = ch >= static_cast<I>(lo_off) ? ch - lo_off : 0;
     const I c1 = ch + static_cast<I>(hi_off) < channels ? ch + static_cast<I>(hi_off) : channels - 1;
-    float sq = 0;
+    F sq = 0;
     for (I cc = c0; cc <= c1; ++cc) {
-      const float v = load(xs[cc * sp]);
+      const F v = load(xs[cc * sp]);
       sq += v * v;
     }
-    y[i] = store<T>(load(x[i]) / powf(bias + scale * sq, beta));
+    y[i] = store<T>(load(x[i]) / pow(F(bias) + F(scale) * sq, F(beta)));
   }
 }
 
@@ -429,8 +443,8 @@ void lrn_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::sp
   const int64_t c = X.shape[1], sp = n / (X.shape[0] * c);
   if (a.size > (int64_t{1} << 30)) throw Error("LRN: size too large for the CUDA backend");
   const int lo_off = static_cast<int>((a.size - 1) / 2), hi_off = static_cast<int>(a.size / 2);
-  const float scale = static_cast<float>(static_cast<double>(a.alpha) / static_cast<double>(a.size));
-  ew::dispatch_gpu_float(X.dtype, "LRN", [&](auto tag) {
+  const double scale = static_cast<double>(a.alpha) / static_cast<double>(a.size);
+  ew::dispatch_ew_float(X.dtype, "LRN", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto* x = static_cast<const T*>(X.data);
     auto* y = static_cast<T*>(out[0].data);

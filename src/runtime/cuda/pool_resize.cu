@@ -4,12 +4,11 @@
 // nearest: a gather, one thread per output element, any element type (raw bytes).
 // linear/cubic: one thread per output element sums its taps in the CPU's order: the CPU makes one
 // pass per resized axis, first axis first, rounding each pass to the compute type (float for
-// float32/float16, double for float64 and integers), so the output is the nested sum
+// float32 and the half types, double for float64 and integers), so the output is the nested sum
 // sum_{t_last} w (... (sum_{t_first} w x)), each level rounded, and uncontracted: equal bits for
 // float32. An output position that extrapolates on a resized axis takes the fill value at that
 // level, which the later axes' passes then weigh as the CPU does.
-// Interpolation takes float32, float16, float64, int8, uint8, int32 and int64 (the CPU also takes
-// bfloat16, int16, uint16, uint32 and uint64); nearest takes every type.
+// Interpolation takes every numeric type, nearest every type, as on the CPU.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -269,11 +268,16 @@ void dispatch_interp(DataType dt, Fn&& fn) {
   switch (dt) {
     case DataType::kFloat32: return fn(Tag<float>{}, Tag<float>{});
     case DataType::kFloat16: return fn(Tag<__half>{}, Tag<float>{});
+    case DataType::kBFloat16: return fn(Tag<__nv_bfloat16>{}, Tag<float>{});
     case DataType::kFloat64: return fn(Tag<double>{}, Tag<double>{});
     case DataType::kInt8: return fn(Tag<int8_t>{}, Tag<double>{});
     case DataType::kUInt8: return fn(Tag<uint8_t>{}, Tag<double>{});
+    case DataType::kInt16: return fn(Tag<int16_t>{}, Tag<double>{});
+    case DataType::kUInt16: return fn(Tag<uint16_t>{}, Tag<double>{});
     case DataType::kInt32: return fn(Tag<int32_t>{}, Tag<double>{});
+    case DataType::kUInt32: return fn(Tag<uint32_t>{}, Tag<double>{});
     case DataType::kInt64: return fn(Tag<int64_t>{}, Tag<double>{});
+    case DataType::kUInt64: return fn(Tag<uint64_t>{}, Tag<double>{});
     default: ew::throw_gpu_dtype(dt, "Resize");
   }
 }

@@ -4,8 +4,9 @@
 // are the CPU's bit for bit. Fewer spatial axes are padded to three with leading axes of size 1
 // (kernel 1, stride 1, no pads), which change neither the offsets nor the column-major indices.
 // pool2d_kernel is the fast path of the usual case; pool_kernel the general one.
-// MaxPool takes float32, float16, int8 and uint8 (the CPU's types less float64 and bfloat16);
-// AveragePool float32 and float16.
+// MaxPool takes every float type, int8 and uint8; AveragePool every float type (the CPU's types).
+// The arithmetic is in the compute type (float for the half types, double for float64), as on
+// the CPU.
 #include <string>
 
 #include "core/infer/nn_geometry.h"
@@ -244,7 +245,7 @@ void pool_gpu(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, s
   else if (is_max && X.dtype == DataType::kUInt8)
     run(Tag<uint8_t>{});
   else
-    ew::dispatch_gpu_float(X.dtype, name, run);
+    ew::dispatch_ew_float(X.dtype, name, run);
 }
 
 constexpr GpuKernelEntry kEntries[] = {

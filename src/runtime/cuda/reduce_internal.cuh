@@ -60,11 +60,8 @@ inline int64_t numel_of(std::span<const int64_t> shape) {
   return n;
 }
 
+using ew::FloatAcc;
 using ew::kIsFloatDev;
-// Where float elements accumulate: double for float64, float for float32 and the half types (the
-// CPU kernels: double for every float type).
-template <class T>
-using FloatAcc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // Integers widened to 64 bits (sign- or zero-extended): sums and products modulo 2^64 are the
 // element type's own wrapping arithmetic.
