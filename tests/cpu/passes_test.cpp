@@ -305,7 +305,7 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   EXPECT_TRUE(
       has(e,
           "bind-inputs, infer-and-fold, fold-batchnorm, remove-identity, fuse-epilogue, remove-dead-nodes, to-fp16,"
-          " materialize-outputs"))
+          " channels-last, materialize-outputs"))
       << e;
 }
 
