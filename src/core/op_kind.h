@@ -158,6 +158,9 @@ enum class OpKind : uint16_t {
   kFusedMatMul,
   kQConv,
   kQMatMul,
+  kNhwcAveragePool,
+  kNhwcConv,
+  kNhwcMaxPool,
 };
 inline constexpr OpKind kFirstInternalOp = OpKind::kFusedConv;
 
@@ -323,6 +326,11 @@ inline constexpr OpInfo kOpTable[] = {
     // checks w and w_scale.
     {OpKind::kQConv, "kiln.QConv", kAttrsIndex<QConvAttrs>, 2, 9, 1, 1, 0x1f6},
     {OpKind::kQMatMul, "kiln.QMatMul", kAttrsIndex<QMatMulAttrs>, 2, 9, 1, 1, 0x1f6},
+    // Channels-last twins of AveragePool, FusedConv and MaxPool: data [N, spatial..., C], NhwcConv's
+    // W [M, k..., C/group] (the channels-last pass makes them for GPU float16 engines).
+    {OpKind::kNhwcAveragePool, "NhwcAveragePool", kAttrsIndex<PoolAttrs>, 1, 1, 1, 1, 0x0},
+    {OpKind::kNhwcConv, "NhwcConv", kAttrsIndex<FusedConvAttrs>, 2, 4, 1, 1, 0x0},
+    {OpKind::kNhwcMaxPool, "NhwcMaxPool", kAttrsIndex<PoolAttrs>, 1, 1, 1, 1, 0x0},
 };
 
 inline constexpr size_t kOpCount = std::size(kOpTable);
@@ -333,7 +341,7 @@ constexpr bool op_table_in_order() {
   return true;
 }
 static_assert(op_table_in_order(), "kOpTable rows must follow the OpKind enum order");
-static_assert(static_cast<size_t>(OpKind::kQMatMul) + 1 == kOpCount, "every OpKind needs a kOpTable row");
+static_assert(static_cast<size_t>(OpKind::kNhwcMaxPool) + 1 == kOpCount, "every OpKind needs a kOpTable row");
 // The ONNX ops, [0, kOnnxOpCount), are the ones import and export know.
 inline constexpr size_t kOnnxOpCount = static_cast<size_t>(kFirstInternalOp);
 

@@ -1,7 +1,9 @@
 // The internal fused ops (FusedConv, FusedGemm, FusedMatMul): shape inference, and the CPU kernels
 // against the same computation done op by op with the CPU kernels of Conv / Gemm / MatMul, Add and
 // the ONNX activation ops (Relu, Clip, Gelu, ...), for every activation, with and without the
-// residual Z, in float32, float16 and float64, with and without a thread pool.
+// residual Z, in float32, float16 and float64, with and without a thread pool. The channels-last
+// ops (NhwcConv, NhwcMaxPool, NhwcAveragePool) against their channels-first twins on data permuted
+// here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -254,8 +256,70 @@ TEST(FusedOps, InferenceRejectsBadFusedInputs) {
   EXPECT_EQ(infer_error(OpKind::kFusedMatMul, EpilogueAttrs{}, {&a, &b}), "");
 }
 
+// [N, C, H, W] <-> [N, H, W, C] of a 4-D tensor, element by element.
+Tensor permute4(const Tensor& t, bool to_last) {
+  const Shape& s = t.shape;
+  const Shape out = to_last ? Shape{s[0], s[2], s[3], s[1]} : Shape{s[0], s[3], s[1], s[2]};
+  const std::vector<double> v = t.values();
+  std::vector<double> r(v.size());
+  for (int64_t a = 0; a < out[0]; ++a)
+    for (int64_t b = 0; b < out[1]; ++b)
+      for (int64_t c = 0; c < out[2]; ++c)
+        for (int64_t d = 0; d < out[3]; ++d) {
+          // to_last: out (n, h, w, ch) = in (n, ch, h, w); else out (n, ch, h, w) = in (n, h, w, ch).
+          const int64_t src = to_last ? ((a * s[1] + d) * s[2] + b) * s[3] + c : ((a * s[1] + c) * s[2] + d) * s[3] + b;
+          r[static_cast<size_t>(((a * out[1] + b) * out[2] + c) * out[3] + d)] = v[static_cast<size_t>(src)];
+        }
+  return make(t.dtype, out, r);
+}
+
+TEST(FusedOps, ChannelsLastOpsMatchTheirChannelsFirstTwins) {
+  std::mt19937 rng(10);
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    // NhwcConv: X [N, H, W, C], W [M, kh, kw, C/group], Z [N, OH, OW, M]; grouped and strided.
+    const Tensor x = random_tensor(dt, {2, 9, 6, 7}, rng), w3 = random_tensor(dt, {6, 3, 3, 3}, rng);  // group 3
+    const Tensor b = random_tensor(dt, {6}, rng), z = random_tensor(dt, {2, 6, 3, 4}, rng);
+    FusedConvAttrs fa;
+    fa.strides = {2, 2};
+    fa.pads = {1, 1, 1, 1};
+    fa.group = 3;
+    fa.activation = Activation::kSilu;
+    fa.activation2 = Activation::kRelu;
+    const Tensor want = run(OpKind::kFusedConv, fa, {&x, &w3, &b, &z}, 1)[0];
+    const Tensor xl = permute4(x, true), wl = permute4(w3, true), zl = permute4(z, true);
+    const Tensor got = run(OpKind::kNhwcConv, fa, {&xl, &wl, &b, &zl}, 1)[0];
+    EXPECT_EQ(got.shape, (Shape{2, 3, 4, 6}));
+    expect_near(permute4(got, false).values(), want.values(), 0, "NhwcConv");
+    // The pools, with ceil_mode and padding.
+    PoolAttrs pa;
+    pa.kernel_shape = {3, 2};
+    pa.strides = {2, 2};
+    pa.pads = {1, 0, 1, 1};
+    pa.ceil_mode = 1;
+    pa.count_include_pad = 1;
+    for (auto [first, last] : {std::pair{OpKind::kMaxPool, OpKind::kNhwcMaxPool},
+                               std::pair{OpKind::kAveragePool, OpKind::kNhwcAveragePool}}) {
+      const Tensor pw = run(first, pa, {&x}, 1)[0];
+      const Tensor pg = run(last, pa, {&xl}, 1)[0];
+      expect_near(permute4(pg, false).values(), pw.values(), 0, op_name(last).data());
+    }
+  }
+}
+
+TEST(FusedOps, ChannelsLastInferenceChecksTheWeight) {
+  std::mt19937 rng(11);
+  const Tensor x = random_tensor(DataType::kFloat32, {1, 5, 5, 4}, rng);
+  const Tensor w_wrong = random_tensor(DataType::kFloat32, {3, 4, 3, 3}, rng);  // channels-first W: [M, C, k, k]
+  FusedConvAttrs fa;
+  EXPECT_NE(infer_error(OpKind::kNhwcConv, fa, {&x, &w_wrong}), "");
+  const Tensor w = random_tensor(DataType::kFloat32, {3, 3, 3, 4}, rng);
+  EXPECT_EQ(infer_error(OpKind::kNhwcConv, fa, {&x, &w}), "");
+}
+
 TEST(FusedOps, InternalOpsAreNotOnnxOps) {
-  for (OpKind k : {OpKind::kFusedConv, OpKind::kFusedGemm, OpKind::kFusedMatMul}) {
+  for (OpKind k : {OpKind::kFusedConv, OpKind::kFusedGemm, OpKind::kFusedMatMul, OpKind::kNhwcConv,
+                   OpKind::kNhwcMaxPool, OpKind::kNhwcAveragePool}) {
     EXPECT_TRUE(is_internal_op(k));
     EXPECT_FALSE(op_kind_from_name(op_name(k)).has_value()) << op_name(k);
   }

@@ -97,7 +97,8 @@ TEST(GpuContext, Fp16MatchesCpu) {
 
 // x[2,8,8,8] -> ResNet's basic block (conv-bn-relu, conv-bn, + x, relu) -> GlobalAveragePool -> y:
 // fuse-epilogue makes two FusedConv layers (one with the residual), which run on the GPU through
-// cuDNN's fused call or the epilogue kernel, whichever the builder timed faster.
+// cuDNN's fused call or the epilogue kernel, whichever the builder timed faster; in float16 they
+// run channels-last (NhwcConv).
 TEST(GpuContext, FusedResidualBlockMatchesCpu) {
   SKIP_WITHOUT_GPU();
   test::OnnxModel m("basic_block");
@@ -130,9 +131,14 @@ TEST(GpuContext, FusedResidualBlockMatchesCpu) {
   for (bool fp16 : {false, true}) {
     SCOPED_TRACE(fp16 ? "float16" : "float32");
     auto gpu = build(m.m, gpu::gpu_target(), fp16);
-    int fused = 0;
-    for (const StepInfo& s : gpu->summary().steps) fused += s.op == "FusedConv";
+    // float16: channels-last, with one Transpose in (after the input's Cast) and one out (after the pool).
+    int fused = 0, transposes = 0;
+    for (const StepInfo& s : gpu->summary().steps) {
+      fused += s.op == (fp16 ? "NhwcConv" : "FusedConv");
+      transposes += s.op == "Transpose";
+    }
     EXPECT_EQ(fused, 2);
+    EXPECT_EQ(transposes, fp16 ? 2 : 0);
     expect_close(run(*gpu), run(*cpu), fp16 ? 1e-2 : 1e-5);
   }
 }

@@ -4,10 +4,7 @@
 // RELU, GELU with the residual as C), and the epilogue kernel after a plain product (vectorized
 // along the plane, along the channels, or one element per thread), plus every tactic of selected
 // cases. Every case runs direct, misaligned and under stream capture.
-//
-// Tolerance: the harness' dot_tolerance of the product, widened for the activation applied after it
-// (math-library differences, 1e-4 relative in float32) and, in float16, by a second half ulp (the CPU
-// rounds the product to half before the epilogue, cuDNN's fused call does not).
+// Tolerance: the harness' epilogue_tolerance.
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -230,12 +227,7 @@ double scale_of(const FusedCase& c, const Inputs& in) {
 
 void check_fused(const FusedCase& c, const Inputs& in, GpuMode mode, int32_t tactic = -1) {
   const double terms = terms_of(c, in), scale = scale_of(c, in);
-  auto tol = [&](const HostTensor& want) {
-    Tolerance t = dot_tolerance(want.dtype, terms, scale, max_abs(want));
-    if (want.dtype == DT::kFloat32) t.rel += 1e-4;
-    if (want.dtype == DT::kFloat16) t.abs += std::ldexp(1.0, -11) * max_abs(want);
-    return t;
-  };
+  auto tol = [&](const HostTensor& want) { return epilogue_tolerance(want, terms, scale); };
   const std::string label = tactic >= 0 ? " tactic " + std::to_string(tactic) : "";
   // Direct runs twice: the second reuses the step state and must give the same result.
   check_op_with(c.kind, c.attrs, in, 1, tol, mode, GpuRunOptions{tactic, kModeShift, 2}, label);

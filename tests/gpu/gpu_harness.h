@@ -492,6 +492,17 @@ inline Tolerance dot_tolerance(DT dt, double terms, double scale, double max_ref
   return t;
 }
 
+// A dot product followed by an epilogue (the fused and channels-last ops): dot_tolerance widened
+// for the activation applied after it (math-library differences, 1e-4 relative in float32) and, in
+// float16, by a second half ulp (the CPU rounds the product to half before the epilogue, cuDNN's
+// fused call does not).
+inline Tolerance epilogue_tolerance(const HostTensor& want, double terms, double scale) {
+  Tolerance t = dot_tolerance(want.dtype, terms, scale, max_abs(want));
+  if (want.dtype == DT::kFloat32) t.rel += 1e-4;
+  if (want.dtype == DT::kFloat16) t.abs += std::ldexp(1.0, -11) * max_abs(want);
+  return t;
+}
+
 // The tolerance for one output, given the reference values.
 using ToleranceFn = std::function<Tolerance(const HostTensor& want)>;
 

@@ -1,5 +1,6 @@
 // Shape inference of the nn family: Gemm, MatMul and the global pools here; Conv, ConvTranspose
-// and the windowed pools in nn_conv.cpp; Resize in nn_resize.cpp; the fused ops in nn_fused.cpp.
+// and the windowed pools in nn_conv.cpp; Resize in nn_resize.cpp; the fused ops in nn_fused.cpp, the
+// channels-last ones in nn_nhwc.cpp.
 #include <string>
 
 #include "core/infer/nn_geometry.h"
@@ -13,6 +14,7 @@ std::vector<OutputType> infer_conv(OpKind kind, const Attrs& attrs, std::span<co
 std::vector<OutputType> infer_pool(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, size_t n);
 std::vector<OutputType> infer_resize(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, size_t n);
 std::vector<OutputType> infer_fused(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, size_t n);
+std::vector<OutputType> infer_nhwc(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, size_t n);
 
 namespace {
 
@@ -105,6 +107,9 @@ constexpr InferEntry kEntries[] = {
     {OpKind::kFusedConv, infer_fused},
     {OpKind::kFusedGemm, infer_fused},
     {OpKind::kFusedMatMul, infer_fused},
+    {OpKind::kNhwcAveragePool, infer_nhwc},
+    {OpKind::kNhwcConv, infer_nhwc},
+    {OpKind::kNhwcMaxPool, infer_nhwc},
 };
 
 }  // namespace

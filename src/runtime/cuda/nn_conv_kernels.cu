@@ -1,8 +1,8 @@
 // The Conv family's own kernels (declared in nn_internal.cuh):
-// - direct Conv / ConvTranspose: one thread per output element sums its taps in the accumulation
-//   type (float for float32 and the half types, double for float64). Slow next to cuDNN, but it
-//   needs no workspace and no alignment, and takes any spatial rank up to 8 and 64-bit sizes: it
-//   runs only where cuDNN cannot (see nn_conv.cu);
+// - direct Conv / ConvTranspose (channels first, and Conv channels last): one thread per output
+//   element sums its taps in the accumulation type (float for float32 and the half types, double
+//   for float64). Slow next to cuDNN, but it needs no workspace and no alignment, and takes any spatial
+//   rank up to 8 and 64-bit sizes: it runs only where cuDNN cannot (see nn_conv.cu);
 // - the window copy (padding / cropping around cuDNN) and the bias fill (no input channels). The
 //   bias add after cuDNN or cuBLASLt is the epilogue kernel (nn_epilogue.cu).
 #include "runtime/cuda/elementwise_internal.cuh"
@@ -28,18 +28,24 @@ __global__ void direct_conv_kernel(DirectConv g, const T* __restrict__ x, const 
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     int64_t pos[kMaxDirectRank];
-    int64_t rest = i;
+    // Channels first: i = ((img * M + m) * out_size + position); channels last: (img * out_size +
+    // position) * M + m.
+    int64_t rest = g.channels_last ? i / g.M : i;
     for (int d = g.rank - 1; d >= 0; --d) {
       pos[d] = rest % g.out[d];
       rest /= g.out[d];
     }
-    const int64_t m = rest % g.M, img = rest / g.M, grp = m / mg;
+    const int64_t m = g.channels_last ? i % g.M : rest % g.M, img = g.channels_last ? rest : rest / g.M;
+    const int64_t grp = m / mg;
     Acc<T> acc = 0;
     for (int64_t c = 0; c < cg; ++c) {
       const int64_t ch = grp * cg + c;
-      const T* xc = x + (img * g.C + ch) * in_size;
-      // Conv: W [M, cg, taps]; ConvTranspose: W [C, mg, taps].
-      const T* wc = g.transpose ? w + (ch * mg + m % mg) * taps : w + (m * cg + c) * taps;
+      // Element (ch, off) of image img: xc[off * x_step]; weight of (m, c, tap t): wc[t * w_step].
+      const T* xc = g.channels_last ? x + img * in_size * g.C + ch : x + (img * g.C + ch) * in_size;
+      const int64_t x_step = g.channels_last ? g.C : 1, w_step = g.channels_last ? cg : 1;
+      // Conv: W [M, cg, taps] (channels last: [M, taps, cg]); ConvTranspose: W [C, mg, taps].
+      const T* wc = g.transpose ? w + (ch * mg + m % mg) * taps
+                                : (g.channels_last ? w + m * taps * cg + c : w + (m * cg + c) * taps);
       for (int64_t t = 0; t < taps; ++t) {
         int64_t tr = t, off = 0, stride = 1;
         bool inside = true;
@@ -57,7 +63,8 @@ __global__ void direct_conv_kernel(DirectConv g, const T* __restrict__ x, const 
           off += p * stride;
           stride *= g.in[d];
         }
-        if (inside) acc += static_cast<Acc<T>>(ew::load(xc[off])) * static_cast<Acc<T>>(ew::load(wc[t]));
+        if (inside)
+          acc += static_cast<Acc<T>>(ew::load(xc[off * x_step])) * static_cast<Acc<T>>(ew::load(wc[t * w_step]));
       }
     }
     if (b) acc += static_cast<Acc<T>>(ew::load(b[m]));

@@ -27,6 +27,41 @@
 
 namespace kiln::gpu::nn {
 
+// ---- the fused epilogue (nn_internal.cuh) --------------------------------------------------------
+std::optional<GemmActivation> lt_activation(Activation a, DataType dt) {
+  if (a == Activation::kNone) return GemmActivation::kNone;
+  if (a == Activation::kRelu) return GemmActivation::kRelu;
+  if (a == Activation::kGeluTanh && dt == DataType::kFloat16) return GemmActivation::kGeluTanh;
+  return std::nullopt;
+}
+
+LtEpilogue lt_epilogue(const EpilogueAttrs* e, bool has_z, bool c_free, DataType dt) {
+  if (!e) return {};
+  if (!has_z) {
+    if (const std::optional<GemmActivation> a = lt_activation(e->activation, dt)) return {true, *a, false};
+  } else if (e->activation == Activation::kNone && c_free) {
+    if (const std::optional<GemmActivation> a = lt_activation(e->activation2, dt)) return {true, *a, true};
+  }
+  return {false, GemmActivation::kNone, false};
+}
+LtEpilogue lt_unfused(const EpilogueAttrs* e) { return {e == nullptr, GemmActivation::kNone, false}; }
+
+void append_epilogue(std::vector<int64_t>& key, const LtEpilogue& e) {
+  key.insert(key.end(), {e.whole, static_cast<int64_t>(e.activation), e.z_as_c});
+}
+
+std::unique_ptr<GemmPlan> lt_plan(cublasLtHandle_t handle, GemmDesc d, GemmAlignment al, bool bias,
+                                  const EpilogueAttrs* e, LtEpilogue* lt) {
+  d.bias = bias && lt->whole;
+  d.activation = lt->activation;
+  auto plan = std::make_unique<GemmPlan>(handle, d, al);
+  if (plan->algo_count() > 0 || !e || (!d.bias && d.activation == GemmActivation::kNone && !lt->z_as_c)) return plan;
+  *lt = lt_unfused(e);
+  d.bias = false;
+  d.activation = GemmActivation::kNone;
+  return std::make_unique<GemmPlan>(handle, d, al);
+}
+
 namespace {
 
 // The float types (cuBLASLt) or the integer kernel's types.
@@ -51,52 +86,6 @@ void append_shape(std::vector<int64_t>& key, const TensorView& t) {
 }
 
 bool has_input(std::span<const TensorView> in, size_t i) { return in.size() > i && in[i].exists; }
-
-// ---- the fused epilogue --------------------------------------------------------------------------
-// What cuBLASLt computes of a fused op's epilogue: without a residual, all of it when the activation
-// is one of cuBLASLt's; with one, all of it when the activation before the add is none, the one
-// after is cuBLASLt's and cuBLASLt's C is free to take Z (beta 1). Plain ops: nothing to do.
-struct LtEpilogue {
-  bool whole = true;  // nothing is left for the epilogue kernel
-  GemmActivation activation = GemmActivation::kNone;
-  bool z_as_c = false;
-};
-
-std::optional<GemmActivation> lt_activation(Activation a) {
-  if (a == Activation::kNone) return GemmActivation::kNone;
-  if (a == Activation::kRelu) return GemmActivation::kRelu;
-  if (a == Activation::kGeluTanh) return GemmActivation::kGeluTanh;
-  return std::nullopt;
-}
-
-LtEpilogue lt_epilogue(const EpilogueAttrs* e, bool has_z, bool c_free) {
-  if (!e) return {};
-  if (!has_z) {
-    if (const std::optional<GemmActivation> a = lt_activation(e->activation)) return {true, *a, false};
-  } else if (e->activation == Activation::kNone && c_free) {
-    if (const std::optional<GemmActivation> a = lt_activation(e->activation2)) return {true, *a, true};
-  }
-  return {false, GemmActivation::kNone, false};
-}
-LtEpilogue lt_unfused(const EpilogueAttrs* e) { return {e == nullptr, GemmActivation::kNone, false}; }
-
-void append_epilogue(std::vector<int64_t>& key, const LtEpilogue& e) {
-  key.insert(key.end(), {e.whole, static_cast<int64_t>(e.activation), e.z_as_c});
-}
-
-// A plan for d with lt's part of the epilogue (and the bias when `bias`); when cuBLASLt has no
-// algorithm for that, the plain product's plan, and *lt becomes what is then left undone.
-std::unique_ptr<GemmPlan> lt_plan(cublasLtHandle_t handle, GemmDesc d, GemmAlignment al, bool bias,
-                                  const EpilogueAttrs* e, LtEpilogue* lt) {
-  d.bias = bias && lt->whole;
-  d.activation = lt->activation;
-  auto plan = std::make_unique<GemmPlan>(handle, d, al);
-  if (plan->algo_count() > 0 || !e || (!d.bias && d.activation == GemmActivation::kNone && !lt->z_as_c)) return plan;
-  *lt = lt_unfused(e);
-  d.bias = false;
-  d.activation = GemmActivation::kNone;
-  return std::make_unique<GemmPlan>(handle, d, al);
-}
 
 // ---- Gemm --------------------------------------------------------------------------------------
 enum class CMode { kNone, kFull, kBias, kBroadcast };
@@ -157,7 +146,7 @@ GemmStepPlan& gemm_plan(OpKind kind, const Attrs& attrs, std::span<const TensorV
   al.b = alignment_of(B.data, 16);
   al.c = std::min(alignment_of(Y.data, 16), mode == CMode::kFull ? alignment_of(s.C->data, 16) : 16u);
   al.bias = mode == CMode::kBias ? alignment_of(s.C->data, 16) : 16u;
-  const LtEpilogue lt = lt_epilogue(epi, Z != nullptr, mode == CMode::kNone || mode == CMode::kBias);
+  const LtEpilogue lt = lt_epilogue(epi, Z != nullptr, mode == CMode::kNone || mode == CMode::kBias, A.dtype);
   if (lt.z_as_c) al.c = std::min(al.c, alignment_of(Z->data, 16));
   std::vector<int64_t> key{static_cast<int64_t>(A.dtype),
                            env.tactic,
@@ -288,7 +277,7 @@ MatMulStepPlan& matmul_plan(OpKind kind, const Attrs& attrs, std::span<const Ten
   const uint32_t al_a = alignment_of(A.data, 16), al_b = alignment_of(B.data, 16), al_y = alignment_of(Y.data, 16);
   const uint32_t al_bias = bias ? alignment_of(bias->data, 16) : 16u, al_z = Z ? alignment_of(Z->data, 16) : 16u;
   // A vector B drops the column axis: the bias then runs along another axis than cuBLASLt's.
-  const LtEpilogue lt = B.rank() >= 2 ? lt_epilogue(epi, Z != nullptr, true) : lt_unfused(epi);
+  const LtEpilogue lt = B.rank() >= 2 ? lt_epilogue(epi, Z != nullptr, true, A.dtype) : lt_unfused(epi);
   std::vector<int64_t> key{static_cast<int64_t>(A.dtype), env.tactic, al_a, al_b, al_y, bias != nullptr, al_bias, al_z};
   append_shape(key, A);
   append_shape(key, B);

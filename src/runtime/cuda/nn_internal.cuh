@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "runtime/cuda/gpu_kernels.h"
+#include "runtime/cuda/nn_gemm.h"
 
 namespace kiln::gpu::nn {
 
@@ -25,6 +28,8 @@ struct DirectConv {
   int64_t batch = 0, C = 0, M = 0, G = 1;  // X [batch, C, in...], Y [batch, M, out...]
   int64_t in[kMaxDirectRank] = {}, out[kMaxDirectRank] = {}, kernel[kMaxDirectRank] = {};
   int64_t strides[kMaxDirectRank] = {}, dilations[kMaxDirectRank] = {}, pads[kMaxDirectRank] = {};  // pads: begin
+  // Channels-last Conv (not ConvTranspose): X [batch, in..., C], W [M, kernel..., C/G], Y [batch, out..., M].
+  bool channels_last = false;
 };
 // Y = conv(X, W) + B (B may be null); float32, float16 (float accumulation) or float64.
 void direct_conv(const DirectConv& g, DataType dt, const void* x, const void* w, const void* b, void* y,
@@ -85,6 +90,28 @@ void tiled_gemm(const TiledGemm& g, DataType dt, const void* a, const void* b, c
 // y [m, n] = scale * C broadcast (C element (i, j) at i * crs + j * ccs); float types.
 void broadcast_c(const void* c, void* y, int64_t m, int64_t n, int64_t crs, int64_t ccs, float scale, DataType dt,
                  cudaStream_t stream, const char* op);
+
+// ---- the fused epilogue through cuBLASLt (nn_gemm_ops.cu) ----
+// What cuBLASLt's epilogue, act(product + C + bias), computes of a fused op's epilogue (core/attrs.h):
+// without a residual, all of it when the activation is one of cuBLASLt's; with one, all of it when
+// the activation before the add is none, the one after is cuBLASLt's, and cuBLASLt's C is free to
+// take Z (beta 1). Plain ops (no epilogue): nothing to do. cuBLASLt's GELU (the tanh form) serves
+// float16 only: its tanh is not documented to float32 accuracy, and float32 engines must match
+// the CPU.
+struct LtEpilogue {
+  bool whole = true;  // nothing is left for the epilogue kernel
+  GemmActivation activation = GemmActivation::kNone;
+  bool z_as_c = false;
+};
+std::optional<GemmActivation> lt_activation(Activation a, DataType dt);
+// c_free: the product leaves cuBLASLt's C unused; dt: the product's type.
+LtEpilogue lt_epilogue(const EpilogueAttrs* e, bool has_z, bool c_free, DataType dt);
+LtEpilogue lt_unfused(const EpilogueAttrs* e);  // everything left to the epilogue kernel
+void append_epilogue(std::vector<int64_t>& key, const LtEpilogue& e);
+// A plan for d with lt's part of the epilogue (and the bias when `bias`); when cuBLASLt has no
+// algorithm for that, the plain product's plan, and *lt becomes what is then left undone.
+std::unique_ptr<GemmPlan> lt_plan(cublasLtHandle_t handle, GemmDesc d, GemmAlignment al, bool bias,
+                                  const EpilogueAttrs* e, LtEpilogue* lt);
 
 inline size_t align_up(size_t bytes, size_t to = 256) { return (bytes + to - 1) / to * to; }
 

@@ -10,7 +10,7 @@ std::span<const GpuKernelEntry> pool_gpu_kernels() {
   static const std::vector<GpuKernelEntry> entries = [] {
     std::vector<GpuKernelEntry> all;
     for (auto part : {pool::window_entries(), pool::global_entries(), pool::norm_entries(), pool::resize_entries(),
-                      pool::depth_entries()})
+                      pool::depth_entries(), pool::nhwc_entries()})
       all.insert(all.end(), part.begin(), part.end());
     return all;
   }();

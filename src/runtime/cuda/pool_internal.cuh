@@ -25,6 +25,7 @@ std::span<const GpuKernelEntry> global_entries();  // pool_global.cu: GlobalAver
 std::span<const GpuKernelEntry> norm_entries();    // pool_norm.cu: Layer/Instance/BatchNormalization, LRN
 std::span<const GpuKernelEntry> resize_entries();  // pool_resize.cu (+ pool_resize_plan.cu): Resize
 std::span<const GpuKernelEntry> depth_entries();   // pool_depth.cu: DepthToSpace, SpaceToDepth
+std::span<const GpuKernelEntry> nhwc_entries();    // pool_nhwc.cu: NhwcMaxPool, NhwcAveragePool
 
 using ew::FloatAcc;
 

@@ -1,6 +1,6 @@
 // CPU kernels of the nn family: Gemm, MatMul and the global pools here; Conv and ConvTranspose
 // in nn_conv.cpp, AveragePool/MaxPool in nn_pool.cpp, Resize in nn_resize.cpp, the fused ops in
-// nn_fused.cpp.
+// nn_fused.cpp, the channels-last ops in nn_nhwc.cpp.
 // float32 products go through kiln::cpu::sgemm; half types are widened to float32 buffers and
 // take the same path; float64 and the integer types use a plain blocked loop (integers wrap
 // modulo 2^bits, computed in the unsigned type so overflow is defined).
@@ -22,6 +22,7 @@ void conv_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<co
 void pool_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 void resize_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 void fused_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
+void nhwc_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 
 namespace {
 
@@ -341,6 +342,9 @@ constexpr KernelEntry kEntries[] = {
     {OpKind::kFusedConv, fused_kernel},
     {OpKind::kFusedGemm, fused_kernel},
     {OpKind::kFusedMatMul, fused_kernel},
+    {OpKind::kNhwcAveragePool, nhwc_kernel},
+    {OpKind::kNhwcConv, nhwc_kernel},
+    {OpKind::kNhwcMaxPool, nhwc_kernel},
 };
 
 }  // namespace

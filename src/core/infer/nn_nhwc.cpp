@@ -1,0 +1,54 @@
+// Shape inference of the channels-last ops (NhwcConv, NhwcMaxPool, NhwcAveragePool; internal, made
+// by the channels-last pass): data tensors are [N, spatial..., C] and NhwcConv's W is [M, k...,
+// C/group]. Each is inferred by its channels-first twin (FusedConv, MaxPool, AveragePool) on the
+// permuted shapes, and the output permuted back.
+#include <string>
+
+#include "core/shape_infer.h"
+
+namespace kiln::nn {
+
+namespace {
+
+// [N, S..., C] -> [N, C, S...]
+std::vector<int64_t> to_first(std::span<const int64_t> s) {
+  std::vector<int64_t> out{s[0], s.back()};
+  out.insert(out.end(), s.begin() + 1, s.end() - 1);
+  return out;
+}
+// [N, C, S...] -> [N, S..., C]
+std::vector<int64_t> to_last(std::span<const int64_t> s) {
+  std::vector<int64_t> out{s[0]};
+  out.insert(out.end(), s.begin() + 2, s.end());
+  out.push_back(s[1]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<OutputType> infer_nhwc(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, size_t n) {
+  const std::string op(op_name(kind));
+  // Every permuted input (data tensors, NhwcConv's W and Z) keeps its shape here.
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<TensorView> views(in.begin(), in.end());
+  auto permute_input = [&](size_t i) {
+    if (i >= in.size() || !in[i].exists) return;
+    if (in[i].rank() < 3) throw Error(op + ": input " + std::to_string(i) + " must have rank >= 3 ([N, ..., C])");
+    shapes.push_back(to_first(in[i].shape));
+  };
+  shapes.reserve(3);
+  const OpKind twin = kind == OpKind::kNhwcConv      ? OpKind::kFusedConv
+                      : kind == OpKind::kNhwcMaxPool ? OpKind::kMaxPool
+                                                     : OpKind::kAveragePool;
+  const std::vector<size_t> permuted =
+      kind == OpKind::kNhwcConv ? std::vector<size_t>{0, 1, 3} : std::vector<size_t>{0};
+  for (size_t i : permuted) permute_input(i);
+  size_t k = 0;
+  for (size_t i : permuted)
+    if (i < in.size() && in[i].exists) views[i].shape = shapes[k++];
+  std::vector<OutputType> out = infer_shapes(twin, attrs, views, n);
+  for (OutputType& o : out) o.shape = to_last(o.shape);
+  return out;
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,79 @@
+// CPU kernels of the channels-last ops (NhwcConv, NhwcMaxPool, NhwcAveragePool). The channels-last
+// pass makes them for GPU engines, where the layout pays; here they only keep such graphs runnable
+// (and testable) everywhere: the data inputs are permuted to channels-first ([N, S..., C] ->
+// [N, C, S...], NhwcConv's W and Z too), the channels-first kernel runs, and its output is permuted
+// back. Plainly correct, not fast.
+#include <cstring>
+#include <vector>
+
+#include "runtime/cpu/kernels.h"
+
+namespace kiln::cpu::nn {
+
+void fused_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
+void pool_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
+
+namespace {
+
+// A tensor with its own storage, viewed with `shape`.
+struct Owned {
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+  TensorView view(DataType dt) { return TensorView{dt, shape, bytes.data(), true}; }
+};
+
+// Moves the channel axis: to_last [N, C, S] -> [N, S, C], else [N, S, C] -> [N, C, S] (S the
+// spatial axes flattened; `from` has shape [n, a, b] with (a, b) = (C, S) or (S, C)).
+void swap_inner(const uint8_t* from, uint8_t* to, int64_t n, int64_t a, int64_t b, size_t es) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < a; ++p)
+      for (int64_t q = 0; q < b; ++q)
+        std::memcpy(to + static_cast<size_t>((i * b + q) * a + p) * es,
+                    from + static_cast<size_t>((i * a + p) * b + q) * es, es);
+}
+
+Owned to_first(const TensorView& t) {
+  Owned o;
+  const int64_t c = t.shape.back();
+  o.shape = {t.shape[0], c};
+  o.shape.insert(o.shape.end(), t.shape.begin() + 1, t.shape.end() - 1);
+  o.bytes.resize(t.bytes());
+  const int64_t s = t.shape[0] * c > 0 ? t.numel() / (t.shape[0] * c) : 0;
+  swap_inner(static_cast<const uint8_t*>(t.data), o.bytes.data(), t.shape[0], s, c, dtype_size(t.dtype));
+  return o;
+}
+
+void to_last(const TensorView& first, const TensorView& out) {
+  const int64_t c = first.shape[1];
+  const int64_t s = first.shape[0] * c > 0 ? first.numel() / (first.shape[0] * c) : 0;
+  swap_inner(static_cast<const uint8_t*>(first.data), static_cast<uint8_t*>(out.data), first.shape[0], c, s,
+             dtype_size(first.dtype));
+}
+
+}  // namespace
+
+void nhwc_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                 KernelEnv& env) {
+  const bool conv = kind == OpKind::kNhwcConv;
+  std::vector<Owned> owned;
+  owned.reserve(4);
+  std::vector<TensorView> ins(in.begin(), in.end());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!in[i].exists || !(i == 0 || (conv && (i == 1 || i == 3)))) continue;
+    owned.push_back(to_first(in[i]));
+    ins[i] = owned.back().view(in[i].dtype);
+  }
+  const TensorView& Y = out[0];
+  Owned y;
+  y.shape = {Y.shape[0], Y.shape.back()};
+  y.shape.insert(y.shape.end(), Y.shape.begin() + 1, Y.shape.end() - 1);
+  y.bytes.resize(Y.bytes());
+  const TensorView yv = y.view(Y.dtype);
+  if (conv)
+    fused_kernel(OpKind::kFusedConv, attrs, ins, {&yv, 1}, env);
+  else
+    pool_kernel(kind == OpKind::kNhwcMaxPool ? OpKind::kMaxPool : OpKind::kAveragePool, attrs, ins, {&yv, 1}, env);
+  to_last(yv, Y);
+}
+
+}  // namespace kiln::cpu::nn

@@ -1,0 +1,183 @@
+// GPU tests of the channels-last ops (NhwcConv, NhwcMaxPool, NhwcAveragePool) against the CPU
+// kernels (which run the channels-first ones on permuted copies). NhwcConv: cuDNN with NHWC
+// descriptors (its fused call where it can, the epilogue kernel along the channels otherwise), the
+// 1x1 convolution as one GEMM with cuBLASLt's epilogue, the direct kernel (misaligned pointers, 1-D,
+// asymmetric pads); every tactic of selected cases. The pools: vectorized along the channels or
+// one element per thread, pads, strides, dilations, ceil_mode, 1 to 3 spatial axes. Every case runs
+// direct, misaligned and under stream capture.
+#include <algorithm>
+#include <functional>
+#include <optional>
+
+#include "gpu_harness.h"
+
+namespace kiln::gpu_test {
+namespace {
+
+using Inputs = std::vector<HostTensor>;
+
+struct NhwcCase {
+  std::string name;
+  OpKind kind;
+  Attrs attrs;
+  std::vector<DT> dtypes;
+  std::function<Inputs(DT)> inputs;
+  bool tactics = false;
+};
+
+const std::vector<DT> kF = {DT::kFloat32, DT::kFloat16};
+
+FusedConvAttrs nhwc_conv(Activation a1, Activation a2 = Activation::kNone, std::vector<int64_t> pads = {},
+                         std::vector<int64_t> strides = {}, int64_t group = 1) {
+  FusedConvAttrs a;
+  a.pads = std::move(pads);
+  a.strides = std::move(strides);
+  a.group = group;
+  a.activation = a1;
+  a.activation2 = a2;
+  return a;
+}
+
+// X [N, S..., C], W [M, k..., C/group], B [M] (or absent), Z [N, O..., M] (or none).
+std::function<Inputs(DT)> conv_inputs(Shape x, Shape w, bool bias, std::optional<Shape> z) {
+  return [=](DT dt) {
+    Inputs in{rand_tensor(dt, x, -1, 1), rand_tensor(dt, w, -1, 1), bias ? rand_tensor(dt, {w[0]}, -1, 1) : absent()};
+    if (z) in.push_back(rand_tensor(dt, *z, -1, 1));
+    return in;
+  };
+}
+
+PoolAttrs pool(std::vector<int64_t> kernel, std::vector<int64_t> strides = {}, std::vector<int64_t> pads = {},
+               int64_t ceil_mode = 0, int64_t count_include_pad = 0, std::vector<int64_t> dilations = {}) {
+  PoolAttrs a;
+  a.kernel_shape = std::move(kernel);
+  a.strides = std::move(strides);
+  a.pads = std::move(pads);
+  a.ceil_mode = ceil_mode;
+  a.count_include_pad = count_include_pad;
+  a.dilations = std::move(dilations);
+  return a;
+}
+
+std::function<Inputs(DT)> pool_input(Shape x) {
+  return [=](DT dt) { return Inputs{rand_tensor(dt, x, -1, 1)}; };
+}
+
+std::vector<NhwcCase> cases() {
+  const OpKind C = OpKind::kNhwcConv, MP = OpKind::kNhwcMaxPool, AP = OpKind::kNhwcAveragePool;
+  const Activation none = Activation::kNone, relu = Activation::kRelu, silu = Activation::kSilu;
+  const std::vector<int64_t> p1{1, 1, 1, 1};
+  return {
+      // ResNet: 3x3 (+ Relu, cuDNN's fused call), 3x3 + residual + Relu, 1x1 as a GEMM, strided 1x1.
+      {"Conv3x3Relu", C, nhwc_conv(relu, none, p1), kF, conv_inputs({2, 10, 10, 16}, {16, 3, 3, 16}, true, {}), true},
+      {"Conv3x3ResidualRelu", C, nhwc_conv(none, relu, p1), kF,
+       conv_inputs({2, 10, 10, 16}, {16, 3, 3, 16}, true, Shape{2, 10, 10, 16}), true},
+      {"Conv3x3Silu", C, nhwc_conv(silu, none, p1), kF, conv_inputs({2, 9, 9, 8}, {24, 3, 3, 8}, true, {})},
+      {"Conv1x1ResidualRelu", C, nhwc_conv(none, relu), kF,
+       conv_inputs({2, 7, 8, 32}, {64, 1, 1, 32}, true, Shape{2, 7, 8, 64}), true},
+      {"Conv1x1ReluResidualRelu", C, nhwc_conv(relu, relu), kF,
+       conv_inputs({2, 7, 8, 32}, {16, 1, 1, 32}, true, Shape{2, 7, 8, 16}), true},
+      {"Conv1x1GeluTanhNoBias", C, nhwc_conv(Activation::kGeluTanh), kF,
+       conv_inputs({3, 5, 5, 16}, {24, 1, 1, 16}, false, {}), true},
+      {"Conv1x1Stride2", C, nhwc_conv(none, none, {}, {2, 2}), kF,
+       conv_inputs({2, 8, 8, 16}, {32, 1, 1, 16}, true, Shape{2, 4, 4, 32}), true},
+      // The stem: 7x7, stride 2, 3 input channels.
+      {"Stem7x7Stride2Relu", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), kF,
+       conv_inputs({2, 16, 16, 3}, {8, 7, 7, 3}, true, {}), true},
+      // MobileNet: depthwise with ReLU6; odd channels (one element per thread in the epilogue).
+      {"DepthwiseRelu6", C,
+       [] {
+         FusedConvAttrs a = nhwc_conv(Activation::kClip, Activation::kNone, {1, 1, 1, 1}, {}, 16);
+         a.activation_beta = 6.0f;
+         return a;
+       }(),
+       kF, conv_inputs({2, 9, 9, 16}, {16, 3, 3, 1}, true, {})},
+      {"OddChannelsResidualSigmoid", C, nhwc_conv(relu, Activation::kSigmoid, p1), kF,
+       conv_inputs({1, 6, 5, 5}, {7, 3, 3, 5}, true, Shape{1, 6, 5, 7})},
+      // The direct kernel: asymmetric pads, 1-D.
+      {"AsymmetricPadsRelu", C, nhwc_conv(relu, none, {0, 1, 1, 2}), kF,
+       conv_inputs({1, 7, 6, 4}, {5, 3, 3, 4}, true, {})},
+      {"Conv1DResidual", C, nhwc_conv(none, relu, {1, 1}), kF, conv_inputs({2, 9, 6}, {4, 3, 6}, true, Shape{2, 9, 4})},
+      // Pools.
+      {"MaxPool3x3Stride2", MP, pool({3, 3}, {2, 2}, {1, 1, 1, 1}), kF, pool_input({2, 9, 9, 16})},
+      {"MaxPoolOddChannels", MP, pool({2, 2}), kF, pool_input({1, 5, 6, 3})},
+      {"MaxPoolCeilDilated", MP, pool({3, 2}, {2, 2}, {0, 1, 1, 0}, 1, 0, {2, 1}), kF, pool_input({1, 8, 7, 8})},
+      {"AveragePoolExcludePad", AP, pool({3, 3}, {2, 2}, {1, 1, 1, 1}), kF, pool_input({2, 7, 7, 8})},
+      {"AveragePoolIncludePadCeil", AP, pool({3, 3}, {2, 2}, {1, 1, 1, 1}, 1, 1), kF, pool_input({1, 8, 8, 16})},
+      {"AveragePool1D", AP, pool({3}, {1}, {1, 1}), kF, pool_input({2, 10, 8})},
+      {"MaxPool3D", MP, pool({2, 2, 2}, {2, 2, 2}), kF, pool_input({1, 4, 4, 4, 8})},
+  };
+}
+
+void check_nhwc(const NhwcCase& c, const Inputs& in, GpuMode mode, int32_t tactic = -1) {
+  double terms = 1, scale = 1;
+  if (c.kind == OpKind::kNhwcConv) {
+    for (size_t i = 1; i < in[1].shape.size(); ++i) terms *= static_cast<double>(in[1].shape[i]);
+    scale = max_abs(in[0]) * max_abs(in[1]);
+  }
+  auto tol = [&](const HostTensor& want) {
+    // Pools: the CPU's order of additions; a max is exact.
+    return c.kind == OpKind::kNhwcConv ? epilogue_tolerance(want, terms, scale)
+                                       : tolerance_for(want.dtype, Accuracy::kArith);
+  };
+  const std::string label = tactic >= 0 ? " tactic " + std::to_string(tactic) : "";
+  check_op_with(c.kind, c.attrs, in, 1, tol, mode, GpuRunOptions{tactic, kModeShift, 2}, label);
+}
+
+void PrintTo(const NhwcCase& c, std::ostream* os) { *os << c.name; }
+
+class NhwcGpu : public testing::TestWithParam<NhwcCase> {};
+
+TEST_P(NhwcGpu, MatchesCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  const NhwcCase& c = GetParam();
+  rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+  for (DT dt : c.dtypes) {
+    SCOPED_TRACE(std::string("dtype ") + std::string(dtype_name(dt)));
+    const Inputs in = c.inputs(dt);
+    for (GpuMode mode : {GpuMode::kDirect, GpuMode::kMisaligned, GpuMode::kCaptured}) check_nhwc(c, in, mode);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Nhwc, NhwcGpu, testing::ValuesIn(cases()),
+                         [](const testing::TestParamInfo<NhwcCase>& info) { return info.param.name; });
+
+std::vector<NhwcCase> tactic_cases() {
+  std::vector<NhwcCase> v;
+  for (NhwcCase& c : cases())
+    if (c.tactics) v.push_back(std::move(c));
+  return v;
+}
+
+class NhwcGpuTactics : public testing::TestWithParam<NhwcCase> {};
+
+TEST_P(NhwcGpuTactics, EveryTacticMatchesCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  const NhwcCase& c = GetParam();
+  rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+  for (DT dt : c.dtypes) {
+    SCOPED_TRACE(std::string("dtype ") + std::string(dtype_name(dt)));
+    const Inputs in = c.inputs(dt);
+    std::vector<TensorView> iv, ov;
+    for (const HostTensor& t : in) iv.push_back(t.view(nullptr));
+    const std::vector<HostTensor> outs = empty_outputs(infer_shapes(c.kind, c.attrs, iv, 1), 0);
+    for (const HostTensor& t : outs) ov.push_back(t.view(nullptr));
+    Stream stream;
+    const std::vector<const void*> host_in(in.size(), nullptr);
+    gpu::GpuEnv env = GpuResources::get().env(stream.get(), host_in, nullptr);
+    const std::vector<int32_t> tactics = gpu::gpu_kernel_entry(c.kind)->tactics(c.kind, c.attrs, iv, ov, env);
+    EXPECT_FALSE(tactics.empty()) << c.name << ": no tactics";
+    // A 1x1 convolution with unit strides also runs as one GEMM (tactics from 100).
+    if (c.name.rfind("Conv1x1", 0) == 0 && c.name.find("Stride") == std::string::npos) {
+      const bool gemm = std::any_of(tactics.begin(), tactics.end(), [](int32_t t) { return t >= 100 && t < 200; });
+      EXPECT_TRUE(gemm) << c.name << ": no GEMM tactic";
+    }
+    for (int32_t t : tactics) check_nhwc(c, in, GpuMode::kDirect, t);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Nhwc, NhwcGpuTactics, testing::ValuesIn(tactic_cases()),
+                         [](const testing::TestParamInfo<NhwcCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace kiln::gpu_test
