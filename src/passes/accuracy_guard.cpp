@@ -23,6 +23,7 @@
 #include "passes/engine_writer.h"
 #include "passes/pass.h"
 #include "passes/quantize_int8.h"
+#include "passes/view_plan.h"
 
 namespace kiln::passes {
 
@@ -65,7 +66,7 @@ std::vector<int64_t> classes(graph::Graph g, const BuildOptions& o, const Valida
   if (enabled("remove-dead-nodes")) remove_dead_nodes(g, o);
   if (enabled("to-fp16")) to_fp16(g, o);
   materialize_outputs(g, o);
-  const auto engine = Engine::from_bytes(write_engine(g, o.target, {}, nullptr), "validation engine");
+  const auto engine = Engine::from_bytes(write_engine(plan_views(g, o), o.target, {}, nullptr), "validation engine");
   auto ctx = engine->create_context();
   const TensorInfo& out = engine->outputs().at(0);
   if (out.dtype != DataType::kFloat32 && out.dtype != DataType::kFloat16)

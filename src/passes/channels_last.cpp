@@ -20,7 +20,7 @@
 
 #include "core/infer/nn_geometry.h"
 #include "core/shape_infer.h"
-#include "passes/const_data.h"
+#include "passes/rewrite_util.h"
 #include "passes/pass.h"
 
 namespace kiln::passes {
@@ -38,8 +38,6 @@ std::vector<int64_t> permute(const std::vector<int64_t>& v, const std::vector<in
   for (size_t i = 0; i < perm.size(); ++i) out[i] = v[static_cast<size_t>(perm[i])];
   return out;
 }
-
-std::string origin_of(const Node& n) { return n.origin.empty() ? n.name : n.origin; }
 
 const std::set<OpKind> kUnary = {
     OpKind::kAbs,       OpKind::kCast,    OpKind::kClip,        OpKind::kElu,        OpKind::kErf,
@@ -264,8 +262,8 @@ class Rewriter {
       t[k] = p[1][k] - p[2][k] * s[k];
     }
     const DataType dt = val(n.inputs[0]).dtype;
-    const ValueId sc = g_.add_constant(g_.unique_name(n.name + ".scale_nhwc"), dt, {1, 1, 1, c}, encode_doubles(dt, s));
-    const ValueId sh = g_.add_constant(g_.unique_name(n.name + ".shift_nhwc"), dt, {1, 1, 1, c}, encode_doubles(dt, t));
+    const ValueId sc = g_.add_constant(g_.unique_name(n.name + ".scale_nhwc"), dt, {1, 1, 1, c}, write_as(dt, s));
+    const ValueId sh = g_.add_constant(g_.unique_name(n.name + ".shift_nhwc"), dt, {1, 1, 1, c}, write_as(dt, t));
     const ValueId mid = new_value(n.outputs[0], {});
     emit(OpKind::kMul, NoAttrs{}, n.name + ".scale", origin_of(n), {twin_[n.inputs[0]], sc}, {mid});
     Node add;

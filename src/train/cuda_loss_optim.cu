@@ -236,7 +236,9 @@ void CudaBackend::accumulate_metrics(const Tensor& loss, const Tensor& probs, co
 }
 
 const ParamTable& CudaBackend::param_table(std::span<const ParamSlot> params, bool adam) {
-  std::vector<uintptr_t> key;
+  // The key holds `adam` too: a table built for SGD has no v pointers, and a later Adam step on
+  // tensors that reuse the same addresses must not find it.
+  std::vector<uintptr_t> key{adam};
   for (const ParamSlot& p : params) {
     check_slot(p, adam, adam ? "adam_step" : "sgd_step");
     for (const Tensor* t : {&p.value, &p.grad, &p.m, &p.v})

@@ -16,6 +16,7 @@
 #include "passes/choose_tactics.h"
 #include "passes/engine_writer.h"
 #include "passes/pass.h"
+#include "passes/view_plan.h"
 
 namespace kiln::passes {
 namespace {
@@ -57,7 +58,8 @@ Built build(const OnnxModel& m, bool channels_last) {
     graph::verify(g, true);
   }
   materialize_outputs(g, o);
-  b.engine = write_engine(g, "cpu", choose_tactics(g, o), nullptr);
+  const EngineProgram program = plan_views(g, o);
+  b.engine = write_engine(program, "cpu", choose_tactics(program.graph, o), nullptr);
   b.steps = Engine::from_bytes(b.engine)->summary().steps;
   return b;
 }

@@ -193,10 +193,11 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   const TensorView &A = in[0], &B = in[1], &Y = out[0];
   const GemmShape s = gemm_shape(a, in, Y);
   if (s.m == 0 || s.n == 0) return;
-  // The epilogue kernel, unless the product computed the epilogue already.
-  auto finish = [&](bool done) {
+  // The epilogue kernel, unless the product computed the epilogue already; `bias` is a per-column
+  // C that the product left out.
+  auto finish = [&](bool done, const void* bias = nullptr) {
     if (epi && !done)
-      apply_epilogue(Y.data, nullptr, Z ? Z->data : nullptr, *epi, s.m * s.n, 1, s.n, Y.dtype, env.stream, op);
+      apply_epilogue(Y.data, bias, Z ? Z->data : nullptr, *epi, s.m * s.n, 1, s.n, Y.dtype, env.stream, op);
   };
   auto tiled = [&] {
     TiledGemm p;
@@ -241,9 +242,10 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
       p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, a.beta, s.C->data, Y.data, nullptr, env.workspace,
                   env.workspace_bytes);
       break;
-    case CMode::kBias:
-      p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, c_z ? 1.0 : 0.0, c_z, Y.data, s.C->data,
-                  env.workspace, env.workspace_bytes);
+    case CMode::kBias:  // cuBLASLt adds the bias only where it computes the whole epilogue
+      p.gemm->run(env.stream, env.tactic, a.alpha, A.data, B.data, c_z ? 1.0 : 0.0, c_z, Y.data,
+                  p.lt.whole ? s.C->data : nullptr, env.workspace, env.workspace_bytes);
+      if (!p.lt.whole) return finish(false, s.C->data);
       break;
     case CMode::kBroadcast:
       fill_from_c(s.C, Y, s.m, s.n, 1.0f, env, op);
