@@ -71,14 +71,6 @@ std::vector<int64_t> channels_first(std::span<const int64_t> s) {
   return out;
 }
 
-const ConvAttrs& conv_attrs(OpKind kind, const Attrs& attrs) {
-  if (kind == OpKind::kFusedConv) return std::get<FusedConvAttrs>(attrs);
-  return std::get<ConvAttrs>(attrs);
-}
-const EpilogueAttrs* conv_epilogue(OpKind kind, const Attrs& attrs) {
-  return kind == OpKind::kFusedConv ? &std::get<FusedConvAttrs>(attrs) : nullptr;
-}
-
 // The activation of cudnnConvolutionBiasActivationForward (act(conv + z + bias)) that computes
 // this epilogue, if one does.
 std::optional<cudnnActivationMode_t> cudnn_activation(const EpilogueAttrs* e, bool has_z) {

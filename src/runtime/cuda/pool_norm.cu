@@ -173,11 +173,11 @@ __global__ void __launch_bounds__(kThreads)
   if (t0 == 0) write_stats(a, row, mu, inv);
 }
 
-// One block per row, any length.
-template <class T>
+// One block per row, any length. F: the type the statistics are computed in (double for
+// LayerNormalization's stash_type float64).
+template <class T, class F = FloatAcc<T>>
 __global__ void __launch_bounds__(1024)
     norm_block_kernel(const T* __restrict__ x, T* __restrict__ y, const __grid_constant__ NormArgs a) {
-  using F = FloatAcc<T>;
   __shared__ F scratch[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * a.d;
@@ -206,10 +206,16 @@ void reg_launch(const T* x, T* y, const NormArgs& a, cudaStream_t s) {
 }
 
 // Picks the kernel: rows held in registers (by 1 to 8 warps, vectorized where the row length and
-// pointers allow) while they fit, else a block per row reading X three times.
+// pointers allow) while they fit, else a block per row reading X three times. double_stats: the
+// statistics in double (the block kernel).
 template <class T>
-void launch_norm(const T* x, T* y, NormArgs a, cudaStream_t s) {
+void launch_norm(const T* x, T* y, NormArgs a, cudaStream_t s, bool double_stats = false) {
   if (a.rows == 0) return;
+  const int threads = a.d >= 16384 ? 1024 : a.d >= 4096 ? 512 : 256;
+  if (double_stats) {
+    norm_block_kernel<T, double><<<static_cast<unsigned>(a.rows), threads, 0, s>>>(x, y, a);
+    return;
+  }
   constexpr int kV = ew::kVecBytes / sizeof(T);
   const bool vec = a.d % kV == 0 && ew::aligned_to(x, ew::kVecBytes) && ew::aligned_to(y, ew::kVecBytes);
   const int64_t vecs = (a.d + kV - 1) / kV, per_lane = (a.d + 31) / 32;
@@ -239,7 +245,6 @@ void launch_norm(const T* x, T* y, NormArgs a, cudaStream_t s) {
     else
       reg_launch<T, 1, 32, 1>(x, y, a, s);
   } else {
-    const int threads = a.d >= 16384 ? 1024 : a.d >= 4096 ? 512 : 256;
     norm_block_kernel<T><<<static_cast<unsigned>(a.rows), threads, 0, s>>>(x, y, a);
   }
 }
@@ -298,7 +303,9 @@ void layer_norm_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
   }
   ew::dispatch_ew_float(X.dtype, "LayerNormalization", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    launch_norm<T>(static_cast<const T*>(X.data), static_cast<T*>(out[0].data), a, env.stream);
+    // stash_type is the precision of the statistics: float64 computes them in double.
+    launch_norm<T>(static_cast<const T*>(X.data), static_cast<T*>(out[0].data), a, env.stream,
+                   la.stash_type == 11 && !std::is_same_v<T, double>);
   });
   check_launch("LayerNormalization");
 }
