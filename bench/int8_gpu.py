@@ -6,7 +6,8 @@ For ResNet-50 and MobileNetV2 (torchvision topology, exported by PyTorch at opse
   - `kiln optimize --device gpu --int8 --calib DIR --batch 256` with 512 calibration images (random
     ImageNet-normalized data: the figure is the build time, not accuracy), timed, writing a
     calibration cache;
-  - `kiln bench --cuda-graph --no-transfers` for FP16 and INT8 (and --best) at batch 1 and 256,
+  - `kiln bench --cuda-graph --no-transfers` for FP16, INT8 and --best (INT8 forced, and as the
+    builder's timed INT8-or-float16 choice leaves it) at batch 1 and 256,
     reusing that cache;
   - `kiln bench --profile` of the INT8 ResNet-50 at batch 256;
   - the GPU INT8 engine against a CPU INT8 engine built from the same cache on 8 images: the INT8
@@ -61,13 +62,17 @@ def main():
         cache = os.path.join(a.out, f"{name}_calib.json")
         tcache = os.path.join(a.out, "timing_cache.json")
         engine = os.path.join(a.out, f"{name}_int8_b256.kiln")
-        r, build_s = run([a.kiln, "optimize", onnx_path, "--device", "gpu", "--batch", "256", "--int8", "--calib", calib,
+        r, build_s = run([a.kiln, "optimize", onnx_path, "--device", "gpu", "--batch", "256", "--int8", "--force-int8",
+                          "--calib", calib,
                           "--calib-cache", cache, "--timing-cache", tcache, "-v", "-o", engine], log)
         row = {"model": name, "int8_build_s": build_s if r.returncode == 0 else None}
         print(f"{name}: INT8 build (batch 256, 512 calibration images) {build_s:.1f} s", flush=True)
         for batch in [int(b) for b in a.batches.split(",")]:
-            for mode, flags in (("fp16", ["--fp16"]), ("int8", ["--int8", "--calib-cache", cache]),
-                                ("best", ["--best", "--calib-cache", cache])):
+            # int8 / best: the INT8 kernels themselves (--force-int8); auto: what `--best` builds
+            # after timing INT8 against float16 (bench/../src/passes/int8_choice.h).
+            for mode, flags in (("fp16", ["--fp16"]), ("int8", ["--int8", "--force-int8", "--calib-cache", cache]),
+                                ("best", ["--best", "--force-int8", "--calib-cache", cache]),
+                                ("auto", ["--best", "--calib-cache", cache])):
                 js = os.path.join(a.out, f"{name}_{mode}_b{batch}.json")
                 r, _ = run([a.kiln, "bench", onnx_path, "--device", "gpu", "--batch", str(batch), "--cuda-graph",
                             "--no-transfers", "--duration", "2", "--timing-cache", tcache, "--json", js] + flags, log)
@@ -86,7 +91,7 @@ def main():
         for dev in ("gpu", "cpu"):
             e = os.path.join(a.out, f"{name}_int8_b8_{dev}.kiln")
             run([a.kiln, "optimize", onnx_path, "--device", dev, "--batch", "8", "--int8", "--calib-cache", cache,
-                 "-o", e], log)
+                 "-o", e] + (["--force-int8"] if dev == "gpu" else []), log)
             od = os.path.join(a.out, f"out_{name}_{dev}")
             run([a.kiln, "run", e, "--input", f"input={xin}", "--outputs", od], log)
             outs[dev] = np.load(os.path.join(od, "output_0.npy"))
@@ -100,12 +105,13 @@ def main():
         return "failed" if v is None else (f"{v:.3f} ms" if b == 1 else f"{v:,.0f} img/s")
 
     lines = [f"Device: {results['device']}; {results['date']}; kiln bench --cuda-graph --no-transfers medians.", "",
-             "| model | batch | Kiln FP16 | Kiln INT8 | Kiln --best | INT8 build (b256, 512 images) |",
-             "|---|---|---|---|---|---|"]
+             "| model | batch | Kiln FP16 | Kiln INT8 (forced) | Kiln --best (forced) | Kiln --best (timed choice) |"
+             " INT8 build (b256, 512 images) |",
+             "|---|---|---|---|---|---|---|"]
     for r in results["rows"]:
         for b in [int(x) for x in a.batches.split(",")]:
             lines.append(f"| {r['model']} | {b} | {f(r.get(f'fp16_b{b}'), b)} | {f(r.get(f'int8_b{b}'), b)} | "
-                         f"{f(r.get(f'best_b{b}'), b)} | {r['int8_build_s']:.1f} s |")
+                         f"{f(r.get(f'best_b{b}'), b)} | {f(r.get(f'auto_b{b}'), b)} | {r['int8_build_s']:.1f} s |")
     table = "\n".join(lines)
     json.dump(results, open(os.path.join(a.out, "int8_gpu.json"), "w"), indent=1)
     open(os.path.join(a.out, "int8_gpu.md"), "w").write(table + "\n")

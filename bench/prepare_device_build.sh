@@ -20,6 +20,17 @@ for t in build/tests/*_gpu_test build/bench/gpu_*_bench; do
   [ -x "$t" ] || continue
   strip -o "$stage/tests/$(basename "$t")" "$t"
 done
+# With --slim: only kiln and its libraries plus all of Fashion-MNIST, in build-slim/ (about 45 MB),
+# for the training runs (bench/train_bench.sh --fashion build-slim/fashion-mnist after copying
+# build-slim/pack.tar.xz into build-dev/), whose data would not fit next to the full pack.
+if [ "${1:-}" = "--slim" ]; then
+  rm -rf build-slim && mkdir -p build-slim
+  rm -rf "$stage/tests"
+  tar -C "$stage" -cf - . | xz -9 -T2 > build-slim/pack.tar.xz
+  [ -d /usr/share/datasets/fashion-mnist ] && cp -r /usr/share/datasets/fashion-mnist build-slim/fashion-mnist
+  du -sh build-slim/*
+  exit 0
+fi
 rm -rf build-dev && mkdir -p build-dev
 # Fashion-MNIST's test split (4.5 MB) for the INT8 accuracy check there (bench/int8_gpu.sh).
 if [ -d /usr/share/datasets/fashion-mnist ]; then

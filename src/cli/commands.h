@@ -17,6 +17,7 @@ struct ModelOptions {  // how a model becomes an engine, shared by optimize and 
   bool fp16 = false;
   bool int8 = false;
   bool best = false;  // int8 + fp16
+  bool force_int8 = false;
   std::string calib;  // calibration data
   std::string calib_method = "entropy";
   int calib_batches = 0;

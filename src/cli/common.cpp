@@ -67,6 +67,8 @@ passes::BuildOptions build_options(const ModelOptions& m) {
   }
   o.fp16 = m.fp16 || m.best;
   o.int8 = m.int8 || m.best;
+  if (m.force_int8 && !o.int8) throw Error("--force-int8 is for INT8 builds: add --int8 (or --best)");
+  o.force_int8 = m.force_int8;
   if (!o.int8 && (!m.calib.empty() || !m.calib_cache.empty()))
     throw Error("--calib and --calib-cache are for INT8 builds: add --int8 (or --best)");
   if (m.calib_batches < 0) throw Error("--calib-batches must be at least 1");

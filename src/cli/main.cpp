@@ -20,6 +20,8 @@ void add_model_options(CLI::App* cmd, kiln::cli::ModelOptions& m) {
                 "Float16 storage and compute inside the engine (inputs and outputs keep their types)");
   cmd->add_flag("--int8", m.int8, "INT8 Conv/Gemm/MatMul with calibrated scales (needs --calib or --calib-cache)");
   cmd->add_flag("--best", m.best, "INT8 where an INT8 kernel exists, float16 elsewhere (--int8 --fp16)");
+  cmd->add_flag("--force-int8", m.force_int8,
+                "GPU: keep the INT8 engine even where the build without INT8 runs faster (timed at build time)");
   cmd->add_option("--calib", m.calib, "Calibration data: a folder of .npy files or PNG/JPEG images, or an IDX file");
   cmd->add_option("--calib-method", m.calib_method, "entropy, percentile, minmax or mse")->capture_default_str();
   cmd->add_option("--calib-batches", m.calib_batches, "Calibration batches (default: 512 samples' worth)");

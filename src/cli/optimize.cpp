@@ -24,6 +24,7 @@ int run_optimize(const OptimizeOptions& o) {
   if (!f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
     throw Error(out.string() + ": cannot write the engine file");
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!report.precision_choice.empty()) fmt::print("{}\n", report.precision_choice);
   fmt::print("{}: {} nodes -> {} steps, target {}\n", in.string(), report.nodes_in, report.steps, bo.target);
   fmt::print("wrote {}: {} (weights {}, activation arena {}) in {:.2f} s\n", out.string(),
              human_bytes(report.engine_bytes), human_bytes(report.weight_bytes), human_bytes(report.arena_bytes), s);

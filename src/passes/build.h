@@ -24,6 +24,9 @@ struct BuildOptions {
   bool fp16 = false;            // float32 tensors inside the graph become float16 (inputs/outputs keep theirs)
   bool int8 = false;            // Conv/Gemm/MatMul in INT8 with calibrated scales (quantize-int8)
   calib::Options calib;         // --calib DATA, method, batches, cache (used with int8)
+  // GPU targets: an INT8 engine slower than the same build without INT8 is replaced by that build
+  // (int8_choice.h) unless force_int8.
+  bool force_int8 = false;
   std::string timing_cache;     // GPU: a file of measured tactic timings; read if present, written after
   std::vector<std::string> disabled_passes;
   std::function<void(const std::string&)> log;  // verbose messages (-v); may be empty
@@ -45,6 +48,7 @@ struct BuildReport {
   size_t arena_bytes = 0;
   size_t activation_bytes = 0;  // sum of all activation sizes (no sharing)
   size_t peak_live_bytes = 0;   // the most bytes live at once: the lower bound of any arena
+  std::string precision_choice;  // GPU INT8 builds: the timed INT8-or-float decision, for the user
 };
 
 // Runs the pass pipeline on g (in place), then writes the engine.

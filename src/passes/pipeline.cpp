@@ -1,9 +1,12 @@
+#include <fmt/format.h>
+
 #include <chrono>
 #include <set>
 #include <string>
 
 #include "passes/choose_tactics.h"
 #include "passes/engine_writer.h"
+#include "passes/int8_choice.h"
 #include "passes/pass.h"
 #include "passes/view_plan.h"
 
@@ -68,11 +71,8 @@ constexpr Pass kPipeline[] = {
     {"materialize-outputs", true, materialize_outputs},
 };
 
-}  // namespace
 
-std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, BuildReport* report) {
-  BuildReport local;
-  BuildReport& r = report ? *report : local;
+std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, BuildReport& r) {
   r.nodes_in = g.nodes.size();
   std::set<std::string> disabled(options.disabled_passes.begin(), options.disabled_passes.end());
   for (const std::string& name : disabled) {
@@ -119,6 +119,42 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   std::vector<uint8_t> bytes = write_engine(program, options.target, choose_tactics(program.graph, options), &r);
   r.engine_bytes = bytes.size();
   return bytes;
+}
+
+bool has_int8_steps(const BuildReport& r) {
+  for (const PassReport& p : r.passes)
+    if (p.name == "fuse-qdq") return p.changes > 0;
+  return false;
+}
+
+}  // namespace
+
+std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, BuildReport* report) {
+  BuildReport local;
+  BuildReport& r = report ? *report : local;
+  if (!options.int8 || options.target == "cpu" || options.force_int8) return build_once(g, options, r);
+  graph::Graph float_graph = g;
+  std::vector<uint8_t> int8 = build_once(g, options, r);
+  if (!has_int8_steps(r)) return int8;
+  BuildOptions fo = options;
+  fo.int8 = false;
+  fo.log = nullptr;
+  BuildReport float_report;
+  std::vector<uint8_t> fl = build_once(float_graph, fo, float_report);
+  const double t_int8 = median_run_ms(int8), t_float = median_run_ms(fl);
+  const char* precision = options.fp16 ? "float16" : "float32";
+  if (t_int8 <= t_float) {
+    r.precision_choice = fmt::format("INT8 engine {:.3f} ms vs {} {:.3f} ms per run on this GPU: kept INT8", t_int8,
+                                     precision, t_float);
+    return int8;
+  }
+  float_report.precision_choice =
+      fmt::format("INT8 engine {:.3f} ms vs {} {:.3f} ms per run on this GPU: kept {} (no INT8 kernel here is faster; "
+                  "--force-int8 keeps INT8)",
+                  t_int8, precision, t_float, precision);
+  r = std::move(float_report);
+  g = std::move(float_graph);
+  return fl;
 }
 
 }  // namespace kiln::passes
