@@ -2,12 +2,18 @@
 // weights become one node over the concatenated weights, followed by a Split of its output, so that
 // one kernel does the work of several (Inception's parallel 1x1 convolutions, attention's Q/K/V
 // projections at batch 1):
-//   Conv    group 1, constant weights and bias (or none; zeros stand in); weights and bias join
-//           along the output channels, the output splits on axis 1.
-//   Gemm    transA 0, constant 2-D B, C constant per column or scalar (or none), same alpha, beta,
-//           transB; B joins along its columns (rows interleave; with transB its rows follow each
-//           other), C along its columns; the output splits on axis 1.
-//   MatMul  constant 2-D B; B joins along its columns; the output splits on its last axis.
+//   Conv, FusedConv      group 1, constant weights and bias (or none; zeros stand in); weights and
+//                        bias join along the output channels, the output splits on axis 1.
+//   Gemm, FusedGemm      transA 0, constant 2-D B, C constant per column or scalar (or none), same
+//                        alpha, beta, transB; B joins along its columns (rows interleave; with transB
+//                        its rows follow each other), C along its columns; the output splits on axis 1.
+//   MatMul, FusedMatMul  constant 2-D B (and FusedMatMul's per-column bias); B joins along its
+//                        columns; the output splits on its last axis.
+// The fused kinds (fuse-epilogue's) join only with siblings of the same epilogue: it is part of the
+// attributes that siblings share, and an elementwise activation after a per-channel bias is the
+// same function on every slice. A residual Z is added element by element: joining would need the
+// siblings' Zs laid side by side in one tensor, a Concat that no model we know gets for free, so a
+// sibling with a Z stays alone.
 // It fires only where the Split is free, that is where eliminate-split (view_plan.h) will make its
 // outputs views of the fused output: the dims before the split axis multiply to 1 (batch 1 for a
 // Conv, one row for a Gemm or MatMul) and every slice starts at a multiple of the target's view
@@ -16,12 +22,18 @@
 // at batch 1 a launch saved is worth a few microseconds, an extra pass over the activations costs
 // as much or more as soon as they are larger than a few kilobytes, and at larger batches the
 // kernels are already efficient. So no Split that copies is ever made, and with eliminate-split
-// switched off the pass does nothing.
+// switched off the pass does nothing. For the same reason 4-D convolutions stay apart where
+// channels-last will run (GPU, --fp16): their channels are the innermost axis there.
+// A sibling whose output eliminate-concat would write in place into a Concat (a channel Concat at
+// batch 1: Inception's 1x1 branch) cannot lie in the fused output as well: the Concat would copy
+// it, one step for the one saved, plus a pass over the slice. Such siblings join only each other,
+// and only when they are consecutive inputs of that Concat, in its order: the fused output then
+// lies in the Concat's output in turn, and every slice is still written in place.
 // Guards: a sibling whose output is a graph output stays out of the group (the Split would copy
-// it); different attributes, weight shapes beyond the joined axis or element types make different
-// groups; a group of one does nothing.
-// The families are a table: another node kind whose weights join the same way (a convolution with a
-// fused activation, say) joins by adding a row.
+// it); different attributes (epilogues included), weight shapes beyond the joined axis or element
+// types make different groups; a group of one does nothing.
+// The families are a table: another node kind whose weights join the same way joins by adding a row.
+#include <algorithm>
 #include <map>
 
 #include "core/attrs_codec.h"
@@ -36,6 +48,10 @@ namespace {
 using graph::kNoValue;
 using graph::ValueId;
 
+// Where eliminate-concat would write a node's output in place (file comment).
+constexpr int kNoConcat = -1;   // read by no Concat it can lie in
+constexpr int kManySlots = -2;  // read by two such Concats, or twice by one: it can follow no group
+
 // A node that may join a group, as its family sees it.
 struct Member {
   size_t node = 0;
@@ -44,18 +60,26 @@ struct Member {
   int64_t width = 0;           // its share of the split axis (output channels, columns)
   size_t weight_axis = 0;      // the weights' axis that the members' weights join along
   size_t split_axis = 0;       // the output's axis that the Split cuts
+  int concat = kNoConcat;      // the Concat node its output lies in, or kNoConcat / kManySlots
+  size_t slot = 0;             // its input index there
 };
 
 // One kind of node: its input 0 is the shared input, input 1 the weights, input 2 (if any) the bias.
 struct Family {
   OpKind kind;
-  // Fills m (but m.node) and the part of the node its siblings must share; false if it cannot join.
+  // Fills m (but m.node and the Concat) and the part of the node its siblings must share; false if
+  // it cannot join.
   bool (*admit)(const graph::Graph& g, const graph::Node& n, Member& m, std::string& key);
 };
 
 bool constant(const graph::Graph& g, ValueId v) { return v != kNoValue && g.value(v).is_constant(); }
 
-// What siblings share besides their input: attributes, element type and the weights' other dims.
+bool pass_off(const BuildOptions& o, const char* name) {
+  return std::find(o.disabled_passes.begin(), o.disabled_passes.end(), name) != o.disabled_passes.end();
+}
+
+// What siblings share besides their input: kind, attributes (a fused kind's epilogue included),
+// element type and the weights' other dims.
 std::string shared_key(const graph::Node& n, const graph::Value& w, size_t weight_axis) {
   std::string key(op_name(n.kind));
   key += ' ';
@@ -75,12 +99,15 @@ bool bias_fits(const graph::Graph& g, ValueId b, int64_t width) {
   return n == 1 || (n == width && g.value(b).shape.back() == width);
 }
 
+ValueId bias_input(const graph::Node& n) { return n.inputs.size() > 2 ? n.inputs[2] : kNoValue; }
+
 bool admit_conv(const graph::Graph& g, const graph::Node& n, Member& m, std::string& key) {
-  if (std::get<ConvAttrs>(n.attrs).group != 1 || !constant(g, n.inputs[1])) return false;
+  const ConvAttrs& a = n.kind == OpKind::kFusedConv ? std::get<FusedConvAttrs>(n.attrs) : std::get<ConvAttrs>(n.attrs);
+  if (a.group != 1 || !constant(g, n.inputs[1])) return false;
   const graph::Value& w = g.value(n.inputs[1]);
   if (w.shape.size() < 3) return false;
   m.weights = n.inputs[1];
-  m.bias = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
+  m.bias = bias_input(n);
   m.width = w.shape[0];
   m.weight_axis = 0;
   m.split_axis = 1;
@@ -90,11 +117,11 @@ bool admit_conv(const graph::Graph& g, const graph::Node& n, Member& m, std::str
 }
 
 bool admit_gemm(const graph::Graph& g, const graph::Node& n, Member& m, std::string& key) {
-  const auto& a = std::get<GemmAttrs>(n.attrs);
+  const GemmAttrs& a = n.kind == OpKind::kFusedGemm ? std::get<FusedGemmAttrs>(n.attrs) : std::get<GemmAttrs>(n.attrs);
   if (a.transA != 0 || !constant(g, n.inputs[1]) || g.value(n.inputs[1]).shape.size() != 2) return false;
   const graph::Value& b = g.value(n.inputs[1]);
   m.weights = n.inputs[1];
-  m.bias = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
+  m.bias = bias_input(n);
   m.weight_axis = a.transB ? 0 : 1;
   m.width = b.shape[m.weight_axis];
   m.split_axis = 1;
@@ -103,24 +130,64 @@ bool admit_gemm(const graph::Graph& g, const graph::Node& n, Member& m, std::str
   return true;
 }
 
+// MatMul has no bias input; FusedMatMul's is [N] (shape inference checked it).
 bool admit_matmul(const graph::Graph& g, const graph::Node& n, Member& m, std::string& key) {
   if (!constant(g, n.inputs[1]) || g.value(n.inputs[1]).shape.size() != 2) return false;
   const graph::Value& b = g.value(n.inputs[1]);
   const size_t rank = g.value(n.outputs[0]).shape.size();
   if (rank == 0) return false;
   m.weights = n.inputs[1];
+  m.bias = bias_input(n);
   m.width = b.shape[1];
   m.weight_axis = 1;
   m.split_axis = rank - 1;
+  if (!bias_fits(g, m.bias, m.width)) return false;
   key = shared_key(n, b, 1);
   return true;
 }
 
 constexpr Family kFamilies[] = {
-    {OpKind::kConv, admit_conv},
-    {OpKind::kGemm, admit_gemm},
-    {OpKind::kMatMul, admit_matmul},
+    {OpKind::kConv, admit_conv},      {OpKind::kFusedConv, admit_conv}, {OpKind::kGemm, admit_gemm},
+    {OpKind::kFusedGemm, admit_gemm}, {OpKind::kMatMul, admit_matmul},  {OpKind::kFusedMatMul, admit_matmul},
 };
+
+// Per value: the (Concat node, input index) pairs where eliminate-concat may write it in place,
+// that is every input slot of a Concat whose slices are contiguous. Empty with the stage off.
+std::vector<std::vector<std::pair<int, size_t>>> concat_slots(const graph::Graph& g, const BuildOptions& o) {
+  std::vector<std::vector<std::pair<int, size_t>>> slots(g.values.size());
+  if (pass_off(o, kViewStages[1])) return slots;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const graph::Node& n = g.nodes[i];
+    if (n.kind != OpKind::kConcat || n.outputs.size() != 1 || n.outputs[0] == kNoValue) continue;
+    const std::vector<int64_t>& shape = g.value(n.outputs[0]).shape;
+    const auto rank = static_cast<int64_t>(shape.size());
+    if (rank == 0 || !contiguous_slices(shape, normalize_axis(std::get<AxisAttrs>(n.attrs).axis, rank))) continue;
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (n.inputs[k] != kNoValue) slots[static_cast<size_t>(n.inputs[k])].emplace_back(static_cast<int>(i), k);
+  }
+  return slots;
+}
+
+// The groups that may fuse among siblings sharing input and key (file comment): those that lie in
+// no Concat, in node order; then per Concat each run of consecutive slots, in slot order.
+std::vector<std::vector<Member>> split_by_concat(const std::vector<Member>& siblings) {
+  std::vector<std::vector<Member>> groups(1);
+  std::map<int, std::vector<Member>> by_concat;
+  for (const Member& m : siblings) {
+    if (m.concat == kNoConcat)
+      groups[0].push_back(m);
+    else if (m.concat != kManySlots)
+      by_concat[m.concat].push_back(m);
+  }
+  for (auto& [concat, ms] : by_concat) {
+    std::sort(ms.begin(), ms.end(), [](const Member& a, const Member& b) { return a.slot < b.slot; });
+    for (size_t k = 0; k < ms.size(); ++k) {
+      if (k == 0 || ms[k].slot != ms[k - 1].slot + 1) groups.emplace_back();
+      groups.back().push_back(ms[k]);
+    }
+  }
+  return groups;
+}
 
 // The constants laid side by side along `axis`: each is [outer, inner_i] around that axis.
 std::vector<uint8_t> join_along(const graph::Graph& g, const std::vector<ValueId>& parts, size_t axis) {
@@ -154,9 +221,11 @@ std::vector<uint8_t> join_bias(const graph::Graph& g, const std::vector<Member>&
 }
 
 // Whether eliminate-split will make the Split of a fused output of this shape free (file comment).
-bool split_is_free(const BuildOptions& o, const std::vector<int64_t>& shape, size_t axis, DataType t,
+bool split_is_free(const BuildOptions& o, OpKind kind, const std::vector<int64_t>& shape, size_t axis, DataType t,
                    const std::vector<Member>& ms) {
   if (!contiguous_slices(shape, static_cast<int64_t>(axis))) return false;
+  const bool convolution = kind == OpKind::kConv || kind == OpKind::kFusedConv;
+  if (convolution && shape.size() == 4 && o.fp16 && o.target != "cpu" && !pass_off(o, "channels-last")) return false;
   const DataType final_type = o.fp16 && t == DataType::kFloat32 ? DataType::kFloat16 : t;
   const uint64_t align = view_alignment(o.target, final_type);
   const uint64_t per_unit = static_cast<uint64_t>(numel(shape) / shape[axis]) * dtype_size(final_type);
@@ -177,7 +246,20 @@ std::string joined_origins(const graph::Graph& g, const std::vector<Member>& ms)
   return s;
 }
 
-// Replaces the group by a fused node and a Split, emitted where the first member was.
+// "FusedConv+Relu": what -v counts the siblings by.
+std::string signature(const graph::Node& n) {
+  std::string s(op_name(n.kind));
+  const EpilogueAttrs* e = n.kind == OpKind::kFusedConv     ? &std::get<FusedConvAttrs>(n.attrs)
+                           : n.kind == OpKind::kFusedGemm   ? &std::get<FusedGemmAttrs>(n.attrs)
+                           : n.kind == OpKind::kFusedMatMul ? &std::get<EpilogueAttrs>(n.attrs)
+                                                            : nullptr;
+  if (e && e->activation != Activation::kNone)
+    s += "+" + std::string(kEnumNames<Activation>[static_cast<size_t>(e->activation)]);
+  return s;
+}
+
+// Replaces the group by a fused node and a Split; the members' outputs become the Split's, in the
+// members' order.
 std::vector<graph::Node> fuse(graph::Graph& g, const Family& f, const std::vector<Member>& ms) {
   const graph::Node& first = g.nodes[ms[0].node];
   const ValueId x = first.inputs[0];
@@ -230,43 +312,58 @@ std::vector<graph::Node> fuse(graph::Graph& g, const Family& f, const std::vecto
 
 PassResult fuse_siblings(graph::Graph& g, const BuildOptions& o) {
   PassResult r;
-  for (const std::string& off : o.disabled_passes)
-    if (off == kViewStages[2]) return r;  // its Splits would copy (file comment)
-  // Candidate groups by (input, family, shared key), members in node order; groups in order of
-  // their first member, so that the result is deterministic.
-  std::map<std::string, std::pair<const Family*, std::vector<Member>>> groups;
+  if (pass_off(o, kViewStages[2])) return r;  // its Splits would copy (file comment)
+  const auto slots = concat_slots(g, o);
+  // Siblings by (input, family, shared key), in node order; keys in order of their first node, so
+  // that the result is deterministic.
+  std::map<std::string, std::pair<const Family*, std::vector<Member>>> siblings;
   std::vector<std::string> order;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const graph::Node& n = g.nodes[i];
     for (const Family& f : kFamilies) {
       if (n.kind != f.kind || n.inputs.size() < 2 || n.outputs.size() != 1) continue;
       if (n.inputs[0] == kNoValue || constant(g, n.inputs[0]) || g.is_graph_output(n.outputs[0])) continue;
+      if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) continue;  // a residual Z (file comment)
       Member m;
       std::string key;
       if (!f.admit(g, n, m, key)) continue;
       m.node = i;
+      const auto& in_concat = slots[static_cast<size_t>(n.outputs[0])];
+      if (in_concat.size() == 1) {
+        m.concat = in_concat[0].first;
+        m.slot = in_concat[0].second;
+      } else if (in_concat.size() > 1) {
+        m.concat = kManySlots;
+      }
       key = std::to_string(n.inputs[0]) + " " + key;
-      auto [it, fresh] = groups.try_emplace(key, &f, std::vector<Member>{});
+      auto [it, fresh] = siblings.try_emplace(key, &f, std::vector<Member>{});
       if (fresh) order.push_back(key);
       it->second.second.push_back(m);
     }
   }
   std::vector<char> removed(g.nodes.size(), 0);
   std::vector<std::vector<graph::Node>> emitted(g.nodes.size());
-  Tally tally;
+  std::map<std::string, std::pair<int, int>> joined;  // per signature: siblings joined, nodes made
   for (const std::string& key : order) {
-    const auto& [family, members] = groups[key];
-    if (members.size() < 2) continue;
-    const graph::Value& y0 = g.value(g.nodes[members[0].node].outputs[0]);
-    std::vector<int64_t> shape = y0.shape;
-    int64_t total = 0;
-    for (const Member& m : members) total += m.width;
-    shape[members[0].split_axis] = total;
-    if (!split_is_free(o, shape, members[0].split_axis, y0.dtype, members)) continue;
-    emitted[members[0].node] = fuse(g, *family, members);
-    for (const Member& m : members) removed[m.node] = 1;
-    tally.add(std::string(op_name(family->kind)) + " x" + std::to_string(members.size()));
-    ++r.changes;
+    const auto& [family, all] = siblings[key];
+    for (const std::vector<Member>& members : split_by_concat(all)) {
+      if (members.size() < 2) continue;
+      const graph::Value& y0 = g.value(g.nodes[members[0].node].outputs[0]);
+      std::vector<int64_t> shape = y0.shape;
+      int64_t total = 0;
+      for (const Member& m : members) total += m.width;
+      shape[members[0].split_axis] = total;
+      if (!split_is_free(o, family->kind, shape, members[0].split_axis, y0.dtype, members)) continue;
+      // Where the earliest member was: every member reads only the shared input and constants.
+      size_t at = members[0].node;
+      for (const Member& m : members) at = std::min(at, m.node);
+      auto& [count, made] = joined[signature(g.nodes[members[0].node])];
+      count += static_cast<int>(members.size());
+      ++made;
+      emitted[at] = fuse(g, *family, members);
+      for (const Member& m : members) removed[m.node] = 1;
+      ++r.changes;
+    }
   }
   std::vector<graph::Node> nodes;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -274,7 +371,9 @@ PassResult fuse_siblings(graph::Graph& g, const BuildOptions& o) {
     if (!removed[i]) nodes.push_back(std::move(g.nodes[i]));
   }
   g.nodes = std::move(nodes);
-  r.detail = tally.str();
+  for (const auto& [sig, counts] : joined)
+    r.detail += (r.detail.empty() ? "" : ", ") + sig + " " + std::to_string(counts.first) + " into " +
+                std::to_string(counts.second);
   return r;
 }
 

@@ -56,8 +56,8 @@ constexpr Pass kPipeline[] = {
     {"fuse-epilogue", false, fuse_epilogue},
     // Sibling Conv/Gemm/MatMul nodes reading one input become one node and a Split that
     // eliminate-split makes free; after the folds (the weights are final) and remove-identity (an
-    // Identity no longer hides a shared input); after fuse-epilogue, so that a sibling with an
-    // epilogue stays a FusedConv (joining it would cost its epilogue); before to-fp16.
+    // Identity no longer hides a shared input); after fuse-epilogue, so that siblings join with
+    // their (identical) epilogues; before to-fp16.
     {"fuse-siblings", false, fuse_siblings},
     // Last of the rewrites: removes what the passes above left unused.
     {"remove-dead-nodes", false, remove_dead_nodes},

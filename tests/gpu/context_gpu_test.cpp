@@ -318,9 +318,10 @@ TEST(GpuContext, DeviceDataErrorNamesTheStep) {
   EXPECT_NO_THROW(ctx->run());  // the error was cleared
 }
 
-// x[1,3,8,8] -> Conv a (3x3, 4 ch), Conv b and Conv c (1x1, 4 and 6 ch: fuse-siblings joins them)
-// -> c splits [2,4] -> Relu, Sigmoid; y = Concat(a, b, relu) is an engine output that its producers
-// write in place; z = Gemm(Flatten(y)) reads y through a view; w = the Sigmoid branch.
+// x[1,3,8,8] -> Conv a (3x3, 4 ch), Conv b and Conv c (1x1, 4 and 6 ch: fuse-siblings leaves them
+// apart, b being written in place into y) -> c splits [2,4] -> Relu, Sigmoid; y = Concat(a, b, relu)
+// is an engine output that its producers write in place; z = Gemm(Flatten(y)) reads y through a
+// view; w = the Sigmoid branch.
 onnx::ModelProto views_model() {
   test::OnnxModel m("views");
   m.init_rand("wa", {4, 3, 3, 3}, -0.5f, 0.5f);
