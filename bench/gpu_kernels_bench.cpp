@@ -20,21 +20,21 @@
 // PCIe has lower peaks (756 and 51): the device's name is printed in the context.
 // Args (Conv): batch, in channels, image size, out channels, kernel, stride, float16 (0/1).
 // Args (Gemm): m, n, k, float16 (0/1). Args (memory-bound ops): float16 (0/1).
+// The same binary holds gpu_fc_bench.cpp (fully connected layers at batch 1-8 against the copy
+// bandwidth) and gpu_graph_bench.cpp (the cost of a layer inside a CUDA graph); gpu_bench_util.h
+// has what they share.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "core/half.h"
 #include "core/shape_infer.h"
+#include "gpu_bench_util.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/gpu_kernels.h"
 
@@ -44,106 +44,11 @@ namespace {
 constexpr double kPeakFp16Tflops = 989.0;
 constexpr double kPeakFp32Tflops = 67.0;
 
-struct DeviceMem {
-  void* p = nullptr;
-  explicit DeviceMem(size_t bytes) {
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) {
-      p = nullptr;
-      cudaGetLastError();  // clear the allocation error
-    }
-  }
-  ~DeviceMem() { cudaFree(p); }
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-};
-
-// Handles, a stream and two events shared by every benchmark of the process.
-struct Resources {
-  cudaStream_t stream = nullptr;
-  cudnnHandle_t cudnn = nullptr;
-  cublasLtHandle_t lt = nullptr;
-  int* error = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  Resources() {
-    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check_cudnn(cudnnCreate(&cudnn), "cudnnCreate");
-    check_cudnn(cudnnSetStream(cudnn, stream), "cudnnSetStream");
-    check_cublas(cublasLtCreate(&lt), "cublasLtCreate");
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&error), sizeof(int)), "cudaMalloc");
-    check_cuda(cudaMemset(error, 0, sizeof(int)), "cudaMemset");
-    check_cuda(cudaEventCreate(&start), "cudaEventCreate");
-    check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
-  }
-  static Resources& get() {
-    static Resources r;
-    return r;
-  }
-  // Seconds that `launch` (work enqueued on `stream`) takes, between two events.
-  template <class Fn>
-  double time(Fn&& launch) {
-    check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
-    launch();
-    check_cuda(cudaEventRecord(stop, stream), "cudaEventRecord");
-    check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    return ms * 1e-3;
-  }
-};
-
-// One input: random values in [-1, 1] of its element type (float32 or float16), or the given
-// integers (a constant input, such as ReduceMean's axes, which kernels read from its host copy).
-struct Input {
-  DataType dtype;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> constant = {};
-};
-
-std::unique_ptr<DeviceMem> upload(const Input& in, uint32_t seed) {
-  const int64_t n = TensorView{in.dtype, in.shape}.numel();
-  auto mem = std::make_unique<DeviceMem>(static_cast<size_t>(n) * dtype_size(in.dtype));
-  if (!mem->p) return mem;
-  std::vector<uint8_t> bytes(static_cast<size_t>(n) * dtype_size(in.dtype));
-  if (!in.constant.empty()) {
-    std::memcpy(bytes.data(), in.constant.data(), bytes.size());
-  } else {
-    // 2^20 random values, repeated: large tensors upload without a long wait on the host.
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    const size_t es = dtype_size(in.dtype), block = std::min<size_t>(bytes.size(), (size_t{1} << 20) * es);
-    for (size_t at = 0; at < block; at += es) {
-      if (in.dtype == DataType::kFloat16) {
-        const Half h(u(rng));
-        std::memcpy(bytes.data() + at, &h, 2);
-      } else {
-        const float f = u(rng);
-        std::memcpy(bytes.data() + at, &f, 4);
-      }
-    }
-    for (size_t at = block; at < bytes.size(); at += block)
-      std::memcpy(bytes.data() + at, bytes.data(), std::min(block, bytes.size() - at));
-  }
-  check_cuda(cudaMemcpy(mem->p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "upload");
-  return mem;
-}
-
-// GB/s of a cudaMemcpyAsync device to device that moves `bytes` (reads and writes bytes / 2
-// each), timed as the ops are: one copy per pair of events, the mean of 20 after a warm-up.
-// Measured once per size.
-double copy_gbps(size_t bytes) {
-  static std::map<size_t, double> measured;
-  if (auto it = measured.find(bytes); it != measured.end()) return it->second;
-  Resources& r = Resources::get();
-  const size_t half = bytes / 2;
-  DeviceMem a(half), b(half);
-  if (!a.p || !b.p) return 0;
-  auto copy = [&] { check_cuda(cudaMemcpyAsync(b.p, a.p, half, cudaMemcpyDeviceToDevice, r.stream), "copy"); };
-  r.time(copy);
-  double total = 0;
-  constexpr int kRuns = 20;
-  for (int i = 0; i < kRuns; ++i) total += r.time(copy);
-  return measured[bytes] = static_cast<double>(2 * half) * kRuns / total * 1e-9;
-}
+using bench::copy_gbps;
+using bench::DeviceMem;
+using bench::Input;
+using bench::Resources;
+using bench::upload;
 
 // What a benchmark reports: TFLOP/s against a peak (flops > 0), else GB/s against the copy.
 struct Measure {
