@@ -24,44 +24,59 @@ struct NhwcPool {
   int64_t dilations[kMaxRank] = {}, pad_begin[kMaxRank] = {}, pad_end[kMaxRank] = {};
 };
 
-__device__ __forceinline__ int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
-__device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-__device__ __forceinline__ int64_t imax(int64_t a, int64_t b) { return a < b ? b : a; }
+template <class I>
+__device__ __forceinline__ I ceil_div(I a, I b) {
+  return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+template <class I>
+__device__ __forceinline__ I imin(I a, I b) {
+  return a < b ? a : b;
+}
+template <class I>
+__device__ __forceinline__ I imax(I a, I b) {
+  return a < b ? b : a;
+}
 
-template <class T, int V>
+// I: the index type, int32_t where every index fits (64-bit division costs several times more, and
+// the index arithmetic, not the memory traffic, bounded this kernel with int64_t indices).
+template <class T, int V, class I>
 __global__ void __launch_bounds__(kThreads)
-    nhwc_pool_kernel(NhwcPool p, const T* __restrict__ x, T* __restrict__ y, int64_t items) {
+    nhwc_pool_kernel(NhwcPool p, const T* __restrict__ x, T* __restrict__ y, I items) {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  const int64_t groups = p.channels / V;
-  const int64_t step = ew::grid_threads();
-  for (int64_t item = ew::global_thread(); item < items; item += step) {
-    const int64_t group = item % groups, pos = (item / groups) % p.out_size, img = item / (groups * p.out_size);
+  const I groups = static_cast<I>(p.channels / V), out_size = static_cast<I>(p.out_size);
+  const I step = static_cast<I>(ew::grid_threads());
+  for (I item = static_cast<I>(ew::global_thread()); item < items; item += step) {
+    const I group = item % groups, pos = (item / groups) % out_size, img = item / (groups * out_size);
     // Per axis: the first inside tap's image index, the inside taps, the taps inside the padding.
-    int64_t first[kMaxRank], count[kMaxRank], padded = 1;
-    int64_t rest = pos;
+    I first[kMaxRank], count[kMaxRank], padded = 1;
+    I rest = pos;
     bool empty = false;
     for (int d = p.rank - 1; d >= 0; --d) {
-      const int64_t o = rest % p.out[d];
-      rest /= p.out[d];
-      const int64_t s = o * p.strides[d] - p.pad_begin[d], dl = p.dilations[d], k = p.kernel[d];
-      const int64_t jlo = s < 0 ? ceil_div(-s, dl) : 0;
-      const int64_t jhi = imax(jlo, imin(k, ceil_div(p.in[d] - s, dl)));
+      const I od = static_cast<I>(p.out[d]);
+      const I o = rest % od;
+      rest /= od;
+      const I s = o * static_cast<I>(p.strides[d]) - static_cast<I>(p.pad_begin[d]);
+      const I dl = static_cast<I>(p.dilations[d]), k = static_cast<I>(p.kernel[d]), n = static_cast<I>(p.in[d]);
+      const I jlo = s < 0 ? ceil_div<I>(-s, dl) : 0;
+      const I jhi = imax<I>(jlo, imin<I>(k, ceil_div<I>(n - s, dl)));
       first[d] = s + jlo * dl;
       count[d] = jhi - jlo;
       empty |= count[d] == 0;
-      padded *= imax(0, imin(k, ceil_div(p.in[d] + p.pad_end[d] - s, dl)));
+      padded *= imax<I>(0, imin<I>(k, ceil_div<I>(n + static_cast<I>(p.pad_end[d]) - s, dl)));
     }
     C acc[V];
     bool seen = false;
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[v] = p.is_max ? std::numeric_limits<C>::lowest() : C(0);
-    int64_t taps = 0;
+    I taps = 0;
     if (!empty) {
-      int64_t j[kMaxRank] = {0, 0, 0};
+      I j[kMaxRank] = {0, 0, 0};
       for (;;) {
-        int64_t off = 0;
-        for (int d = 0; d < p.rank; ++d) off = off * p.in[d] + first[d] + j[d] * p.dilations[d];
-        const auto v = reinterpret_cast<const ew::Vec<T, V>*>(x + ((img * p.in_size + off) * p.channels))[group];
+        I off = 0;
+        for (int d = 0; d < p.rank; ++d)
+          off = off * static_cast<I>(p.in[d]) + first[d] + j[d] * static_cast<I>(p.dilations[d]);
+        const auto v = reinterpret_cast<const ew::Vec<T, V>*>(
+            x + ((img * static_cast<I>(p.in_size) + off) * static_cast<I>(p.channels)))[group];
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const C c = static_cast<C>(ew::load(v.v[k]));
@@ -81,14 +96,14 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     ew::Vec<T, V> r;
-    const int64_t div = p.include_pad ? padded : taps;
+    const I div = p.include_pad ? padded : taps;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       C v = acc[k];
       if (!p.is_max) v = div > 0 && taps > 0 ? v / static_cast<C>(div) : C(0);
       r.v[k] = ew::store<T>(v);
     }
-    reinterpret_cast<ew::Vec<T, V>*>(y + (img * p.out_size + pos) * p.channels)[group] = r;
+    reinterpret_cast<ew::Vec<T, V>*>(y + (img * out_size + pos) * static_cast<I>(p.channels))[group] = r;
   }
 }
 
@@ -127,12 +142,19 @@ void nhwc_pool(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, 
     const bool vec =
         p.channels % V == 0 && ew::aligned_to(X.data, ew::kVecBytes) && ew::aligned_to(Y.data, ew::kVecBytes);
     const int64_t items = Y.numel() / (vec ? V : 1);
-    if (vec)
-      nhwc_pool_kernel<T, V><<<ew::blocks_for(items), kThreads, 0, env.stream>>>(p, static_cast<const T*>(X.data),
-                                                                                 static_cast<T*>(Y.data), items);
+    const auto* x = static_cast<const T*>(X.data);
+    auto* y = static_cast<T*>(Y.data);
+    // 32-bit indices when every element index (and a grid-stride step past the end) fits.
+    const bool narrow = X.numel() < (int64_t{1} << 30) && Y.numel() < (int64_t{1} << 30);
+    const unsigned blocks = ew::blocks_for(items);
+    if (vec && narrow)
+      nhwc_pool_kernel<T, V, int32_t><<<blocks, kThreads, 0, env.stream>>>(p, x, y, static_cast<int32_t>(items));
+    else if (vec)
+      nhwc_pool_kernel<T, V, int64_t><<<blocks, kThreads, 0, env.stream>>>(p, x, y, items);
+    else if (narrow)
+      nhwc_pool_kernel<T, 1, int32_t><<<blocks, kThreads, 0, env.stream>>>(p, x, y, static_cast<int32_t>(items));
     else
-      nhwc_pool_kernel<T, 1><<<ew::blocks_for(items), kThreads, 0, env.stream>>>(p, static_cast<const T*>(X.data),
-                                                                                 static_cast<T*>(Y.data), items);
+      nhwc_pool_kernel<T, 1, int64_t><<<blocks, kThreads, 0, env.stream>>>(p, x, y, items);
   };
   ew::dispatch_ew_float(X.dtype, op, launch);
   check_launch(op);
