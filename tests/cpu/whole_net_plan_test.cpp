@@ -233,21 +233,33 @@ class TableRunner {
     auto at = [&](int c, int iy, int ix) { return l.nhwc ? (iy * l.w + ix) * l.c + c : (c * l.h + iy) * l.w + ix; };
     switch (l.op) {
       case WnOp::kConv: {
-        const int cg = l.c / l.groups, mg = l.m / l.groups;
-        for (int o = 0; o < l.m * plane; ++o) {
-          const int m = o / plane, q = o % plane, oy = q / l.ow, ox = q % l.ow, c0 = m / mg * cg;
-          float acc = 0;
+        // whole_net.cu's conv_layer: R channels per item (conv_block), taps clipped to the image.
+        const int cg = l.c / l.groups, mg = l.m / l.groups, wstride = cg * l.kh * l.kw;
+        const int R = mg % 2 == 0 && l.m * plane / 2 >= gpu::kWholeNetThreads / 2 ? 2 : 1;
+        auto taps = [](int start, int in, int k, int d, int* lo, int* hi) {
+          *lo = start < 0 ? (-start + d - 1) / d : 0;
+          *hi = std::min(k, (in - start + d - 1) / d);
+        };
+        for (int o = 0; o < l.m / R * plane; ++o) {
+          const int mb = o / plane, q = o % plane, oy = q / l.ow, ox = q % l.ow;
+          const int m0 = mb * R, c0 = m0 / mg * cg, iy0 = oy * l.sh - l.ph, ix0 = ox * l.sw - l.pw;
+          int ky0, ky1, kx0, kx1;
+          taps(iy0, l.h, l.kh, l.dh, &ky0, &ky1);
+          taps(ix0, l.w, l.kw, l.dw, &kx0, &kx1);
+          float acc[2] = {0, 0};
           for (int ci = 0; ci < cg; ++ci)
-            for (int ky = 0; ky < l.kh; ++ky)
-              for (int kx = 0; kx < l.kw; ++kx) {
-                const int iy = oy * l.sh - l.ph + ky * l.dh, ix = ox * l.sw - l.pw + kx * l.dw;
-                if (iy < 0 || iy >= l.h || ix < 0 || ix >= l.w) continue;
-                const int64_t wi = l.nhwc ? ((int64_t{m} * l.kh + ky) * l.kw + kx) * cg + ci
-                                          : ((int64_t{m} * cg + ci) * l.kh + ky) * l.kw + kx;
-                acc += load(x, at(c0 + ci, iy, ix), ti) * weight(l.w_tensor, wi);
+            for (int ky = ky0; ky < ky1; ++ky)
+              for (int kx = kx0; kx < kx1; ++kx) {
+                const int iy = iy0 + ky * l.dh, ix = ix0 + kx * l.dw;
+                const float v = load(x, at(c0 + ci, iy, ix), ti);
+                const int64_t wi = l.nhwc ? (ky * l.kw + kx) * cg + ci : (ci * l.kh + ky) * l.kw + kx;
+                for (int r = 0; r < R; ++r) acc[r] += v * weight(l.w_tensor, int64_t{m0 + r} * wstride + wi);
               }
-          if (l.b_tensor >= 0) acc += weight(l.b_tensor, m);
-          store(y, l.nhwc ? q * l.m + m : o, to, act(l, acc));
+          for (int r = 0; r < R; ++r) {
+            const int m = m0 + r;
+            const float v = l.b_tensor >= 0 ? acc[r] + weight(l.b_tensor, m) : acc[r];
+            store(y, l.nhwc ? q * l.m + m : m * plane + q, to, act(l, v));
+          }
         }
         return;
       }

@@ -79,51 +79,72 @@ __device__ __forceinline__ float activate(const WnLayer& l, float v) {
 }
 
 // ---- layers: thread t of the block takes outputs t, t + kThreads, ... ---------------------------
-// Output-channel major, so that the threads of a warp share m and read one weight (a broadcast);
-// the output index follows the layout.
-template <class T>
-__device__ void conv_layer(const WnLayer& l, const T* x, T* y) {
-  const int C = l.c, H = l.h, W = l.w, M = l.m, OW = l.ow, KH = l.kh, KW = l.kw;
-  const int sh = l.sh, sw = l.sw, dh = l.dh, dw = l.dw, ph = l.ph, pw = l.pw;
-  const int cg = C / l.groups, mg = M / l.groups, plane = l.oh * OW;
+
+// The taps k in [0, K) of a window starting at `start` (stride d) that land in [0, in): [*lo, *hi).
+__device__ __forceinline__ void inside_taps(int start, int in, int k, int d, int* lo, int* hi) {
+  *lo = start < 0 ? (-start + d - 1) / d : 0;
+  *hi = min(k, (in - start + d - 1) / d);  // <= 0 when the window starts past the end
+}
+
+// R output channels of one group at one position per thread: each input element loaded is used R
+// times (the load, not the multiply, is what a direct convolution waits for). Channel-block major,
+// so that the threads of a warp share the channels and read each weight as one broadcast.
+template <class T, int R>
+__device__ __forceinline__ void conv_layer(const WnLayer& l, const T* x, T* y) {
+  const int C = l.c, H = l.h, W = l.w, M = l.m, OW = l.ow, KH = l.kh, KW = l.kw, dh = l.dh, dw = l.dw;
+  const int cg = C / l.groups, mg = M / l.groups, plane = l.oh * OW, wstride = cg * KH * KW;
   const bool nhwc = l.nhwc;
   const T* __restrict__ wt = static_cast<const T*>(l.weight);
   const T* __restrict__ bias = static_cast<const T*>(l.bias);
-  for (int o = threadIdx.x; o < M * plane; o += kThreads) {
-    const int m = o / plane, p = o - m * plane, oy = p / OW, ox = p - oy * OW;
-    const int c0 = m / mg * cg, iy0 = oy * sh - ph, ix0 = ox * sw - pw;
-    float acc = 0.0f;
+  for (int o = threadIdx.x; o < M / R * plane; o += kThreads) {
+    const int mb = o / plane, p = o - mb * plane, oy = p / OW, ox = p - oy * OW;
+    const int m0 = mb * R, c0 = m0 / mg * cg, iy0 = oy * l.sh - l.ph, ix0 = ox * l.sw - l.pw;
+    int ky0, ky1, kx0, kx1;
+    inside_taps(iy0, H, KH, dh, &ky0, &ky1);
+    inside_taps(ix0, W, KW, dw, &kx0, &kx1);
+    const T* wm = wt + static_cast<size_t>(m0) * wstride;
+    float acc[R] = {};
     if (!nhwc) {  // X [C, H, W], W [M, cg, KH, KW]
-      const T* wm = wt + static_cast<size_t>(m) * cg * KH * KW;
       for (int ci = 0; ci < cg; ++ci) {
-        const T* xc = x + (c0 + ci) * H * W;
+        const T* xc = x + (c0 + ci) * H * W + ix0;
         const T* wc = wm + ci * KH * KW;
-        for (int ky = 0; ky < KH; ++ky) {
-          const int iy = iy0 + ky * dh;
-          if (iy < 0 || iy >= H) continue;
-          for (int kx = 0; kx < KW; ++kx) {
-            const int ix = ix0 + kx * dw;
-            if (ix >= 0 && ix < W) acc += to_f(xc[iy * W + ix]) * ldw(wc + ky * KW + kx);
+        for (int ky = ky0; ky < ky1; ++ky) {
+          const T* xr = xc + (iy0 + ky * dh) * W;
+          const T* wr = wc + ky * KW;
+          for (int kx = kx0; kx < kx1; ++kx) {
+            const float v = to_f(xr[kx * dw]);
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] += v * ldw(wr + r * wstride + kx);
           }
         }
       }
     } else {  // X [H, W, C], W [M, KH, KW, cg]
-      const T* wm = wt + static_cast<size_t>(m) * KH * KW * cg;
-      for (int ky = 0; ky < KH; ++ky) {
-        const int iy = iy0 + ky * dh;
-        if (iy < 0 || iy >= H) continue;
-        for (int kx = 0; kx < KW; ++kx) {
-          const int ix = ix0 + kx * dw;
-          if (ix < 0 || ix >= W) continue;
-          const T* xp = x + (iy * W + ix) * C + c0;
+      for (int ky = ky0; ky < ky1; ++ky)
+        for (int kx = kx0; kx < kx1; ++kx) {
+          const T* xp = x + ((iy0 + ky * dh) * W + ix0 + kx * dw) * C + c0;
           const T* wp = wm + (ky * KW + kx) * cg;
-          for (int ci = 0; ci < cg; ++ci) acc += to_f(xp[ci]) * ldw(wp + ci);
+          for (int ci = 0; ci < cg; ++ci) {
+            const float v = to_f(xp[ci]);
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] += v * ldw(wp + r * wstride + ci);
+          }
         }
-      }
     }
-    if (bias) acc += ldw(bias + m);
-    y[nhwc ? p * M + m : o] = from_f<T>(activate(l, acc));
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int m = m0 + r;
+      const float v = bias ? acc[r] + ldw(bias + m) : acc[r];
+      y[nhwc ? p * M + m : m * plane + p] = from_f<T>(activate(l, v));
+    }
   }
+}
+
+// Channels per thread for conv_layer: 2 where they divide a group and leave at least half the block
+// busy, else 1. (4 would save more loads, but needs more than the 64 registers a thread of a
+// 1024-thread block has: it spilled.)
+__device__ __forceinline__ int conv_block(const WnLayer& l) {
+  const int mg = l.m / l.groups, outputs = l.m * l.oh * l.ow;
+  return mg % 2 == 0 && outputs / 2 >= kThreads / 2 ? 2 : 1;
 }
 
 // Taps of a window inside the padded extent [-pad, in + pad_end) (AveragePool's count_include_pad).
@@ -262,7 +283,12 @@ __device__ void run_layer(const WnLayer& l, const unsigned char* x, unsigned cha
     case WnOp::kConv:
       with_type(l.in_dtype, [&](auto t) {
         using T = decltype(t);
-        conv_layer<T>(l, reinterpret_cast<const T*>(x), reinterpret_cast<T*>(y));
+        const T* xt = reinterpret_cast<const T*>(x);
+        T* yt = reinterpret_cast<T*>(y);
+        if (conv_block(l) == 2)
+          conv_layer<T, 2>(l, xt, yt);
+        else
+          conv_layer<T, 1>(l, xt, yt);
       });
       return;
     case WnOp::kPool:

@@ -43,6 +43,8 @@ int64_t numel(const TensorRec& t) {
 
 size_t round16(size_t bytes) { return (bytes + 15) / 16 * 16; }
 
+constexpr int64_t kMaxSampleBytes = int64_t{1} << 24;
+
 std::string kib(size_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
@@ -344,8 +346,8 @@ constexpr Builder kBuilders[] = {
 bool reads(const EngineImpl& e, int32_t x, int32_t cur) {
   if (x == cur) return true;
   if (x < 0) return false;
-  const TensorRec& t = e.tensors[static_cast<size_t>(x)];
-  return t.base == cur && t.offset == 0 && t.bytes == e.tensors[static_cast<size_t>(cur)].bytes;
+  const TensorRec &t = e.tensors[static_cast<size_t>(x)], &c = e.tensors[static_cast<size_t>(cur)];
+  return t.base == cur && t.offset == 0 && t.bytes == c.bytes && t.dtype == c.dtype;
 }
 
 // The layers of e, or a refusal; shared memory is laid out afterwards.
@@ -358,6 +360,9 @@ std::vector<WnLayer> walk_steps(const EngineImpl& e, int64_t batch) {
     if (t.shape.size() < 2 || t.shape[0] != batch)
       refuse("tensor '" + t.name + "' " + shape_string(t.shape) + " does not keep the batch axis first");
     if (numel(t) == 0) refuse("tensor '" + t.name + "' is empty");
+    // Beyond any GPU's shared memory; also keeps the per-sample counts well inside int32.
+    if (numel(t) / batch * static_cast<int64_t>(dtype_size(t.dtype)) > kMaxSampleBytes)
+      refuse("tensor '" + t.name + "' " + shape_string(t.shape) + " is too large for shared memory");
   };
   for (const StepRec& st : e.steps) {
     const std::string where = "step '" + st.name + "' (" + std::string(op_name(st.kind)) + "): ";
