@@ -143,6 +143,28 @@ inline SmallNet odd_cnn2(int64_t batch) {
   return m;
 }
 
+// NaN paths: x[N,4,8,8] -> Relu (passes NaN) -> MaxPool 2x2 stride 2 (a number wins over NaN) ->
+// GlobalMaxPool (NaN wins). With NaN inputs the output is NaN exactly for the planes where a whole
+// MaxPool window was NaN.
+inline SmallNet nan_pools(int64_t batch) {
+  SmallNet m("nan_pools");
+  m.input("x", {batch, 4, 8, 8});
+  m.output("y");
+  m.node("Relu", "relu", {"x"}, {"r"});
+  m.pool("MaxPool", "max", "r", "p", {2, 2}, {2, 2});
+  m.node("GlobalMaxPool", "gmp", {"p"}, {"y"});
+  return m;
+}
+
+// x for nan_pools: NaN at every fifth element (never a whole 2x2 window) and in the whole top-left
+// window of sample 0, channel 1.
+inline std::vector<float> nan_pools_input(int64_t batch, uint32_t seed) {
+  std::vector<float> x = random_vec(static_cast<size_t>(batch * 4 * 64), seed);
+  for (size_t i = 0; i < x.size(); i += 5) x[i] = NAN;
+  for (size_t i : {64, 65, 72, 73}) x[i] = NAN;
+  return x;
+}
+
 // Refused: a Softmax (not a layer of the kernel) after an MLP.
 inline SmallNet softmax_mlp(int64_t batch) {
   SmallNet m("softmax_mlp");

@@ -349,6 +349,29 @@ TEST(WholeNetPlan, TablesComputeWhatTheCpuEngineComputes) {
     }
 }
 
+// The NaN rules of the pools, in the table as in the CPU kernels.
+TEST(WholeNetPlan, TablesKeepTheCpuNanRules) {
+  for (bool fp16 : {false, true}) {
+    SCOPED_TRACE(fp16 ? "float16" : "float32");
+    const test::SmallNet m = test::nan_pools(2);
+    auto e = detail::parse_engine(build_sm90(m, fp16), "test");
+    const WholeNetPlan p = gpu::plan_whole_network(*e, kSm90Smem);
+    ASSERT_TRUE(p.eligible()) << p.refusal;
+    graph::Graph g = m.import();
+    const std::vector<float> x = test::nan_pools_input(2, 3);
+    const std::vector<float> want = test::run_engine(passes::build_engine(g, {}), {{"x", x}}, {"y"})["y"];
+    const std::vector<float> got = TableRunner(p, *e).run(x);
+    ASSERT_EQ(got.size(), 8u);
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(std::isnan(want[i]), i == 1) << i;  // the test's premise
+      EXPECT_EQ(std::isnan(got[i]), std::isnan(want[i])) << i;
+      if (!std::isnan(want[i])) {
+        EXPECT_NEAR(got[i], want[i], fp16 ? 1e-2f : 0.0f) << i;
+      }
+    }
+  }
+}
+
 void expect_refused(const WholeNetPlan& p, const std::string& why) {
   EXPECT_FALSE(p.eligible());
   EXPECT_NE(p.refusal.find(why), std::string::npos) << p.refusal;
