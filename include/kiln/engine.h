@@ -45,6 +45,9 @@ struct ContextOptions {
   bool cuda_graph = false;  // GPU engines: after a first direct run, record the steps once as a CUDA graph
                             // and replay it (re-recorded when device bindings change)
   bool profile = false;     // time every step (GPU: CUDA events; no graph); see Context::step_times
+  // GPU engines: run a small network (batch <= 8, a chain of supported layers whose activations fit in
+  // shared memory) as one kernel instead of its steps; see EngineSummary::whole_network. Not while profiling.
+  bool whole_network = true;
 };
 
 // One step's time in the runs since profiling started (Context::step_times).
@@ -85,6 +88,9 @@ struct EngineSummary {
   size_t file_bytes = 0;
   std::vector<StepInfo> steps;
   std::vector<ViewInfo> views;
+  // GPU engines: whether the whole-network kernel can run the engine on a GPU of its target, e.g.
+  // "7 layers in one kernel, 9.2 KiB of shared memory per sample", or "not used: <why>". CPU: empty.
+  std::string whole_network;
 };
 
 class Engine : public std::enable_shared_from_this<Engine> {
@@ -152,6 +158,9 @@ class Context {
   std::span<const std::byte> output(std::string_view name) const;
   // Profiling (ContextOptions::profile): each step's accumulated time since the context was created.
   std::vector<StepTime> step_times() const;
+  // GPU engines: true when this context runs the engine as one whole-network kernel
+  // (ContextOptions::whole_network and an engine it can run).
+  bool whole_network() const;
 
   const Engine& engine() const { return *engine_; }
 

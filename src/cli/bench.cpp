@@ -86,7 +86,8 @@ struct Plan {
 
 struct StreamResult {
   std::vector<Sample> samples;
-  double window_s = 0;  // wall time of the measured loop (after warm-up)
+  double window_s = 0;         // wall time of the measured loop (after warm-up)
+  bool whole_network = false;  // GPU: the context ran the whole-network kernel
 };
 
 // One stream's loop: warm-up, then at least `iterations` inferences and `duration_s` seconds.
@@ -103,7 +104,7 @@ StreamResult cpu_loop(const Engine& e, const Plan& p, int threads, const std::ve
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     out.push_back({0, ms, 0, ms, ms});
   }
-  return {std::move(out), std::chrono::duration<double>(Clock::now() - start).count()};
+  return {std::move(out), std::chrono::duration<double>(Clock::now() - start).count(), false};
 }
 
 #if defined(KILN_HAVE_CUDA)
@@ -199,7 +200,7 @@ StreamResult gpu_loop(const Engine& e, const Plan& p, const ContextOptions& co,
   for (void* h : h_in) cudaFreeHost(h);
   for (void* h : h_out) cudaFreeHost(h);
   cudaStreamDestroy(stream);
-  return {std::move(out), window_s};
+  return {std::move(out), window_s, ctx->whole_network()};
 }
 #endif
 
@@ -234,6 +235,7 @@ int run_bench(const BenchOptions& o) {
   ContextOptions co;
   co.cuda_graph = o.cuda_graph;
   co.cpu_threads = o.threads;
+  co.whole_network = !o.no_whole_net;
 
   std::vector<StreamResult> per_stream(static_cast<size_t>(o.streams));
   std::vector<std::string> errors(static_cast<size_t>(o.streams));
@@ -279,6 +281,17 @@ int run_bench(const BenchOptions& o) {
   fmt::print("engine        {} (target {}, batch {})\n", model.string(), summary.target, batch);
   fmt::print("run           {} stream(s), {} inferences in {:.2f} s{}{}\n", o.streams, lat.size(), window_s,
              o.cuda_graph ? ", CUDA graph" : "", gpu && o.no_transfers ? ", no transfers" : "");
+  const bool whole = !per_stream.empty() && per_stream[0].whole_network;
+  if (gpu) {
+    std::string how = "whole network: " + summary.whole_network;
+    if (!whole && o.no_whole_net) how = "step by step (--no-whole-net)";
+    if (!whole && !o.no_whole_net)
+      how = "step by step (whole network " +
+            (summary.whole_network.starts_with("not used") ? summary.whole_network
+                                                           : std::string("not used on this GPU")) +
+            ")";
+    fmt::print("kernels       {}\n", how);
+  }
   fmt::print("throughput    {:.1f} inferences/s = {:.1f} samples/s\n", qps, qps * static_cast<double>(batch));
   fmt::print("latency  ms   min {:.4f}  mean {:.4f}  median {:.4f}  p90 {:.4f}  p95 {:.4f}  p99 {:.4f}  max {:.4f}\n",
              L.min, L.mean, L.median, L.p90, L.p95, L.p99, L.max);
@@ -294,6 +307,7 @@ int run_bench(const BenchOptions& o) {
                       {"batch", batch},
                       {"streams", o.streams},
                       {"cuda_graph", o.cuda_graph},
+                      {"whole_network", whole},
                       {"transfers", !o.no_transfers},
                       {"inferences", lat.size()},
                       {"measured_s", window_s},
@@ -323,8 +337,9 @@ int run_bench(const BenchOptions& o) {
       times[k].total_ms -= first[k].total_ms;
       total += times[k].total_ms;
     }
-    fmt::print("\nper-layer profile ({} runs, per-step {} times; mean ms per run)\n", runs,
-               gpu ? "CUDA-event" : "wall-clock");
+    fmt::print("\nper-layer profile ({} runs, per-step {} times; mean ms per run{})\n", runs,
+               gpu ? "CUDA-event" : "wall-clock",
+               whole ? "; the steps, which the whole-network kernel replaces in the runs above" : "");
     fmt::print("  {:>4}  {:<20} {:<36} {:>9} {:>6}\n", "step", "op", "name", "ms", "share");
     nlohmann::json layers = nlohmann::json::array();
     for (size_t k = 0; k < times.size(); ++k) {

@@ -44,6 +44,7 @@ int inspect_engine(const InspectOptions& o) {
                         {"outputs", io_json(e->outputs())},
                         {"steps", steps},
                         {"views", views}};
+    if (!s.whole_network.empty()) j["whole_network"] = s.whole_network;
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -68,6 +69,7 @@ int inspect_engine(const InspectOptions& o) {
   if (!s.views.empty()) fmt::print("views      {} (tensors in another's memory: no step, no copy)\n", s.views.size());
   for (const ViewInfo& v : s.views)
     fmt::print("        {} view of {} at +{} bytes ({})\n", v.name, v.base, v.offset, human_bytes(v.bytes));
+  if (!s.whole_network.empty()) fmt::print("whole net  {}\n", s.whole_network);
   return kExitOk;
 }
 

@@ -68,7 +68,8 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
     out.push_back(std::move(c));
     ++casts;
   };
-  auto cast = [&](ValueId v, DataType to, const std::string& why) {
+  // `why` by value: callers pass a value's name, which add_value below may move.
+  auto cast = [&](ValueId v, DataType to, std::string why) {
     graph::Value nv = g.value(v);
     nv.name = g.unique_name(g.value(v).name + (to == DataType::kFloat16 ? "_fp16" : "_fp32"));
     nv.dtype = to;

@@ -164,6 +164,8 @@ std::vector<StepTime> Context::step_times() const {
   return r;
 }
 
+bool Context::whole_network() const { return state_->gpu && state_->gpu->whole_network(); }
+
 void Context::set_output(std::string_view name, void* data, size_t bytes) {
   const detail::EngineImpl& e = *state_->e;
   size_t i = find_io(e, e.output_ids, name, "output");

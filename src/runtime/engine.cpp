@@ -2,6 +2,7 @@
 #include <fstream>
 
 #include "core/attrs_codec.h"
+#include "runtime/cuda/whole_net_plan.h"
 #include "runtime/engine_format.h"
 #include "runtime/engine_impl.h"
 
@@ -90,6 +91,7 @@ EngineSummary Engine::summary() const {
     const detail::TensorRec& t = e.tensors[static_cast<size_t>(v)];
     s.views.push_back({t.name, e.tensors[static_cast<size_t>(t.base)].name, t.offset, t.bytes});
   }
+  if (is_gpu()) s.whole_network = gpu::plan_whole_network(e, gpu::whole_net_smem_for_target(e.target)).describe();
   return s;
 }
 

@@ -7,7 +7,9 @@
 // replayed with one cudaGraphLaunch; a change of device bindings records them again. The engine's
 // views follow their base (a view of an output bound with set_output_device lies in the caller's
 // buffer), so they are resolved again after each binding, before the steps see them; the graph's key
-// (the bound pointers) then covers them too.
+// (the bound pointers) then covers them too. An engine that whole_net_plan.h accepts runs as one
+// kernel instead of its steps (ContextOptions::whole_network), recorded into the graph the same way;
+// profiling always runs the steps, which it times one by one.
 #include "runtime/cuda/gpu_context.h"
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #if defined(KILN_HAVE_CUDA)
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/gpu_kernels.h"
+#include "runtime/cuda/whole_net.h"
 
 namespace kiln::gpu {
 
@@ -144,6 +147,10 @@ class GpuContextImpl final : public GpuContext {
         data_[i] = static_cast<uint8_t*>(arena_.get()) + t.offset;
     }
     resolve_views();
+    if (opt_.whole_network && !opt_.profile) {
+      WholeNetPlan plan = plan_whole_network(e, whole_net_max_smem(device_));
+      if (plan.eligible()) whole_ = std::make_unique<WholeNet>(std::move(plan), data_);
+    }
     // Staging: [inputs | outputs], each 256-byte aligned, pinned on the host and (inputs) on the device.
     size_t in_bytes = 0, out_bytes = 0;
     for (int32_t id : e.input_ids) {
@@ -255,10 +262,12 @@ class GpuContextImpl final : public GpuContext {
     }
     patch_views();
 
-    if (opt_.cuda_graph && !opt_.profile)
+    if (opt_.profile)
+      run_steps(stream, true);
+    else if (opt_.cuda_graph)
       launch_graph(stream);
     else
-      run_steps(stream, opt_.profile);
+      run_program(stream);
 
     // Outputs not bound to device memory: to pinned staging, then (if bound) the caller's buffer.
     for (size_t i = 0; i < e_.output_ids.size(); ++i) {
@@ -300,6 +309,8 @@ class GpuContextImpl final : public GpuContext {
     if (out_host_[i]) return static_cast<const std::byte*>(out_host_[i]);
     return static_cast<const std::byte*>(pinned_.get()) + out_off_[i];
   }
+
+  bool whole_network() const override { return whole_ != nullptr; }
 
   std::vector<StepTime> step_times() override {
     flush_profile();
@@ -360,6 +371,14 @@ class GpuContextImpl final : public GpuContext {
     }
   }
 
+  // The engine's work without profiling: the whole-network kernel, or the steps.
+  void run_program(cudaStream_t stream) {
+    if (whole_)
+      whole_->launch(data_[static_cast<size_t>(e_.input_ids[0])], data_[static_cast<size_t>(e_.output_ids[0])], stream);
+    else
+      run_steps(stream, false);
+  }
+
   // Graph replay; (re)records when there is no graph yet or the device bindings changed.
   void launch_graph(cudaStream_t stream) {
     std::vector<const void*> key;
@@ -368,7 +387,7 @@ class GpuContextImpl final : public GpuContext {
     if (!exec_ || key != graph_key_) {
       if (direct_runs_ == 0) {  // first run: direct, so that libraries finish their lazy setup
         ++direct_runs_;
-        run_steps(stream, false);
+        run_program(stream);
         return;
       }
       if (exec_) cudaGraphExecDestroy(exec_);
@@ -376,7 +395,7 @@ class GpuContextImpl final : public GpuContext {
       cudaGraph_t graph = nullptr;
       check_cuda(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal), "recording a CUDA graph");
       try {
-        run_steps(capture_stream_, false);
+        run_program(capture_stream_);
       } catch (...) {
         cudaStreamEndCapture(capture_stream_, &graph);
         if (graph) cudaGraphDestroy(graph);
@@ -407,6 +426,7 @@ class GpuContextImpl final : public GpuContext {
   ContextOptions opt_;
   int device_ = 0;
   std::vector<Step> steps_;
+  std::unique_ptr<WholeNet> whole_;  // set when the engine runs as one kernel
   std::shared_ptr<void> weights_, arena_, workspace_, device_in_, pinned_, errors_;
   size_t workspace_bytes_ = 0;
   cudaStream_t own_stream_ = nullptr, capture_stream_ = nullptr;

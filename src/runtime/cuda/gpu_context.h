@@ -29,6 +29,7 @@ class GpuContext {
   virtual void check() = 0;
   virtual const std::byte* host_output(size_t i) const = 0;  // null if bound to device memory
   virtual std::vector<StepTime> step_times() = 0;
+  virtual bool whole_network() const = 0;  // the engine runs as one kernel (whole_net.h)
 };
 
 }  // namespace kiln::gpu

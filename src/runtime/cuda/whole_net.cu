@@ -1,0 +1,399 @@
+// The whole-network kernel: an engine that whole_net_plan.h accepts runs as one launch, one thread
+// block per sample, walking the layer table. The block's dynamic shared memory holds:
+//   [0, region)                 the activations: each layer reads its input at one end and writes
+//                               its output at the other (the plan alternates the ends);
+//   [scratch_off, +4 KiB)       partial sums of a dense layer whose W is [K, M] (split reduction);
+//   [layer_off, +sizeof layer)  the block's copy of the layer it runs (read by every thread).
+// The engine input is first copied into the low end; the last layer writes the engine output to
+// global memory. __syncthreads between layers; weights are read through the read-only cache.
+//
+// Every layer computes in float and rounds once to its output type, with the CPU kernels' formulas:
+// the activations of core/epilogue.h (NaN passes Relu and Clip), MaxPool's "a number replaces NaN,
+// an empty window gives the lowest value", GlobalMaxPool's NaN propagation, GlobalAveragePool's sum
+// in double, AveragePool's count (with or without the padding). Sums of products run in another
+// order than the CPU's GEMM, so float32 results agree to rounding, not bit for bit.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cfloat>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/epilogue.h"
+#include "runtime/cuda/gpu_kernels.h"
+#include "runtime/cuda/whole_net.h"
+
+namespace kiln::gpu {
+
+namespace {
+
+constexpr int kThreads = kWholeNetThreads;
+constexpr int kWarps = kThreads / 32;
+
+// ---- elements: float in registers, the tensor's type in memory -------------------------------
+template <class T>
+__device__ __forceinline__ float to_f(T v) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __half2float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(v);
+  else
+    return v;
+}
+template <class T>
+__device__ __forceinline__ T from_f(float v) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(v);
+  else
+    return v;
+}
+// A weight, through the read-only data cache.
+template <class T>
+__device__ __forceinline__ float ldw(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return __ldg(p);
+  } else {
+    const unsigned short bits = __ldg(reinterpret_cast<const unsigned short*>(p));
+    if constexpr (std::is_same_v<T, __half>)
+      return __half2float(__ushort_as_half(bits));
+    else
+      return __bfloat162float(__ushort_as_bfloat16(bits));
+  }
+}
+
+// fn(T{}) with T the device type of a float DataType (the plan admits only these three).
+template <class Fn>
+__device__ __forceinline__ void with_type(DataType t, Fn&& fn) {
+  if (t == DataType::kFloat16)
+    fn(__half{});
+  else if (t == DataType::kBFloat16)
+    fn(__nv_bfloat16{});
+  else
+    fn(float{});
+}
+
+__device__ __forceinline__ float activate(const WnLayer& l, float v) {
+  return epilogue::activate<float>(l.act, v, l.act_alpha, l.act_beta);
+}
+
+// ---- layers: thread t of the block takes outputs t, t + kThreads, ... ---------------------------
+
+// The taps k in [0, K) of a window starting at `start` (stride d) that land in [0, in): [*lo, *hi).
+__device__ __forceinline__ void inside_taps(int start, int in, int k, int d, int* lo, int* hi) {
+  *lo = start < 0 ? (-start + d - 1) / d : 0;
+  *hi = min(k, (in - start + d - 1) / d);  // <= 0 when the window starts past the end
+}
+
+// R output channels of one group at one position per thread: each input element loaded is used R
+// times (the load, not the multiply, is what a direct convolution waits for). Channel-block major,
+// so that the threads of a warp share the channels and read each weight as one broadcast.
+template <class T, int R>
+__device__ __forceinline__ void conv_layer(const WnLayer& l, const T* x, T* y) {
+  const int C = l.c, H = l.h, W = l.w, M = l.m, OW = l.ow, KH = l.kh, KW = l.kw, dh = l.dh, dw = l.dw;
+  const int cg = C / l.groups, mg = M / l.groups, plane = l.oh * OW, wstride = cg * KH * KW;
+  const bool nhwc = l.nhwc;
+  const T* __restrict__ wt = static_cast<const T*>(l.weight);
+  const T* __restrict__ bias = static_cast<const T*>(l.bias);
+  for (int o = threadIdx.x; o < M / R * plane; o += kThreads) {
+    const int mb = o / plane, p = o - mb * plane, oy = p / OW, ox = p - oy * OW;
+    const int m0 = mb * R, c0 = m0 / mg * cg, iy0 = oy * l.sh - l.ph, ix0 = ox * l.sw - l.pw;
+    int ky0, ky1, kx0, kx1;
+    inside_taps(iy0, H, KH, dh, &ky0, &ky1);
+    inside_taps(ix0, W, KW, dw, &kx0, &kx1);
+    const T* wm = wt + static_cast<size_t>(m0) * wstride;
+    float acc[R] = {};
+    if (!nhwc) {  // X [C, H, W], W [M, cg, KH, KW]
+      for (int ci = 0; ci < cg; ++ci) {
+        const T* xc = x + (c0 + ci) * H * W + ix0;
+        const T* wc = wm + ci * KH * KW;
+        for (int ky = ky0; ky < ky1; ++ky) {
+          const T* xr = xc + (iy0 + ky * dh) * W;
+          const T* wr = wc + ky * KW;
+          for (int kx = kx0; kx < kx1; ++kx) {
+            const float v = to_f(xr[kx * dw]);
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] += v * ldw(wr + r * wstride + kx);
+          }
+        }
+      }
+    } else {  // X [H, W, C], W [M, KH, KW, cg]
+      for (int ky = ky0; ky < ky1; ++ky)
+        for (int kx = kx0; kx < kx1; ++kx) {
+          const T* xp = x + ((iy0 + ky * dh) * W + ix0 + kx * dw) * C + c0;
+          const T* wp = wm + (ky * KW + kx) * cg;
+          for (int ci = 0; ci < cg; ++ci) {
+            const float v = to_f(xp[ci]);
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] += v * ldw(wp + r * wstride + ci);
+          }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int m = m0 + r;
+      const float v = bias ? acc[r] + ldw(bias + m) : acc[r];
+      y[nhwc ? p * M + m : m * plane + p] = from_f<T>(activate(l, v));
+    }
+  }
+}
+
+// Channels per thread for conv_layer: 2 where they divide a group and leave at least half the block
+// busy, else 1. (4 would save more loads, but needs more than the 64 registers a thread of a
+// 1024-thread block has: it spilled.)
+__device__ __forceinline__ int conv_block(const WnLayer& l) {
+  const int mg = l.m / l.groups, outputs = l.m * l.oh * l.ow;
+  return mg % 2 == 0 && outputs / 2 >= kThreads / 2 ? 2 : 1;
+}
+
+// Taps of a window inside the padded extent [-pad, in + pad_end) (AveragePool's count_include_pad).
+__device__ __forceinline__ int padded_taps(int start, int in, int pad_end, int k, int d) {
+  const int a = in + pad_end - start;
+  const int q = a >= 0 ? (a + d - 1) / d : -((-a) / d);
+  return max(0, min(k, q));
+}
+
+template <class T>
+__device__ void pool_layer(const WnLayer& l, const T* x, T* y) {
+  const int C = l.c, H = l.h, W = l.w, OW = l.ow, KH = l.kh, KW = l.kw, plane = l.oh * OW;
+  const bool nhwc = l.nhwc;
+  auto at = [&](int c, int iy, int ix) { return nhwc ? (iy * W + ix) * C + c : (c * H + iy) * W + ix; };
+  for (int o = threadIdx.x; o < C * plane; o += kThreads) {
+    const int c = nhwc ? o % C : o / plane, p = nhwc ? o / C : o % plane, oy = p / OW, ox = p - oy * OW;
+    float r = 0.0f;
+    if (l.pool == WnPool::kGlobalMax) {
+      r = to_f(x[at(c, 0, 0)]);
+      for (int i = 1; i < H * W && r == r; ++i) {
+        const float v = to_f(x[at(c, i / W, i % W)]);
+        if (v > r || v != v) r = v;
+      }
+    } else if (l.pool == WnPool::kGlobalAverage) {
+      double s = 0;  // as the CPU kernel: a long plane summed in float drifts
+      for (int i = 0; i < H * W; ++i) s += static_cast<double>(to_f(x[at(c, i / W, i % W)]));
+      r = static_cast<float>(s / static_cast<double>(H * W));
+    } else {
+      const bool is_max = l.pool == WnPool::kMax;
+      const int sy = oy * l.sh - l.ph, sx = ox * l.sw - l.pw;
+      float best = -FLT_MAX, sum = 0.0f;
+      int count = 0;
+      for (int ky = 0; ky < KH; ++ky) {
+        const int iy = sy + ky * l.dh;
+        if (iy < 0 || iy >= H) continue;
+        for (int kx = 0; kx < KW; ++kx) {
+          const int ix = sx + kx * l.dw;
+          if (ix < 0 || ix >= W) continue;
+          const float v = to_f(x[at(c, iy, ix)]);
+          // The first maximum wins; a number replaces NaN, never the other way round.
+          if (is_max && (count == 0 || v > best || (best != best && v == v))) best = v;
+          sum += v;
+          ++count;
+        }
+      }
+      if (is_max) {
+        r = best;
+      } else {
+        const int div = l.count_include_pad
+                            ? padded_taps(sy, H, l.ph_end, KH, l.dh) * padded_taps(sx, W, l.pw_end, KW, l.dw)
+                            : count;
+        r = div > 0 && count > 0 ? sum / static_cast<float>(div) : 0.0f;
+      }
+    }
+    y[o] = from_f<T>(r);
+  }
+}
+
+// y[j] = act(alpha * sum_k x[k] W(k, j) + beta * bias(n, j)). `part`: kThreads floats of scratch.
+template <class T>
+__device__ void dense_layer(const WnLayer& l, const T* x, T* y, int n, float* part) {
+  const int K = l.c, M = l.m;
+  const T* __restrict__ wt = static_cast<const T*>(l.weight);
+  const T* __restrict__ bias = static_cast<const T*>(l.bias);
+  auto finish = [&](int j, float acc) {
+    float v = l.alpha * acc;
+    if (bias) v += l.beta * ldw(bias + n * l.bias_row + j * l.bias_col);
+    y[j] = from_f<T>(activate(l, v));
+  };
+  const int tid = threadIdx.x, lane = tid & 31;
+  if (l.trans_b) {  // W [M, K]: a warp per output, its lanes along the row (coalesced), then a shuffle sum
+    for (int j = tid >> 5; j < M; j += kWarps) {
+      const T* wr = wt + static_cast<size_t>(j) * K;
+      float acc = 0.0f;
+      for (int k = lane; k < K; k += 32) acc += to_f(x[k]) * ldw(wr + k);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+      if (lane == 0) finish(j, acc);
+    }
+    return;
+  }
+  // W [K, M]: consecutive threads take consecutive columns (coalesced). With fewer columns than
+  // threads, `slices` groups of threads split K and the partial sums meet in `part`.
+  const int slices = M >= kThreads ? 1 : min(32, kThreads / M);
+  if (slices == 1) {
+    for (int j = tid; j < M; j += kThreads) {
+      float acc = 0.0f;
+      for (int k = 0; k < K; ++k) acc += to_f(x[k]) * ldw(wt + static_cast<size_t>(k) * M + j);
+      finish(j, acc);
+    }
+    return;
+  }
+  if (tid < slices * M) {
+    const int j = tid % M, s = tid / M;
+    float acc = 0.0f;
+    for (int k = s; k < K; k += slices) acc += to_f(x[k]) * ldw(wt + static_cast<size_t>(k) * M + j);
+    part[s * M + j] = acc;
+  }
+  __syncthreads();
+  if (tid < M) {
+    float acc = 0.0f;
+    for (int s = 0; s < slices; ++s) acc += part[s * M + tid];
+    finish(tid, acc);
+  }
+}
+
+template <class Ti, class To>
+__device__ void unary_layer(const WnLayer& l, const Ti* x, To* y) {
+  for (int i = threadIdx.x; i < l.in_elems; i += kThreads) y[i] = from_f<To>(activate(l, to_f(x[i])));
+}
+
+// The bits are moved as they are: B is an unsigned type of the element's size.
+template <class B>
+__device__ void transpose_layer(const WnLayer& l, const B* x, B* y) {
+  const int in_stride[4] = {l.dims[1] * l.dims[2] * l.dims[3], l.dims[2] * l.dims[3], l.dims[3], 1};
+  int out_dims[4], stride[4];  // per output axis: its size, and the input stride it walks
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int a = l.perm[i];
+    out_dims[i] = a == 0 ? l.dims[0] : a == 1 ? l.dims[1] : a == 2 ? l.dims[2] : l.dims[3];
+    stride[i] = a == 0 ? in_stride[0] : a == 1 ? in_stride[1] : a == 2 ? in_stride[2] : 1;
+  }
+  for (int o = threadIdx.x; o < l.out_elems; o += kThreads) {
+    int rest = o, off = 0;
+#pragma unroll
+    for (int i = 3; i >= 0; --i) {
+      off += rest % out_dims[i] * stride[i];
+      rest /= out_dims[i];
+    }
+    y[o] = x[off];
+  }
+}
+
+__device__ void run_layer(const WnLayer& l, const unsigned char* x, unsigned char* y, int n, float* part) {
+  switch (l.op) {
+    case WnOp::kConv:
+      with_type(l.in_dtype, [&](auto t) {
+        using T = decltype(t);
+        const T* xt = reinterpret_cast<const T*>(x);
+        T* yt = reinterpret_cast<T*>(y);
+        if (conv_block(l) == 2)
+          conv_layer<T, 2>(l, xt, yt);
+        else
+          conv_layer<T, 1>(l, xt, yt);
+      });
+      return;
+    case WnOp::kPool:
+      with_type(l.in_dtype, [&](auto t) {
+        using T = decltype(t);
+        pool_layer<T>(l, reinterpret_cast<const T*>(x), reinterpret_cast<T*>(y));
+      });
+      return;
+    case WnOp::kDense:
+      with_type(l.in_dtype, [&](auto t) {
+        using T = decltype(t);
+        dense_layer<T>(l, reinterpret_cast<const T*>(x), reinterpret_cast<T*>(y), n, part);
+      });
+      return;
+    case WnOp::kUnary:
+      with_type(l.in_dtype, [&](auto ti) {
+        with_type(l.out_dtype, [&](auto to) {
+          using Ti = decltype(ti);
+          using To = decltype(to);
+          unary_layer<Ti, To>(l, reinterpret_cast<const Ti*>(x), reinterpret_cast<To*>(y));
+        });
+      });
+      return;
+    case WnOp::kTranspose:
+      if (l.in_dtype == DataType::kFloat32)
+        transpose_layer(l, reinterpret_cast<const uint32_t*>(x), reinterpret_cast<uint32_t*>(y));
+      else
+        transpose_layer(l, reinterpret_cast<const uint16_t*>(x), reinterpret_cast<uint16_t*>(y));
+      return;
+  }
+}
+
+// One sample's input into the low end of the shared region, 16 bytes at a time where aligned.
+__device__ void copy_in(unsigned char* dst, const unsigned char* src, int bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(src) | static_cast<uintptr_t>(bytes);
+  if (a % 16 == 0) {
+    for (int i = threadIdx.x; i < bytes / 16; i += kThreads)
+      reinterpret_cast<uint4*>(dst)[i] = __ldg(reinterpret_cast<const uint4*>(src) + i);
+  } else if (a % 4 == 0) {
+    for (int i = threadIdx.x; i < bytes / 4; i += kThreads)
+      reinterpret_cast<uint32_t*>(dst)[i] = __ldg(reinterpret_cast<const uint32_t*>(src) + i);
+  } else {
+    for (int i = threadIdx.x; i < bytes; i += kThreads) dst[i] = src[i];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    whole_net_kernel(const WnLayer* __restrict__ table, int layers, const unsigned char* __restrict__ input,
+                     int in_bytes, unsigned char* __restrict__ output, uint32_t scratch_off, uint32_t layer_off) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int n = blockIdx.x;
+  copy_in(smem, input + static_cast<size_t>(n) * in_bytes, in_bytes);
+  WnLayer& l = *reinterpret_cast<WnLayer*>(smem + layer_off);
+  float* part = reinterpret_cast<float*>(smem + scratch_off);
+  constexpr int kWords = sizeof(WnLayer) / sizeof(uint32_t);
+  static_assert(sizeof(WnLayer) % sizeof(uint32_t) == 0 && kWords <= kThreads);
+  for (int i = 0; i < layers; ++i) {
+    if (threadIdx.x < kWords)
+      reinterpret_cast<uint32_t*>(&l)[threadIdx.x] = reinterpret_cast<const uint32_t*>(table + i)[threadIdx.x];
+    __syncthreads();  // the layer is staged, and the previous layer's output (or the input copy) complete
+    const bool last = i + 1 == layers;
+    const size_t out_sample = static_cast<size_t>(l.out_elems) * (l.out_dtype == DataType::kFloat32 ? 4 : 2);
+    unsigned char* y = last ? output + n * out_sample : smem + l.out_off;
+    run_layer(l, smem + l.in_off, y, n, part);
+    __syncthreads();  // every thread is done with the layer before the next one overwrites it
+  }
+}
+
+}  // namespace
+
+size_t whole_net_max_smem(int device) {
+  int bytes = 0;
+  check_cuda(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "reading the GPU's shared memory size");
+  return static_cast<size_t>(bytes);
+}
+
+WholeNet::WholeNet(WholeNetPlan plan, const std::vector<void*>& data) : plan_(std::move(plan)) {
+  for (WnLayer& l : plan_.layers) {
+    if (l.w_tensor >= 0) l.weight = data[static_cast<size_t>(l.w_tensor)];
+    if (l.b_tensor >= 0) l.bias = data[static_cast<size_t>(l.b_tensor)];
+  }
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  // Every context asks for the device's maximum, so that contexts of different engines never lower
+  // each other's limit (the attribute belongs to the kernel, not to a launch).
+  check_cuda(cudaFuncSetAttribute(whole_net_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(whole_net_max_smem(device))),
+             "allowing the whole-network kernel its shared memory");
+  const size_t bytes = plan_.layers.size() * sizeof(WnLayer);
+  check_cuda(cudaMalloc(&table_, bytes), "allocating the whole-network layer table");
+  const cudaError_t err = cudaMemcpy(table_, plan_.layers.data(), bytes, cudaMemcpyHostToDevice);
+  if (err != cudaSuccess) {
+    cudaFree(table_);
+    check_cuda(err, "uploading the whole-network layer table");
+  }
+}
+
+WholeNet::~WholeNet() { cudaFree(table_); }
+
+void WholeNet::launch(const void* input, void* output, cudaStream_t stream) const {
+  whole_net_kernel<<<static_cast<unsigned>(plan_.batch), kThreads, plan_.smem_bytes, stream>>>(
+      table_, static_cast<int>(plan_.layers.size()), static_cast<const unsigned char*>(input), plan_.in_bytes,
+      static_cast<unsigned char*>(output), plan_.scratch_off, plan_.layer_off);
+  check_launch("the whole-network kernel");
+}
+
+}  // namespace kiln::gpu
