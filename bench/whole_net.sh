@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool), with build-dev/ carried: LeNet-5 as bench/peers.py exports it
 # (PyTorch, opset 17), at batch 1 and 8, FP32 and FP16, CUDA graphs, no transfers, timed by `kiln
-# bench` with the whole-network kernel (the default) and with --no-whole-net, side by side: the
+# bench` with the whole-network kernel (--whole-net) and without (the default), side by side: the
 # "GPU compute" medians in ms. Full outputs (the last of each with --profile) go to $OUT.
 set -uo pipefail
 source bench/device_env.sh
@@ -21,8 +21,8 @@ for b in 1 8; do
     flag=""
     [ $p = fp16 ] && flag=--fp16
     common=("$work/lenet5.onnx" --batch $b $flag --cuda-graph --no-transfers --duration 1 --timing-cache "$work/cache.json")
-    build-dev/kiln bench "${common[@]}" --profile > "$OUT/lenet5_b${b}_${p}_whole.txt" 2>&1
-    build-dev/kiln bench "${common[@]}" --no-whole-net > "$OUT/lenet5_b${b}_${p}_steps.txt" 2>&1
+    build-dev/kiln bench "${common[@]}" --whole-net > "$OUT/lenet5_b${b}_${p}_whole.txt" 2>&1
+    build-dev/kiln bench "${common[@]}" > "$OUT/lenet5_b${b}_${p}_steps.txt" 2>&1
     printf '%-6s %-5s %12s %12s   %s\n' $b $p "$(median "$OUT/lenet5_b${b}_${p}_whole.txt")" \
       "$(median "$OUT/lenet5_b${b}_${p}_steps.txt")" "$(grep -E '^kernels' "$OUT/lenet5_b${b}_${p}_whole.txt")"
   done

@@ -46,8 +46,10 @@ struct ContextOptions {
                             // and replay it (re-recorded when device bindings change)
   bool profile = false;     // time every step (GPU: CUDA events; no graph); see Context::step_times
   // GPU engines: run a small network (batch <= 8, a chain of supported layers whose activations fit in
-  // shared memory) as one kernel instead of its steps; see EngineSummary::whole_network. Not while profiling.
-  bool whole_network = true;
+  // shared memory) as one kernel instead of its steps; see EngineSummary::whole_network. Not while
+  // profiling. Off by default: on an H200 the kernel is slower than the steps for LeNet-5 at batch 1
+  // (0.048 against 0.034 ms; bench/RESULTS.md).
+  bool whole_network = false;
 };
 
 // One step's time in the runs since profiling started (Context::step_times).

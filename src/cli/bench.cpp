@@ -235,7 +235,7 @@ int run_bench(const BenchOptions& o) {
   ContextOptions co;
   co.cuda_graph = o.cuda_graph;
   co.cpu_threads = o.threads;
-  co.whole_network = !o.no_whole_net;
+  co.whole_network = o.whole_net;
 
   std::vector<StreamResult> per_stream(static_cast<size_t>(o.streams));
   std::vector<std::string> errors(static_cast<size_t>(o.streams));
@@ -284,8 +284,8 @@ int run_bench(const BenchOptions& o) {
   const bool whole = !per_stream.empty() && per_stream[0].whole_network;
   if (gpu) {
     std::string how = "whole network: " + summary.whole_network;
-    if (!whole && o.no_whole_net) how = "step by step (--no-whole-net)";
-    if (!whole && !o.no_whole_net)
+    if (!whole && !o.whole_net) how = "step by step";
+    if (!whole && o.whole_net)
       how = "step by step (whole network " +
             (summary.whole_network.starts_with("not used") ? summary.whole_network
                                                            : std::string("not used on this GPU")) +

@@ -57,7 +57,7 @@ struct BenchOptions {
   int streams = 1;
   bool no_transfers = false;
   bool profile = false;
-  bool no_whole_net = false;
+  bool whole_net = false;
   std::string json;
   int threads = 0;
   ModelOptions build;

@@ -115,7 +115,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   benchc->add_flag("--no-transfers", bench.no_transfers, "GPU: leave out the input and output copies");
   benchc->add_flag("--profile", bench.profile, "Per-layer times and shares");
-  benchc->add_flag("--no-whole-net", bench.no_whole_net, "GPU: run the steps even where one whole-network kernel could");
+  benchc->add_flag("--whole-net", bench.whole_net,
+                   "GPU: run a small network as one whole-network kernel where it can (slower than the steps on an H200)");
   benchc->add_option("--json", bench.json, "Write every figure to this JSON file");
   benchc->add_option("--threads", bench.threads, "CPU threads per context (0: all cores)")->capture_default_str();
   bench.build.device = kiln::gpu::gpu_available() ? "gpu" : "cpu";
