@@ -220,7 +220,9 @@ int run_bench(const BenchOptions& o) {
     fmt::print("building {} for {} (batch {}{})\n", model.string(), o.build.device, o.build.batch,
                o.build.fp16 ? ", fp16" : "");
     graph::Graph g = graph::import_onnx(model);
-    std::vector<uint8_t> bytes = passes::build_engine(g, build_options(o.build));
+    passes::BuildReport report;
+    std::vector<uint8_t> bytes = passes::build_engine(g, build_options(o.build), &report);
+    if (!report.precision_choice.empty()) fmt::print(stderr, "{}\n", report.precision_choice);
     engine = Engine::from_bytes(bytes, model.string());
   } else {
     engine = Engine::load(model);

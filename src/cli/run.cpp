@@ -101,7 +101,9 @@ int run_run(const RunOptions& o) {
     }
     for (const std::string& name : passes::shape_determining_inputs(g))
       if (given.count(name) && !bo.constant_inputs.count(name)) bo.constant_inputs[name] = given[name];
-    std::vector<uint8_t> bytes = passes::build_engine(g, bo);
+    passes::BuildReport report;
+    std::vector<uint8_t> bytes = passes::build_engine(g, bo, &report);
+    if (!report.precision_choice.empty()) fmt::print(stderr, "{}\n", report.precision_choice);
     engine = Engine::from_bytes(bytes, model.string());
   } else {
     engine = Engine::load(model);

@@ -121,9 +121,10 @@ std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, Bu
   return bytes;
 }
 
-bool has_int8_steps(const BuildReport& r) {
-  for (const PassReport& p : r.passes)
-    if (p.name == "fuse-qdq") return p.changes > 0;
+// INT8 steps in a built graph (a model with Q/DQ nodes has them without --int8 too).
+bool has_int8_steps(const graph::Graph& g) {
+  for (const graph::Node& n : g.nodes)
+    if (n.kind == OpKind::kQConv || n.kind == OpKind::kQMatMul) return true;
   return false;
 }
 
@@ -135,13 +136,22 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   if (!options.int8 || options.target == "cpu" || options.force_int8) return build_once(g, options, r);
   graph::Graph float_graph = g;
   std::vector<uint8_t> int8 = build_once(g, options, r);
-  if (!has_int8_steps(r)) return int8;
+  if (!has_int8_steps(g)) return int8;
   BuildOptions fo = options;
   fo.int8 = false;
   fo.log = nullptr;
   BuildReport float_report;
-  std::vector<uint8_t> fl = build_once(float_graph, fo, float_report);
-  const double t_int8 = median_run_ms(int8), t_float = median_run_ms(fl);
+  std::vector<uint8_t> fl;
+  double t_int8 = 0, t_float = 0;
+  try {
+    fl = build_once(float_graph, fo, float_report);
+    if (has_int8_steps(float_graph)) return int8;  // Q/DQ in the model: INT8 either way
+    t_int8 = median_run_ms(int8);
+    t_float = median_run_ms(fl);
+  } catch (const Error& e) {
+    r.precision_choice = std::string("kept INT8: the build without INT8 could not be timed (") + e.what() + ")";
+    return int8;
+  }
   const char* precision = options.fp16 ? "float16" : "float32";
   if (t_int8 <= t_float) {
     r.precision_choice = fmt::format("INT8 engine {:.3f} ms vs {} {:.3f} ms per run on this GPU: kept INT8", t_int8,

@@ -48,7 +48,8 @@ __global__ void __launch_bounds__(kThreads)
   for (I item = static_cast<I>(ew::global_thread()); item < items; item += step) {
     const I group = item % groups, pos = (item / groups) % out_size, img = item / (groups * out_size);
     // Per axis: the first inside tap's image index, the inside taps, the taps inside the padding.
-    I first[kMaxRank], count[kMaxRank], padded = 1;
+    I first[kMaxRank], count[kMaxRank];
+    int64_t padded = 1;  // may exceed 32 bits for a huge kernel over a tiny input
     I rest = pos;
     bool empty = false;
     for (int d = p.rank - 1; d >= 0; --d) {
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(kThreads)
       first[d] = s + jlo * dl;
       count[d] = jhi - jlo;
       empty |= count[d] == 0;
-      padded *= imax<I>(0, imin<I>(k, ceil_div<I>(n + static_cast<I>(p.pad_end[d]) - s, dl)));
+      padded *= static_cast<int64_t>(imax<I>(0, imin<I>(k, ceil_div<I>(n + static_cast<I>(p.pad_end[d]) - s, dl))));
     }
     C acc[V];
     bool seen = false;
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     ew::Vec<T, V> r;
-    const I div = p.include_pad ? padded : taps;
+    const int64_t div = p.include_pad ? padded : static_cast<int64_t>(taps);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       C v = acc[k];
@@ -145,7 +146,11 @@ void nhwc_pool(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, 
     const auto* x = static_cast<const T*>(X.data);
     auto* y = static_cast<T*>(Y.data);
     // 32-bit indices when every element index (and a grid-stride step past the end) fits.
-    const bool narrow = X.numel() < (int64_t{1} << 30) && Y.numel() < (int64_t{1} << 30);
+    bool narrow = X.numel() < (int64_t{1} << 30) && Y.numel() < (int64_t{1} << 30);
+    for (int d = 0; d < rank; ++d)  // window attributes small enough for 32-bit window arithmetic
+      narrow = narrow && (p.kernel[d] - 1) * p.dilations[d] + 1 < (int64_t{1} << 24) &&
+               p.pad_begin[d] < (int64_t{1} << 24) && p.pad_end[d] < (int64_t{1} << 24) &&
+               p.strides[d] < (int64_t{1} << 24);
     const unsigned blocks = ew::blocks_for(items);
     if (vec && narrow)
       nhwc_pool_kernel<T, V, int32_t><<<blocks, kThreads, 0, env.stream>>>(p, x, y, static_cast<int32_t>(items));
