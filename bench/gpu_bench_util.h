@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,16 @@ struct Resources {
     static Resources r;
     return r;
   }
+  // A kernel environment on these handles whose step state lives in `step`.
+  GpuEnv env(std::unique_ptr<StepState>* step) const {
+    GpuEnv e;
+    e.stream = stream;
+    e.cudnn = cudnn;
+    e.cublaslt = lt;
+    e.error = error;
+    e.state = step;
+    return e;
+  }
   // Seconds between an event before and one after the work `launch` enqueues on `stream`.
   template <class Fn>
   double time(Fn&& launch) {
@@ -70,6 +81,21 @@ struct Resources {
     return ms * 1e-3;
   }
 };
+
+// Points env at `tactic` and at a workspace of the size the entry asks for with `in` (shapes; data
+// may be null), which the returned buffer holds; the caller makes the warm-up call.
+inline std::unique_ptr<DeviceMem> set_tactic(const GpuKernelEntry& entry, OpKind kind, const Attrs& attrs,
+                                             std::span<const TensorView> in, std::span<const TensorView> out,
+                                             GpuEnv& env, int32_t tactic) {
+  env.tactic = tactic;
+  env.workspace = nullptr;
+  env.workspace_bytes = 0;
+  const size_t need = entry.workspace ? entry.workspace(kind, attrs, in, out, env) : 0;
+  auto ws = std::make_unique<DeviceMem>(need);
+  env.workspace = ws->p;
+  env.workspace_bytes = need;
+  return ws;
+}
 
 // Enqueues a kernel that keeps `stream` busy for `seconds` (gpu_hold.cu).
 void hold_stream(cudaStream_t stream, double seconds);

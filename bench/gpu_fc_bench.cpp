@@ -73,12 +73,7 @@ void BM_FcLayer(benchmark::State& state) {
   const std::vector<TensorView> out = {TensorView{dt, y_shape, y.p}};
   const GpuKernelEntry* entry = gpu_kernel_entry(kind);
   std::unique_ptr<StepState> step;
-  GpuEnv env;
-  env.stream = r.stream;
-  env.cudnn = r.cudnn;
-  env.cublaslt = r.lt;
-  env.error = r.error;
-  env.state = &step;
+  GpuEnv env = r.env(&step);
   // One layer on copy `c` of the weights.
   auto call = [&](int64_t c) {
     in[1].data = static_cast<char*>(w->p) + static_cast<size_t>(c) * w_bytes;
@@ -87,13 +82,7 @@ void BM_FcLayer(benchmark::State& state) {
   // Sets the step up for `tactic` (workspace, cuBLASLt plan) and makes a warm-up call.
   std::unique_ptr<DeviceMem> ws;
   auto setup = [&](int32_t tactic) {
-    env.tactic = tactic;
-    env.workspace = nullptr;
-    env.workspace_bytes = 0;
-    const size_t need = entry->workspace ? entry->workspace(kind, attrs, in, out, env) : 0;
-    ws = std::make_unique<DeviceMem>(need);
-    env.workspace = ws->p;
-    env.workspace_bytes = need;
+    ws = bench::set_tactic(*entry, kind, attrs, in, out, env, tactic);
     call(0);
   };
   bench::HeldTimer held;

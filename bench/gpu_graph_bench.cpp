@@ -99,11 +99,7 @@ double kernel_alone_us(const DeviceMem& x, const DeviceMem& y) {
   const std::vector<int64_t> shape = {1, kWidth};
   const std::vector<TensorView> in = {TensorView{DataType::kFloat32, shape, x.p}};
   const std::vector<TensorView> out = {TensorView{DataType::kFloat32, shape, y.p}};
-  GpuEnv env;
-  env.stream = r.stream;
-  env.cudnn = r.cudnn;
-  env.cublaslt = r.lt;
-  env.error = r.error;
+  GpuEnv env = r.env(nullptr);
   auto launch = [&] { entry->fn(OpKind::kRelu, attrs, in, out, env); };
   bench::HeldTimer held;
   held(launch);

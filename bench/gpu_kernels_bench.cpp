@@ -92,23 +92,12 @@ void run_op(benchmark::State& state, OpKind kind, const Attrs& attrs, const std:
   bytes += static_cast<double>(out[0].bytes());
   const GpuKernelEntry* entry = gpu_kernel_entry(kind);
   std::unique_ptr<StepState> step;
-  GpuEnv env;
-  env.stream = r.stream;
-  env.cudnn = r.cudnn;
-  env.cublaslt = r.lt;
-  env.error = r.error;
-  env.state = &step;
+  GpuEnv env = r.env(&step);
   env.host_in = host_in;
   // Sets the step up for `tactic` (workspace, state) and makes a warm-up call.
   std::unique_ptr<DeviceMem> ws;
   auto setup = [&](int32_t tactic) {
-    env.tactic = tactic;
-    env.workspace = nullptr;
-    env.workspace_bytes = 0;
-    const size_t need = entry->workspace ? entry->workspace(kind, attrs, shape_only, out, env) : 0;
-    ws = std::make_unique<DeviceMem>(need);
-    env.workspace = ws->p;
-    env.workspace_bytes = need;
+    ws = bench::set_tactic(*entry, kind, attrs, shape_only, out, env, tactic);
     entry->fn(kind, attrs, in, out, env);
   };
   auto time_call = [&] { return r.time([&] { entry->fn(kind, attrs, in, out, env); }); };
