@@ -197,6 +197,17 @@ std::string signature(const Node& a, const Fusion& f) {
   return s;
 }
 
+// n becomes the fused twin of `a` (FusedConv from Conv, FusedGemm from Gemm): a's attributes plus
+// the epilogue.
+template <class Fused, class Base>
+void with_epilogue(Node& n, const Node& a, const Fusion& f, OpKind kind) {
+  Fused fa;
+  static_cast<Base&>(fa) = std::get<Base>(a.attrs);
+  set_epilogue(fa, f);
+  n.kind = kind;
+  n.attrs = fa;
+}
+
 Node fused_node(graph::Graph& g, const Fusion& f) {
   Node a = g.nodes[static_cast<size_t>(f.anchor)];
   const ValueId bias = folded_bias(g, a, f);
@@ -207,31 +218,15 @@ Node fused_node(graph::Graph& g, const Fusion& f) {
   for (int i : order) n.origin += (n.origin.empty() ? "" : " + ") + origin_of(g.nodes[static_cast<size_t>(i)]);
   n.inputs = {a.inputs[0], a.inputs[1], bias, f.z};
   n.outputs = {f.out};
+  n.kind = a.kind;  // a Conv or Gemm with only its bias folded stays what it was
+  n.attrs = a.attrs;
   const bool epilogue = f.act1 || f.z != kNoValue;
   switch (a.kind) {
     case OpKind::kConv:
-      if (epilogue) {
-        FusedConvAttrs fa;
-        static_cast<ConvAttrs&>(fa) = std::get<ConvAttrs>(a.attrs);
-        set_epilogue(fa, f);
-        n.kind = OpKind::kFusedConv;
-        n.attrs = fa;
-      } else {
-        n.kind = OpKind::kConv;
-        n.attrs = a.attrs;
-      }
+      if (epilogue) with_epilogue<FusedConvAttrs, ConvAttrs>(n, a, f, OpKind::kFusedConv);
       break;
     case OpKind::kGemm:
-      if (epilogue) {
-        FusedGemmAttrs fa;
-        static_cast<GemmAttrs&>(fa) = std::get<GemmAttrs>(a.attrs);
-        set_epilogue(fa, f);
-        n.kind = OpKind::kFusedGemm;
-        n.attrs = fa;
-      } else {
-        n.kind = OpKind::kGemm;
-        n.attrs = a.attrs;
-      }
+      if (epilogue) with_epilogue<FusedGemmAttrs, GemmAttrs>(n, a, f, OpKind::kFusedGemm);
       break;
     default: {
       EpilogueAttrs ea;
