@@ -161,6 +161,7 @@ enum class OpKind : uint16_t {
   kNhwcAveragePool,
   kNhwcConv,
   kNhwcMaxPool,
+  kNhwcQConv,
 };
 inline constexpr OpKind kFirstInternalOp = OpKind::kFusedConv;
 
@@ -319,18 +320,22 @@ inline constexpr OpInfo kOpTable[] = {
     // Inputs: A, B, optional bias (one value per column of the product), optional Z.
     {OpKind::kFusedMatMul, "FusedMatMul", kAttrsIndex<EpilogueAttrs>, 2, 4, 1, 1, 0x0},
     // INT8 convolution / matrix product with a fused epilogue (fuse-qdq, cpu/ops/extra_qfused.cpp):
-    // x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point].
+    // x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point],
+    // [z], [z_scale], [z_zero_point]: z, a quantized residual shaped as y, is added before the
+    // activation (fuse-qresidual makes it).
     // The quantization parameters and the bias are marked constant (they always are: the pass makes
     // them) so that GPU kernels read them on the host to choose their path.
     // x_zero_point (input 2) is optional, so the table requires only x and x_scale; inference
     // checks w and w_scale.
-    {OpKind::kQConv, "kiln.QConv", kAttrsIndex<QConvAttrs>, 2, 9, 1, 1, 0x1f6},
+    {OpKind::kQConv, "kiln.QConv", kAttrsIndex<QConvAttrs>, 2, 12, 1, 1, 0xdf6},
     {OpKind::kQMatMul, "kiln.QMatMul", kAttrsIndex<QMatMulAttrs>, 2, 9, 1, 1, 0x1f6},
     // Channels-last twins of AveragePool, FusedConv and MaxPool: data [N, spatial..., C], NhwcConv's
     // W [M, k..., C/group] (the channels-last pass makes them for GPU float16 engines).
     {OpKind::kNhwcAveragePool, "NhwcAveragePool", kAttrsIndex<PoolAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kNhwcConv, "NhwcConv", kAttrsIndex<FusedConvAttrs>, 2, 4, 1, 1, 0x0},
     {OpKind::kNhwcMaxPool, "NhwcMaxPool", kAttrsIndex<PoolAttrs>, 1, 1, 1, 1, 0x0},
+    // Channels-last kiln.QConv: x, y and the residual z [N, spatial..., C], w [M, k..., C/group].
+    {OpKind::kNhwcQConv, "NhwcQConv", kAttrsIndex<QConvAttrs>, 2, 12, 1, 1, 0xdf6},
 };
 
 inline constexpr size_t kOpCount = std::size(kOpTable);
@@ -341,7 +346,7 @@ constexpr bool op_table_in_order() {
   return true;
 }
 static_assert(op_table_in_order(), "kOpTable rows must follow the OpKind enum order");
-static_assert(static_cast<size_t>(OpKind::kNhwcMaxPool) + 1 == kOpCount, "every OpKind needs a kOpTable row");
+static_assert(static_cast<size_t>(OpKind::kNhwcQConv) + 1 == kOpCount, "every OpKind needs a kOpTable row");
 // The ONNX ops, [0, kOnnxOpCount), are the ones import and export know.
 inline constexpr size_t kOnnxOpCount = static_cast<size_t>(kFirstInternalOp);
 

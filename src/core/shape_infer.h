@@ -43,6 +43,14 @@ std::vector<OutputType> infer_shapes(OpKind kind, const Attrs& attrs, std::span<
 // True if every OpKind has exactly one InferEntry (checked by a unit test).
 bool infer_table_complete(std::string* missing);
 
+// The inputs of a channels-last op (NhwcConv, NhwcQConv, NhwcMaxPool, NhwcAveragePool) stored
+// channels-last: the data, the convolutions' weights and their residual.
+inline std::vector<size_t> nhwc_permuted_inputs(OpKind kind) {
+  if (kind == OpKind::kNhwcConv) return {0, 1, 3};
+  if (kind == OpKind::kNhwcQConv) return {0, 3, 9};
+  return {0};
+}
+
 // Numpy-style broadcast of two shapes; throws kiln::Error naming both shapes if incompatible.
 std::vector<int64_t> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b);
 

@@ -110,6 +110,7 @@ constexpr InferEntry kEntries[] = {
     {OpKind::kNhwcAveragePool, infer_nhwc},
     {OpKind::kNhwcConv, infer_nhwc},
     {OpKind::kNhwcMaxPool, infer_nhwc},
+    {OpKind::kNhwcQConv, infer_nhwc},
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Shape inference of the channels-last ops (NhwcConv, NhwcMaxPool, NhwcAveragePool; internal, made
-// by the channels-last pass): data tensors are [N, spatial..., C] and NhwcConv's W is [M, k...,
-// C/group]. Each is inferred by its channels-first twin (FusedConv, MaxPool, AveragePool) on the
+// Shape inference of the channels-last ops (NhwcConv, NhwcQConv, NhwcMaxPool, NhwcAveragePool;
+// internal, made by the channels-last pass): data tensors are [N, spatial..., C] and the
+// convolutions' weights are [M, k..., C/group]. Each is inferred by its channels-first twin (FusedConv, MaxPool, AveragePool) on the
 // permuted shapes, and the output permuted back.
 #include <string>
 
@@ -38,10 +38,10 @@ std::vector<OutputType> infer_nhwc(OpKind kind, const Attrs& attrs, std::span<co
   };
   shapes.reserve(3);
   const OpKind twin = kind == OpKind::kNhwcConv      ? OpKind::kFusedConv
+                      : kind == OpKind::kNhwcQConv   ? OpKind::kQConv
                       : kind == OpKind::kNhwcMaxPool ? OpKind::kMaxPool
                                                      : OpKind::kAveragePool;
-  const std::vector<size_t> permuted =
-      kind == OpKind::kNhwcConv ? std::vector<size_t>{0, 1, 3} : std::vector<size_t>{0};
+  const std::vector<size_t> permuted = nhwc_permuted_inputs(kind);
   for (size_t i : permuted) permute_input(i);
   size_t k = 0;
   for (size_t i : permuted)

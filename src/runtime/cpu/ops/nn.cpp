@@ -345,6 +345,7 @@ constexpr KernelEntry kEntries[] = {
     {OpKind::kNhwcAveragePool, nhwc_kernel},
     {OpKind::kNhwcConv, nhwc_kernel},
     {OpKind::kNhwcMaxPool, nhwc_kernel},
+    {OpKind::kNhwcQConv, nhwc_kernel},
 };
 
 }  // namespace

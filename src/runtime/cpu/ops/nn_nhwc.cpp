@@ -1,17 +1,23 @@
-// CPU kernels of the channels-last ops (NhwcConv, NhwcMaxPool, NhwcAveragePool). The channels-last
+// CPU kernels of the channels-last ops (NhwcConv, NhwcQConv, NhwcMaxPool, NhwcAveragePool). The channels-last
 // pass makes them for GPU engines, where the layout pays; here they only keep such graphs runnable
 // (and testable) everywhere: the data inputs are permuted to channels-first ([N, S..., C] ->
-// [N, C, S...], NhwcConv's W and Z too), the channels-first kernel runs, and its output is permuted
+// [N, C, S...], the convolutions' W and Z too), the channels-first kernel runs, and its output is permuted
 // back. Plainly correct, not fast.
 #include <cstring>
 #include <vector>
 
+#include "core/shape_infer.h"
 #include "runtime/cpu/kernels.h"
 
 namespace kiln::cpu::nn {
 
 void fused_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
 void pool_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
+}  // namespace kiln::cpu::nn
+namespace kiln::cpu::extra {
+void qconv_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, KernelEnv&);
+}  // namespace kiln::cpu::extra
+namespace kiln::cpu::nn {
 
 namespace {
 
@@ -54,12 +60,11 @@ void to_last(const TensorView& first, const TensorView& out) {
 
 void nhwc_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                  KernelEnv& env) {
-  const bool conv = kind == OpKind::kNhwcConv;
   std::vector<Owned> owned;
   owned.reserve(4);
   std::vector<TensorView> ins(in.begin(), in.end());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (!in[i].exists || !(i == 0 || (conv && (i == 1 || i == 3)))) continue;
+  for (size_t i : nhwc_permuted_inputs(kind)) {
+    if (i >= in.size() || !in[i].exists) continue;
     owned.push_back(to_first(in[i]));
     ins[i] = owned.back().view(in[i].dtype);
   }
@@ -69,8 +74,10 @@ void nhwc_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   y.shape.insert(y.shape.end(), Y.shape.begin() + 1, Y.shape.end() - 1);
   y.bytes.resize(Y.bytes());
   const TensorView yv = y.view(Y.dtype);
-  if (conv)
+  if (kind == OpKind::kNhwcConv)
     fused_kernel(OpKind::kFusedConv, attrs, ins, {&yv, 1}, env);
+  else if (kind == OpKind::kNhwcQConv)
+    extra::qconv_kernel(OpKind::kQConv, attrs, ins, {&yv, 1}, env);
   else
     pool_kernel(kind == OpKind::kNhwcMaxPool ? OpKind::kMaxPool : OpKind::kAveragePool, attrs, ins, {&yv, 1}, env);
   to_last(yv, Y);

@@ -1,0 +1,118 @@
+// Fused convolutions of ResNet-50's shapes at batch 256, channels-last, through cuDNN's graph API
+// (runtime/cuda/cudnn_graph.cuh): what an INT8 engine's convolution step can reach against the FP16
+// one on the same GPU.
+//  - fp16: y = relu(conv(x, w) + bias), x, w and y float16, float accumulation.
+//  - int8: y = int8(relu(conv(x, w) * scale + bias)), x and w int8, int32 accumulation, scale per
+//    output channel (the weights' per-channel scale times the input's, over the output's); y int8.
+// Every candidate plan cuDNN offers is timed (the builder's tactic search) and the fastest is
+// reported: time per call, TOPS (2 * N * P * K * C * R * S per second), and `plans`, the candidates.
+// Args: channels in, channels out, kernel size, stride, input size, int8 (0/1).
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu_bench_util.h"
+#include "runtime/cuda/cudnn_graph.cuh"
+#include "runtime/cuda/device.h"
+
+namespace kiln::gpu {
+namespace {
+
+using bench::DeviceMem;
+using bench::Resources;
+namespace cg = cudnn_graph;
+
+constexpr int64_t kBatch = 256;
+
+void BM_FusedConv(benchmark::State& state) {
+  if (!gpu_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t C = state.range(0), K = state.range(1), R = state.range(2), stride = state.range(3),
+                H = state.range(4);
+  const bool int8 = state.range(5) != 0;
+  const int64_t pad = R / 2, P = (H + 2 * pad - R) / stride + 1;
+  const std::vector<int64_t> xd{kBatch, C, H, H}, wd{K, C, R, R}, yd{kBatch, K, P, P}, cd{1, K, 1, 1};
+  const cudnnDataType_t io = int8 ? CUDNN_DATA_INT8 : CUDNN_DATA_HALF;
+  const size_t es = int8 ? 1 : 2;
+  Resources& r = Resources::get();
+
+  cg::Desc x = cg::tensor('x', io, xd, cg::channels_last_strides(xd));
+  cg::Desc w = cg::tensor('w', io, wd, cg::channels_last_strides(wd));
+  cg::Desc acc = cg::tensor('a', CUDNN_DATA_FLOAT, yd, cg::channels_last_strides(yd), true);
+  cg::Desc scaled = cg::tensor('m', CUDNN_DATA_FLOAT, yd, cg::channels_last_strides(yd), true);
+  cg::Desc biased = cg::tensor('p', CUDNN_DATA_FLOAT, yd, cg::channels_last_strides(yd), true);
+  cg::Desc y = cg::tensor('y', io, yd, cg::channels_last_strides(yd));
+  cg::Desc scale = cg::tensor('s', CUDNN_DATA_FLOAT, cd, cg::channels_last_strides(cd));
+  cg::Desc bias = cg::tensor('b', CUDNN_DATA_FLOAT, cd, cg::channels_last_strides(cd));
+  cg::ConvGeometry g{{pad, pad}, {pad, pad}, {stride, stride}, {1, 1}};
+  cg::Desc conv = cg::conv_forward(x, w, acc, g, int8 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT);
+  cg::Desc mul = cg::pointwise(CUDNN_POINTWISE_MUL, acc, &scale, scaled);
+  cg::Desc add = cg::pointwise(CUDNN_POINTWISE_ADD, int8 ? scaled : acc, &bias, biased);
+  cg::Desc act = cg::relu(biased, y, 0, 0);
+  std::vector<const cg::Desc*> ops{&conv};
+  if (int8) ops.push_back(&mul);
+  ops.push_back(&add);
+  ops.push_back(&act);
+
+  std::unique_ptr<cg::Graph> graph;
+  try {
+    graph = std::make_unique<cg::Graph>(r.cudnn, ops, size_t{256} << 20, "fused conv");
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  DeviceMem xm(static_cast<size_t>(kBatch * C * H * H) * es), wm(static_cast<size_t>(K * C * R * R) * es),
+      ym(static_cast<size_t>(kBatch * K * P * P) * es), sm(static_cast<size_t>(K) * 4), bm(static_cast<size_t>(K) * 4);
+  check_cuda(cudaMemset(xm.p, 1, static_cast<size_t>(kBatch * C * H * H) * es), "memset");
+  check_cuda(cudaMemset(wm.p, 1, static_cast<size_t>(K * C * R * R) * es), "memset");
+  check_cuda(cudaMemset(sm.p, 0, static_cast<size_t>(K) * 4), "memset");
+  check_cuda(cudaMemset(bm.p, 0, static_cast<size_t>(K) * 4), "memset");
+  size_t max_ws = 0;
+  for (size_t i = 0; i < graph->candidates(); ++i) max_ws = std::max(max_ws, graph->workspace(i));
+  DeviceMem ws(max_ws);
+  std::vector<int64_t> uids{'x', 'w', 'y', 'b'};
+  std::vector<void*> ptrs{xm.p, wm.p, ym.p, bm.p};
+  if (int8) {
+    uids.push_back('s');
+    ptrs.push_back(sm.p);
+  }
+  auto run = [&](size_t plan) { graph->run(r.cudnn, plan, uids, ptrs, ws.p); };
+  size_t best = 0;
+  double best_s = 1e30;
+  for (size_t i = 0; i < graph->candidates(); ++i) {
+    try {
+      r.time([&] { run(i); });
+      double s = 1e30;
+      for (int k = 0; k < 3; ++k) s = std::min(s, r.time([&] { run(i); }));
+      if (s < best_s) best_s = s, best = i;
+    } catch (const std::exception&) {
+    }
+  }
+  for (auto _ : state) state.SetIterationTime(r.time([&] { run(best); }));
+  const double ops_per_call = 2.0 * kBatch * P * P * K * C * R * R;
+  state.counters["TOPS"] = benchmark::Counter(ops_per_call * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["plans"] = static_cast<double>(graph->candidates());
+}
+
+// ResNet-50's convolutions (C, K, kernel, stride, input size): the bottleneck's 1x1 reduce, 3x3 and
+// 1x1 expand in each stage, and the strided 3x3.
+void conv_shapes(benchmark::internal::Benchmark* b) {
+  const std::vector<std::vector<int64_t>> shapes{
+      {256, 64, 1, 1, 56},  {64, 64, 3, 1, 56},  {64, 256, 1, 1, 56},   {128, 128, 3, 2, 56},
+      {128, 128, 3, 1, 28}, {512, 128, 1, 1, 28}, {256, 256, 3, 1, 14}, {1024, 256, 1, 1, 14},
+      {256, 1024, 1, 1, 14}, {512, 512, 3, 1, 7},  {2048, 512, 1, 1, 7}};
+  for (const auto& s : shapes)
+    for (int64_t int8 : {0, 1}) b->Args({s[0], s[1], s[2], s[3], s[4], int8});
+  b->ArgNames({"C", "K", "R", "stride", "H", "int8"});
+}
+
+BENCHMARK(BM_FusedConv)->Apply(conv_shapes)->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace kiln::gpu

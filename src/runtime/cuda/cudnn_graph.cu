@@ -1,0 +1,202 @@
+#include "runtime/cuda/cudnn_graph.cuh"
+
+#include <utility>
+
+#include "kiln/types.h"
+
+namespace kiln::gpu::cudnn_graph {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what, cudnnStatus_t st) {
+  char detail[512] = {};
+  cudnnGetLastErrorString(detail, sizeof(detail));
+  throw Error(what + ": cuDNN: " + cudnnGetErrorString(st) + (detail[0] ? std::string(" (") + detail + ")" : ""));
+}
+
+void check(cudnnStatus_t st, const std::string& what) {
+  if (st != CUDNN_STATUS_SUCCESS) fail(what, st);
+}
+
+// At most this many candidate plans per graph: each is timed at build time.
+constexpr size_t kMaxCandidates = 8;
+
+}  // namespace
+
+Desc::Desc(cudnnBackendDescriptorType_t type) {
+  check(cudnnBackendCreateDescriptor(type, &d_), "creating a cuDNN graph descriptor");
+}
+
+Desc::~Desc() {
+  if (d_) cudnnBackendDestroyDescriptor(d_);
+}
+
+Desc& Desc::operator=(Desc&& o) noexcept {
+  std::swap(d_, o.d_);
+  return *this;
+}
+
+void Desc::set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
+               const void* values) {
+  check(cudnnBackendSetAttribute(d_, name, type, count, values),
+        "setting cuDNN graph attribute " + std::to_string(static_cast<int>(name)));
+}
+
+void Desc::set_desc(cudnnBackendAttributeName_t name, const Desc& value) {
+  cudnnBackendDescriptor_t v = value.get();
+  set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v);
+}
+
+void Desc::finalize(const std::string& what) { check(cudnnBackendFinalize(d_), what); }
+
+bool Desc::try_finalize() { return cudnnBackendFinalize(d_) == CUDNN_STATUS_SUCCESS; }
+
+Desc tensor(int64_t uid, cudnnDataType_t dtype, std::span<const int64_t> dims, std::span<const int64_t> strides,
+            bool is_virtual, int64_t alignment) {
+  Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype);
+  t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, static_cast<int64_t>(dims.size()), dims.data());
+  t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, static_cast<int64_t>(strides.size()), strides.data());
+  t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+  t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+  t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+  t.finalize("cuDNN graph tensor " + std::to_string(uid));
+  return t;
+}
+
+std::vector<int64_t> channels_last_strides(std::span<const int64_t> dims) {
+  // Memory order N, spatial..., C.
+  std::vector<int64_t> s(dims.size(), 1);
+  int64_t step = dims.size() > 1 ? dims[1] : 1;
+  for (size_t i = dims.size(); i-- > 2;) {
+    s[i] = step;
+    step *= dims[i];
+  }
+  if (!dims.empty()) s[0] = step;
+  return s;
+}
+
+Desc conv_forward(const Desc& x, const Desc& w, const Desc& y, const ConvGeometry& g, cudnnDataType_t compute) {
+  Desc c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const int64_t rank = static_cast<int64_t>(g.strides.size());
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+  c.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+  c.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &rank);
+  c.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, rank, g.pads_begin.data());
+  c.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, rank, g.pads_end.data());
+  c.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, rank, g.strides.data());
+  c.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, rank, g.dilations.data());
+  c.finalize("cuDNN graph convolution");
+
+  Desc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, c);
+  const float alpha = 1, beta = 0;
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  op.finalize("cuDNN graph convolution operation");
+  return op;
+}
+
+namespace {
+
+Desc pointwise_op(const Desc& pw, const Desc& x, const Desc* b, const Desc& y) {
+  Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+  if (b) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+  op.finalize("cuDNN graph pointwise operation");
+  return op;
+}
+
+Desc pointwise_desc(cudnnPointwiseMode_t mode) {
+  Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+  pw.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+  return pw;
+}
+
+}  // namespace
+
+Desc pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc& y) {
+  Desc pw = pointwise_desc(mode);
+  pw.finalize("cuDNN graph pointwise descriptor");
+  return pointwise_op(pw, x, b, y);
+}
+
+Desc relu(const Desc& x, const Desc& y, float lower, float upper) {
+  Desc pw = pointwise_desc(CUDNN_POINTWISE_RELU_FWD);
+  const double lo = lower, hi = upper;
+  pw.set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, CUDNN_TYPE_DOUBLE, 1, &lo);
+  if (upper > lower) pw.set(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, 1, &hi);
+  pw.finalize("cuDNN graph ReLU descriptor");
+  return pointwise_op(pw, x, nullptr, y);
+}
+
+Graph::Graph(cudnnHandle_t handle, std::span<const Desc* const> ops, size_t max_workspace, const std::string& what)
+    : what_(what) {
+  Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (const Desc* op : ops) raw.push_back(op->get());
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(raw.size()),
+            raw.data());
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  graph.finalize(what + ": the operation graph");
+
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+    heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    if (!heur.try_finalize()) continue;
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr) != CUDNN_STATUS_SUCCESS)
+      continue;
+    std::vector<Desc> cfgs;
+    std::vector<cudnnBackendDescriptor_t> raw_cfgs;
+    for (int64_t i = 0; i < count; ++i) {
+      cfgs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      raw_cfgs.push_back(cfgs.back().get());
+    }
+    int64_t got = 0;
+    if (count == 0 || cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                               raw_cfgs.data()) != CUDNN_STATUS_SUCCESS)
+      continue;
+    for (int64_t i = 0; i < got && plans_.size() < kMaxCandidates; ++i) {
+      Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+      plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[static_cast<size_t>(i)]);
+      if (!plan.try_finalize()) continue;
+      int64_t ws = 0;
+      if (cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                   nullptr, &ws) != CUDNN_STATUS_SUCCESS ||
+          ws < 0 || static_cast<size_t>(ws) > max_workspace)
+        continue;
+      plans_.push_back(std::move(plan));
+      workspace_.push_back(static_cast<size_t>(ws));
+    }
+    if (!plans_.empty()) break;
+  }
+  if (plans_.empty())
+    throw Error(what + ": cuDNN has no engine for this fused graph on this GPU (shapes, layout or data types)");
+}
+
+void Graph::run(cudnnHandle_t handle, size_t plan, std::span<const int64_t> uids, std::span<void* const> data,
+                void* workspace) const {
+  if (plan >= plans_.size()) plan = 0;
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()), uids.data());
+  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(data.size()),
+           data.data());
+  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  pack.finalize(what_ + ": the variant pack");
+  check(cudnnBackendExecute(handle, plans_[plan].get(), pack.get()), what_);
+}
+
+}  // namespace kiln::gpu::cudnn_graph
