@@ -1,18 +1,21 @@
-// channels-last (GPU float16 engines): 2-D convolutions and the ops around them compute on
+// channels-last (GPU float16 and INT8 engines): 2-D convolutions and the ops around them compute on
 // channels-last tensors ([N, H, W, C]), the layout cuDNN's tensor-core kernels read without
 // transposing internally, and in which a 1x1 convolution is one GEMM.
 //
 // One walk in topological order. A float16 Conv / FusedConv with symmetric pads becomes NhwcConv
-// (its constant W permuted to [M, kh, kw, C/group] once); MaxPool / AveragePool become NhwcMaxPool
+// (its constant W permuted to [M, kh, kw, C/group] once); a kiln.QConv that cuDNN's INT8 kernels
+// can run (qconv_fits_cudnn) becomes NhwcQConv likewise; MaxPool / AveragePool become NhwcMaxPool
 // / NhwcAveragePool; layout-agnostic ops follow their inputs: unary elementwise ops, binary and
 // variadic ones (constant operands permuted), Concat on the channel axis (then the last),
-// GlobalAverage/MaxPool (ReduceMean / ReduceMax over the two spatial axes) and inference
+// per-tensor QuantizeLinear / DequantizeLinear, GlobalAverage/MaxPool (ReduceMean / ReduceMax
+// over the two spatial axes) and inference
 // BatchNormalization (a Mul and an Add with per-channel constants). Every value computed channels
 // last keeps its channels-first original as a Transpose of it, so readers that stay channels-first
 // (Flatten, Reshape, graph outputs, ...) are unchanged; a reader converted later reads the twin
 // instead, and the Transposes nobody reads are dropped at the end: where two layouts meet, one
 // Transpose remains, and transposes that meet cancel (a twin is never transposed back and forth).
 // An input of a converted op that has no twin gets a Transpose to channels-last, once per value.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -44,7 +47,7 @@ const std::set<OpKind> kUnary = {
     OpKind::kExp,       OpKind::kGelu,    OpKind::kHardSigmoid, OpKind::kHardSwish,  OpKind::kIdentity,
     OpKind::kLeakyRelu, OpKind::kMish,    OpKind::kNeg,         OpKind::kReciprocal, OpKind::kRelu,
     OpKind::kSelu,      OpKind::kSigmoid, OpKind::kSoftplus,    OpKind::kSoftsign,   OpKind::kSqrt,
-    OpKind::kTanh,
+    OpKind::kTanh,      OpKind::kQuantizeLinear, OpKind::kDequantizeLinear,
 };
 const std::set<OpKind> kBroadcasting = {OpKind::kAdd, OpKind::kSub, OpKind::kMul,  OpKind::kDiv, OpKind::kMax,
                                         OpKind::kMin, OpKind::kSum, OpKind::kMean, OpKind::kPow, OpKind::kPRelu};
@@ -163,6 +166,7 @@ class Rewriter {
     if (n.outputs.size() != 1 || n.outputs[0] == kNoValue || n.inputs.empty()) return false;
     const ValueId x = n.inputs[0];
     if (n.kind == OpKind::kConv || n.kind == OpKind::kFusedConv) return convert_conv(n);
+    if (n.kind == OpKind::kQConv) return convert_qconv(n);
     const bool has_twin = twin_.count(x) > 0;
     if (kUnary.count(n.kind)) {
       if (!has_twin) return false;
@@ -226,6 +230,52 @@ class Rewriter {
     if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) ins.push_back(to_last(n.inputs[3]));
     while (ins.back() == kNoValue) ins.pop_back();
     emit_converted(n, OpKind::kNhwcConv, a, ins, n.outputs);
+    return true;
+  }
+
+  // Input i of n is absent or an int8 constant of zeros (a zero point).
+  bool zero_or_absent(const Node& n, size_t i) const {
+    if (i >= n.inputs.size() || n.inputs[i] == kNoValue) return true;
+    const graph::Value& v = val(n.inputs[i]);
+    if (!v.is_constant() || v.dtype != DataType::kInt8) return false;
+    return std::all_of(v.data->begin(), v.data->end(), [](uint8_t b) { return b == 0; });
+  }
+  bool present(const Node& n, size_t i) const { return i < n.inputs.size() && n.inputs[i] != kNoValue; }
+
+  // The INT8 convolutions cuDNN runs channels-last (runtime/cuda/extra_qconv_nhwc.cu): 2-D,
+  // one group, symmetric explicit pads, int8 data and weights with zero points 0, channel counts
+  // that are multiples of 4 (cuDNN's int8 vector), an int8 (zero point 0) or float32 output and
+  // residual, and an activation cuDNN's ReLU expresses (none, relu, clip).
+  bool qconv_fits_cudnn(const Node& n, const QConvAttrs& a, const nn::WindowGeometry& geo) const {
+    const ValueId x = n.inputs[0];
+    if (n.inputs.size() < 5 || val(x).dtype != DataType::kInt8 || val(x).shape.size() != 4) return false;
+    const graph::Value& w = val(n.inputs[3]);
+    if (!w.is_constant() || w.dtype != DataType::kInt8 || w.shape.size() != 4 || a.group != 1) return false;
+    if (val(x).shape[1] % 4 != 0 || w.shape[0] % 4 != 0) return false;
+    if (!zero_or_absent(n, 2) || !zero_or_absent(n, 5) || !zero_or_absent(n, 8) || !zero_or_absent(n, 11))
+      return false;
+    const DataType y = val(n.outputs[0]).dtype;
+    if (y != DataType::kInt8 && y != DataType::kFloat32) return false;
+    if (present(n, 9) && val(n.inputs[9]).dtype != DataType::kInt8) return false;
+    if (a.activation == QActivation::kLeakyRelu) return false;
+    for (size_t i = 0; i < 2; ++i)
+      if (geo.pads[i] != geo.pads[2 + i]) return false;
+    return true;
+  }
+
+  bool convert_qconv(Node& n) {
+    QConvAttrs a = std::get<QConvAttrs>(n.attrs);
+    const ValueId x = n.inputs[0];
+    if (n.inputs.size() < 5 || val(x).shape.size() != 4 || val(n.inputs[3]).shape.size() != 4) return false;
+    const nn::WindowGeometry geo = nn::conv_geometry(a.conv(), val(x).shape, val(n.inputs[3]).shape);
+    if (!qconv_fits_cudnn(n, a, geo)) return false;
+    a.auto_pad = AutoPad::kNotSet;
+    a.pads = geo.pads;
+    std::vector<ValueId> ins = n.inputs;
+    ins[0] = to_last(x);
+    ins[3] = permuted_constant(n.inputs[3]);
+    if (present(n, 9)) ins[9] = to_last(n.inputs[9]);
+    emit_converted(n, OpKind::kNhwcQConv, a, ins, n.outputs);
     return true;
   }
 
@@ -294,7 +344,7 @@ class Rewriter {
 PassResult to_channels_last(graph::Graph& g) { return Rewriter(g).run(); }
 
 PassResult channels_last(graph::Graph& g, const BuildOptions& options) {
-  if (!options.fp16 || options.target == "cpu") return {};
+  if (!(options.fp16 || options.int8) || options.target == "cpu") return {};
   return to_channels_last(g);
 }
 

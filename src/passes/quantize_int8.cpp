@@ -9,7 +9,10 @@
 // The bias stays float (the INT8 kernels add it in float after scaling). Models that already carry
 // Q/DQ nodes are left alone: their scales are what the user asked for.
 // Guards (a node is left in float): X not float32 or constant; W not a constant float32 of the
-// expected rank; Gemm with transA; MatMul of a vector. With --accuracy-budget, the accuracy guard
+// expected rank; Gemm with transA; MatMul of a vector; on GPU targets, a 2-D Conv whose input
+// channels are not a multiple of 4 (an RGB stem): cuDNN's INT8 convolutions read channels in
+// vectors of 4, and the float16 channels-last kernel runs such a layer faster than the fallback
+// INT8 kernel would. With --accuracy-budget, the accuracy guard
 // (accuracy_guard.cpp) may leave more nodes in float.
 #include "passes/quantize_int8.h"
 
@@ -39,14 +42,17 @@ bool float32_constant(const graph::Graph& g, graph::ValueId v, size_t min_rank, 
   return w.is_constant() && w.dtype == DataType::kFloat32 && w.shape.size() >= min_rank && w.shape.size() <= max_rank;
 }
 
-std::optional<Target> target_of(const graph::Graph& g, size_t i) {
+std::optional<Target> target_of(const graph::Graph& g, size_t i, bool gpu) {
   const graph::Node& n = g.nodes[i];
   if (n.inputs.size() < 2 || !float32_activation(g, n.inputs[0])) return std::nullopt;
   const graph::ValueId x = n.inputs[0], w = n.inputs[1];
   switch (n.kind) {
-    case OpKind::kConv:
+    case OpKind::kConv: {
       if (!float32_constant(g, w, 3, 8)) return std::nullopt;
+      const std::vector<int64_t>& ws = g.value(w).shape;
+      if (gpu && ws.size() == 4 && ws[1] % 4 != 0) return std::nullopt;
       return Target{i, x, w, 0};
+    }
     case OpKind::kGemm: {
       const auto& a = std::get<GemmAttrs>(n.attrs);
       if (a.transA != 0 || !float32_constant(g, w, 2, 2)) return std::nullopt;
@@ -210,7 +216,7 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   Int8Plan plan;
   std::map<graph::ValueId, size_t> tensor_index;
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (std::optional<Target> t = target_of(g, i)) {
+    if (std::optional<Target> t = target_of(g, i, o.target != "cpu")) {
       plan.targets.push_back(*t);
       auto [it, fresh] = tensor_index.emplace(t->x, plan.tensors.size());
       if (fresh) plan.tensors.push_back(t->x);

@@ -421,7 +421,7 @@ inline void expect_match(const HostTensor& got, const HostTensor& want, Toleranc
     } else {
       g = get(got, i);
       r = get(want, i);
-      ok = is_float(got.dtype) ? same_value(g, r, tol) : g == r;
+      ok = is_float(got.dtype) ? same_value(g, r, tol) : std::abs(g - r) <= tol.abs;
     }
     if (!ok) {
       ++bad;

@@ -157,6 +157,7 @@ constexpr GpuKernelEntry kEntries[] = {
     {OpKind::kSoftmaxCrossEntropyLoss, loss_kernel, loss_workspace},
     {OpKind::kQConv, qconv_kernel},
     {OpKind::kQMatMul, qmatmul_kernel},
+    {OpKind::kNhwcQConv, qconv_nhwc_kernel, qconv_nhwc_workspace, qconv_nhwc_tactics},
 };
 
 }  // namespace

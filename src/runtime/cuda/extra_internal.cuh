@@ -129,5 +129,10 @@ void qlinear_conv_kernel(OpKind, const Attrs&, std::span<const TensorView>, std:
 // extra_qfused.cu
 void qconv_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
 void qmatmul_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
+// extra_qconv_nhwc.cu: NhwcQConv through a cuDNN graph, its workspace and tactics (candidate plans).
+void qconv_nhwc_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
+size_t qconv_nhwc_workspace(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
+std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs&, std::span<const TensorView>,
+                                        std::span<const TensorView>, GpuEnv&);
 
 }  // namespace kiln::gpu::extra

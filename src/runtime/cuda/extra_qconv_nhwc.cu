@@ -1,0 +1,317 @@
+// NhwcQConv on the GPU: the channels-last INT8 convolution the channels-last pass makes for the
+// shapes cuDNN's INT8 kernels take (passes/channels_last.cpp, qconv_fits_cudnn): int8 data and
+// weights with zero points 0, one group, channel counts that are multiples of 4.
+//
+// One cuDNN graph (cudnn_graph.cuh) per step computes the whole op in one kernel:
+//   acc = conv(x, w)                 int32 sums
+//   v   = acc * w_scale[m] * x_scale (+ bias[m]) (+ z * z_scale)
+//   v   = relu / clip(v)             (when the op has an activation)
+//   y   = int8(v * (1 / y_scale))    (or v, for a float32 output)
+// Scalars go by value, per-channel arrays are the engine's device constants. Each engine
+// configuration cuDNN offers is a tactic the builder times. cuDNN's float arithmetic rounds in its own
+// order (and may fuse multiply-adds), so results may differ from the CPU kernel's by one
+// quantization step at rounding ties, unlike kiln.QConv's bit-exact kernels.
+// Where cuDNN has no engine for a step (older GPUs, unusual shapes), a direct kernel (one thread per
+// output, exact integer sums, the CPU's epilogue) computes it instead.
+#include <deque>
+#include <memory>
+
+#include "core/infer/nn_geometry.h"
+#include "runtime/cuda/cudnn_graph.cuh"
+#include "runtime/cuda/extra_internal.cuh"
+#include "runtime/cuda/nn_internal.cuh"
+#include "runtime/qfused_math.h"
+
+namespace kiln::gpu::extra {
+
+namespace {
+
+namespace cg = cudnn_graph;
+
+bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
+
+// The largest workspace a candidate plan may ask for.
+constexpr size_t kMaxGraphWorkspace = size_t{256} << 20;
+
+float host_float(const GpuEnv& env, size_t i, const char* what) {
+  const void* h = env.host(i);
+  if (!h) throw Error(std::string("NhwcQConv: ") + what + " must be a build-time constant");
+  return *static_cast<const float*>(h);
+}
+
+// Geometry in cuDNN's order: dims [N, C, H, W] for x and y, [M, C, kh, kw] for w.
+struct Shapes {
+  std::vector<int64_t> x, w, y;
+  cg::ConvGeometry g;
+};
+
+Shapes shapes_of(const QConvAttrs& a, const TensorView& X, const TensorView& W, const TensorView& Y) {
+  if (X.rank() != 4 || W.rank() != 4 || Y.rank() != 4)
+    throw Error("NhwcQConv: the CUDA backend takes 2-D convolutions only");
+  Shapes s;
+  s.x = {X.shape[0], X.shape[3], X.shape[1], X.shape[2]};
+  s.w = {W.shape[0], W.shape[3], W.shape[1], W.shape[2]};
+  s.y = {Y.shape[0], Y.shape[3], Y.shape[1], Y.shape[2]};
+  const kiln::nn::WindowGeometry geo = kiln::nn::conv_geometry(a.conv(), s.x, s.w);
+  s.g.pads_begin = {geo.pads[0], geo.pads[1]};
+  s.g.pads_end = {geo.pads[2], geo.pads[3]};
+  s.g.strides = {geo.strides[0], geo.strides[1]};
+  s.g.dilations = {geo.dilations[0], geo.dilations[1]};
+  return s;
+}
+
+struct Plan final : StepState {
+  std::vector<int64_t> key;
+  Shapes shapes;
+  std::unique_ptr<cg::Graph> graph;  // null: the direct kernel
+  std::string graph_error;           // why there is no graph
+  // By-value scalars and the tensors the graph reads and writes, by unique id.
+  float x_scale = 1, z_scale = 1, inv_y_scale = 1;
+  std::vector<int64_t> uids;
+};
+
+std::vector<int64_t> plan_key(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out) {
+  std::vector<int64_t> k{static_cast<int64_t>(a.activation), static_cast<int64_t>(out[0].dtype)};
+  for (size_t i = 0; i < 12; ++i) k.push_back(present(in, i) ? in[i].numel() : -1);
+  for (const TensorView* t : {&in[0], &in[3], &out[0]}) k.insert(k.end(), t->shape.begin(), t->shape.end());
+  return k;
+}
+
+std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView> in,
+                                 std::span<const TensorView> out, GpuEnv& env) {
+  auto p = std::make_unique<Plan>();
+  p->key = plan_key(a, in, out);
+  p->shapes = shapes_of(a, in[0], in[3], out[0]);
+  p->x_scale = host_float(env, 1, "x_scale");
+  const bool bias = present(in, 6), quantize = present(in, 7), residual = present(in, 9);
+  if (quantize) p->inv_y_scale = 1.0f / host_float(env, 7, "y_scale");
+  if (residual) p->z_scale = present(in, 10) ? host_float(env, 10, "z_scale") : 1.0f;
+  const Shapes& s = p->shapes;
+  const int64_t M = s.w[0];
+  const std::vector<int64_t> one{1, 1, 1, 1}, chan{1, M, 1, 1};
+  const std::vector<int64_t> ys = cg::channels_last_strides(s.y);
+  auto align_of = [](const void* ptr) -> int64_t {
+    const auto v = reinterpret_cast<uintptr_t>(ptr);
+    int64_t al = 16;
+    while (al > 1 && v % static_cast<uintptr_t>(al) != 0) al /= 2;
+    return al;
+  };
+  try {
+    std::deque<cg::Desc> keep;  // tensors and operations, alive until the graph is built
+    auto add = [&](cg::Desc d) -> const cg::Desc& {
+      keep.push_back(std::move(d));
+      return keep.back();
+    };
+    int64_t next_virtual = 1000;
+    auto virt = [&]() -> const cg::Desc& {
+      return add(cg::tensor(next_virtual++, CUDNN_DATA_FLOAT, s.y, ys, true));
+    };
+    auto by_value = [&](int64_t uid) -> const cg::Desc& {
+      cg::Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+      const cudnnDataType_t f = CUDNN_DATA_FLOAT;
+      const int64_t al = 4;
+      const bool yes = true;
+      t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f);
+      t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, one.data());
+      t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, one.data());
+      t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+      t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &al);
+      t.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes);
+      t.finalize("NhwcQConv: a scalar");
+      return add(std::move(t));
+    };
+    const cg::Desc& x = add(cg::tensor('x', CUDNN_DATA_INT8, s.x, cg::channels_last_strides(s.x), false,
+                                       align_of(in[0].data)));
+    const cg::Desc& w = add(cg::tensor('w', CUDNN_DATA_INT8, s.w, cg::channels_last_strides(s.w), false,
+                                       align_of(in[3].data)));
+    const std::vector<int64_t>& ws_dims = in[4].numel() == 1 ? one : chan;
+    const cg::Desc& wsc = add(cg::tensor('s', CUDNN_DATA_FLOAT, ws_dims, cg::channels_last_strides(ws_dims), false, 4));
+    const cg::Desc& xsc = by_value('q');
+    p->uids = {'x', 'w', 's', 'q', 'y'};
+    // The chain of pointwise operations after the convolution; the last one writes y.
+    struct Step {
+      cudnnPointwiseMode_t mode;
+      const cg::Desc* operand;  // null: the activation
+    };
+    std::vector<Step> steps{{CUDNN_POINTWISE_MUL, &wsc}, {CUDNN_POINTWISE_MUL, &xsc}};
+    if (bias) {
+      steps.push_back({CUDNN_POINTWISE_ADD, &add(cg::tensor('b', CUDNN_DATA_FLOAT, chan,
+                                                            cg::channels_last_strides(chan), false, 4))});
+      p->uids.push_back('b');
+    }
+    const cg::Desc* zf = nullptr;
+    std::vector<const cg::Desc*> ops;
+    if (residual) {
+      const cg::Desc& z = add(cg::tensor('z', CUDNN_DATA_INT8, s.y, ys, false, align_of(in[9].data)));
+      zf = &virt();
+      ops.push_back(&add(cg::pointwise(CUDNN_POINTWISE_MUL, z, &by_value('r'), *zf)));
+      steps.push_back({CUDNN_POINTWISE_ADD, zf});
+      p->uids.push_back('z');
+      p->uids.push_back('r');
+    }
+    if (a.activation != QActivation::kNone) steps.push_back({CUDNN_POINTWISE_RELU_FWD, nullptr});
+    if (quantize) {
+      steps.push_back({CUDNN_POINTWISE_MUL, &by_value('o')});
+      p->uids.push_back('o');
+    }
+    const cg::Desc& y = add(cg::tensor('y', quantize ? CUDNN_DATA_INT8 : CUDNN_DATA_FLOAT, s.y, ys, false,
+                                       align_of(out[0].data)));
+    const cg::Desc* cur = &virt();
+    ops.insert(ops.begin(), &add(cg::conv_forward(x, w, *cur, s.g, CUDNN_DATA_INT32)));
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const cg::Desc& to = i + 1 == steps.size() ? y : virt();
+      if (steps[i].operand)
+        ops.push_back(&add(cg::pointwise(steps[i].mode, *cur, steps[i].operand, to)));
+      else if (a.activation == QActivation::kClip)
+        ops.push_back(&add(cg::relu(*cur, to, a.act_alpha, a.act_beta)));
+      else
+        ops.push_back(&add(cg::relu(*cur, to, 0, 0)));
+      cur = &to;
+    }
+    p->graph = std::make_unique<cg::Graph>(env.cudnn, ops, kMaxGraphWorkspace, "NhwcQConv");
+  } catch (const Error& e) {
+    p->graph.reset();
+    p->graph_error = e.what();
+  }
+  return p;
+}
+
+Plan& plan_for(const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out, GpuEnv& env,
+               std::unique_ptr<Plan>& local) {
+  const auto& a = std::get<QConvAttrs>(attrs);
+  return nn::step_plan<Plan>(env, plan_key(a, in, out), local, [&] { return build_plan(a, in, out, env); });
+}
+
+// The direct kernel: y[n][oh][ow][m], one thread each.
+struct Direct {
+  int64_t N, H, W, C, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
+  const float* w_scale;
+  bool w_scale_per_channel;
+  const float* bias;
+  float x_scale, z_scale;
+  const int8_t* z;
+  qfused::Epilogue epi;
+  bool quantize;
+};
+
+__global__ void qconv_nhwc_direct_kernel(const int8_t* x, const int8_t* w, void* y, Direct d) {
+  const int64_t total = d.N * d.OH * d.OW * d.M;
+  for (int64_t e = ew::global_thread(); e < total; e += ew::grid_threads()) {
+    const int64_t m = e % d.M, ow = (e / d.M) % d.OW, oh = (e / (d.M * d.OW)) % d.OH, n = e / (d.M * d.OW * d.OH);
+    uint32_t acc = 0;
+    for (int64_t kh = 0; kh < d.KH; ++kh) {
+      const int64_t ih = oh * d.sh - d.ph + kh * d.dh;
+      if (ih < 0 || ih >= d.H) continue;
+      for (int64_t kw = 0; kw < d.KW; ++kw) {
+        const int64_t iw = ow * d.sw - d.pw + kw * d.dw;
+        if (iw < 0 || iw >= d.W) continue;
+        const int8_t* xp = x + ((n * d.H + ih) * d.W + iw) * d.C;
+        const int8_t* wp = w + ((m * d.KH + kh) * d.KW + kw) * d.C;
+        for (int64_t c = 0; c < d.C; ++c) acc += static_cast<uint32_t>(int32_t{xp[c]} * int32_t{wp[c]});
+      }
+    }
+    const float alpha = qfused::mul_rn(d.x_scale, d.w_scale[d.w_scale_per_channel ? m : 0]);
+    float v = qfused::Epilogue::real(acc, alpha, d.bias ? d.bias[m] : 0.0f);
+    if (d.z) v = qfused::add_rn(v, qfused::mul_rn(d.z_scale, qfused::to_float(int32_t{d.z[e]})));
+    v = d.epi.activate(v);
+    if (d.quantize)
+      static_cast<int8_t*>(y)[e] = static_cast<int8_t>(d.epi.quantized(v));
+    else
+      static_cast<float*>(y)[e] = v;
+  }
+}
+
+void run_direct(const Plan& p, const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
+                GpuEnv& env) {
+  const Shapes& s = p.shapes;
+  Direct d{s.x[0], s.x[2], s.x[3], s.x[1], s.w[0], s.y[2], s.y[3], s.w[2], s.w[3], s.g.strides[0], s.g.strides[1],
+           s.g.pads_begin[0], s.g.pads_begin[1], s.g.dilations[0], s.g.dilations[1], nullptr, false, nullptr,
+           p.x_scale, p.z_scale, nullptr, {}, present(in, 7)};
+  d.w_scale = static_cast<const float*>(in[4].data);
+  d.w_scale_per_channel = in[4].numel() != 1;
+  d.bias = present(in, 6) ? static_cast<const float*>(in[6].data) : nullptr;
+  d.z = present(in, 9) ? static_cast<const int8_t*>(in[9].data) : nullptr;
+  d.epi.act = static_cast<int>(a.activation);
+  d.epi.act_alpha = a.act_alpha;
+  d.epi.act_beta = a.act_beta;
+  d.epi.quantize = d.quantize;
+  if (d.quantize) d.epi.y_scale = host_float(env, 7, "y_scale");
+  const int64_t total = out[0].numel();
+  qconv_nhwc_direct_kernel<<<ew::blocks_for(total), ew::kThreads, 0, env.stream>>>(
+      static_cast<const int8_t*>(in[0].data), static_cast<const int8_t*>(in[3].data), out[0].data, d);
+  check_launch("NhwcQConv");
+}
+
+// What the channels-last pass guarantees (qconv_fits_cudnn), checked again for crafted engines.
+void check_inputs(std::span<const TensorView> in, std::span<const TensorView> out, const GpuEnv& env) {
+  if (in.size() < 5 || in[0].dtype != DataType::kInt8 || in[3].dtype != DataType::kInt8 ||
+      (present(in, 9) && in[9].dtype != DataType::kInt8) ||
+      (out[0].dtype != DataType::kInt8 && out[0].dtype != DataType::kFloat32) || in[4].dtype != DataType::kFloat32 ||
+      (present(in, 6) && in[6].dtype != DataType::kFloat32))
+    throw Error("NhwcQConv: the CUDA backend takes int8 x, w and z, float32 scales and bias, and an int8 or "
+                "float32 y");
+  for (size_t i : {2, 5, 8, 11}) {
+    if (!present(in, i)) continue;
+    const auto* z = static_cast<const int8_t*>(env.host(i));
+    if (!z) throw Error("NhwcQConv: zero points must be build-time constants");
+    for (int64_t k = 0; k < in[i].numel(); ++k)
+      if (z[k] != 0) throw Error("NhwcQConv: the CUDA backend takes zero points of 0 only (input " +
+                                 std::to_string(i) + ")");
+  }
+}
+
+}  // namespace
+
+void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                       GpuEnv& env) {
+  check_inputs(in, out, env);
+  if (out[0].numel() == 0) return;
+  std::unique_ptr<Plan> local;
+  Plan& p = plan_for(attrs, in, out, env, local);
+  if (!p.graph) {
+    run_direct(p, std::get<QConvAttrs>(attrs), in, out, env);
+    return;
+  }
+  const size_t plan = env.tactic >= 0 ? static_cast<size_t>(env.tactic) : 0;
+  if (p.graph->workspace(std::min(plan, p.graph->candidates() - 1)) > env.workspace_bytes)
+    throw Error("NhwcQConv: the workspace is smaller than the kernel asked for");
+  std::vector<void*> data;
+  for (int64_t uid : p.uids) {
+    switch (uid) {
+      case 'x': data.push_back(in[0].data); break;
+      case 'w': data.push_back(in[3].data); break;
+      case 's': data.push_back(in[4].data); break;
+      case 'b': data.push_back(in[6].data); break;
+      case 'z': data.push_back(in[9].data); break;
+      case 'y': data.push_back(out[0].data); break;
+      case 'q': data.push_back(&p.x_scale); break;
+      case 'r': data.push_back(&p.z_scale); break;
+      default: data.push_back(&p.inv_y_scale); break;  // 'o'
+    }
+  }
+  p.graph->run(env.cudnn, plan, p.uids, data, env.workspace);
+}
+
+size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorView> in,
+                            std::span<const TensorView> out, GpuEnv& env) {
+  std::unique_ptr<Plan> local;
+  const Plan& p = plan_for(attrs, in, out, env, local);
+  if (!p.graph) return 0;
+  if (env.tactic >= 0 && static_cast<size_t>(env.tactic) < p.graph->candidates())
+    return p.graph->workspace(static_cast<size_t>(env.tactic));
+  size_t most = 0;
+  for (size_t i = 0; i < p.graph->candidates(); ++i) most = std::max(most, p.graph->workspace(i));
+  return most;
+}
+
+std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<const TensorView> in,
+                                        std::span<const TensorView> out, GpuEnv& env) {
+  std::unique_ptr<Plan> local;
+  const Plan& p = plan_for(attrs, in, out, env, local);
+  std::vector<int32_t> t;
+  if (p.graph)
+    for (size_t i = 0; i < p.graph->candidates(); ++i) t.push_back(static_cast<int32_t>(i));
+  return t;
+}
+
+}  // namespace kiln::gpu::extra

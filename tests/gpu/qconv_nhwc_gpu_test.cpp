@@ -1,0 +1,152 @@
+// NhwcQConv on the GPU (runtime/cuda/extra_qconv_nhwc.cu: a cuDNN graph per step, or the direct
+// kernel where cuDNN has no engine) against the CPU kernel (kiln.QConv on permuted tensors), with
+// every tactic (candidate cuDNN plan) and under stream capture. cuDNN rounds its float epilogue in its
+// own order, so an int8 output may differ by one quantization step, on at most 1% of the values
+// (a wrong rounding mode, such as truncation, would move about half of them); float outputs agree to
+// float32 rounding. C = 3 has no cuDNN INT8 engine (channels must be a multiple of 4): the direct
+// kernel, which shares the CPU's epilogue, must match bit for bit. Skips without a GPU.
+#include <algorithm>
+#include <cmath>
+
+#include "gpu_harness.h"
+
+namespace kiln::gpu_test {
+namespace {
+
+using Inputs = std::vector<HostTensor>;
+
+struct Case {
+  int64_t n, h, w, c, m, k, stride, pad;
+};
+
+const Case kCases[] = {
+    {2, 8, 8, 16, 32, 3, 1, 1},  {1, 14, 14, 64, 64, 1, 1, 0}, {2, 9, 7, 8, 12, 3, 2, 1},
+    {1, 7, 7, 32, 16, 1, 2, 0},  {1, 6, 6, 3, 5, 3, 1, 1},
+};
+
+struct Variant {
+  bool bias, quantize, residual;
+  QActivation act;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  for (bool q : {true, false})
+    for (bool z : {false, true})
+      for (QActivation act : {QActivation::kNone, QActivation::kRelu, QActivation::kClip})
+        v.push_back({act != QActivation::kClip, q, z, act});
+  return v;
+}
+
+Inputs inputs(const Case& c, const Variant& v, int64_t oh, int64_t ow) {
+  Inputs in{rand_tensor(DT::kInt8, {c.n, c.h, c.w, c.c}, -128, 127, true),
+            rand_tensor(DT::kFloat32, {}, 0.01, 0.05),
+            absent(),
+            rand_tensor(DT::kInt8, {c.m, c.k, c.k, c.c}, -128, 127, true),
+            rand_tensor(DT::kFloat32, {c.m}, 0.001, 0.01),
+            absent(),
+            v.bias ? rand_tensor(DT::kFloat32, {c.m}, -3, 3) : absent()};
+  if (v.quantize) {
+    in.push_back(rand_tensor(DT::kFloat32, {}, 0.05, 0.5));
+    in.push_back(absent());
+  } else {
+    in.push_back(absent());
+    in.push_back(absent());
+  }
+  if (v.residual) {
+    in.push_back(rand_tensor(DT::kInt8, {c.n, oh, ow, c.m}, -128, 127, true));
+    in.push_back(rand_tensor(DT::kFloat32, {}, 0.01, 0.1));
+  }
+  while (!in.back().exists) in.pop_back();
+  return in;
+}
+
+QConvAttrs attrs_of(const Case& c, QActivation act) {
+  QConvAttrs a;
+  a.kernel_shape = {c.k, c.k};
+  a.strides = {c.stride, c.stride};
+  a.pads = {c.pad, c.pad, c.pad, c.pad};
+  a.activation = act;
+  a.act_alpha = act == QActivation::kClip ? -0.5f : 0.0f;
+  a.act_beta = 0.75f;
+  return a;
+}
+
+// GPU against CPU: int8 within one step on at most 1% (exactly, if `exact`), float to rounding.
+void compare(const HostTensor& got, const HostTensor& want, bool exact, const std::string& what) {
+  ASSERT_EQ(got.numel(), want.numel()) << what;
+  int64_t off_by_one = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double g = get(got, i), r = get(want, i);
+    if (got.dtype == DT::kInt8) {
+      ASSERT_LE(std::abs(g - r), exact ? 0.0 : 1.0) << what << " element " << i << ": gpu " << g << ", cpu " << r;
+      off_by_one += g != r;
+    } else {
+      ASSERT_LE(std::abs(g - r), 1e-5 * std::abs(r) + 1e-5) << what << " element " << i << ": gpu " << g << ", cpu "
+                                                             << r;
+    }
+  }
+  EXPECT_LE(off_by_one, std::max<int64_t>(1, got.numel() / 100)) << what << ": too many values one step off";
+}
+
+TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(43);
+  for (const Case& c : kCases) {
+    const int64_t oh = (c.h + 2 * c.pad - c.k) / c.stride + 1, ow = (c.w + 2 * c.pad - c.k) / c.stride + 1;
+    for (const Variant& v : variants()) {
+      const std::string what = "case c=" + std::to_string(c.c) + " m=" + std::to_string(c.m) + " k=" +
+                               std::to_string(c.k) + " quantize=" + std::to_string(v.quantize) + " residual=" +
+                               std::to_string(v.residual) + " act=" + std::to_string(static_cast<int>(v.act));
+      SCOPED_TRACE(what);
+      const QConvAttrs a = attrs_of(c, v.act);
+      const Inputs in = inputs(c, v, oh, ow);
+      std::vector<TensorView> iv;
+      for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
+      const std::vector<OutputType> types = infer_shapes(OpKind::kNhwcQConv, a, iv, 1);
+      const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
+      std::vector<HostTensor> outs = empty_outputs(types, 0);
+      std::vector<TensorView> ov;
+      for (HostTensor& t : outs) ov.push_back(t.view(nullptr));
+      Stream stream;
+      std::vector<const void*> host_in;
+      for (const TensorView& t : iv) host_in.push_back(t.data);
+      gpu::GpuEnv env = GpuResources::get().env(stream.get(), host_in, nullptr);
+      std::vector<int32_t> tactics = gpu::gpu_kernel_entry(OpKind::kNhwcQConv)->tactics(OpKind::kNhwcQConv, a, iv, ov, env);
+      const bool direct = tactics.empty();
+      EXPECT_EQ(direct, c.c % 4 != 0) << "cuDNN plans for C = " << c.c << ": " << tactics.size();
+      if (direct) tactics.push_back(-1);
+      for (int32_t t : tactics) {
+        GpuRunOptions o;
+        o.tactic = t;
+        for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured}) {
+          std::vector<HostTensor> got;
+          try {
+            got = run_gpu(OpKind::kNhwcQConv, a, in, types, mode, o);
+          } catch (const Error& e) {
+            ADD_FAILURE() << what << " tactic " << t << ": " << e.what();
+            continue;
+          }
+          compare(got[0], want[0], direct, what + " tactic " + std::to_string(t) + " " + mode_name(mode));
+        }
+      }
+    }
+  }
+}
+
+// Zero points other than 0 are not what the channels-last pass makes; a crafted engine gets a clear
+// error instead of wrong values.
+TEST(GpuNhwcQConv, RejectsNonZeroZeroPoints) {
+  KILN_SKIP_WITHOUT_GPU();
+  const Case c{1, 4, 4, 8, 8, 1, 1, 0};
+  const QConvAttrs a = attrs_of(c, QActivation::kNone);
+  Inputs in = inputs(c, {true, true, false, QActivation::kNone}, 4, 4);
+  in[2] = make(DT::kInt8, {}, {3});
+  std::vector<TensorView> iv;
+  for (const HostTensor& t : in) iv.push_back(t.view(nullptr));
+  expect_cuda_backend_error(OpKind::kNhwcQConv, a, in, infer_shapes(OpKind::kNhwcQConv, a, iv, 1),
+                            "zero points of 0 only");
+}
+
+}  // namespace
+}  // namespace kiln::gpu_test
