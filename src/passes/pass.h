@@ -36,6 +36,7 @@ PassResult fuse_siblings(graph::Graph& g, const BuildOptions& options);
 PassResult remove_dead_nodes(graph::Graph& g, const BuildOptions& options);
 PassResult quantize_int8(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_qdq(graph::Graph& g, const BuildOptions& options);
+PassResult fuse_qresidual(graph::Graph& g, const BuildOptions& options);
 PassResult to_fp16(graph::Graph& g, const BuildOptions& options);
 PassResult channels_last(graph::Graph& g, const BuildOptions& options);  // GPU targets with --fp16 only
 PassResult to_channels_last(graph::Graph& g);  // channels_last's rewrite, for any target (tests)

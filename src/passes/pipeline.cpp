@@ -51,6 +51,10 @@ constexpr Pass kPipeline[] = {
     // Q/DQ pairs, from quantize-int8 or from the model itself, become INT8 kernels; before
     // precision, which keeps the INT8 ops' float parameters in float32.
     {"fuse-qdq", false, fuse_qdq},
+    // QConv -> Add(residual) -> Relu -> Q becomes one QConv reading the residual in int8; right
+    // after fuse-qdq, which leaves exactly that in residual blocks (a float QConv output, the Add,
+    // a Q of the block's output).
+    {"fuse-qresidual", false, fuse_qresidual},
     // After the folds and removals, so that Conv -> BN -> Relu reads Conv -> Relu and no Identity
     // sits inside a chain; before to-fp16, so that bias constants fold in float32.
     {"fuse-epilogue", false, fuse_epilogue},

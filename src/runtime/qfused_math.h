@@ -1,7 +1,8 @@
 // The epilogue of Kiln's INT8 ops kiln.QConv and kiln.QMatMul, shared by the CPU kernels and the
 // CUDA kernels so that both round identically (the GPU tests compare them bit for bit):
 //   real = float(acc) * alpha[m] + bias[m]        alpha[m] = x_scale * w_scale[m], all in float32
-//   v    = activation(real)                       none, relu, clip(lo, hi), leaky_relu(alpha)
+//   zr   = z_scale * float(z - z_zero)            kiln.QConv's optional quantized residual z (y's shape)
+//   v    = activation(real [+ zr])                none, relu, clip(lo, hi), leaky_relu(alpha)
 //   y    = v                                      float output (no y_scale), or
 //   y    = saturate(rint(v / y_scale) + y_zero)   QuantizeLinear's rule; NaN goes to y_zero
 // acc is the exact int32 sum of (x - x_zero) * (w - w_zero[m]) (modulo 2^32). Every operation is
@@ -56,6 +57,8 @@ struct Epilogue {
   bool quantize = false;
   float y_scale = 1, y_zero = 0;
   float qmin = -128, qmax = 127;
+  float z_scale = 1;  // kiln.QConv's residual z: the kernels read z at y's element index
+  int32_t z_zero = 0;
 
   KILN_HD float activate(float v) const {
     switch (act) {
@@ -68,6 +71,10 @@ struct Epilogue {
   // The real value of one output before the activation.
   KILN_HD static float real(uint32_t acc, float alpha, float bias) {
     return add_rn(mul_rn(to_float(static_cast<int32_t>(acc)), alpha), bias);
+  }
+  // real plus the residual element z (an int8/uint8 value as int32), rounded as two float32 operations.
+  KILN_HD float plus_residual(float real, int32_t z) const {
+    return add_rn(real, mul_rn(z_scale, to_float(z - z_zero)));
   }
   // v (after the activation) as a quantized value in [qmin, qmax], as float.
   KILN_HD float quantized(float v) const {

@@ -4,7 +4,9 @@
 // activation, then QuantizeLinear's rounding. Results must be identical. Covers int8/uint8 inputs
 // and weights, zero points (none, scalar, per channel), bias, every activation, float / int8 /
 // uint8 outputs, groups, strides, dilations, padding, 1-D to 3-D, size 0, threads, and the shape
-// inference errors.
+// inference errors. QConv's residual z (int8/uint8, with and without its zero point) joins the
+// reference epilogue as z_scale * float(z - z_zero), added after the bias; NhwcQConv with z must
+// equal QConv with z on permuted data.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -36,11 +38,13 @@ struct Epi {
 const Epi kEpis[] = {{}, {QActivation::kRelu}, {QActivation::kClip, -0.5f, 0.75f}, {QActivation::kLeakyRelu, 0.1f}};
 
 // One output of channel m from its exact sum.
+// zr: the residual's real value (float32), if any.
 double epilogue(int32_t acc, float sx, float sw, float bias, const Epi& e, const Tensor* sy, const Tensor* zy,
-                DataType out) {
+                DataType out, const float* zr = nullptr) {
   const float alpha = sx * sw;
   float v = static_cast<float>(acc) * alpha;
   v = v + bias;
+  if (zr) v = v + *zr;
   if (e.act == QActivation::kRelu) v = std::max(v, 0.0f);
   if (e.act == QActivation::kClip) v = std::min(std::max(v, e.a), e.b);
   if (e.act == QActivation::kLeakyRelu && v < 0) v = v * e.a;
@@ -105,7 +109,7 @@ Inputs random_inputs(DataType tx, DataType tw, DataType ty, const Shape& xs, con
 // Checks `got` against epilogue(acc) per element; channel(e) gives element e's output channel.
 template <class Channel>
 void check(const Tensor& got, const std::vector<double>& acc, const Inputs& in, const Epi& e, DataType ty,
-           Channel channel, const std::string& what) {
+           Channel channel, const std::string& what, const std::vector<float>* zr = nullptr) {
   ASSERT_EQ(got.dtype, in.quantize ? ty : DataType::kFloat32) << what;
   const std::vector<double> sw = in.sw.values(), bias = in.bias.values(), v = got.values();
   ASSERT_EQ(v.size(), acc.size()) << what;
@@ -114,7 +118,7 @@ void check(const Tensor& got, const std::vector<double>& acc, const Inputs& in, 
     const double want =
         epilogue(static_cast<int32_t>(acc[i]), static_cast<float>(in.sx.values()[0]),
                  static_cast<float>(sw[sw.size() == 1 ? 0 : m]), in.has_bias ? static_cast<float>(bias[m]) : 0.0f, e,
-                 in.quantize ? &in.sy : nullptr, &in.zy, ty);
+                 in.quantize ? &in.sy : nullptr, &in.zy, ty, zr ? &(*zr)[i] : nullptr);
     ASSERT_EQ(v[i], want) << what << " element " << i;
   }
 }
@@ -188,6 +192,128 @@ TEST(QMatMul, MatchesMatMulIntegerAndTheEpilogue) {
       }
 }
 
+// The residual z: int8 or uint8 (whatever x, w and y are), zero point absent or random, any z_scale.
+struct Residual {
+  Tensor z, scale, zero;
+  bool has_zero;
+  std::vector<float> real;  // z_scale * float(z - z_zero), element by element
+};
+
+Residual random_residual(DataType tz, const Shape& shape, bool has_zero, std::mt19937& rng) {
+  Residual r{random_tensor(tz, shape, rng, qlo(tz), qhi(tz)),
+             random_tensor(DataType::kFloat32, {}, rng, 0.01, 0.2),
+             random_tensor(tz, {}, rng, qlo(tz), qhi(tz)),
+             has_zero,
+             {}};
+  const float s = static_cast<float>(r.scale.values()[0]);
+  const int32_t zz = has_zero ? static_cast<int32_t>(r.zero.values()[0]) : 0;
+  for (double v : r.z.values()) r.real.push_back(s * static_cast<float>(static_cast<int32_t>(v) - zz));
+  return r;
+}
+
+// Inputs with the residual after y's parameters (absent ones included: z is input 9).
+std::vector<const Tensor*> with_residual(const Inputs& in, const Residual& r) {
+  std::vector<const Tensor*> list = in.list();
+  list.insert(list.end(), {&r.z, &r.scale, r.has_zero ? &r.zero : nullptr});
+  return list;
+}
+
+QConvAttrs conv_attrs(const ConvCase& c, const Epi& e) {
+  QConvAttrs qa;
+  qa.group = c.group;
+  qa.strides = c.strides;
+  qa.dilations = c.dilations;
+  qa.pads = c.pads;
+  qa.activation = e.act;
+  qa.act_alpha = e.a;
+  qa.act_beta = e.b;
+  return qa;
+}
+
+TEST(QConv, ResidualMatchesConvIntegerAndTheEpilogue) {
+  std::mt19937 rng(23);
+  cpu::ThreadPool pool(3);
+  int cases = 0;
+  for (const auto& [tx, tw] : kPairs)
+    for (const ConvCase& c : kConvCases)
+      for (int variant = 0; variant < 16; ++variant) {
+        const DataType ty = variant & 1 ? DataType::kUInt8 : DataType::kInt8;
+        const DataType tz = (variant >> 1) & 1 ? DataType::kUInt8 : DataType::kInt8;
+        const Epi& e = kEpis[(variant + cases) % 4];
+        const Inputs in = random_inputs(tx, tw, ty, c.x, c.w, c.w[0], variant, rng);
+        const QConvAttrs qa = conv_attrs(c, e);
+        const std::vector<Tensor> acc =
+            run(OpKind::kConvInteger, qa.conv(),
+                {&in.x, &in.w, in.has_zx ? &in.zx : nullptr, in.has_zw ? &in.zw : nullptr}, 1);
+        const Residual r = random_residual(tz, acc[0].shape, (variant >> 2) & 1, rng);
+        const std::vector<Tensor> got = run(OpKind::kQConv, qa, with_residual(in, r), 1, cases++ % 2 ? &pool : nullptr);
+        ASSERT_EQ(got[0].shape, acc[0].shape);
+        const int64_t per = numel(acc[0].shape) / std::max<int64_t>(c.x[0] * c.w[0], 1);
+        check(
+            got[0], acc[0].values(), in, e, ty, [&](int64_t i) { return (i / per) % c.w[0]; },
+            "QConv with z " + shape_string(c.x) + " * " + shape_string(c.w) + " variant " + std::to_string(variant),
+            &r.real);
+      }
+}
+
+// The residual against float64 arithmetic: the float output is the exact real sum to float32 rounding.
+TEST(QConv, ResidualFloatOutputIsTheRealSum) {
+  std::mt19937 rng(24);
+  const ConvCase& c = kConvCases[4];
+  const Inputs in = random_inputs(DataType::kUInt8, DataType::kInt8, DataType::kInt8, c.x, c.w, c.w[0], 7, rng);
+  const QConvAttrs qa = conv_attrs(c, Epi{});
+  const std::vector<Tensor> acc = run(OpKind::kConvInteger, qa.conv(), {&in.x, &in.w, &in.zx, &in.zw}, 1);
+  const Residual r = random_residual(DataType::kInt8, acc[0].shape, true, rng);
+  const std::vector<double> got = run(OpKind::kQConv, qa, with_residual(in, r), 1)[0].values();
+  const std::vector<double> a = acc[0].values(), z = r.z.values(), sw = in.sw.values(), b = in.bias.values();
+  const double sx = in.sx.values()[0], sz = r.scale.values()[0], zz = r.zero.values()[0];
+  const int64_t per = numel(acc[0].shape) / (c.x[0] * c.w[0]);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const size_t m = static_cast<size_t>((static_cast<int64_t>(i) / per) % c.w[0]);
+    const double want = a[i] * sx * sw[m] + b[m] + sz * (z[i] - zz);
+    ASSERT_NEAR(got[i], want, 1e-5 * (1 + std::fabs(want))) << i;
+  }
+}
+
+// [N, C, S...] <-> [N, S..., C] of a 4-D tensor.
+Tensor permute4(const Tensor& t, bool to_last) {
+  const Shape& s = t.shape;
+  const Shape out = to_last ? Shape{s[0], s[2], s[3], s[1]} : Shape{s[0], s[3], s[1], s[2]};
+  const std::vector<double> v = t.values();
+  std::vector<double> r(v.size());
+  for (int64_t a = 0; a < out[0]; ++a)
+    for (int64_t b = 0; b < out[1]; ++b)
+      for (int64_t c = 0; c < out[2]; ++c)
+        for (int64_t d = 0; d < out[3]; ++d) {
+          const int64_t src = to_last ? ((a * s[1] + d) * s[2] + b) * s[3] + c : ((a * s[1] + c) * s[2] + d) * s[3] + b;
+          r[static_cast<size_t>(((a * out[1] + b) * out[2] + c) * out[3] + d)] = v[static_cast<size_t>(src)];
+        }
+  return make(t.dtype, out, r);
+}
+
+TEST(NhwcQConv, ResidualEqualsQConvOnPermutedData) {
+  std::mt19937 rng(25);
+  for (const ConvCase& c : {kConvCases[1], kConvCases[5]}) {  // grouped, strided, dilated; depthwise
+    for (int variant : {9, 14}) {
+      const DataType tz = variant == 9 ? DataType::kUInt8 : DataType::kInt8;
+      const Inputs in =
+          random_inputs(DataType::kInt8, DataType::kUInt8, DataType::kInt8, c.x, c.w, c.w[0], variant, rng);
+      const QConvAttrs qa = conv_attrs(c, kEpis[1]);
+      const Shape y = run(OpKind::kQConv, qa, in.list(), 1)[0].shape;
+      const Residual r = random_residual(tz, y, variant == 9, rng);
+      const Tensor want = run(OpKind::kQConv, qa, with_residual(in, r), 1)[0];
+      Inputs last = in;
+      last.x = permute4(in.x, true);
+      last.w = permute4(in.w, true);
+      Residual rl = r;
+      rl.z = permute4(r.z, true);
+      const Tensor got = run(OpKind::kNhwcQConv, qa, with_residual(last, rl), 1)[0];
+      ASSERT_EQ(got.dtype, want.dtype);
+      EXPECT_EQ(permute4(got, false).values(), want.values()) << "variant " << variant;
+    }
+  }
+}
+
 // Sums beyond int32 wrap (modulo 2^32) as int32 accumulators do, then saturate.
 TEST(QMatMul, AccumulatorWrapsLikeInt32) {
   const int64_t k = 140000;  // 140000 * 128 * 128 > 2^31
@@ -237,6 +363,25 @@ TEST(QConv, InferenceRejectsBadInputs) {
   clip.act_beta = 0;
   EXPECT_NE(infer_error(OpKind::kQConv, clip, {&x, &s, nullptr, &w, &s}).find("act_alpha <= act_beta"),
             std::string::npos);
+  // The residual: y's shape [1, 3, 4, 4], int8/uint8, z_scale required, z_zero of z's type.
+  const Tensor z = make(DataType::kUInt8, {1, 3, 4, 4}, std::vector<double>(48, 1));
+  const Tensor zbad = make(DataType::kInt8, {1, 3, 4, 1}, std::vector<double>(12, 1));
+  const Tensor zf = make(DataType::kFloat32, {1, 3, 4, 4}, std::vector<double>(48, 1));
+  const std::vector<const Tensor*> base = {&x, &s, nullptr, &w, &s, nullptr, nullptr, &s, &zi};
+  auto with = [&](std::vector<const Tensor*> extra) {
+    std::vector<const Tensor*> in = base;
+    in.insert(in.end(), extra.begin(), extra.end());
+    return infer_error(OpKind::kQConv, a, in);
+  };
+  EXPECT_EQ(with({&z, &s, &zu}), "");
+  EXPECT_EQ(with({&z, &s}), "");
+  EXPECT_NE(with({&zbad, &s}).find("z [1,3,4,1] must have the output's shape [1,3,4,4]"), std::string::npos)
+      << with({&zbad, &s});
+  EXPECT_NE(with({&zf, &s}).find("z must be int8 or uint8"), std::string::npos);
+  EXPECT_NE(with({&z}).find("z needs z_scale"), std::string::npos);
+  EXPECT_NE(with({&z, &s, &zi}).find("z_zero_point must be uint8"), std::string::npos);
+  EXPECT_NE(with({&z, &s3}).find("z_scale must be a scalar"), std::string::npos);
+  EXPECT_NE(with({nullptr, &s}).find("z_scale or z_zero_point without z"), std::string::npos);
   const Tensor wk = make(DataType::kInt8, {3, 4}, std::vector<double>(12, 1));
   const Tensor xm = make(DataType::kInt8, {2, 5}, std::vector<double>(10, 1));
   EXPECT_NE(infer_error(OpKind::kQMatMul, QMatMulAttrs{}, {&xm, &s, nullptr, &wk, &s}).find("[N, K]"),

@@ -4,7 +4,8 @@
 // point) and the generic one (other weight zero points), with byte and 16-byte tile loads. Shapes
 // span several 64 x 64 tiles with ragged edges, groups, depthwise, strides, dilations, padding,
 // 1-D to 3-D, size 0, K = 0, and a sum that wraps past int32; epilogues: bias, every activation, float / int8 / uint8
-// outputs. Every input set runs direct, misaligned and under stream capture. Skips without a GPU.
+// outputs; QConv's residual z (int8/uint8, with and without its zero point) on both paths. Every
+// input set runs direct, misaligned and under stream capture. Skips without a GPU.
 #include <algorithm>
 
 #include "gpu_harness.h"
@@ -107,6 +108,36 @@ TEST(GpuQConv, MatchesCpu) {
       const Inputs in = inputs(v, c.x, c.w, c.w[0]);
       for (GpuMode m : kModes) {
         SCOPED_TRACE("conv case " + std::to_string(ci));
+        check_op(OpKind::kQConv, a, in, 1, Accuracy::kExact, m);
+      }
+    }
+  }
+}
+
+// The residual z, y's shape, after y's parameters (absent ones spelled out: z is input 9), on both
+// paths (the variants' weight zero points choose them) and every epilogue.
+TEST(GpuQConv, ResidualMatchesCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(43);
+  int i = 0;
+  for (size_t ci = 0; ci < kConvCases.size(); ++ci) {
+    const ConvCase& c = kConvCases[ci];
+    for (const Variant& v : variants()) {
+      QConvAttrs a;
+      a.group = c.group;
+      a.strides = c.strides;
+      a.dilations = c.dilations;
+      a.pads = c.pads;
+      set_act(v.act, a.activation, a.act_alpha, a.act_beta);
+      Inputs in = inputs(v, c.x, c.w, c.w[0]);
+      const Shape y = infer_shapes(OpKind::kQConv, a, infer_views(OpKind::kQConv, in), 1)[0].shape;
+      in.resize(9, absent());
+      const DT tz = i % 2 ? DT::kInt8 : DT::kUInt8;
+      in.push_back(rand_q(tz, y));
+      in.push_back(rand_tensor(DT::kFloat32, {}, 0.01, 0.2));
+      if (i++ % 3 != 0) in.push_back(rand_q(tz, {}));
+      for (GpuMode m : kModes) {
+        SCOPED_TRACE("conv case " + std::to_string(ci) + " with z");
         check_op(OpKind::kQConv, a, in, 1, Accuracy::kExact, m);
       }
     }

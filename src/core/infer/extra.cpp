@@ -243,6 +243,9 @@ std::vector<OutputType> infer_dynamic_quantize(OpKind, const Attrs&, std::span<c
 // x and w int8 or uint8, zero points of their type; float32 scales; x's and y's parameters one
 // value, w's one value or one per output channel (m of them); bias float32 [m]. With y_scale the
 // output is quantized to y_zero_point's type (int8 without one); without it, the output is float32.
+// kiln.QConv's optional residual [z], [z_scale], [z_zero_point] (inputs 9 to 11): z int8 or uint8
+// of y's shape (of any of the two types, whatever y's is), z_scale a float32 scalar, z_zero_point a
+// scalar of z's type (absent: 0).
 
 bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
 
@@ -288,12 +291,32 @@ DataType check_qfused(const char* op, std::span<const TensorView> in, int64_t m,
   return in[8].dtype;
 }
 
+void check_residual(const char* op, std::span<const TensorView> in, const std::vector<int64_t>& y_shape) {
+  if (!present(in, 9)) {
+    if (present(in, 10) || present(in, 11)) throw Error(std::string(op) + ": z_scale or z_zero_point without z");
+    return;
+  }
+  const TensorView& z = in[9];
+  if (!is_q8(z.dtype)) throw Error(std::string(op) + ": z must be int8 or uint8, got " + dt(z.dtype));
+  if (std::vector<int64_t>(z.shape.begin(), z.shape.end()) != y_shape)
+    throw Error(std::string(op) + ": z " + shp(z.shape) + " must have the output's shape " + shp(y_shape));
+  if (!present(in, 10)) throw Error(std::string(op) + ": z needs z_scale (input 10)");
+  check_scale(in[10], op, "z_scale", true);
+  check_single(in[10], op, "z_scale");
+  if (present(in, 11)) {
+    check_zero_point(in[11], z.dtype, op, "z_zero_point");
+    check_single(in[11], op, "z_zero_point");
+  }
+}
+
 std::vector<OutputType> infer_qconv(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t) {
+  const char* op = "kiln.QConv";
   const auto& a = attrs_as<QConvAttrs>(attrs);
-  check_present_weights("kiln.QConv", in);
-  const DataType y =
-      check_qfused("kiln.QConv", in, in[3].rank() > 0 ? in[3].shape[0] : 0, a.activation, a.act_alpha, a.act_beta);
-  return {OutputType{y, conv_out_shape(a.conv(), in[0], in[3])}};
+  check_present_weights(op, in);
+  const DataType y = check_qfused(op, in, in[3].rank() > 0 ? in[3].shape[0] : 0, a.activation, a.act_alpha, a.act_beta);
+  std::vector<int64_t> shape = conv_out_shape(a.conv(), in[0], in[3]);
+  check_residual(op, in, shape);
+  return {OutputType{y, std::move(shape)}};
 }
 
 // x [..., rows, K] times w [N, K] transposed: y [..., rows, N].

@@ -1,5 +1,6 @@
 // kiln.QConv and kiln.QMatMul on the GPU, bit-exact with the CPU kernels (cpu/ops/extra_qfused.cpp):
-// the same exact integer sums and the shared epilogue of runtime/qfused_math.h.
+// the same exact integer sums and the shared epilogue of runtime/qfused_math.h (QConv's residual z
+// included: Params::store reads z at the output's index, so both paths take it alike).
 //
 // Fast path, on tensor cores (WMMA int8 16x16x16, int32 accumulation): int8 weights with zero
 // point 0 (or uint8 with 128), any int8/uint8 activations. uint8 values v are fed as v - 128 (a
@@ -41,7 +42,9 @@ struct Params {
   float x_scale = 1;
   int32_t x_zero = 0;
   qfused::Epilogue epi;
-  int out = 0;  // 0 float32, 1 int8, 2 uint8
+  int out = 0;              // 0 float32, 1 int8, 2 uint8
+  const void* z = nullptr;  // QConv's residual, y's shape (null: none)
+  bool z_u8 = false;
 
   __device__ float alpha(int64_t m) const { return qfused::mul_rn(x_scale, w_scale[w_scale_per_channel ? m : 0]); }
   __device__ int32_t w_zero_at(int64_t m) const {
@@ -51,7 +54,11 @@ struct Params {
   }
   // Writes output element `at` of channel m from the exact accumulator.
   __device__ void store(void* y, int64_t at, int64_t m, uint32_t acc) const {
-    const float v = epi.activate(qfused::Epilogue::real(acc, alpha(m), bias ? bias[m] : 0.0f));
+    float real = qfused::Epilogue::real(acc, alpha(m), bias ? bias[m] : 0.0f);
+    if (z)
+      real = epi.plus_residual(
+          real, z_u8 ? int32_t{static_cast<const uint8_t*>(z)[at]} : int32_t{static_cast<const int8_t*>(z)[at]});
+    const float v = epi.activate(real);
     if (out == 0)
       static_cast<float*>(y)[at] = v;
     else if (out == 1)
@@ -355,6 +362,12 @@ Params params(std::span<const TensorView> in, std::span<const TensorView> out, Q
     p.epi.qmin = u8 ? 0.0f : -128.0f;
     p.epi.qmax = u8 ? 255.0f : 127.0f;
     p.out = u8 ? 2 : 1;
+  }
+  if (present(in, 9)) {
+    p.z = in[9].data;
+    p.z_u8 = in[9].dtype == DataType::kUInt8;
+    p.epi.z_scale = *static_cast<const float*>(host_param(env, 10, op));
+    p.epi.z_zero = present(in, 11) ? host_q8(in[11], host_param(env, 11, op), 0) : 0;
   }
   return p;
 }

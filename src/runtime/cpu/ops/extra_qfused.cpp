@@ -1,9 +1,10 @@
 // CPU kernels of Kiln's INT8 ops kiln.QConv and kiln.QMatMul (made by the fuse-qdq pass): integer
 // products of int8/uint8 values with their zero points subtracted, accumulated exactly in 32 bits
 // (uint32, so a sum past int32's range wraps as int32 accumulators do, without signed overflow),
-// then the epilogue of runtime/qfused_math.h (scale, bias, activation, requantization).
+// then the epilogue of runtime/qfused_math.h (scale, bias, residual, activation, requantization).
 //
-// Inputs: x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point].
+// Inputs: x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point],
+// and for QConv [z], [z_scale], [z_zero_point]: a quantized residual of y's shape (fuse-qresidual).
 // QConv: x [N, C, spatial...], w [M, C / group, kernel...]; im2col per image and group, then the
 // integer GEMM (cpu/igemm.h) of the group's weights and the columns. QMatMul: x [..., rows, K]
 // times w [N, K] transposed.
@@ -42,12 +43,18 @@ std::vector<int32_t> ints(std::span<const TensorView> in, size_t i) {
   return v;
 }
 
-// What every output channel m needs: alpha = x_scale * w_scale[m], bias, w's zero point.
+// What every output channel m needs: alpha = x_scale * w_scale[m], bias, w's zero point; and the
+// residual z (null: none), read at y's element index.
 struct Channels {
   std::vector<float> alpha, bias;
   std::vector<int32_t> w_zero;
   int32_t x_zero = 0;
   qfused::Epilogue epi;
+  const TensorView* z = nullptr;
+
+  int32_t z_at(int64_t i) const {
+    return z->dtype == DataType::kInt8 ? int32_t{z->as<const int8_t>()[i]} : int32_t{z->as<const uint8_t>()[i]};
+  }
 };
 
 Channels channels(std::span<const TensorView> in, int64_t m, QActivation act, float act_alpha, float act_beta,
@@ -76,6 +83,11 @@ Channels channels(std::span<const TensorView> in, int64_t m, QActivation act, fl
     c.epi.qmin = out_type == DataType::kUInt8 ? 0.0f : -128.0f;
     c.epi.qmax = out_type == DataType::kUInt8 ? 255.0f : 127.0f;
   }
+  if (present(in, 9)) {
+    c.z = &in[9];
+    c.epi.z_scale = *in[10].as<const float>();
+    c.epi.z_zero = ints(in, 11)[0];
+  }
   return c;
 }
 
@@ -84,8 +96,10 @@ void store(const Channels& c, int64_t m, const uint32_t* acc, int64_t count, con
            int64_t step) {
   const float alpha = c.alpha[m], bias = c.bias[m];
   for (int64_t i = 0; i < count; ++i) {
-    const float v = c.epi.activate(qfused::Epilogue::real(acc[i], alpha, bias));
     const int64_t at = offset + i * step;
+    float real = qfused::Epilogue::real(acc[i], alpha, bias);
+    if (c.z) real = c.epi.plus_residual(real, c.z_at(at));
+    const float v = c.epi.activate(real);
     if (!c.epi.quantize)
       y.as<float>()[at] = v;
     else if (y.dtype == DataType::kInt8)

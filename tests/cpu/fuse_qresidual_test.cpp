@@ -1,0 +1,226 @@
+// Tests for the fuse-qresidual pass: kiln.QConv -> Add(residual) [-> Relu] -> QuantizeLinear
+// becomes one kiln.QConv reading the residual in int8. A calibrated two-block residual network
+// (--int8) fuses both blocks (the first residual through its QuantizeLinear, the second through the
+// DequantizeLinear the first rewrite leaves) and stays within quantization tolerance of the
+// unfused engine; an explicit Q/DQ block whose residual is a DQ is bit-exact with the unfused
+// engine (the same float32 operations in the same order). One negative test per guard, and
+// --disable-pass.
+#include <cmath>
+#include <functional>
+
+#include "int8_test_util.h"
+
+namespace kiln::passes {
+namespace {
+
+using namespace kiln::test;
+
+// x[1,4,8,8] -> conv0 -> relu0 -> h0, then two residual blocks
+//   conv_a -> relu -> conv_b -> Add(conv_b, input) -> relu
+// (the second with the Add's operands swapped), then a 1x1 conv -> y. r2 (the second block's
+// output) is a graph output too.
+OnnxModel two_blocks() {
+  OnnxModel m("resnet");
+  m.input("x", {1, 4, 8, 8});
+  m.output("y");
+  m.output("r2");
+  m.init_rand("w0", {8, 4, 3, 3}, -0.3f, 0.3f);
+  m.init_rand("b0", {8}, -0.1f, 0.1f);
+  attr_ints(m.node("Conv", "conv0", {"x", "w0", "b0"}, {"c0"}), "pads", {1, 1, 1, 1});
+  m.node("Relu", "relu0", {"c0"}, {"h0"});
+  std::string in = "h0";
+  for (int b : {1, 2}) {
+    const std::string k = std::to_string(b);
+    m.init_rand("wa" + k, {8, 8, 3, 3}, -0.2f, 0.2f);
+    m.init_rand("wb" + k, {8, 8, 3, 3}, -0.2f, 0.2f);
+    m.init_rand("bb" + k, {8}, -0.1f, 0.1f);
+    attr_ints(m.node("Conv", "conv" + k + "a", {in, "wa" + k}, {"ca" + k}), "pads", {1, 1, 1, 1});
+    m.node("Relu", "relu" + k + "a", {"ca" + k}, {"ra" + k});
+    attr_ints(m.node("Conv", "conv" + k + "b", {"ra" + k, "wb" + k, "bb" + k}, {"cb" + k}), "pads", {1, 1, 1, 1});
+    if (b == 1)
+      m.node("Add", "add" + k, {"cb" + k, in}, {"s" + k});
+    else
+      m.node("Add", "add" + k, {in, "cb" + k}, {"s" + k});
+    m.node("Relu", "relu" + k, {"s" + k}, {"r" + k});
+    in = "r" + k;
+  }
+  m.init_rand("w3", {3, 8, 1, 1}, -0.3f, 0.3f);
+  m.node("Conv", "conv3", {"r2", "w3"}, {"y"});
+  return m;
+}
+
+BuildOptions int8_options(const TempDir& dir, std::vector<std::string> disabled = {}) {
+  BuildOptions o;
+  o.int8 = true;
+  o.calib.data = dir / "calib";
+  write_batches(dir.path() / "calib", 3, {1, 4, 8, 8}, -1.f, 1.f);
+  o.disabled_passes = std::move(disabled);
+  return o;
+}
+
+std::vector<StepInfo> steps(const Built& b) { return Engine::from_bytes(b.engine)->summary().steps; }
+
+TEST(FuseQresidual, BothBlocksOfACalibratedResidualNetFuse) {
+  TempDir dir;
+  const Built f = build(two_blocks(), int8_options(dir));
+  const Built u = build(two_blocks(), int8_options(dir, {"fuse-qresidual"}));
+  EXPECT_EQ(u.count("Add"), 2);
+  EXPECT_EQ(f.count("Add"), 0);
+  EXPECT_EQ(f.count("Relu"), 0);
+  // Per block the Add, the Relu and the QuantizeLinear go. The graph output r2 is read from a DQ
+  // of the int8 output; the DQ the first rewrite gives the second block's Add goes when that Add
+  // is fused (its z is the int8 tensor), so no other DQ remains.
+  EXPECT_EQ(u.count("DequantizeLinear"), 0);
+  EXPECT_EQ(f.count("DequantizeLinear"), 1);
+  EXPECT_EQ(f.ops.size() + 5, u.ops.size());
+  EXPECT_TRUE(has(f.details.at("fuse-qresidual"), "2 residual Add(s) into kiln.QConv, 2 with Relu"))
+      << f.details.at("fuse-qresidual");
+  int named = 0;
+  for (const StepInfo& s : steps(f))
+    named += s.op == "kiln.QConv" && (s.name == "conv1b + add1 + relu1" || s.name == "conv2b + add2 + relu2");
+  EXPECT_EQ(named, 2);
+  // The residual is used in its quantized form: within a few quantization steps of the unfused engine.
+  const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(256, 3)}};
+  auto yf = run_engine(f.engine, feed, {"y", "r2"}), yu = run_engine(u.engine, feed, {"y", "r2"});
+  ASSERT_EQ(yf["r2"].size(), 512u);
+  EXPECT_LT(rel_error(yf["r2"], yu["r2"]), 0.05);
+  EXPECT_LT(rel_error(yf["y"], yu["y"]), 0.05);
+}
+
+TEST(FuseQresidual, DisablePassKeepsTheAdds) {
+  TempDir dir;
+  const Built u = build(two_blocks(), int8_options(dir, {"fuse-qresidual"}));
+  EXPECT_EQ(u.count("Add"), 2);
+  EXPECT_EQ(u.details.count("fuse-qresidual"), 0u);
+}
+
+// ---- explicit Q/DQ blocks --------------------------------------------------------------------
+
+constexpr float kSy = 0.04f;
+
+void init_weights(OnnxModel& m) {
+  std::vector<int32_t> w(4 * 4 * 9);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int32_t>((i * 37) % 255) - 127;
+  init_ints(m, "wq", {4, 4, 3, 3}, w, onnx::TensorProto::INT8);
+  init_floats(m, "sw", {4}, {0.002f, 0.003f, 0.004f, 0.005f});
+  attr_int(m.node("DequantizeLinear", "dqw", {"wq", "sw"}, {"wd"}), "axis", 0);
+  m.init_rand("b", {4}, -0.2f, 0.2f);
+}
+
+// x -> Q/DQ -> xd; p = Conv(xd, DQ(w), b) [-> act]; s = Add(p, r) -> Relu -> Q/DQ -> y, where r is
+// xd unless `residual` names another tensor.
+struct Block {
+  std::string residual = "xd";
+  bool conv_relu = false;      // a Relu between the Conv and the Add
+  bool p_output = false;       // p is a graph output too
+  bool p_two_readers = false;  // p is read by a Neg (graph output "n") too
+};
+
+OnnxModel block(const Block& b, const std::function<void(OnnxModel&)>& extra = nullptr) {
+  OnnxModel m("qblock");
+  m.input("x", {1, 4, 5, 5});
+  init_floats(m, "sx", {}, {0.02f});
+  init_ints(m, "zx", {}, {3}, onnx::TensorProto::INT8);
+  m.node("QuantizeLinear", "qx", {"x", "sx", "zx"}, {"xq"});
+  m.node("DequantizeLinear", "dqx", {"xq", "sx", "zx"}, {"xd"});
+  if (extra) extra(m);
+  init_weights(m);
+  attr_ints(m.node("Conv", "conv", {"xd", "wd", "b"}, {b.conv_relu ? "c" : "p"}), "pads", {1, 1, 1, 1});
+  if (b.conv_relu) m.node("Relu", "conv_relu", {"c"}, {"p"});
+  m.node("Add", "add", {"p", b.residual}, {"s"});
+  m.node("Relu", "relu", {"s"}, {"r"});
+  init_floats(m, "sy", {}, {kSy});
+  init_ints(m, "zy", {}, {-5}, onnx::TensorProto::INT8);
+  m.node("QuantizeLinear", "qy", {"r", "sy", "zy"}, {"yq"});
+  m.node("DequantizeLinear", "dqy", {"yq", "sy", "zy"}, {"y"});
+  m.output("y");
+  if (b.p_output) m.output("p");
+  if (b.p_two_readers) {
+    m.node("Neg", "neg", {"p"}, {"n"});
+    m.output("n");
+  }
+  return m;
+}
+
+BuildOptions without_qresidual() {
+  BuildOptions o;
+  o.disabled_passes = {"fuse-qresidual"};
+  return o;
+}
+
+TEST(FuseQresidual, DequantizedResidualIsBitExact) {
+  const Built f = build(block({}), BuildOptions{}), u = build(block({}), without_qresidual());
+  EXPECT_EQ(f.ops, (std::vector<std::string>{"QuantizeLinear", "kiln.QConv", "DequantizeLinear"}));
+  EXPECT_EQ(u.count("Add"), 1);
+  const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(100, 5)}};
+  auto yf = run_engine(f.engine, feed, {"y"}), yu = run_engine(u.engine, feed, {"y"});
+  EXPECT_EQ(yf["y"], yu["y"]);
+}
+
+// A residual r read by a per-tensor QuantizeLinear (its quantized form) fuses too.
+TEST(FuseQresidual, QuantizedResidualFuses) {
+  Block b;
+  b.residual = "r_in";
+  const auto extra = [](OnnxModel& m) {
+    m.input("r_in", {1, 4, 5, 5});
+    init_floats(m, "sr", {}, {0.03f});
+    init_ints(m, "zr", {}, {0}, onnx::TensorProto::INT8);
+    m.node("QuantizeLinear", "qr", {"r_in", "sr", "zr"}, {"rq"});
+    m.node("DequantizeLinear", "dqr", {"rq", "sr", "zr"}, {"rd"});
+    m.node("Identity", "keep", {"rd"}, {"rd_out"});
+    m.output("rd_out");
+  };
+  const Built f = build(block(b, extra), BuildOptions{}), u = build(block(b, extra), without_qresidual());
+  EXPECT_EQ(f.count("Add"), 0);
+  const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(100, 5)}, {"r_in", random_vec(100, 6)}};
+  auto yf = run_engine(f.engine, feed, {"y"}), yu = run_engine(u.engine, feed, {"y"});
+  ASSERT_EQ(yf["y"].size(), yu["y"].size());
+  // r loses at most half a step of its scale (0.03), which moves y by at most one step of kSy.
+  for (size_t i = 0; i < yf["y"].size(); ++i) EXPECT_NEAR(yf["y"][i], yu["y"][i], kSy * 1.001) << i;
+}
+
+// ---- guards: the Add stays ---------------------------------------------------------------------
+
+void expect_not_fused(const OnnxModel& m) {
+  const Built b = build(m, BuildOptions{});
+  EXPECT_EQ(b.count("Add"), 1);
+  EXPECT_EQ(b.details.at("fuse-qresidual"), "");
+}
+
+TEST(FuseQresidual, NotWhenTheConvOutputHasTwoReaders) {
+  Block b;
+  b.p_two_readers = true;
+  expect_not_fused(block(b));
+}
+
+TEST(FuseQresidual, NotWhenTheConvOutputIsAGraphOutput) {
+  Block b;
+  b.p_output = true;
+  expect_not_fused(block(b));
+}
+
+TEST(FuseQresidual, NotWhenTheQConvHasAnActivation) {
+  Block b;
+  b.conv_relu = true;
+  expect_not_fused(block(b));
+}
+
+TEST(FuseQresidual, NotWhenTheAddBroadcasts) {
+  Block b;
+  b.residual = "rd";
+  expect_not_fused(block(b, [](OnnxModel& m) {
+    m.input("r_in", {1, 4, 1, 1});
+    init_floats(m, "sr", {}, {0.03f});
+    m.node("QuantizeLinear", "qr", {"r_in", "sr"}, {"rq"});
+    m.node("DequantizeLinear", "dqr", {"rq", "sr"}, {"rd"});
+  }));
+}
+
+TEST(FuseQresidual, NotWhenTheResidualHasNoQuantizedForm) {
+  Block b;
+  b.residual = "r_in";
+  expect_not_fused(block(b, [](OnnxModel& m) { m.input("r_in", {1, 4, 5, 5}); }));
+}
+
+}  // namespace
+}  // namespace kiln::passes
