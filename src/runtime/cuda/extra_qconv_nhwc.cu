@@ -188,7 +188,7 @@ struct Direct {
   const float* w_scale;
   bool w_scale_per_channel;
   const float* bias;
-  float x_scale, z_scale;
+  float x_scale;
   const int8_t* z;
   qfused::Epilogue epi;
   bool quantize;
@@ -212,7 +212,7 @@ __global__ void qconv_nhwc_direct_kernel(const int8_t* x, const int8_t* w, void*
     }
     const float alpha = qfused::mul_rn(d.x_scale, d.w_scale[d.w_scale_per_channel ? m : 0]);
     float v = qfused::Epilogue::real(acc, alpha, d.bias ? d.bias[m] : 0.0f);
-    if (d.z) v = qfused::add_rn(v, qfused::mul_rn(d.z_scale, qfused::to_float(int32_t{d.z[e]})));
+    if (d.z) v = d.epi.plus_residual(v, int32_t{d.z[e]});
     v = d.epi.activate(v);
     if (d.quantize)
       static_cast<int8_t*>(y)[e] = static_cast<int8_t>(d.epi.quantized(v));
@@ -226,7 +226,7 @@ void run_direct(const Plan& p, const QConvAttrs& a, std::span<const TensorView> 
   const Shapes& s = p.shapes;
   Direct d{s.x[0], s.x[2], s.x[3], s.x[1], s.w[0], s.y[2], s.y[3], s.w[2], s.w[3], s.g.strides[0], s.g.strides[1],
            s.g.pads_begin[0], s.g.pads_begin[1], s.g.dilations[0], s.g.dilations[1], nullptr, false, nullptr,
-           p.x_scale, p.z_scale, nullptr, {}, present(in, 7)};
+           p.x_scale, nullptr, {}, present(in, 7)};
   d.w_scale = static_cast<const float*>(in[4].data);
   d.w_scale_per_channel = in[4].numel() != 1;
   d.bias = present(in, 6) ? static_cast<const float*>(in[6].data) : nullptr;
@@ -235,6 +235,7 @@ void run_direct(const Plan& p, const QConvAttrs& a, std::span<const TensorView> 
   d.epi.act_alpha = a.act_alpha;
   d.epi.act_beta = a.act_beta;
   d.epi.quantize = d.quantize;
+  d.epi.z_scale = p.z_scale;
   if (d.quantize) d.epi.y_scale = host_float(env, 7, "y_scale");
   const int64_t total = out[0].numel();
   qconv_nhwc_direct_kernel<<<ew::blocks_for(total), ew::kThreads, 0, env.stream>>>(
