@@ -194,7 +194,7 @@ PassResult fuse_qresidual(graph::Graph& g, const BuildOptions&) {
   g.nodes = std::move(kept);
   sort_nodes(g, kept_key);
   return {fused, std::to_string(fused) + " residual Add(s) into kiln.QConv, " + std::to_string(with_relu) +
-                     " with Relu; " + std::to_string(dequantized) + " DequantizeLinear for other readers"};
+                     " with Relu; " + std::to_string(dequantized) + " DequantizeLinear added for other readers"};
 }
 
 }  // namespace kiln::passes

@@ -312,8 +312,8 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   EXPECT_TRUE(has(e,
                   "bind-inputs, infer-and-fold, remove-noop, merge-transpose-reshape, fuse-layernorm, fuse-gelu,"
                   " fold-pad, fold-batchnorm, fold-scale-shift, remove-identity, quantize-int8, fuse-qdq,"
-                  " fuse-epilogue, fuse-siblings, remove-dead-nodes, to-fp16, channels-last, materialize-outputs, view-reshapes,"
-                  " eliminate-concat, eliminate-split"))
+                  " fuse-qresidual, fuse-epilogue, fuse-siblings, remove-dead-nodes, to-fp16, channels-last,"
+                  " materialize-outputs, view-reshapes, eliminate-concat, eliminate-split"))
       << e;
 }
 
