@@ -321,9 +321,8 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kFusedMatMul, "FusedMatMul", kAttrsIndex<EpilogueAttrs>, 2, 4, 1, 1, 0x0},
     // INT8 convolution / matrix product with a fused epilogue (fuse-qdq, cpu/ops/extra_qfused.cpp):
     // x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point],
-    // [z], [z_scale], [z_zero_point]: z, a quantized residual shaped as y (int8/uint8, scalar
-    // float32 z_scale, scalar z_zero_point of z's type, default 0), adds z_scale * (z - z_zero)
-    // before the activation (fuse-qresidual makes it; runtime/qfused_math.h has the rounding).
+    // [z], [z_scale], [z_zero_point]: z, a residual shaped as y (int8/uint8 with its scale and zero
+    // point, or float32 alone), is added before the activation (fuse-qresidual; qfused_math.h).
     // The quantization parameters and the bias are marked constant (they always are: the pass makes
     // them) so that GPU kernels read them on the host to choose their path.
     // x_zero_point (input 2) is optional, so the table requires only x and x_scale; inference

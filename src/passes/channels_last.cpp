@@ -182,7 +182,9 @@ class Rewriter {
     switch (n.kind) {
       case OpKind::kMaxPool:
       case OpKind::kAveragePool:
-        if (val(x).shape.size() != 4) return false;
+        // The channels-last pooling kernels take float types (an int8 MaxPool, which fuse-qdq
+        // makes by moving a QuantizeLinear above it, stays channels-first).
+        if (val(x).shape.size() != 4 || !float_type(val(x).dtype)) return false;
         emit_converted(n, n.kind == OpKind::kMaxPool ? OpKind::kNhwcMaxPool : OpKind::kNhwcAveragePool, n.attrs,
                        {twin_[x]}, n.outputs);
         return true;
@@ -256,7 +258,8 @@ class Rewriter {
       return false;
     const DataType y = val(n.outputs[0]).dtype;
     if (y != DataType::kInt8 && y != DataType::kFloat32) return false;
-    if (present(n, 9) && val(n.inputs[9]).dtype != DataType::kInt8) return false;
+    if (present(n, 9) && val(n.inputs[9]).dtype != DataType::kInt8 && val(n.inputs[9]).dtype != DataType::kFloat32)
+      return false;
     if (a.activation == QActivation::kLeakyRelu) return false;
     for (size_t i = 0; i < 2; ++i)
       if (geo.pads[i] != geo.pads[2 + i]) return false;

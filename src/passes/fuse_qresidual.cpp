@@ -5,13 +5,14 @@
 //   kiln.QConv(..., y_scale, y_zero, z = Rq, z_scale, z_zero; activation relu if the Relu was there) -> Y
 // where Rq is R's quantized form: the input of the per-tensor DequantizeLinear producing R, or the
 // output of a per-tensor QuantizeLinear reading R. The Add uses that quantized value of R instead
-// of the float one (as TensorRT does; docs/decisions.md). Other readers of T (the next block's
+// of the float one (as TensorRT does; docs/decisions.md). Where R has no quantized form (ResNet's
+// downsampling blocks, whose R is another QConv's float output), z is R itself, in float32. Other readers of T (the next block's
 // Add, a pooling, a graph output) read T = DequantizeLinear(Y) instead: one DQ node writing the
 // same value, so graph outputs keep their names, and the next block then finds its R produced by
 // that DQ. Matches are taken in topological order, with the use facts recomputed after each.
 // Guards (the nodes stay): the QConv already has a quantized output, an activation or a residual;
-// P has another reader or is a graph output; the Add broadcasts; R is not float32 or has no
-// quantized form; no per-tensor QuantizeLinear reads T; the fused node's inferred type is not Y's.
+// P has another reader or is a graph output; the Add broadcasts; R is not float32; no per-tensor
+// QuantizeLinear reads T; the fused node's inferred type is not Y's.
 // Nodes are appended while the pass runs and put back in topological order at the end (a stable
 // sort keeping the original order where the data allows: Rq's QuantizeLinear may come after q).
 #include <functional>
@@ -80,9 +81,8 @@ std::optional<Match> match(graph::Graph& g, const qdq::Uses& u, size_t i) {
       break;
     }
   }
-  std::optional<Quantized> z = m.quant >= 0 ? quantized_form(g, u, r) : std::nullopt;
-  if (!z) return std::nullopt;
-  m.z = *z;
+  if (m.quant < 0) return std::nullopt;
+  m.z = quantized_form(g, u, r).value_or(Quantized{r, kNoValue, kNoValue});
   return m;
 }
 

@@ -42,17 +42,14 @@ bool float32_constant(const graph::Graph& g, graph::ValueId v, size_t min_rank, 
   return w.is_constant() && w.dtype == DataType::kFloat32 && w.shape.size() >= min_rank && w.shape.size() <= max_rank;
 }
 
-std::optional<Target> target_of(const graph::Graph& g, size_t i, bool gpu) {
+std::optional<Target> target_of(const graph::Graph& g, size_t i) {
   const graph::Node& n = g.nodes[i];
   if (n.inputs.size() < 2 || !float32_activation(g, n.inputs[0])) return std::nullopt;
   const graph::ValueId x = n.inputs[0], w = n.inputs[1];
   switch (n.kind) {
-    case OpKind::kConv: {
+    case OpKind::kConv:
       if (!float32_constant(g, w, 3, 8)) return std::nullopt;
-      const std::vector<int64_t>& ws = g.value(w).shape;
-      if (gpu && ws.size() == 4 && ws[1] % 4 != 0) return std::nullopt;
       return Target{i, x, w, 0};
-    }
     case OpKind::kGemm: {
       const auto& a = std::get<GemmAttrs>(n.attrs);
       if (a.transA != 0 || !float32_constant(g, w, 2, 2)) return std::nullopt;
@@ -216,7 +213,7 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   Int8Plan plan;
   std::map<graph::ValueId, size_t> tensor_index;
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (std::optional<Target> t = target_of(g, i, o.target != "cpu")) {
+    if (std::optional<Target> t = target_of(g, i)) {
       plan.targets.push_back(*t);
       auto [it, fresh] = tensor_index.emplace(t->x, plan.tensors.size());
       if (fresh) plan.tensors.push_back(t->x);
@@ -231,6 +228,13 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   std::vector<char> keep(plan.targets.size(), 1);
   std::string guard;
   if (o.calib.accuracy_budget >= 0) keep = guard_int8_layers(g, plan, o, &guard);
+  // Calibrated all the same, so that one calibration cache serves CPU and GPU builds.
+  if (o.target != "cpu")
+    for (size_t k = 0; k < plan.targets.size(); ++k) {
+      const graph::Node& n = g.nodes[plan.targets[k].node];
+      const std::vector<int64_t>& ws = g.value(plan.targets[k].w).shape;
+      if (n.kind == OpKind::kConv && ws.size() == 4 && ws[1] % 4 != 0) keep[k] = 0;
+    }
   insert_qdq(g, plan, keep);
   r.changes = static_cast<int>(std::count(keep.begin(), keep.end(), 1));
   r.detail = std::to_string(r.changes) + " nodes quantized, " + std::to_string(plan.tensors.size()) +

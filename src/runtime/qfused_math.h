@@ -1,7 +1,8 @@
 // The epilogue of Kiln's INT8 ops kiln.QConv and kiln.QMatMul, shared by the CPU kernels and the
 // CUDA kernels so that both round identically (the GPU tests compare them bit for bit):
 //   real = float(acc) * alpha[m] + bias[m]        alpha[m] = x_scale * w_scale[m], all in float32
-//   zr   = z_scale * float(z - z_zero)            kiln.QConv's optional quantized residual z (y's shape)
+//   zr   = z_scale * float(z - z_zero)            kiln.QConv's optional quantized residual z (y's shape),
+//   zr   = z                                      or a float32 residual z as it is
 //   v    = activation(real [+ zr])                none, relu, clip(lo, hi), leaky_relu(alpha)
 //   y    = v                                      float output (no y_scale), or
 //   y    = saturate(rint(v / y_scale) + y_zero)   QuantizeLinear's rule; NaN goes to y_zero

@@ -275,6 +275,27 @@ TEST(QConv, ResidualFloatOutputIsTheRealSum) {
   }
 }
 
+// A float32 residual is added as it is: y = acc * sx * sw[m] + b[m] + z.
+TEST(QConv, FloatResidualIsAddedAsItIs) {
+  std::mt19937 rng(25);
+  const ConvCase& c = kConvCases[4];
+  const Inputs in = random_inputs(DataType::kInt8, DataType::kInt8, DataType::kInt8, c.x, c.w, c.w[0], 7, rng);
+  const QConvAttrs qa = conv_attrs(c, Epi{});
+  const std::vector<Tensor> acc = run(OpKind::kConvInteger, qa.conv(), {&in.x, &in.w, &in.zx, &in.zw}, 1);
+  const Tensor z = random_tensor(DataType::kFloat32, acc[0].shape, rng, -3, 3);
+  std::vector<const Tensor*> list = in.list();
+  list.push_back(&z);
+  const std::vector<double> got = run(OpKind::kQConv, qa, list, 1)[0].values();
+  const std::vector<double> a = acc[0].values(), zv = z.values(), sw = in.sw.values(), b = in.bias.values();
+  const double sx = in.sx.values()[0];
+  const int64_t per = numel(acc[0].shape) / (c.x[0] * c.w[0]);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const size_t m = static_cast<size_t>((static_cast<int64_t>(i) / per) % c.w[0]);
+    const double want = a[i] * sx * sw[m] + b[m] + zv[i];
+    ASSERT_NEAR(got[i], want, 1e-5 * (1 + std::fabs(want))) << i;
+  }
+}
+
 // [N, C, S...] <-> [N, S..., C] of a 4-D tensor.
 Tensor permute4(const Tensor& t, bool to_last) {
   const Shape& s = t.shape;
@@ -363,7 +384,8 @@ TEST(QConv, InferenceRejectsBadInputs) {
   clip.act_beta = 0;
   EXPECT_NE(infer_error(OpKind::kQConv, clip, {&x, &s, nullptr, &w, &s}).find("act_alpha <= act_beta"),
             std::string::npos);
-  // The residual: y's shape [1, 3, 4, 4], int8/uint8, z_scale required, z_zero of z's type.
+  // The residual: y's shape [1, 3, 4, 4], int8/uint8 (z_scale required, z_zero of z's type) or
+  // float32 (neither).
   const Tensor z = make(DataType::kUInt8, {1, 3, 4, 4}, std::vector<double>(48, 1));
   const Tensor zbad = make(DataType::kInt8, {1, 3, 4, 1}, std::vector<double>(12, 1));
   const Tensor zf = make(DataType::kFloat32, {1, 3, 4, 4}, std::vector<double>(48, 1));
@@ -377,7 +399,10 @@ TEST(QConv, InferenceRejectsBadInputs) {
   EXPECT_EQ(with({&z, &s}), "");
   EXPECT_NE(with({&zbad, &s}).find("z [1,3,4,1] must have the output's shape [1,3,4,4]"), std::string::npos)
       << with({&zbad, &s});
-  EXPECT_NE(with({&zf, &s}).find("z must be int8 or uint8"), std::string::npos);
+  EXPECT_EQ(with({&zf}), "");  // a float32 residual, as it is
+  EXPECT_NE(with({&zf, &s}).find("a float32 z takes no z_scale"), std::string::npos);
+  const Tensor zi32 = make(DataType::kInt32, {1, 3, 4, 4}, std::vector<double>(48, 1));
+  EXPECT_NE(with({&zi32, &s}).find("z must be int8, uint8 or float32"), std::string::npos);
   EXPECT_NE(with({&z}).find("z needs z_scale"), std::string::npos);
   EXPECT_NE(with({&z, &s, &zi}).find("z_zero_point must be uint8"), std::string::npos);
   EXPECT_NE(with({&z, &s3}).find("z_scale must be a scalar"), std::string::npos);

@@ -245,7 +245,7 @@ std::vector<OutputType> infer_dynamic_quantize(OpKind, const Attrs&, std::span<c
 // output is quantized to y_zero_point's type (int8 without one); without it, the output is float32.
 // kiln.QConv's optional residual [z], [z_scale], [z_zero_point] (inputs 9 to 11): z int8 or uint8
 // of y's shape (of any of the two types, whatever y's is), z_scale a float32 scalar, z_zero_point a
-// scalar of z's type (absent: 0).
+// scalar of z's type (absent: 0); or z float32 of y's shape, without z_scale and z_zero_point.
 
 bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
 
@@ -297,9 +297,15 @@ void check_residual(const char* op, std::span<const TensorView> in, const std::v
     return;
   }
   const TensorView& z = in[9];
-  if (!is_q8(z.dtype)) throw Error(std::string(op) + ": z must be int8 or uint8, got " + dt(z.dtype));
+  if (!is_q8(z.dtype) && z.dtype != DataType::kFloat32)
+    throw Error(std::string(op) + ": z must be int8, uint8 or float32, got " + dt(z.dtype));
   if (std::vector<int64_t>(z.shape.begin(), z.shape.end()) != y_shape)
     throw Error(std::string(op) + ": z " + shp(z.shape) + " must have the output's shape " + shp(y_shape));
+  if (z.dtype == DataType::kFloat32) {
+    if (present(in, 10) || present(in, 11))
+      throw Error(std::string(op) + ": a float32 z takes no z_scale or z_zero_point");
+    return;
+  }
   if (!present(in, 10)) throw Error(std::string(op) + ": z needs z_scale (input 10)");
   check_scale(in[10], op, "z_scale", true);
   check_single(in[10], op, "z_scale");

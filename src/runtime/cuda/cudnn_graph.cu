@@ -1,5 +1,6 @@
 #include "runtime/cuda/cudnn_graph.cuh"
 
+#include <thread>
 #include <utility>
 
 #include "kiln/types.h"
@@ -18,8 +19,8 @@ void check(cudnnStatus_t st, const std::string& what) {
   if (st != CUDNN_STATUS_SUCCESS) fail(what, st);
 }
 
-// At most this many candidate plans per graph: each is timed at build time.
-constexpr size_t kMaxCandidates = 8;
+// At most this many candidates per graph: each is finalized and timed at build time.
+constexpr size_t kMaxCandidates = 6;
 
 }  // namespace
 
@@ -139,23 +140,23 @@ Desc relu(const Desc& x, const Desc& y, float lower, float upper) {
 }
 
 Graph::Graph(cudnnHandle_t handle, std::span<const Desc* const> ops, size_t max_workspace, const std::string& what)
-    : what_(what) {
-  Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    : what_(what), handle_(handle), max_workspace_(max_workspace), graph_(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR) {
   std::vector<cudnnBackendDescriptor_t> raw;
   for (const Desc* op : ops) raw.push_back(op->get());
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(raw.size()),
-            raw.data());
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-  graph.finalize(what + ": the operation graph");
+  graph_.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(raw.size()),
+             raw.data());
+  graph_.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  graph_.finalize(what + ": the operation graph");
 
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+    heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph_);
     heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     if (!heur.try_finalize()) continue;
     int64_t count = 0;
     if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                 nullptr) != CUDNN_STATUS_SUCCESS)
+                                 nullptr) != CUDNN_STATUS_SUCCESS ||
+        count == 0)
       continue;
     std::vector<Desc> cfgs;
     std::vector<cudnnBackendDescriptor_t> raw_cfgs;
@@ -164,39 +165,93 @@ Graph::Graph(cudnnHandle_t handle, std::span<const Desc* const> ops, size_t max_
       raw_cfgs.push_back(cfgs.back().get());
     }
     int64_t got = 0;
-    if (count == 0 || cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
-                                               raw_cfgs.data()) != CUDNN_STATUS_SUCCESS)
+    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                 raw_cfgs.data()) != CUDNN_STATUS_SUCCESS)
       continue;
-    for (int64_t i = 0; i < got && plans_.size() < kMaxCandidates; ++i) {
-      Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-      plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[static_cast<size_t>(i)]);
-      if (!plan.try_finalize()) continue;
-      int64_t ws = 0;
-      if (cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                                   nullptr, &ws) != CUDNN_STATUS_SUCCESS ||
-          ws < 0 || static_cast<size_t>(ws) > max_workspace)
-        continue;
-      plans_.push_back(std::move(plan));
-      workspace_.push_back(static_cast<size_t>(ws));
-    }
-    if (!plans_.empty()) break;
+    for (int64_t i = 0; i < got && cfgs_.size() < kMaxCandidates; ++i) cfgs_.push_back(std::move(cfgs[static_cast<size_t>(i)]));
+    if (!cfgs_.empty()) break;
   }
-  if (plans_.empty())
+  if (cfgs_.empty())
     throw Error(what + ": cuDNN has no engine for this fused graph on this GPU (shapes, layout or data types)");
+  plans_.resize(cfgs_.size());
+  state_.assign(cfgs_.size(), 0);
+  workspace_.assign(cfgs_.size(), 0);
 }
 
-void Graph::run(cudnnHandle_t handle, size_t plan, std::span<const int64_t> uids, std::span<void* const> data,
+std::unique_ptr<Desc> Graph::finalize_plan(size_t i, size_t* workspace) const {
+  auto p = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  cudnnHandle_t h = handle_;
+  p->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  p->set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs_[i]);
+  int64_t ws = 0;
+  if (!p->try_finalize() ||
+      cudnnBackendGetAttribute(p->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, nullptr, &ws) !=
+          CUDNN_STATUS_SUCCESS ||
+      ws < 0 || static_cast<size_t>(ws) > max_workspace_)
+    return nullptr;
+  *workspace = static_cast<size_t>(ws);
+  return p;
+}
+
+void Graph::prepare_all() const {
+  std::vector<size_t> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < cfgs_.size(); ++i)
+      if (state_[i] == 0) todo.push_back(i);
+  }
+  std::vector<std::unique_ptr<Desc>> made(todo.size());
+  std::vector<size_t> ws(todo.size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < todo.size(); ++k)
+    threads.emplace_back([&, k] { made[k] = finalize_plan(todo[k], &ws[k]); });
+  for (std::thread& t : threads) t.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t k = 0; k < todo.size(); ++k) {
+    const size_t i = todo[k];
+    if (state_[i] != 0) continue;
+    state_[i] = made[k] ? 1 : -1;
+    workspace_[i] = ws[k];
+    plans_[i] = std::move(made[k]);
+  }
+}
+
+const Desc* Graph::plan(size_t i) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (i >= cfgs_.size()) return nullptr;
+  if (state_[i] == 0) {
+    size_t ws = 0;
+    plans_[i] = finalize_plan(i, &ws);
+    state_[i] = plans_[i] ? 1 : -1;
+    workspace_[i] = ws;
+  }
+  return state_[i] == 1 ? plans_[i].get() : nullptr;
+}
+
+std::optional<size_t> Graph::usable(size_t from) const {
+  for (size_t i = from; i < cfgs_.size(); ++i)
+    if (plan(i)) return i;
+  return std::nullopt;
+}
+
+size_t Graph::workspace(size_t i) const {
+  if (!plan(i))
+    throw Error(what_ + ": cuDNN's candidate plan " + std::to_string(i) + " does not build on this GPU");
+  std::lock_guard<std::mutex> lock(mu_);
+  return workspace_[i];
+}
+
+void Graph::run(cudnnHandle_t handle, size_t i, std::span<const int64_t> uids, std::span<void* const> data,
                 void* workspace) const {
-  if (plan >= plans_.size()) plan = 0;
+  const Desc* p = plan(i);
+  if (!p) throw Error(what_ + ": cuDNN's candidate plan " + std::to_string(i) + " does not build on this GPU");
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()), uids.data());
   pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(data.size()),
            data.data());
   pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
   pack.finalize(what_ + ": the variant pack");
-  check(cudnnBackendExecute(handle, plans_[plan].get(), pack.get()), what_);
+  check(cudnnBackendExecute(handle, p->get(), pack.get()), what_);
 }
 
 }  // namespace kiln::gpu::cudnn_graph

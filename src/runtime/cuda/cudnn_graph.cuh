@@ -3,14 +3,20 @@
 // activated, optionally added to a residual and rounded back to INT8, all in one kernel.
 //
 // Build the operations (tensor, conv_forward, pointwise), then a Graph over them. The Graph asks
-// cuDNN's heuristics for engine configurations, keeps those that finalize (and fit the workspace
-// limit) as candidate plans, and runs the one chosen by index: the builder times each candidate as a
-// tactic. Tensors are addressed by unique id at run time (Graph::run).
+// cuDNN's heuristics for engine configurations, the candidates, and runs the one chosen by index:
+// the builder times each candidate as a tactic. Finalizing a candidate's plan may compile a kernel
+// (cuDNN's runtime fusion engines), a fraction of a second each, so plans are finalized when first
+// asked for (workspace() or run(); a context asks for its step's workspace before any capture), and
+// callers build a Graph once per distinct shape and share it. Tensors are addressed by unique id at
+// run time (Graph::run).
 #pragma once
 
 #include <cudnn.h>
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,19 +63,36 @@ Desc relu(const Desc& x, const Desc& y, float lower, float upper);
 
 class Graph {
  public:
-  // ops: the operations in data-flow order. Candidate plans are those the heuristics list that
-  // finalize with a workspace of at most max_workspace bytes. Throws if there is none.
+  // ops: the operations in data-flow order. The candidates are the first engine configurations the
+  // heuristics list. Throws if there is none.
   Graph(cudnnHandle_t handle, std::span<const Desc* const> ops, size_t max_workspace, const std::string& what);
-  size_t candidates() const { return plans_.size(); }
-  size_t workspace(size_t plan) const { return workspace_[plan]; }
+  size_t candidates() const { return cfgs_.size(); }
+  // Finalizes every candidate's plan not tried yet, in parallel (each may compile a kernel): what the
+  // builder, which times them all, asks for first.
+  void prepare_all() const;
+  // The first candidate from `from` on whose plan finalizes within the workspace limit.
+  std::optional<size_t> usable(size_t from = 0) const;
+  // Candidate `plan`'s workspace; throws if its plan does not finalize or needs more than the limit.
+  size_t workspace(size_t plan) const;
   // Runs candidate `plan` with the tensors uids[i] at data[i] (every non-virtual tensor).
   void run(cudnnHandle_t handle, size_t plan, std::span<const int64_t> uids, std::span<void* const> data,
            void* workspace) const;
 
  private:
+  // Candidate i's plan, finalized on first use; null if it does not finalize or fit.
+  const Desc* plan(size_t i) const;
+  // A finalized plan for candidate i and its workspace, or null (no lock held: finalizing is slow).
+  std::unique_ptr<Desc> finalize_plan(size_t i, size_t* workspace) const;
+
   std::string what_;
-  std::vector<Desc> plans_;
-  std::vector<size_t> workspace_;
+  cudnnHandle_t handle_;
+  size_t max_workspace_;
+  Desc graph_;              // the operation graph and the engine configurations, kept while the
+  std::vector<Desc> cfgs_;  // plans made from them live
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<Desc>> plans_;
+  mutable std::vector<int> state_;  // per candidate: 0 not tried, 1 finalized, -1 failed
+  mutable std::vector<size_t> workspace_;
 };
 
 }  // namespace kiln::gpu::cudnn_graph

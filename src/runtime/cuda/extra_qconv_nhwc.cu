@@ -4,7 +4,7 @@
 //
 // One cuDNN graph (cudnn_graph.cuh) per step computes the whole op in one kernel:
 //   acc = conv(x, w)                 int32 sums
-//   v   = acc * w_scale[m] * x_scale (+ bias[m]) (+ z * z_scale)
+//   v   = acc * w_scale[m] * x_scale (+ bias[m]) (+ z * z_scale, or + z for a float32 z)
 //   v   = relu / clip(v)             (when the op has an activation)
 //   y   = int8(v * (1 / y_scale))    (or v, for a float32 output)
 // Scalars go by value, per-channel arrays are the engine's device constants. Each engine
@@ -12,9 +12,14 @@
 // order (and may fuse multiply-adds), so results may differ from the CPU kernel's by one
 // quantization step at rounding ties, unlike kiln.QConv's bit-exact kernels.
 // Where cuDNN has no engine for a step (older GPUs, unusual shapes), a direct kernel (one thread per
-// output, exact integer sums, the CPU's epilogue) computes it instead.
+// output, exact integer sums, the CPU's epilogue) computes it instead. Tactic kDirectTactic asks for
+// it too (the tests do, to reach it on any GPU); the builder never times it, it is never faster.
+#include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 
 #include "core/infer/nn_geometry.h"
 #include "runtime/cuda/cudnn_graph.cuh"
@@ -29,6 +34,8 @@ namespace {
 namespace cg = cudnn_graph;
 
 bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
+
+constexpr int32_t kDirectTactic = 1000;
 
 // The largest workspace a candidate plan may ask for.
 constexpr size_t kMaxGraphWorkspace = size_t{256} << 20;
@@ -60,44 +67,55 @@ Shapes shapes_of(const QConvAttrs& a, const TensorView& X, const TensorView& W, 
   return s;
 }
 
-struct Plan final : StepState {
-  std::vector<int64_t> key;
-  Shapes shapes;
-  std::unique_ptr<cg::Graph> graph;  // null: the direct kernel
-  std::string graph_error;           // why there is no graph
-  // By-value scalars and the tensors the graph reads and writes, by unique id.
-  float x_scale = 1, z_scale = 1, inv_y_scale = 1;
+int64_t align_of(const void* ptr) {
+  const auto v = reinterpret_cast<uintptr_t>(ptr);
+  int64_t al = 16;
+  while (al > 1 && v % static_cast<uintptr_t>(al) != 0) al /= 2;
+  return al;
+}
+
+// The cuDNN graph of one shape, shared by every step with that shape (building one finalizes its
+// candidate plans, which may compile kernels): the descriptors it was made from, the graph (null:
+// cuDNN has none, the direct kernel runs) and the tensors it reads and writes, by unique id.
+struct Built {
+  std::deque<cg::Desc> keep;
+  std::unique_ptr<cg::Graph> graph;
+  std::string error;
   std::vector<int64_t> uids;
 };
 
+struct Plan final : StepState {
+  std::vector<int64_t> key;
+  Shapes shapes;
+  std::shared_ptr<const Built> built;
+  float x_scale = 1, z_scale = 1, inv_y_scale = 1;  // the by-value scalars
+};
+
+// What the graph depends on: shapes, types, which inputs are present, the activation and its
+// bounds, and the data pointers' alignment.
 std::vector<int64_t> plan_key(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out) {
   std::vector<int64_t> k{static_cast<int64_t>(a.activation), static_cast<int64_t>(out[0].dtype)};
+  int32_t bits[2];
+  std::memcpy(&bits[0], &a.act_alpha, 4);
+  std::memcpy(&bits[1], &a.act_beta, 4);
+  k.insert(k.end(), {bits[0], bits[1]});
   for (size_t i = 0; i < 12; ++i) k.push_back(present(in, i) ? in[i].numel() : -1);
+  k.push_back(present(in, 9) ? static_cast<int64_t>(in[9].dtype) : -1);
   for (const TensorView* t : {&in[0], &in[3], &out[0]}) k.insert(k.end(), t->shape.begin(), t->shape.end());
+  k.insert(k.end(), {align_of(in[0].data), align_of(in[3].data), align_of(out[0].data)});
+  if (present(in, 9)) k.push_back(align_of(in[9].data));
   return k;
 }
 
-std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView> in,
-                                 std::span<const TensorView> out, GpuEnv& env) {
-  auto p = std::make_unique<Plan>();
-  p->key = plan_key(a, in, out);
-  p->shapes = shapes_of(a, in[0], in[3], out[0]);
-  p->x_scale = host_float(env, 1, "x_scale");
+std::shared_ptr<Built> make_graph(const QConvAttrs& a, std::span<const TensorView> in,
+                                  std::span<const TensorView> out, const Shapes& s, cudnnHandle_t handle) {
+  auto b = std::make_shared<Built>();
   const bool bias = present(in, 6), quantize = present(in, 7), residual = present(in, 9);
-  if (quantize) p->inv_y_scale = 1.0f / host_float(env, 7, "y_scale");
-  if (residual) p->z_scale = present(in, 10) ? host_float(env, 10, "z_scale") : 1.0f;
-  const Shapes& s = p->shapes;
   const int64_t M = s.w[0];
   const std::vector<int64_t> one{1, 1, 1, 1}, chan{1, M, 1, 1};
   const std::vector<int64_t> ys = cg::channels_last_strides(s.y);
-  auto align_of = [](const void* ptr) -> int64_t {
-    const auto v = reinterpret_cast<uintptr_t>(ptr);
-    int64_t al = 16;
-    while (al > 1 && v % static_cast<uintptr_t>(al) != 0) al /= 2;
-    return al;
-  };
   try {
-    std::deque<cg::Desc> keep;  // tensors and operations, alive until the graph is built
+    std::deque<cg::Desc>& keep = b->keep;
     auto add = [&](cg::Desc d) -> const cg::Desc& {
       keep.push_back(std::move(d));
       return keep.back();
@@ -127,7 +145,7 @@ std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView
     const std::vector<int64_t>& ws_dims = in[4].numel() == 1 ? one : chan;
     const cg::Desc& wsc = add(cg::tensor('s', CUDNN_DATA_FLOAT, ws_dims, cg::channels_last_strides(ws_dims), false, 4));
     const cg::Desc& xsc = by_value('q');
-    p->uids = {'x', 'w', 's', 'q', 'y'};
+    b->uids = {'x', 'w', 's', 'q', 'y'};
     // The chain of pointwise operations after the convolution; the last one writes y.
     struct Step {
       cudnnPointwiseMode_t mode;
@@ -137,22 +155,25 @@ std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView
     if (bias) {
       steps.push_back({CUDNN_POINTWISE_ADD, &add(cg::tensor('b', CUDNN_DATA_FLOAT, chan,
                                                             cg::channels_last_strides(chan), false, 4))});
-      p->uids.push_back('b');
+      b->uids.push_back('b');
     }
     const cg::Desc* zf = nullptr;
     std::vector<const cg::Desc*> ops;
-    if (residual) {
+    if (residual && in[9].dtype == DataType::kFloat32) {
+      steps.push_back({CUDNN_POINTWISE_ADD, &add(cg::tensor('z', CUDNN_DATA_FLOAT, s.y, ys, false, align_of(in[9].data)))});
+      b->uids.push_back('z');
+    } else if (residual) {
       const cg::Desc& z = add(cg::tensor('z', CUDNN_DATA_INT8, s.y, ys, false, align_of(in[9].data)));
       zf = &virt();
       ops.push_back(&add(cg::pointwise(CUDNN_POINTWISE_MUL, z, &by_value('r'), *zf)));
       steps.push_back({CUDNN_POINTWISE_ADD, zf});
-      p->uids.push_back('z');
-      p->uids.push_back('r');
+      b->uids.push_back('z');
+      b->uids.push_back('r');
     }
     if (a.activation != QActivation::kNone) steps.push_back({CUDNN_POINTWISE_RELU_FWD, nullptr});
     if (quantize) {
       steps.push_back({CUDNN_POINTWISE_MUL, &by_value('o')});
-      p->uids.push_back('o');
+      b->uids.push_back('o');
     }
     const cg::Desc& y = add(cg::tensor('y', quantize ? CUDNN_DATA_INT8 : CUDNN_DATA_FLOAT, s.y, ys, false,
                                        align_of(out[0].data)));
@@ -168,11 +189,28 @@ std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView
         ops.push_back(&add(cg::relu(*cur, to, 0, 0)));
       cur = &to;
     }
-    p->graph = std::make_unique<cg::Graph>(env.cudnn, ops, kMaxGraphWorkspace, "NhwcQConv");
+    b->graph = std::make_unique<cg::Graph>(handle, ops, kMaxGraphWorkspace, "NhwcQConv");
   } catch (const Error& e) {
-    p->graph.reset();
-    p->graph_error = e.what();
+    b->graph.reset();
+    b->error = e.what();
   }
+  return b;
+}
+
+std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView> in,
+                                 std::span<const TensorView> out, GpuEnv& env) {
+  auto p = std::make_unique<Plan>();
+  p->key = plan_key(a, in, out);
+  p->shapes = shapes_of(a, in[0], in[3], out[0]);
+  p->x_scale = host_float(env, 1, "x_scale");
+  if (present(in, 7)) p->inv_y_scale = 1.0f / host_float(env, 7, "y_scale");
+  if (present(in, 9) && present(in, 10)) p->z_scale = host_float(env, 10, "z_scale");
+  static std::mutex mu;
+  static std::map<std::pair<std::vector<int64_t>, cudnnHandle_t>, std::shared_ptr<const Built>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<const Built>& b = cache[{p->key, env.cudnn}];
+  if (!b) b = make_graph(a, in, out, p->shapes, env.cudnn);
+  p->built = b;
   return p;
 }
 
@@ -189,7 +227,8 @@ struct Direct {
   bool w_scale_per_channel;
   const float* bias;
   float x_scale;
-  const int8_t* z;
+  const void* z;
+  bool z_float;
   qfused::Epilogue epi;
   bool quantize;
 };
@@ -212,7 +251,9 @@ __global__ void qconv_nhwc_direct_kernel(const int8_t* x, const int8_t* w, void*
     }
     const float alpha = qfused::mul_rn(d.x_scale, d.w_scale[d.w_scale_per_channel ? m : 0]);
     float v = qfused::Epilogue::real(acc, alpha, d.bias ? d.bias[m] : 0.0f);
-    if (d.z) v = d.epi.plus_residual(v, int32_t{d.z[e]});
+    if (d.z)
+      v = d.z_float ? qfused::add_rn(v, static_cast<const float*>(d.z)[e])
+                    : d.epi.plus_residual(v, int32_t{static_cast<const int8_t*>(d.z)[e]});
     v = d.epi.activate(v);
     if (d.quantize)
       static_cast<int8_t*>(y)[e] = static_cast<int8_t>(d.epi.quantized(v));
@@ -226,11 +267,12 @@ void run_direct(const Plan& p, const QConvAttrs& a, std::span<const TensorView> 
   const Shapes& s = p.shapes;
   Direct d{s.x[0], s.x[2], s.x[3], s.x[1], s.w[0], s.y[2], s.y[3], s.w[2], s.w[3], s.g.strides[0], s.g.strides[1],
            s.g.pads_begin[0], s.g.pads_begin[1], s.g.dilations[0], s.g.dilations[1], nullptr, false, nullptr,
-           p.x_scale, nullptr, {}, present(in, 7)};
+           p.x_scale, nullptr, false, {}, present(in, 7)};
   d.w_scale = static_cast<const float*>(in[4].data);
   d.w_scale_per_channel = in[4].numel() != 1;
   d.bias = present(in, 6) ? static_cast<const float*>(in[6].data) : nullptr;
-  d.z = present(in, 9) ? static_cast<const int8_t*>(in[9].data) : nullptr;
+  d.z = present(in, 9) ? in[9].data : nullptr;
+  d.z_float = present(in, 9) && in[9].dtype == DataType::kFloat32;
   d.epi.act = static_cast<int>(a.activation);
   d.epi.act_alpha = a.act_alpha;
   d.epi.act_beta = a.act_beta;
@@ -246,11 +288,11 @@ void run_direct(const Plan& p, const QConvAttrs& a, std::span<const TensorView> 
 // What the channels-last pass guarantees (qconv_fits_cudnn), checked again for crafted engines.
 void check_inputs(std::span<const TensorView> in, std::span<const TensorView> out, const GpuEnv& env) {
   if (in.size() < 5 || in[0].dtype != DataType::kInt8 || in[3].dtype != DataType::kInt8 ||
-      (present(in, 9) && in[9].dtype != DataType::kInt8) ||
+      (present(in, 9) && in[9].dtype != DataType::kInt8 && in[9].dtype != DataType::kFloat32) ||
       (out[0].dtype != DataType::kInt8 && out[0].dtype != DataType::kFloat32) || in[4].dtype != DataType::kFloat32 ||
       (present(in, 6) && in[6].dtype != DataType::kFloat32))
-    throw Error("NhwcQConv: the CUDA backend takes int8 x, w and z, float32 scales and bias, and an int8 or "
-                "float32 y");
+    throw Error("NhwcQConv: the CUDA backend takes int8 x and w, an int8 or float32 z, float32 scales and "
+                "bias, and an int8 or float32 y");
   for (size_t i : {2, 5, 8, 11}) {
     if (!present(in, i)) continue;
     const auto* z = static_cast<const int8_t*>(env.host(i));
@@ -261,6 +303,16 @@ void check_inputs(std::span<const TensorView> in, std::span<const TensorView> ou
   }
 }
 
+// The candidate plan a step runs: the builder's tactic where its plan builds on this GPU, else the
+// first that does; none (no graph, no plan builds, or kDirectTactic): the direct kernel.
+std::optional<size_t> chosen(const Plan& p, int32_t tactic) {
+  if (!p.built->graph || tactic == kDirectTactic) return std::nullopt;
+  const cg::Graph& g = *p.built->graph;
+  if (tactic >= 0 && static_cast<size_t>(tactic) < g.candidates())
+    if (std::optional<size_t> i = g.usable(static_cast<size_t>(tactic)); i == static_cast<size_t>(tactic)) return i;
+  return g.usable(0);
+}
+
 }  // namespace
 
 void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -269,15 +321,15 @@ void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
   if (out[0].numel() == 0) return;
   std::unique_ptr<Plan> local;
   Plan& p = plan_for(attrs, in, out, env, local);
-  if (!p.graph) {
+  const std::optional<size_t> plan = chosen(p, env.tactic);
+  if (!plan) {
     run_direct(p, std::get<QConvAttrs>(attrs), in, out, env);
     return;
   }
-  const size_t plan = env.tactic >= 0 ? static_cast<size_t>(env.tactic) : 0;
-  if (p.graph->workspace(std::min(plan, p.graph->candidates() - 1)) > env.workspace_bytes)
+  if (p.built->graph->workspace(*plan) > env.workspace_bytes)
     throw Error("NhwcQConv: the workspace is smaller than the kernel asked for");
   std::vector<void*> data;
-  for (int64_t uid : p.uids) {
+  for (int64_t uid : p.built->uids) {
     switch (uid) {
       case 'x': data.push_back(in[0].data); break;
       case 'w': data.push_back(in[3].data); break;
@@ -290,28 +342,27 @@ void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
       default: data.push_back(&p.inv_y_scale); break;  // 'o'
     }
   }
-  p.graph->run(env.cudnn, plan, p.uids, data, env.workspace);
+  p.built->graph->run(env.cudnn, *plan, p.built->uids, data, env.workspace);
 }
 
 size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorView> in,
                             std::span<const TensorView> out, GpuEnv& env) {
   std::unique_ptr<Plan> local;
   const Plan& p = plan_for(attrs, in, out, env, local);
-  if (!p.graph) return 0;
-  if (env.tactic >= 0 && static_cast<size_t>(env.tactic) < p.graph->candidates())
-    return p.graph->workspace(static_cast<size_t>(env.tactic));
-  size_t most = 0;
-  for (size_t i = 0; i < p.graph->candidates(); ++i) most = std::max(most, p.graph->workspace(i));
-  return most;
+  const std::optional<size_t> plan = chosen(p, env.tactic);
+  return plan ? p.built->graph->workspace(*plan) : 0;
 }
 
+// Every candidate whose plan builds (finalized in parallel: each may compile a kernel).
 std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<const TensorView> in,
                                         std::span<const TensorView> out, GpuEnv& env) {
   std::unique_ptr<Plan> local;
   const Plan& p = plan_for(attrs, in, out, env, local);
   std::vector<int32_t> t;
-  if (p.graph)
-    for (size_t i = 0; i < p.graph->candidates(); ++i) t.push_back(static_cast<int32_t>(i));
+  if (!p.built->graph) return t;
+  p.built->graph->prepare_all();
+  for (size_t i = 0; i < p.built->graph->candidates(); ++i)
+    if (p.built->graph->usable(i) == i) t.push_back(static_cast<int32_t>(i));
   return t;
 }
 

@@ -44,7 +44,7 @@ struct Params {
   qfused::Epilogue epi;
   int out = 0;              // 0 float32, 1 int8, 2 uint8
   const void* z = nullptr;  // QConv's residual, y's shape (null: none)
-  bool z_u8 = false;
+  int z_type = 0;  // 0 int8, 1 uint8, 2 float32
 
   __device__ float alpha(int64_t m) const { return qfused::mul_rn(x_scale, w_scale[w_scale_per_channel ? m : 0]); }
   __device__ int32_t w_zero_at(int64_t m) const {
@@ -56,8 +56,9 @@ struct Params {
   __device__ void store(void* y, int64_t at, int64_t m, uint32_t acc) const {
     float real = qfused::Epilogue::real(acc, alpha(m), bias ? bias[m] : 0.0f);
     if (z)
-      real = epi.plus_residual(
-          real, z_u8 ? int32_t{static_cast<const uint8_t*>(z)[at]} : int32_t{static_cast<const int8_t*>(z)[at]});
+      real = z_type == 2 ? qfused::add_rn(real, static_cast<const float*>(z)[at])
+                         : epi.plus_residual(real, z_type == 1 ? int32_t{static_cast<const uint8_t*>(z)[at]}
+                                                               : int32_t{static_cast<const int8_t*>(z)[at]});
     const float v = epi.activate(real);
     if (out == 0)
       static_cast<float*>(y)[at] = v;
@@ -365,9 +366,11 @@ Params params(std::span<const TensorView> in, std::span<const TensorView> out, Q
   }
   if (present(in, 9)) {
     p.z = in[9].data;
-    p.z_u8 = in[9].dtype == DataType::kUInt8;
-    p.epi.z_scale = *static_cast<const float*>(host_param(env, 10, op));
-    p.epi.z_zero = present(in, 11) ? host_q8(in[11], host_param(env, 11, op), 0) : 0;
+    p.z_type = in[9].dtype == DataType::kFloat32 ? 2 : in[9].dtype == DataType::kUInt8 ? 1 : 0;
+    if (p.z_type != 2) {
+      p.epi.z_scale = *static_cast<const float*>(host_param(env, 10, op));
+      p.epi.z_zero = present(in, 11) ? host_q8(in[11], host_param(env, 11, op), 0) : 0;
+    }
   }
   return p;
 }

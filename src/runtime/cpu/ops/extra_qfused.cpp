@@ -52,6 +52,10 @@ struct Channels {
   qfused::Epilogue epi;
   const TensorView* z = nullptr;
 
+  float plus_residual(float real, int64_t i) const {
+    if (z->dtype == DataType::kFloat32) return qfused::add_rn(real, z->as<const float>()[i]);
+    return epi.plus_residual(real, z_at(i));
+  }
   int32_t z_at(int64_t i) const {
     return z->dtype == DataType::kInt8 ? int32_t{z->as<const int8_t>()[i]} : int32_t{z->as<const uint8_t>()[i]};
   }
@@ -85,8 +89,10 @@ Channels channels(std::span<const TensorView> in, int64_t m, QActivation act, fl
   }
   if (present(in, 9)) {
     c.z = &in[9];
-    c.epi.z_scale = *in[10].as<const float>();
-    c.epi.z_zero = ints(in, 11)[0];
+    if (in[9].dtype != DataType::kFloat32) {
+      c.epi.z_scale = *in[10].as<const float>();
+      c.epi.z_zero = ints(in, 11)[0];
+    }
   }
   return c;
 }
@@ -98,7 +104,7 @@ void store(const Channels& c, int64_t m, const uint32_t* acc, int64_t count, con
   for (int64_t i = 0; i < count; ++i) {
     const int64_t at = offset + i * step;
     float real = qfused::Epilogue::real(acc[i], alpha, bias);
-    if (c.z) real = c.epi.plus_residual(real, c.z_at(at));
+    if (c.z) real = c.plus_residual(real, at);
     const float v = c.epi.activate(real);
     if (!c.epi.quantize)
       y.as<float>()[at] = v;
