@@ -54,7 +54,7 @@ void BM_FusedConv(benchmark::State& state) {
   cg::Desc conv = cg::conv_forward(x, w, acc, g, int8 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT);
   cg::Desc mul = cg::pointwise(CUDNN_POINTWISE_MUL, acc, &scale, scaled);
   cg::Desc add = cg::pointwise(CUDNN_POINTWISE_ADD, int8 ? scaled : acc, &bias, biased);
-  cg::Desc act = cg::relu(biased, y, 0, 0);
+  cg::Desc act = cg::relu(biased, y, 0, std::nullopt);
   std::vector<const cg::Desc*> ops{&conv};
   if (int8) ops.push_back(&mul);
   ops.push_back(&add);

@@ -38,7 +38,7 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_qdq(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_qresidual(graph::Graph& g, const BuildOptions& options);
 PassResult to_fp16(graph::Graph& g, const BuildOptions& options);
-PassResult channels_last(graph::Graph& g, const BuildOptions& options);  // GPU targets with --fp16 only
+PassResult channels_last(graph::Graph& g, const BuildOptions& options);  // GPU targets with --fp16 or --int8
 PassResult to_channels_last(graph::Graph& g);  // channels_last's rewrite, for any target (tests)
 PassResult materialize_outputs(graph::Graph& g, const BuildOptions& options);
 

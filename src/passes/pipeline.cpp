@@ -68,7 +68,8 @@ constexpr Pass kPipeline[] = {
     // Precision last among the rewrites, so that the rewrites above see (and fold) float32
     // constants; only with --fp16.
     {"to-fp16", false, to_fp16},
-    // After to-fp16: only float16 convolutions take the channels-last layout (GPU targets only).
+    // After to-fp16: float16 convolutions and the INT8 ones cuDNN takes switch to the channels-last
+    // layout (GPU targets only).
     {"channels-last", false, channels_last},
     // Every engine output must be written by a step: outputs that are inputs or constants (or
     // listed twice) get an explicit copy.

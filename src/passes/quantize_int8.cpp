@@ -9,8 +9,8 @@
 // The bias stays float (the INT8 kernels add it in float after scaling). Models that already carry
 // Q/DQ nodes are left alone: their scales are what the user asked for.
 // Guards (a node is left in float): X not float32 or constant; W not a constant float32 of the
-// expected rank; Gemm with transA; MatMul of a vector; on GPU targets, a 2-D Conv whose input
-// channels are not a multiple of 4 (an RGB stem): cuDNN's INT8 convolutions read channels in
+// expected rank; Gemm with transA; MatMul of a vector; on GPU targets, a 2-D Conv of one group whose
+// input channels are not a multiple of 4 (an RGB stem): cuDNN's INT8 convolutions read channels in
 // vectors of 4, and the float16 channels-last kernel runs such a layer faster than the fallback
 // INT8 kernel would. With --accuracy-budget, the accuracy guard
 // (accuracy_guard.cpp) may leave more nodes in float.
@@ -233,7 +233,8 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
     for (size_t k = 0; k < plan.targets.size(); ++k) {
       const graph::Node& n = g.nodes[plan.targets[k].node];
       const std::vector<int64_t>& ws = g.value(plan.targets[k].w).shape;
-      if (n.kind == OpKind::kConv && ws.size() == 4 && ws[1] % 4 != 0) keep[k] = 0;
+      if (n.kind == OpKind::kConv && std::get<ConvAttrs>(n.attrs).group == 1 && ws.size() == 4 && ws[1] % 4 != 0)
+        keep[k] = 0;
     }
   insert_qdq(g, plan, keep);
   r.changes = static_cast<int>(std::count(keep.begin(), keep.end(), 1));

@@ -115,6 +115,29 @@ TEST(ChannelsLastInt8Guard, OnlyForGpuTargets) {
   EXPECT_EQ(channels_last(g, o).changes, 0);
 }
 
+// On GPU targets quantize-int8 leaves the 3-channel stem in float (cuDNN's INT8 convolutions read
+// channels in fours) and quantizes the rest. (GPU targets calibrate on the GPU, so the GPU build here
+// takes its ranges from the cache a CPU build wrote.)
+TEST(ChannelsLastInt8, GpuTargetsLeaveTheRgbStemInFloat) {
+  TempDir dir;
+  write_batches(dir.path() / "calib", 2, {2, 3, 16, 16}, -1.f, 1.f);
+  auto count = [](const graph::Graph& g, OpKind kind) {
+    return std::count_if(g.nodes.begin(), g.nodes.end(), [&](const graph::Node& n) { return n.kind == kind; });
+  };
+  BuildOptions o;
+  o.int8 = true;
+  o.calib.data = dir / "calib";
+  o.calib.cache = dir / "cache.json";
+  graph::Graph cpu = resnet_like().import();
+  for (PassFn pass : {bind_inputs, infer_and_fold, fold_batchnorm, quantize_int8, fuse_qdq}) pass(cpu, o);
+  EXPECT_EQ(count(cpu, OpKind::kQConv), 5);
+  graph::Graph gpu = resnet_like().import();
+  o.target = "sm_90";
+  for (PassFn pass : {bind_inputs, infer_and_fold, fold_batchnorm, quantize_int8, fuse_qdq}) pass(gpu, o);
+  EXPECT_EQ(count(gpu, OpKind::kQConv), 4);
+  EXPECT_EQ(count(gpu, OpKind::kConv), 1);
+}
+
 // A QConv whose input has a non-zero zero point (an asymmetric uint8 model from another quantizer,
 // here an int8 one with zero point 3) stays channels-first: cuDNN's INT8 convolution has none.
 TEST(ChannelsLastInt8Guard, NonZeroZeroPointStaysChannelsFirst) {

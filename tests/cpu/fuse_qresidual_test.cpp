@@ -3,8 +3,9 @@
 // (--int8) fuses both blocks (the first residual through its QuantizeLinear, the second through the
 // DequantizeLinear the first rewrite leaves) and stays within quantization tolerance of the
 // unfused engine; an explicit Q/DQ block whose residual is a DQ is bit-exact with the unfused
-// engine (the same float32 operations in the same order). One negative test per guard, and
-// --disable-pass.
+// engine (the same float32 operations in the same order), as is a float32 residual without a
+// quantized form. Negative tests for the guards a model meets (two readers, graph output, an
+// activation before the Add, a broadcasting Add), and --disable-pass.
 #include <cmath>
 #include <functional>
 

@@ -130,11 +130,11 @@ Desc pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const De
   return pointwise_op(pw, x, b, y);
 }
 
-Desc relu(const Desc& x, const Desc& y, float lower, float upper) {
+Desc relu(const Desc& x, const Desc& y, float lower, std::optional<float> upper) {
   Desc pw = pointwise_desc(CUDNN_POINTWISE_RELU_FWD);
-  const double lo = lower, hi = upper;
+  const double lo = lower, hi = upper.value_or(0.0f);
   pw.set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, CUDNN_TYPE_DOUBLE, 1, &lo);
-  if (upper > lower) pw.set(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, 1, &hi);
+  if (upper) pw.set(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, 1, &hi);
   pw.finalize("cuDNN graph ReLU descriptor");
   return pointwise_op(pw, x, nullptr, y);
 }
@@ -178,7 +178,7 @@ Graph::Graph(cudnnHandle_t handle, std::span<const Desc* const> ops, size_t max_
   workspace_.assign(cfgs_.size(), 0);
 }
 
-std::unique_ptr<Desc> Graph::finalize_plan(size_t i, size_t* workspace) const {
+std::unique_ptr<Desc> Graph::finalize_plan(size_t i, size_t* workspace) const try {
   auto p = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
   cudnnHandle_t h = handle_;
   p->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
@@ -191,6 +191,8 @@ std::unique_ptr<Desc> Graph::finalize_plan(size_t i, size_t* workspace) const {
     return nullptr;
   *workspace = static_cast<size_t>(ws);
   return p;
+} catch (const Error&) {
+  return nullptr;
 }
 
 void Graph::prepare_all() const {

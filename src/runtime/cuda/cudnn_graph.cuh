@@ -58,8 +58,8 @@ struct ConvGeometry {
 Desc conv_forward(const Desc& x, const Desc& w, const Desc& y, const ConvGeometry& g, cudnnDataType_t compute);
 // y = mode(x) or mode(x, b), computed in float.
 Desc pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc& y);
-// y = max(x, lower) (and min(., upper) when upper > lower): ReLU and Clip.
-Desc relu(const Desc& x, const Desc& y, float lower, float upper);
+// y = max(x, lower), then min(., upper) where an upper bound is given: ReLU and Clip.
+Desc relu(const Desc& x, const Desc& y, float lower, std::optional<float> upper);
 
 class Graph {
  public:
@@ -70,6 +70,8 @@ class Graph {
   // Finalizes every candidate's plan not tried yet, in parallel (each may compile a kernel): what the
   // builder, which times them all, asks for first.
   void prepare_all() const;
+  // Whether candidate i's plan finalizes within the workspace limit (finalizing it if not tried).
+  bool builds(size_t i) const { return plan(i) != nullptr; }
   // The first candidate from `from` on whose plan finalizes within the workspace limit.
   std::optional<size_t> usable(size_t from = 0) const;
   // Candidate `plan`'s workspace; throws if its plan does not finalize or needs more than the limit.
@@ -81,7 +83,7 @@ class Graph {
  private:
   // Candidate i's plan, finalized on first use; null if it does not finalize or fit.
   const Desc* plan(size_t i) const;
-  // A finalized plan for candidate i and its workspace, or null (no lock held: finalizing is slow).
+  // A finalized plan for candidate i and its workspace, or null (never throws).
   std::unique_ptr<Desc> finalize_plan(size_t i, size_t* workspace) const;
 
   std::string what_;

@@ -74,13 +74,12 @@ int64_t align_of(const void* ptr) {
   return al;
 }
 
-// The cuDNN graph of one shape, shared by every step with that shape (building one finalizes its
-// candidate plans, which may compile kernels): the descriptors it was made from, the graph (null:
-// cuDNN has none, the direct kernel runs) and the tensors it reads and writes, by unique id.
+// The cuDNN graph of one shape, shared by every step with that shape on one device (its candidate
+// plans, finalized when first used, may compile kernels): the descriptors it was made from, the
+// graph (null: cuDNN has none, the direct kernel runs) and the tensors it reads and writes, by id.
 struct Built {
   std::deque<cg::Desc> keep;
   std::unique_ptr<cg::Graph> graph;
-  std::string error;
   std::vector<int64_t> uids;
 };
 
@@ -91,10 +90,13 @@ struct Plan final : StepState {
   float x_scale = 1, z_scale = 1, inv_y_scale = 1;  // the by-value scalars
 };
 
-// What the graph depends on: shapes, types, which inputs are present, the activation and its
-// bounds, and the data pointers' alignment.
+// What the graph depends on: shapes, the convolution's geometry, types, which inputs are present,
+// the activation and its bounds, and the data pointers' alignment.
 std::vector<int64_t> plan_key(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out) {
-  std::vector<int64_t> k{static_cast<int64_t>(a.activation), static_cast<int64_t>(out[0].dtype)};
+  std::vector<int64_t> k{static_cast<int64_t>(a.activation), static_cast<int64_t>(out[0].dtype), a.group};
+  const Shapes s = shapes_of(a, in[0], in[3], out[0]);
+  for (const std::vector<int64_t>* v : {&s.g.pads_begin, &s.g.pads_end, &s.g.strides, &s.g.dilations})
+    k.insert(k.end(), v->begin(), v->end());
   int32_t bits[2];
   std::memcpy(&bits[0], &a.act_alpha, 4);
   std::memcpy(&bits[1], &a.act_beta, 4);
@@ -186,13 +188,12 @@ std::shared_ptr<Built> make_graph(const QConvAttrs& a, std::span<const TensorVie
       else if (a.activation == QActivation::kClip)
         ops.push_back(&add(cg::relu(*cur, to, a.act_alpha, a.act_beta)));
       else
-        ops.push_back(&add(cg::relu(*cur, to, 0, 0)));
+        ops.push_back(&add(cg::relu(*cur, to, 0, std::nullopt)));
       cur = &to;
     }
     b->graph = std::make_unique<cg::Graph>(handle, ops, kMaxGraphWorkspace, "NhwcQConv");
   } catch (const Error& e) {
-    b->graph.reset();
-    b->error = e.what();
+    b->graph.reset();  // the direct kernel runs (cuDNN has no engine for this graph on this GPU)
   }
   return b;
 }
@@ -205,11 +206,19 @@ std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView
   p->x_scale = host_float(env, 1, "x_scale");
   if (present(in, 7)) p->inv_y_scale = 1.0f / host_float(env, 7, "y_scale");
   if (present(in, 9) && present(in, 10)) p->z_scale = host_float(env, 10, "z_scale");
+  // Graphs are made with a handle of their own per device, which lives as long as the process, and
+  // run with the step's handle (cuDNN 9's plans are not tied to the handle that made them). The
+  // cache is never freed: at exit it would outlive the CUDA context.
   static std::mutex mu;
-  static std::map<std::pair<std::vector<int64_t>, cudnnHandle_t>, std::shared_ptr<const Built>> cache;
+  static auto* cache = new std::map<std::pair<std::vector<int64_t>, int>, std::shared_ptr<const Built>>;
+  static auto* handles = new std::map<int, cudnnHandle_t>;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "NhwcQConv");
   std::lock_guard<std::mutex> lock(mu);
-  std::shared_ptr<const Built>& b = cache[{p->key, env.cudnn}];
-  if (!b) b = make_graph(a, in, out, p->shapes, env.cudnn);
+  cudnnHandle_t& h = (*handles)[device];
+  if (!h) check_cudnn(cudnnCreate(&h), "NhwcQConv: creating the cuDNN handle for its graphs");
+  std::shared_ptr<const Built>& b = (*cache)[{p->key, device}];
+  if (!b) b = make_graph(a, in, out, p->shapes, h);
   p->built = b;
   return p;
 }
@@ -286,7 +295,11 @@ void run_direct(const Plan& p, const QConvAttrs& a, std::span<const TensorView> 
 }
 
 // What the channels-last pass guarantees (qconv_fits_cudnn), checked again for crafted engines.
-void check_inputs(std::span<const TensorView> in, std::span<const TensorView> out, const GpuEnv& env) {
+void check_inputs(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
+                  const GpuEnv& env) {
+  if (in.size() >= 5 && (a.group != 1 || in[0].rank() != 4 || in[3].rank() != 4 || in[0].shape[3] != in[3].shape[3] ||
+                         a.activation == QActivation::kLeakyRelu))
+    throw Error("NhwcQConv: the CUDA backend takes 2-D convolutions of one group with ReLU or Clip only");
   if (in.size() < 5 || in[0].dtype != DataType::kInt8 || in[3].dtype != DataType::kInt8 ||
       (present(in, 9) && in[9].dtype != DataType::kInt8 && in[9].dtype != DataType::kFloat32) ||
       (out[0].dtype != DataType::kInt8 && out[0].dtype != DataType::kFloat32) || in[4].dtype != DataType::kFloat32 ||
@@ -308,8 +321,8 @@ void check_inputs(std::span<const TensorView> in, std::span<const TensorView> ou
 std::optional<size_t> chosen(const Plan& p, int32_t tactic) {
   if (!p.built->graph || tactic == kDirectTactic) return std::nullopt;
   const cg::Graph& g = *p.built->graph;
-  if (tactic >= 0 && static_cast<size_t>(tactic) < g.candidates())
-    if (std::optional<size_t> i = g.usable(static_cast<size_t>(tactic)); i == static_cast<size_t>(tactic)) return i;
+  if (tactic >= 0 && static_cast<size_t>(tactic) < g.candidates() && g.builds(static_cast<size_t>(tactic)))
+    return static_cast<size_t>(tactic);
   return g.usable(0);
 }
 
@@ -317,7 +330,7 @@ std::optional<size_t> chosen(const Plan& p, int32_t tactic) {
 
 void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                        GpuEnv& env) {
-  check_inputs(in, out, env);
+  check_inputs(std::get<QConvAttrs>(attrs), in, out, env);
   if (out[0].numel() == 0) return;
   std::unique_ptr<Plan> local;
   Plan& p = plan_for(attrs, in, out, env, local);
@@ -347,6 +360,7 @@ void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
 
 size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorView> in,
                             std::span<const TensorView> out, GpuEnv& env) {
+  check_inputs(std::get<QConvAttrs>(attrs), in, out, env);
   std::unique_ptr<Plan> local;
   const Plan& p = plan_for(attrs, in, out, env, local);
   const std::optional<size_t> plan = chosen(p, env.tactic);
@@ -356,6 +370,7 @@ size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorVi
 // Every candidate whose plan builds (finalized in parallel: each may compile a kernel).
 std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<const TensorView> in,
                                         std::span<const TensorView> out, GpuEnv& env) {
+  check_inputs(std::get<QConvAttrs>(attrs), in, out, env);
   std::unique_ptr<Plan> local;
   const Plan& p = plan_for(attrs, in, out, env, local);
   std::vector<int32_t> t;
