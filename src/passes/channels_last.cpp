@@ -237,12 +237,11 @@ class Rewriter {
 
   // Input i of n is absent or an int8 constant of zeros (a zero point).
   bool zero_or_absent(const Node& n, size_t i) const {
-    if (i >= n.inputs.size() || n.inputs[i] == kNoValue) return true;
+    if (!has_input(n, i)) return true;
     const graph::Value& v = val(n.inputs[i]);
     if (!v.is_constant() || v.dtype != DataType::kInt8) return false;
     return std::all_of(v.data->begin(), v.data->end(), [](uint8_t b) { return b == 0; });
   }
-  bool present(const Node& n, size_t i) const { return i < n.inputs.size() && n.inputs[i] != kNoValue; }
 
   // The INT8 convolutions cuDNN runs channels-last (runtime/cuda/extra_qconv_nhwc.cu): 2-D,
   // one group, symmetric explicit pads, int8 data and weights with zero points 0, channel counts
@@ -258,7 +257,7 @@ class Rewriter {
       return false;
     const DataType y = val(n.outputs[0]).dtype;
     if (y != DataType::kInt8 && y != DataType::kFloat32) return false;
-    if (present(n, 9) && val(n.inputs[9]).dtype != DataType::kInt8 && val(n.inputs[9]).dtype != DataType::kFloat32)
+    if (has_input(n, 9) && val(n.inputs[9]).dtype != DataType::kInt8 && val(n.inputs[9]).dtype != DataType::kFloat32)
       return false;
     if (a.activation == QActivation::kLeakyRelu) return false;
     for (size_t i = 0; i < 2; ++i)
@@ -277,7 +276,7 @@ class Rewriter {
     std::vector<ValueId> ins = n.inputs;
     ins[0] = to_last(x);
     ins[3] = permuted_constant(n.inputs[3]);
-    if (present(n, 9)) ins[9] = to_last(n.inputs[9]);
+    if (has_input(n, 9)) ins[9] = to_last(n.inputs[9]);
     emit_converted(n, OpKind::kNhwcQConv, a, ins, n.outputs);
     return true;
   }

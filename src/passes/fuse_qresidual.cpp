@@ -56,12 +56,10 @@ struct Match {
   Quantized z;
 };
 
-bool present(const graph::Node& n, size_t i) { return i < n.inputs.size() && n.inputs[i] != kNoValue; }
-
 std::optional<Match> match(graph::Graph& g, const qdq::Uses& u, size_t i) {
   const graph::Node& c = g.nodes[i];
   if (c.kind != OpKind::kQConv || c.outputs.size() != 1) return std::nullopt;
-  if (std::get<QConvAttrs>(c.attrs).activation != QActivation::kNone || present(c, 7) || present(c, 9))
+  if (std::get<QConvAttrs>(c.attrs).activation != QActivation::kNone || has_input(c, 7) || has_input(c, 9))
     return std::nullopt;
   Match m;
   m.conv = i;

@@ -26,6 +26,8 @@ int64_t numel(const std::vector<int64_t>& shape);
 
 // The name `kiln inspect` shows for a node: the ONNX node(s) it came from.
 std::string origin_of(const graph::Node& n);
+// Whether n's optional input i is given.
+inline bool has_input(const graph::Node& n, size_t i) { return i < n.inputs.size() && n.inputs[i] != graph::kNoValue; }
 // The origin of one node doing the work of two, first and second in data-flow order: "conv1 + bn1".
 std::string joined_origin(const graph::Node& first, const graph::Node& second);
 

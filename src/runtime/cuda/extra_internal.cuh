@@ -37,6 +37,9 @@ __device__ __forceinline__ T from_d(double v) {
     return static_cast<T>(v);
 }
 
+// Whether the op's optional input i is given.
+inline bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
+
 // ---- quantization parameters on the device -------------------------------------------------------
 // A zero point or scale tensor, read element by element by the kernels (they live on the device).
 enum ParamKind : int { kParamAbsent = 0, kParamI8, kParamU8, kParamF32, kParamF16, kParamBF16 };

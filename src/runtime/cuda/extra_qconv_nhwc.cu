@@ -33,7 +33,6 @@ namespace {
 
 namespace cg = cudnn_graph;
 
-bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
 
 constexpr int32_t kDirectTactic = 1000;
 
@@ -90,13 +89,16 @@ struct Plan final : StepState {
   float x_scale = 1, z_scale = 1, inv_y_scale = 1;  // the by-value scalars
 };
 
-// What the graph depends on: shapes, the convolution's geometry, types, which inputs are present,
-// the activation and its bounds, and the data pointers' alignment.
+// What the graph depends on: shapes, the convolution's attributes (the geometry follows from them
+// and the shapes), types, which inputs are present, the activation and its bounds, and the data
+// pointers' alignment. Computed on every call (the step's plan is kept while the key holds).
 std::vector<int64_t> plan_key(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out) {
-  std::vector<int64_t> k{static_cast<int64_t>(a.activation), static_cast<int64_t>(out[0].dtype), a.group};
-  const Shapes s = shapes_of(a, in[0], in[3], out[0]);
-  for (const std::vector<int64_t>* v : {&s.g.pads_begin, &s.g.pads_end, &s.g.strides, &s.g.dilations})
+  std::vector<int64_t> k{static_cast<int64_t>(a.activation), static_cast<int64_t>(out[0].dtype), a.group,
+                         static_cast<int64_t>(a.auto_pad)};
+  for (const std::vector<int64_t>* v : {&a.pads, &a.strides, &a.dilations, &a.kernel_shape}) {
+    k.push_back(-1);  // separates the lists, which may be empty
     k.insert(k.end(), v->begin(), v->end());
+  }
   int32_t bits[2];
   std::memcpy(&bits[0], &a.act_alpha, 4);
   std::memcpy(&bits[1], &a.act_beta, 4);

@@ -317,7 +317,6 @@ __global__ void __launch_bounds__(ew::kThreads)
 }
 
 // ---- host side -----------------------------------------------------------------------------------
-bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
 
 int32_t host_q8(const TensorView& t, const void* host, size_t i) {
   return t.dtype == DataType::kInt8 ? int32_t{static_cast<const int8_t*>(host)[i]}
