@@ -6,10 +6,7 @@
 #include <cmath>
 
 #include "int8_test_util.h"
-#include "passes/choose_tactics.h"
-#include "passes/engine_writer.h"
-#include "passes/pass.h"
-#include "passes/view_plan.h"
+#include "layout_build.h"
 
 namespace kiln::passes {
 namespace {
@@ -48,35 +45,16 @@ OnnxModel resnet_like(std::vector<int64_t> conv2_pads = {1, 1, 1, 1}) {
   return m;
 }
 
-struct Result {
-  std::vector<uint8_t> engine;
-  std::vector<std::string> ops;
-  PassResult layout;
-  int count(const std::string& op) const { return static_cast<int>(std::count(ops.begin(), ops.end(), op)); }
-};
+using Result = LayoutBuilt;
 
-// The INT8 pipeline's passes up to the layout, the channels-last pass as for a GPU target
-// (to_channels_last) if asked, written as a CPU engine.
+// The INT8 pipeline's passes up to the layout, then the channels-last pass if asked.
 Result build_int8(const OnnxModel& m, const TempDir& dir, bool channels_last) {
-  graph::Graph g = m.import();
   BuildOptions o;
   o.int8 = true;
   o.calib.data = dir / "calib";
-  for (PassFn pass : {bind_inputs, infer_and_fold, fold_batchnorm, remove_identity, quantize_int8, fuse_qdq,
-                      fuse_epilogue, remove_dead_nodes}) {
-    pass(g, o);
-    graph::verify(g, pass != bind_inputs);
-  }
-  Result r;
-  if (channels_last) {
-    r.layout = to_channels_last(g);
-    graph::verify(g, true);
-  }
-  materialize_outputs(g, o);
-  const EngineProgram program = plan_views(g, o);
-  r.engine = write_engine(program, "cpu", choose_tactics(program.graph, o), nullptr);
-  for (const StepInfo& s : Engine::from_bytes(r.engine)->summary().steps) r.ops.push_back(s.op);
-  return r;
+  return build_layout(m, o, {bind_inputs, infer_and_fold, fold_batchnorm, remove_identity, quantize_int8, fuse_qdq,
+                             fuse_epilogue, remove_dead_nodes},
+                      channels_last);
 }
 
 Result check_parity(const OnnxModel& m) {

@@ -11,12 +11,7 @@
 #include <map>
 #include <string>
 
-#include "onnx_model_util.h"
-#include "passes/build.h"
-#include "passes/choose_tactics.h"
-#include "passes/engine_writer.h"
-#include "passes/pass.h"
-#include "passes/view_plan.h"
+#include "layout_build.h"
 
 namespace kiln::passes {
 namespace {
@@ -35,37 +30,15 @@ struct Net : OnnxModel {
   }
 };
 
-struct Built {
-  std::vector<uint8_t> engine;
-  std::vector<StepInfo> steps;
-  PassResult layout;
-};
+using Built = LayoutBuilt;
 
-// The build pipeline's passes for a float16 engine, with the channels-last pass applied as for a
-// GPU target (to_channels_last), written as a CPU engine.
+// The build pipeline's passes for a float16 engine, then the channels-last pass if asked.
 Built build(const OnnxModel& m, bool channels_last) {
-  graph::Graph g = m.import();
   BuildOptions o;
   o.fp16 = true;
-  for (PassFn pass :
-       {bind_inputs, infer_and_fold, fold_batchnorm, remove_identity, fuse_epilogue, remove_dead_nodes, to_fp16}) {
-    pass(g, o);
-    graph::verify(g, pass != bind_inputs);
-  }
-  Built b;
-  if (channels_last) {
-    b.layout = to_channels_last(g);
-    graph::verify(g, true);
-  }
-  materialize_outputs(g, o);
-  const EngineProgram program = plan_views(g, o);
-  b.engine = write_engine(program, "cpu", choose_tactics(program.graph, o), nullptr);
-  b.steps = Engine::from_bytes(b.engine)->summary().steps;
-  return b;
-}
-
-int count_op(const Built& b, const std::string& op) {
-  return static_cast<int>(std::count_if(b.steps.begin(), b.steps.end(), [&](const StepInfo& s) { return s.op == op; }));
+  return build_layout(m, o, {bind_inputs, infer_and_fold, fold_batchnorm, remove_identity, fuse_epilogue,
+                             remove_dead_nodes, to_fp16},
+                      channels_last);
 }
 
 // Channels-last against channels-first, both float16 on the CPU: within 1e-2 of the largest output.
@@ -120,11 +93,11 @@ Net resnet_like() {
 
 TEST(ChannelsLast, ResNetRunsChannelsLastBetweenTwoTransposes) {
   Built b = check_parity(resnet_like(), {{"x", 2 * 3 * 16 * 16}}, {"y"});
-  EXPECT_EQ(count_op(b, "NhwcConv"), 5);
-  EXPECT_EQ(count_op(b, "FusedConv") + count_op(b, "Conv"), 0);
-  EXPECT_EQ(count_op(b, "NhwcMaxPool"), 1);
-  EXPECT_EQ(count_op(b, "ReduceMean"), 1);
-  EXPECT_EQ(count_op(b, "Transpose"), 2);  // into the region after the input's Cast, out of it after the pool
+  EXPECT_EQ(b.count("NhwcConv"), 5);
+  EXPECT_EQ(b.count("FusedConv") + b.count("Conv"), 0);
+  EXPECT_EQ(b.count("NhwcMaxPool"), 1);
+  EXPECT_EQ(b.count("ReduceMean"), 1);
+  EXPECT_EQ(b.count("Transpose"), 2);  // into the region after the input's Cast, out of it after the pool
   EXPECT_EQ(b.layout.changes, 7) << b.layout.detail;  // 5 convs, the MaxPool, the GlobalAveragePool
   EXPECT_NE(b.layout.detail.find("2 transposes"), std::string::npos) << b.layout.detail;
   bool named = false;
@@ -151,10 +124,10 @@ TEST(ChannelsLast, LayoutAgnosticOpsFollow) {
   m.node("Sigmoid", "sig", {"f"}, {"y"});
   m.output("y");
   Built b = check_parity(m, {{"x", 256}}, {"y"});
-  EXPECT_EQ(count_op(b, "NhwcConv"), 2);
-  EXPECT_EQ(count_op(b, "NhwcAveragePool"), 1);
-  EXPECT_EQ(count_op(b, "BatchNormalization"), 0);
-  EXPECT_EQ(count_op(b, "Transpose"), 2);
+  EXPECT_EQ(b.count("NhwcConv"), 2);
+  EXPECT_EQ(b.count("NhwcAveragePool"), 1);
+  EXPECT_EQ(b.count("BatchNormalization"), 0);
+  EXPECT_EQ(b.count("Transpose"), 2);
 }
 
 TEST(ChannelsLast, OutputsReadInBothLayoutsKeepTheirTranspose) {
@@ -166,8 +139,8 @@ TEST(ChannelsLast, OutputsReadInBothLayoutsKeepTheirTranspose) {
   m.output("a");
   m.output("y");
   Built b = check_parity(m, {{"x", 108}}, {"a", "y"});
-  EXPECT_EQ(count_op(b, "NhwcConv"), 2);
-  EXPECT_EQ(count_op(b, "Transpose"), 3);
+  EXPECT_EQ(b.count("NhwcConv"), 2);
+  EXPECT_EQ(b.count("Transpose"), 3);
 }
 
 TEST(ChannelsLastGuard, AsymmetricPadsStayChannelsFirst) {
@@ -177,8 +150,8 @@ TEST(ChannelsLastGuard, AsymmetricPadsStayChannelsFirst) {
   m.conv("c2", "a", "y", 4, 4);
   m.output("y");
   Built b = check_parity(m, {{"x", 108}}, {"y"});
-  EXPECT_EQ(count_op(b, "NhwcConv"), 1);
-  EXPECT_EQ(count_op(b, "Conv"), 1);
+  EXPECT_EQ(b.count("NhwcConv"), 1);
+  EXPECT_EQ(b.count("Conv"), 1);
 }
 
 TEST(ChannelsLastGuard, OnlyForGpuFloat16Engines) {

@@ -128,6 +128,18 @@ const std::pair<DataType, DataType> kPairs[] = {{DataType::kInt8, DataType::kInt
                                                 {DataType::kInt8, DataType::kUInt8},
                                                 {DataType::kUInt8, DataType::kUInt8}};
 
+QConvAttrs conv_attrs(const ConvCase& c, const Epi& e) {
+  QConvAttrs qa;
+  qa.group = c.group;
+  qa.strides = c.strides;
+  qa.dilations = c.dilations;
+  qa.pads = c.pads;
+  qa.activation = e.act;
+  qa.act_alpha = e.a;
+  qa.act_beta = e.b;
+  return qa;
+}
+
 TEST(QConv, MatchesConvIntegerAndTheEpilogue) {
   std::mt19937 rng(21);
   cpu::ThreadPool pool(3);
@@ -138,14 +150,7 @@ TEST(QConv, MatchesConvIntegerAndTheEpilogue) {
         const DataType ty = variant & 1 ? DataType::kUInt8 : DataType::kInt8;
         const Epi& e = kEpis[variant % 4];
         const Inputs in = random_inputs(tx, tw, ty, c.x, c.w, c.w[0], variant, rng);
-        QConvAttrs qa;
-        qa.group = c.group;
-        qa.strides = c.strides;
-        qa.dilations = c.dilations;
-        qa.pads = c.pads;
-        qa.activation = e.act;
-        qa.act_alpha = e.a;
-        qa.act_beta = e.b;
+        const QConvAttrs qa = conv_attrs(c, e);
         const std::vector<Tensor> got = run(OpKind::kQConv, qa, in.list(), 1, cases++ % 2 ? &pool : nullptr);
         const std::vector<Tensor> acc =
             run(OpKind::kConvInteger, qa.conv(),
@@ -216,18 +221,6 @@ std::vector<const Tensor*> with_residual(const Inputs& in, const Residual& r) {
   std::vector<const Tensor*> list = in.list();
   list.insert(list.end(), {&r.z, &r.scale, r.has_zero ? &r.zero : nullptr});
   return list;
-}
-
-QConvAttrs conv_attrs(const ConvCase& c, const Epi& e) {
-  QConvAttrs qa;
-  qa.group = c.group;
-  qa.strides = c.strides;
-  qa.dilations = c.dilations;
-  qa.pads = c.pads;
-  qa.activation = e.act;
-  qa.act_alpha = e.a;
-  qa.act_beta = e.b;
-  return qa;
 }
 
 TEST(QConv, ResidualMatchesConvIntegerAndTheEpilogue) {

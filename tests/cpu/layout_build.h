@@ -1,0 +1,49 @@
+// What the channels-last tests share: a model run through a list of passes, then through the
+// channels-last pass as for a GPU target (to_channels_last) if asked, and written as a CPU engine,
+// whose kernels take the channels-last ops; so the layout's numbers can be compared on the CPU.
+#pragma once
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "kiln/engine.h"
+#include "onnx_model_util.h"
+#include "passes/build.h"
+#include "passes/choose_tactics.h"
+#include "passes/engine_writer.h"
+#include "passes/pass.h"
+#include "passes/view_plan.h"
+
+namespace kiln::test {
+
+struct LayoutBuilt {
+  std::vector<uint8_t> engine;
+  std::vector<StepInfo> steps;
+  passes::PassResult layout;  // what the channels-last pass did (nothing if not asked)
+  int count(const std::string& op) const {
+    return static_cast<int>(std::count_if(steps.begin(), steps.end(), [&](const StepInfo& s) { return s.op == op; }));
+  }
+};
+
+inline LayoutBuilt build_layout(const OnnxModel& m, const passes::BuildOptions& o,
+                                std::initializer_list<passes::PassFn> pipeline, bool channels_last) {
+  graph::Graph g = m.import();
+  for (passes::PassFn pass : pipeline) {
+    pass(g, o);
+    graph::verify(g, pass != passes::bind_inputs);
+  }
+  LayoutBuilt b;
+  if (channels_last) {
+    b.layout = passes::to_channels_last(g);
+    graph::verify(g, true);
+  }
+  passes::materialize_outputs(g, o);
+  const passes::EngineProgram program = passes::plan_views(g, o);
+  b.engine = passes::write_engine(program, "cpu", passes::choose_tactics(program.graph, o), nullptr);
+  b.steps = Engine::from_bytes(b.engine)->summary().steps;
+  return b;
+}
+
+}  // namespace kiln::test
