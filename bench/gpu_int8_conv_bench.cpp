@@ -7,6 +7,9 @@
 // Every candidate plan cuDNN offers is timed (the builder's tactic search) and the fastest is
 // reported: time per call, TOPS (2 * N * P * K * C * R * S per second), and `plans`, the candidates.
 // Args: channels in, channels out, kernel size, stride, input size, int8 (0/1).
+// BM_IgemmConv times Kiln's own tensor-core INT8 kernel (runtime/cuda/qconv_igemm.cu) on the same
+// step (per-channel scale, bias, ReLU, int8 out; every tile shape timed, the fastest reported), and
+// with `residual` 1 also adds an int8 residual, ResNet's block ending.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -18,6 +21,7 @@
 #include "gpu_bench_util.h"
 #include "runtime/cuda/cudnn_graph.cuh"
 #include "runtime/cuda/device.h"
+#include "runtime/cuda/qconv_igemm.cuh"
 
 namespace kiln::gpu {
 namespace {
@@ -102,19 +106,60 @@ void BM_FusedConv(benchmark::State& state) {
   state.counters["plans"] = static_cast<double>(graph->candidates());
 }
 
+void BM_IgemmConv(benchmark::State& state) {
+  if (!gpu_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t C = state.range(0), K = state.range(1), R = state.range(2), stride = state.range(3),
+                H = state.range(4);
+  const bool residual = state.range(5) != 0;
+  const int64_t pad = R / 2, P = (H + 2 * pad - R) / stride + 1;
+  Resources& r = Resources::get();
+  const size_t xs = static_cast<size_t>(kBatch * H * H * C), ys = static_cast<size_t>(kBatch * P * P * K);
+  DeviceMem xm(xs), wm(static_cast<size_t>(K * R * R * C)), ym(ys), zm(ys), sm(static_cast<size_t>(K) * 4),
+      bm(static_cast<size_t>(K) * 4);
+  check_cuda(cudaMemset(xm.p, 1, xs), "memset");
+  check_cuda(cudaMemset(wm.p, 1, static_cast<size_t>(K * R * R * C)), "memset");
+  check_cuda(cudaMemset(zm.p, 1, ys), "memset");
+  check_cuda(cudaMemset(sm.p, 0, static_cast<size_t>(K) * 4), "memset");
+  check_cuda(cudaMemset(bm.p, 0, static_cast<size_t>(K) * 4), "memset");
+  extra::QConvNhwcArgs a{kBatch, H, H, C, K, P, P, R, R, stride, stride, pad, pad, 1, 1,
+                         static_cast<const int8_t*>(xm.p), static_cast<const int8_t*>(wm.p), ym.p,
+                         static_cast<const float*>(sm.p), true, static_cast<const float*>(bm.p), 0.02f,
+                         residual ? zm.p : nullptr, false, {}};
+  a.epi.act = 1;
+  a.epi.quantize = true;
+  a.epi.y_scale = 0.1f;
+  a.epi.z_scale = 0.05f;
+  int best = 0;
+  double best_s = 1e30;
+  for (int c = 0; c < extra::igemm::kConfigs; ++c) {
+    r.time([&] { extra::igemm::run(c, a, r.stream); });
+    double s = 1e30;
+    for (int k = 0; k < 3; ++k) s = std::min(s, r.time([&] { extra::igemm::run(c, a, r.stream); }));
+    if (s < best_s) best_s = s, best = c;
+  }
+  for (auto _ : state) state.SetIterationTime(r.time([&] { extra::igemm::run(best, a, r.stream); }));
+  const double ops_per_call = 2.0 * kBatch * P * P * K * C * R * R;
+  state.counters["TOPS"] = benchmark::Counter(ops_per_call * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tile"] = best;
+}
+
 // ResNet-50's convolutions (C, K, kernel, stride, input size): the bottleneck's 1x1 reduce, 3x3 and
-// 1x1 expand in each stage, and the strided 3x3.
-void conv_shapes(benchmark::internal::Benchmark* b) {
+// 1x1 expand in each stage, and the strided 3x3; the last argument is named `flag`.
+void conv_shapes(benchmark::internal::Benchmark* b, const char* flag) {
   const std::vector<std::vector<int64_t>> shapes{
       {256, 64, 1, 1, 56},  {64, 64, 3, 1, 56},  {64, 256, 1, 1, 56},   {128, 128, 3, 2, 56},
       {128, 128, 3, 1, 28}, {512, 128, 1, 1, 28}, {256, 256, 3, 1, 14}, {1024, 256, 1, 1, 14},
       {256, 1024, 1, 1, 14}, {512, 512, 3, 1, 7},  {2048, 512, 1, 1, 7}};
   for (const auto& s : shapes)
-    for (int64_t int8 : {0, 1}) b->Args({s[0], s[1], s[2], s[3], s[4], int8});
-  b->ArgNames({"C", "K", "R", "stride", "H", "int8"});
+    for (int64_t f : {0, 1}) b->Args({s[0], s[1], s[2], s[3], s[4], f});
+  b->ArgNames({"C", "K", "R", "stride", "H", flag});
 }
 
-BENCHMARK(BM_FusedConv)->Apply(conv_shapes)->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FusedConv)->Apply([](auto* b) { conv_shapes(b, "int8"); })->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_IgemmConv)->Apply([](auto* b) { conv_shapes(b, "residual"); })->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kiln::gpu

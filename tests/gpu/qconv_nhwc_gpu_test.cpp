@@ -4,7 +4,9 @@
 // own order, so an int8 output may differ by one quantization step, on at most 1% of the values
 // (a wrong rounding mode, such as truncation, would move about half of them); float outputs agree to
 // float32 rounding. Tactic 1000 asks for the direct kernel (the fallback where cuDNN has no engine),
-// which shares the CPU's epilogue: it must match bit for bit. Skips without a GPU.
+// which shares the CPU's epilogue: it must match bit for bit, as must the tensor-core kernel
+// (tactics 2000 + tile shape, qconv_igemm.cu), offered where C % 64 == 0 and M % 8 == 0. Skips
+// without a GPU.
 #include <algorithm>
 #include <cmath>
 
@@ -16,14 +18,18 @@ namespace {
 using Inputs = std::vector<HostTensor>;
 
 constexpr int32_t kDirectTactic = 1000;  // extra_qconv_nhwc.cu's direct kernel
+constexpr int32_t kIgemmTactic = 2000;   // and its tensor-core kernel's first tile shape
 
 struct Case {
-  int64_t n, h, w, c, m, k, stride, pad;
+  int64_t n, h, w, c, m, k, stride, pad, dilation = 1;
 };
 
 const Case kCases[] = {
     {2, 8, 8, 16, 32, 3, 1, 1},  {1, 14, 14, 64, 64, 1, 1, 0}, {2, 9, 7, 8, 12, 3, 2, 1},
     {1, 7, 7, 32, 16, 1, 2, 0},  {1, 6, 6, 3, 5, 3, 1, 1},
+    // The tensor-core kernel's: partial tiles of pixels and channels, several 64-channel stages per
+    // tap, strides, padding and dilation.
+    {2, 9, 11, 64, 72, 3, 2, 1}, {1, 5, 6, 192, 24, 3, 1, 1, 2}, {3, 15, 15, 128, 136, 1, 1, 0},
 };
 
 enum class Residual { kNone, kInt8, kFloat };
@@ -80,6 +86,7 @@ QConvAttrs attrs_of(const Case& c, QActivation act) {
   a.kernel_shape = {c.k, c.k};
   a.strides = {c.stride, c.stride};
   a.pads = {c.pad, c.pad, c.pad, c.pad};
+  a.dilations = {c.dilation, c.dilation};
   a.activation = act;
   a.act_alpha = act == QActivation::kClip ? -0.5f : 0.0f;
   a.act_beta = 0.75f;
@@ -107,7 +114,8 @@ TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(43);
   for (const Case& c : kCases) {
-    const int64_t oh = (c.h + 2 * c.pad - c.k) / c.stride + 1, ow = (c.w + 2 * c.pad - c.k) / c.stride + 1;
+    const int64_t span = (c.k - 1) * c.dilation + 1;
+    const int64_t oh = (c.h + 2 * c.pad - span) / c.stride + 1, ow = (c.w + 2 * c.pad - span) / c.stride + 1;
     for (const Variant& v : variants()) {
       const std::string what = "case c=" + std::to_string(c.c) + " m=" + std::to_string(c.m) + " k=" +
                                std::to_string(c.k) + " quantize=" + std::to_string(v.quantize) + " residual=" +
@@ -128,10 +136,16 @@ TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
       gpu::GpuEnv env = GpuResources::get().env(stream.get(), host_in, nullptr);
       std::vector<int32_t> tactics =
           gpu::gpu_kernel_entry(OpKind::kNhwcQConv)->tactics(OpKind::kNhwcQConv, a, iv, ov, env);
-      if (c.c % 4 == 0) EXPECT_FALSE(tactics.empty()) << "no cuDNN plan for C = " << c.c;
+      if (c.c % 4 == 0) {
+        EXPECT_FALSE(tactics.empty()) << "no cuDNN plan for C = " << c.c;
+      }
+      const bool igemm = c.c % 64 == 0 && c.m % 8 == 0;
+      EXPECT_EQ(std::count_if(tactics.begin(), tactics.end(), [](int32_t t) { return t >= kIgemmTactic; }),
+                igemm ? 3 : 0)
+          << "tensor-core tile shapes offered";
       tactics.push_back(kDirectTactic);
       for (int32_t t : tactics) {
-        const bool direct = t == kDirectTactic;
+        const bool direct = t == kDirectTactic || t >= kIgemmTactic;  // the exact kernels
         GpuRunOptions o;
         o.tactic = t;
         for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured}) {

@@ -11,6 +11,9 @@
 // configuration cuDNN offers is a tactic the builder times. cuDNN's float arithmetic rounds in its own
 // order (and may fuse multiply-adds), so results may differ from the CPU kernel's by one
 // quantization step at rounding ties, unlike kiln.QConv's bit-exact kernels.
+// Kiln's own tensor-core kernel (qconv_igemm.cu: an implicit GEMM with the CPU's epilogue, so exact)
+// is timed next to cuDNN's plans where the channels are multiples of 64, one tactic per tile shape;
+// it wins where cuDNN's INT8 plans are weak (ResNet's 56x56 layers and residual epilogues).
 // Where cuDNN has no engine for a step (older GPUs, unusual shapes), a direct kernel (one thread per
 // output, exact integer sums, the CPU's epilogue) computes it instead. Tactic kDirectTactic asks for
 // it too (the tests do, to reach it on any GPU); the builder never times it, it is never faster.
@@ -25,6 +28,7 @@
 #include "runtime/cuda/cudnn_graph.cuh"
 #include "runtime/cuda/extra_internal.cuh"
 #include "runtime/cuda/nn_internal.cuh"
+#include "runtime/cuda/qconv_igemm.cuh"
 #include "runtime/qfused_math.h"
 
 namespace kiln::gpu::extra {
@@ -33,8 +37,8 @@ namespace {
 
 namespace cg = cudnn_graph;
 
-
 constexpr int32_t kDirectTactic = 1000;
+constexpr int32_t kIgemmTactic = 2000;  // 2000 + i: the tensor-core kernel's tile shape i
 
 // The largest workspace a candidate plan may ask for.
 constexpr size_t kMaxGraphWorkspace = size_t{256} << 20;
@@ -231,20 +235,27 @@ Plan& plan_for(const Attrs& attrs, std::span<const TensorView> in, std::span<con
   return nn::step_plan<Plan>(env, plan_key(a, in, out), local, [&] { return build_plan(a, in, out, env); });
 }
 
-// The direct kernel: y[n][oh][ow][m], one thread each.
-struct Direct {
-  int64_t N, H, W, C, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
-  const float* w_scale;
-  bool w_scale_per_channel;
-  const float* bias;
-  float x_scale;
-  const void* z;
-  bool z_float;
-  qfused::Epilogue epi;
-  bool quantize;
-};
+// The operands and epilogue of one call, for the direct and the tensor-core kernels.
+QConvNhwcArgs args_of(const Plan& p, const QConvAttrs& a, std::span<const TensorView> in,
+                      std::span<const TensorView> out, const GpuEnv& env) {
+  const Shapes& s = p.shapes;
+  QConvNhwcArgs d{s.x[0], s.x[2], s.x[3], s.x[1], s.w[0], s.y[2], s.y[3], s.w[2], s.w[3], s.g.strides[0],
+                  s.g.strides[1], s.g.pads_begin[0], s.g.pads_begin[1], s.g.dilations[0], s.g.dilations[1],
+                  static_cast<const int8_t*>(in[0].data), static_cast<const int8_t*>(in[3].data), out[0].data,
+                  static_cast<const float*>(in[4].data), in[4].numel() != 1,
+                  present(in, 6) ? static_cast<const float*>(in[6].data) : nullptr, p.x_scale,
+                  present(in, 9) ? in[9].data : nullptr, present(in, 9) && in[9].dtype == DataType::kFloat32, {}};
+  d.epi.act = static_cast<int>(a.activation);
+  d.epi.act_alpha = a.act_alpha;
+  d.epi.act_beta = a.act_beta;
+  d.epi.quantize = present(in, 7);
+  d.epi.z_scale = p.z_scale;
+  if (d.epi.quantize) d.epi.y_scale = host_float(env, 7, "y_scale");
+  return d;
+}
 
-__global__ void qconv_nhwc_direct_kernel(const int8_t* x, const int8_t* w, void* y, Direct d) {
+// The direct kernel: y[n][oh][ow][m], one thread each.
+__global__ void qconv_nhwc_direct_kernel(QConvNhwcArgs d) {
   const int64_t total = d.N * d.OH * d.OW * d.M;
   for (int64_t e = ew::global_thread(); e < total; e += ew::grid_threads()) {
     const int64_t m = e % d.M, ow = (e / d.M) % d.OW, oh = (e / (d.M * d.OW)) % d.OH, n = e / (d.M * d.OW * d.OH);
@@ -255,8 +266,8 @@ __global__ void qconv_nhwc_direct_kernel(const int8_t* x, const int8_t* w, void*
       for (int64_t kw = 0; kw < d.KW; ++kw) {
         const int64_t iw = ow * d.sw - d.pw + kw * d.dw;
         if (iw < 0 || iw >= d.W) continue;
-        const int8_t* xp = x + ((n * d.H + ih) * d.W + iw) * d.C;
-        const int8_t* wp = w + ((m * d.KH + kh) * d.KW + kw) * d.C;
+        const int8_t* xp = d.x + ((n * d.H + ih) * d.W + iw) * d.C;
+        const int8_t* wp = d.w + ((m * d.KH + kh) * d.KW + kw) * d.C;
         for (int64_t c = 0; c < d.C; ++c) acc += static_cast<uint32_t>(int32_t{xp[c]} * int32_t{wp[c]});
       }
     }
@@ -266,33 +277,16 @@ __global__ void qconv_nhwc_direct_kernel(const int8_t* x, const int8_t* w, void*
       v = d.z_float ? qfused::add_rn(v, static_cast<const float*>(d.z)[e])
                     : d.epi.plus_residual(v, int32_t{static_cast<const int8_t*>(d.z)[e]});
     v = d.epi.activate(v);
-    if (d.quantize)
-      static_cast<int8_t*>(y)[e] = static_cast<int8_t>(d.epi.quantized(v));
+    if (d.epi.quantize)
+      static_cast<int8_t*>(d.y)[e] = static_cast<int8_t>(d.epi.quantized(v));
     else
-      static_cast<float*>(y)[e] = v;
+      static_cast<float*>(d.y)[e] = v;
   }
 }
 
-void run_direct(const Plan& p, const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
-                GpuEnv& env) {
-  const Shapes& s = p.shapes;
-  Direct d{s.x[0], s.x[2], s.x[3], s.x[1], s.w[0], s.y[2], s.y[3], s.w[2], s.w[3], s.g.strides[0], s.g.strides[1],
-           s.g.pads_begin[0], s.g.pads_begin[1], s.g.dilations[0], s.g.dilations[1], nullptr, false, nullptr,
-           p.x_scale, nullptr, false, {}, present(in, 7)};
-  d.w_scale = static_cast<const float*>(in[4].data);
-  d.w_scale_per_channel = in[4].numel() != 1;
-  d.bias = present(in, 6) ? static_cast<const float*>(in[6].data) : nullptr;
-  d.z = present(in, 9) ? in[9].data : nullptr;
-  d.z_float = present(in, 9) && in[9].dtype == DataType::kFloat32;
-  d.epi.act = static_cast<int>(a.activation);
-  d.epi.act_alpha = a.act_alpha;
-  d.epi.act_beta = a.act_beta;
-  d.epi.quantize = d.quantize;
-  d.epi.z_scale = p.z_scale;
-  if (d.quantize) d.epi.y_scale = host_float(env, 7, "y_scale");
-  const int64_t total = out[0].numel();
-  qconv_nhwc_direct_kernel<<<ew::blocks_for(total), ew::kThreads, 0, env.stream>>>(
-      static_cast<const int8_t*>(in[0].data), static_cast<const int8_t*>(in[3].data), out[0].data, d);
+void run_direct(const QConvNhwcArgs& d, GpuEnv& env) {
+  const int64_t total = d.N * d.OH * d.OW * d.M;
+  qconv_nhwc_direct_kernel<<<ew::blocks_for(total), ew::kThreads, 0, env.stream>>>(d);
   check_launch("NhwcQConv");
 }
 
@@ -318,30 +312,40 @@ void check_inputs(const QConvAttrs& a, std::span<const TensorView> in, std::span
   }
 }
 
-// The candidate plan a step runs: the builder's tactic where its plan builds on this GPU, else the
-// first that does; none (no graph, no plan builds, or kDirectTactic): the direct kernel.
-std::optional<size_t> chosen(const Plan& p, int32_t tactic) {
-  if (!p.built->graph || tactic == kDirectTactic) return std::nullopt;
+// What a step runs: the builder's tactic where it applies on this GPU (a cuDNN plan that builds, or
+// a tensor-core tile shape the convolution fits), else cuDNN's first plan that builds; the direct
+// kernel where there is none, or for kDirectTactic.
+struct Choice {
+  enum Kind { kCudnn, kIgemm, kDirect } kind;
+  size_t index = 0;
+};
+
+Choice chosen(const Plan& p, int32_t tactic, const QConvNhwcArgs& args) {
+  if (tactic == kDirectTactic) return {Choice::kDirect};
+  if (tactic >= kIgemmTactic && tactic < kIgemmTactic + igemm::kConfigs && igemm::fits(args))
+    return {Choice::kIgemm, static_cast<size_t>(tactic - kIgemmTactic)};
+  if (!p.built->graph) return {Choice::kDirect};
   const cg::Graph& g = *p.built->graph;
   if (tactic >= 0 && static_cast<size_t>(tactic) < g.candidates() && g.builds(static_cast<size_t>(tactic)))
-    return static_cast<size_t>(tactic);
-  return g.usable(0);
+    return {Choice::kCudnn, static_cast<size_t>(tactic)};
+  const std::optional<size_t> first = g.usable(0);
+  return first ? Choice{Choice::kCudnn, *first} : Choice{Choice::kDirect};
 }
 
 }  // namespace
 
 void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                        GpuEnv& env) {
-  check_inputs(std::get<QConvAttrs>(attrs), in, out, env);
+  const auto& a = std::get<QConvAttrs>(attrs);
+  check_inputs(a, in, out, env);
   if (out[0].numel() == 0) return;
   std::unique_ptr<Plan> local;
   Plan& p = plan_for(attrs, in, out, env, local);
-  const std::optional<size_t> plan = chosen(p, env.tactic);
-  if (!plan) {
-    run_direct(p, std::get<QConvAttrs>(attrs), in, out, env);
-    return;
-  }
-  if (p.built->graph->workspace(*plan) > env.workspace_bytes)
+  const QConvNhwcArgs args = args_of(p, a, in, out, env);
+  const Choice c = chosen(p, env.tactic, args);
+  if (c.kind == Choice::kDirect) return run_direct(args, env);
+  if (c.kind == Choice::kIgemm) return igemm::run(static_cast<int>(c.index), args, env.stream);
+  if (p.built->graph->workspace(c.index) > env.workspace_bytes)
     throw Error("NhwcQConv: the workspace is smaller than the kernel asked for");
   std::vector<void*> data;
   for (int64_t uid : p.built->uids) {
@@ -357,29 +361,35 @@ void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
       default: data.push_back(&p.inv_y_scale); break;  // 'o'
     }
   }
-  p.built->graph->run(env.cudnn, *plan, p.built->uids, data, env.workspace);
+  p.built->graph->run(env.cudnn, c.index, p.built->uids, data, env.workspace);
 }
 
 size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorView> in,
                             std::span<const TensorView> out, GpuEnv& env) {
-  check_inputs(std::get<QConvAttrs>(attrs), in, out, env);
+  const auto& a = std::get<QConvAttrs>(attrs);
+  check_inputs(a, in, out, env);
   std::unique_ptr<Plan> local;
   const Plan& p = plan_for(attrs, in, out, env, local);
-  const std::optional<size_t> plan = chosen(p, env.tactic);
-  return plan ? p.built->graph->workspace(*plan) : 0;
+  const Choice c = chosen(p, env.tactic, args_of(p, a, in, out, env));
+  return c.kind == Choice::kCudnn ? p.built->graph->workspace(c.index) : 0;
 }
 
-// Every candidate whose plan builds (finalized in parallel: each may compile a kernel).
+// Every cuDNN candidate whose plan builds (finalized in parallel: each may compile a kernel), and
+// the tensor-core tile shapes where the convolution fits them.
 std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<const TensorView> in,
                                         std::span<const TensorView> out, GpuEnv& env) {
-  check_inputs(std::get<QConvAttrs>(attrs), in, out, env);
+  const auto& a = std::get<QConvAttrs>(attrs);
+  check_inputs(a, in, out, env);
   std::unique_ptr<Plan> local;
   const Plan& p = plan_for(attrs, in, out, env, local);
   std::vector<int32_t> t;
-  if (!p.built->graph) return t;
-  p.built->graph->prepare_all();
-  for (size_t i = 0; i < p.built->graph->candidates(); ++i)
-    if (p.built->graph->usable(i) == i) t.push_back(static_cast<int32_t>(i));
+  if (p.built->graph) {
+    p.built->graph->prepare_all();
+    for (size_t i = 0; i < p.built->graph->candidates(); ++i)
+      if (p.built->graph->usable(i) == i) t.push_back(static_cast<int32_t>(i));
+  }
+  if (igemm::fits(args_of(p, a, in, out, env)))
+    for (int i = 0; i < igemm::kConfigs; ++i) t.push_back(kIgemmTactic + i);
   return t;
 }
 

@@ -1,0 +1,45 @@
+// NhwcQConv's operands as the CUDA kernels read them, and Kiln's own tensor-core INT8 convolution
+// (qconv_igemm.cu), an implicit GEMM over channels-last tensors that the builder times next to
+// cuDNN's plans (runtime/cuda/extra_qconv_nhwc.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "runtime/qfused_math.h"
+
+namespace kiln::gpu::extra {
+
+// x [N, H, W, C], w [M, KH, KW, C], y and z [N, OH, OW, M] (device pointers); w_scale has M values
+// or one; bias (M values) and z may be null. epi.quantize: y is int8, else float32; z_float: z is
+// float32 (added as it is), else int8 (times epi.z_scale).
+struct QConvNhwcArgs {
+  int64_t N, H, W, C, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
+  const int8_t* x;
+  const int8_t* w;
+  void* y;
+  const float* w_scale;
+  bool w_scale_per_channel;
+  const float* bias;
+  float x_scale;
+  const void* z;
+  bool z_float;
+  qfused::Epilogue epi;
+};
+
+namespace igemm {
+
+// Tile shapes (output pixels x output channels) the builder chooses from: 128x128, 128x64, 64x64.
+inline constexpr int kConfigs = 3;
+
+// Whether the kernels take this convolution: C a multiple of 64, M of 8, x and w 16-byte aligned,
+// y and z aligned to vectors of 8 elements, sizes within 32-bit index arithmetic per image.
+bool fits(const QConvNhwcArgs& a);
+
+// Runs tile shape `config` (0 .. kConfigs - 1); the epilogue is kiln.QConv's (qfused_math.h), so the
+// result equals the CPU kernel's bit for bit.
+void run(int config, const QConvNhwcArgs& a, cudaStream_t stream);
+
+}  // namespace igemm
+}  // namespace kiln::gpu::extra
