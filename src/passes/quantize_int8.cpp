@@ -147,13 +147,71 @@ graph::Node qdq_node(OpKind kind, const std::string& name, std::vector<graph::Va
   return graph::Node{name, kind, a, std::move(in), {out}, ""};
 }
 
+// Per residual tensor to quantize (both convolutions kept): its producer target's node.
+std::map<size_t, const Int8Residual*> residuals_by_node(const Int8Plan& plan, const std::vector<char>& keep) {
+  std::map<size_t, const Int8Residual*> by_node;
+  for (const Int8Residual& r : plan.residuals)
+    if (keep[r.producer] && keep[r.partner]) by_node[plan.targets[r.producer].node] = &r;
+  return by_node;
+}
+
+// Adds of two convolution outputs (ResNet's downsampling blocks: the block's last convolution and
+// the shortcut's), each read by the Add alone: the later one in node order is the one fuse-qresidual
+// reads as the residual (it matches the first convolution it meets), so that one is quantized.
+void find_residuals(const graph::Graph& g, Int8Plan& plan) {
+  const qdq::Uses u = qdq::uses_of(g);
+  std::map<size_t, size_t> target_at;  // node -> target
+  for (size_t k = 0; k < plan.targets.size(); ++k)
+    if (g.nodes[plan.targets[k].node].kind == OpKind::kConv) target_at[plan.targets[k].node] = k;
+  for (const graph::Node& n : g.nodes) {
+    if (n.kind != OpKind::kAdd || n.inputs.size() != 2 || n.inputs[0] == n.inputs[1]) continue;
+    size_t producer[2];
+    bool ok = true;
+    for (size_t j = 0; j < 2 && ok; ++j) {
+      const graph::ValueId v = n.inputs[j];
+      const int p = v == graph::kNoValue ? -1 : u.producer[static_cast<size_t>(v)];
+      ok = p >= 0 && target_at.count(static_cast<size_t>(p)) && float32_activation(g, v) &&
+           qdq::single_use(g, u, v) && g.value(v).shape == g.value(n.inputs[0]).shape;
+      if (ok) producer[j] = static_cast<size_t>(p);
+    }
+    if (!ok) continue;
+    const size_t later = producer[0] > producer[1] ? 0 : 1;
+    plan.residuals.push_back({plan.tensors.size(), target_at[producer[later]], target_at[producer[1 - later]]});
+    plan.tensors.push_back(n.inputs[later]);
+  }
+}
+
 }  // namespace
 
 void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& keep) {
   std::vector<graph::ValueId> dequantized(plan.tensors.size(), graph::kNoValue);
   std::vector<graph::Node> out;
+  const std::map<size_t, const Int8Residual*> residual_at = residuals_by_node(plan, keep);
+  // A residual R = Conv(...) becomes DequantizeLinear(QuantizeLinear(R)) for its reader, the Add.
+  std::map<graph::ValueId, graph::ValueId> requantized;
   size_t next_target = 0;
+  auto quantize_residual = [&](size_t i) {
+    const auto it = residual_at.find(i);
+    if (it == residual_at.end()) return;
+    const graph::ValueId r = plan.tensors[it->second->tensor];
+    const std::string rn = g.value(r).name;
+    const graph::ValueId s = qdq::add_f32(g, rn + "_scale", {}, {calib::int8_scale(plan.amax[it->second->tensor])});
+    const graph::ValueId z = qdq::add_q8(g, rn + "_zero", DataType::kInt8, {}, {0});
+    graph::Value q = g.value(r);
+    q.name = g.unique_name(rn + "_int8");
+    q.dtype = DataType::kInt8;
+    const graph::ValueId qv = g.add_value(q);
+    graph::Value d = g.value(r);
+    d.name = g.unique_name(rn + "_dq");
+    const graph::ValueId dv = g.add_value(d);
+    out.push_back(qdq_node(OpKind::kQuantizeLinear, g.unique_name(rn + "_quantize"), {r, s, z}, qv, 1));
+    out.push_back(qdq_node(OpKind::kDequantizeLinear, g.unique_name(rn + "_dequantize"), {qv, s, z}, dv, 1));
+    requantized[r] = dv;
+  };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (i > 0) quantize_residual(i - 1);
+    for (graph::ValueId& v : g.nodes[i].inputs)
+      if (auto it = requantized.find(v); it != requantized.end()) v = it->second;
     if (next_target == plan.targets.size() || plan.targets[next_target].node != i) {
       out.push_back(std::move(g.nodes[i]));
       continue;
@@ -200,6 +258,7 @@ void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& 
     n.inputs[1] = wdv;
     out.push_back(std::move(n));
   }
+  if (!g.nodes.empty()) quantize_residual(g.nodes.size() - 1);
   g.nodes = std::move(out);
 }
 
@@ -223,6 +282,7 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
     r.detail = "no Conv, Gemm or MatMul with constant float32 weights";
     return r;
   }
+  find_residuals(g, plan);
   std::string how;
   plan.amax = ranges(g, plan.tensors, o, &how);
   std::vector<char> keep(plan.targets.size(), 1);

@@ -15,10 +15,19 @@ struct Int8Target {
   int axis;  // W's output-channel axis
 };
 
+// A residual branch's convolution output (ResNet's downsampling shortcut): quantized at its
+// producer, so that the block's other convolution reads it as an int8 residual (fuse-qresidual)
+// instead of a float32 one, four times the bytes. Only where both convolutions stay INT8.
+struct Int8Residual {
+  size_t tensor;             // index in tensors (the convolution's output)
+  size_t producer, partner;  // the targets computing it and the Add's other input
+};
+
 struct Int8Plan {
   std::vector<Int8Target> targets;      // in node order
-  std::vector<graph::ValueId> tensors;  // the activations read by targets, each once
+  std::vector<graph::ValueId> tensors;  // the activations read by targets, each once, then the residuals
   std::vector<size_t> tensor_of;        // per target: its activation's index in tensors
+  std::vector<Int8Residual> residuals;
   std::vector<double> amax;             // per tensor: the calibrated range
 };
 
