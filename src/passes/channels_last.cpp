@@ -4,8 +4,12 @@
 //
 // One walk in topological order. A float16 Conv / FusedConv with symmetric pads becomes NhwcConv
 // (its constant W permuted to [M, kh, kw, C/group] once); a kiln.QConv that cuDNN's INT8 kernels
-// can run (qconv_fits_cudnn) becomes NhwcQConv likewise; MaxPool / AveragePool become NhwcMaxPool
-// / NhwcAveragePool; layout-agnostic ops follow their inputs: unary elementwise ops, binary and
+// can run (qconv_fits_cudnn) becomes NhwcQConv likewise. cuDNN reads int8 channels in vectors of 4,
+// so a QConv whose C is not a multiple of 4 (an RGB stem) computes on C4 = round_up(C, 4) channels:
+// its permuted W gets zero weights in the extra channels and its channels-last input a Pad of zeros
+// on the last axis (once per value); with zero points 0 an int8 0 is a real 0, so the sums are
+// unchanged. MaxPool (float or 8-bit integers) / AveragePool (float) become NhwcMaxPool /
+// NhwcAveragePool; layout-agnostic ops follow their inputs: unary elementwise ops, binary and
 // variadic ones (constant operands permuted), Concat on the channel axis (then the last),
 // per-tensor QuantizeLinear / DequantizeLinear, GlobalAverage/MaxPool (ReduceMean / ReduceMax
 // over the two spatial axes) and inference
@@ -75,8 +79,9 @@ class Rewriter {
   static constexpr const char* kOrigin = "channels-last";
   graph::Graph& g_;
   std::vector<Node> out_;
-  std::map<ValueId, ValueId> twin_;  // channels-first value -> its channels-last twin
-  std::set<ValueId> back_;           // channels-first values written by a Transpose back
+  std::map<ValueId, ValueId> twin_;    // channels-first value -> its channels-last twin
+  std::map<ValueId, ValueId> padded_;  // channels-first value -> its channels-last twin padded to C4
+  std::set<ValueId> back_;             // channels-first values written by a Transpose back
   int converted_ = 0;
 
   const graph::Value& val(ValueId v) const { return g_.value(v); }
@@ -120,23 +125,26 @@ class Rewriter {
     emit(OpKind::kTranspose, a, val(v).name + ".transpose", kOrigin, {v}, {into});
     return into;
   }
-  // A constant of rank <= 4 as its channels-last counterpart (rank 4, leading 1s added first).
-  ValueId permuted_constant(ValueId c) {
+  // A constant of rank <= 4 as its channels-last counterpart (rank 4, leading 1s added first), its
+  // last axis padded with zero bytes up to `channels` where that is larger.
+  ValueId permuted_constant(ValueId c, int64_t channels = 0) {
     const graph::Value& cv = val(c);
     std::vector<int64_t> s4(4 - cv.shape.size(), 1);
     s4.insert(s4.end(), cv.shape.begin(), cv.shape.end());
-    const std::vector<int64_t> out_shape = permute(s4, kToLast);
+    const std::vector<int64_t> in_last = permute(s4, kToLast);
+    std::vector<int64_t> out_shape = in_last;
+    out_shape[3] = std::max(out_shape[3], channels);
     const size_t es = dtype_size(cv.dtype);
-    std::vector<uint8_t> bytes(cv.data->size());
-    const std::vector<int64_t> in_strides = strides_of(s4);
-    int64_t i = 0;
-    for (int64_t a = 0; a < out_shape[0]; ++a)
-      for (int64_t b = 0; b < out_shape[1]; ++b)
-        for (int64_t c2 = 0; c2 < out_shape[2]; ++c2)
-          for (int64_t d = 0; d < out_shape[3]; ++d, ++i) {
+    const std::vector<int64_t> in_strides = strides_of(s4), out_strides = strides_of(out_shape);
+    std::vector<uint8_t> bytes(static_cast<size_t>(out_shape[0] * out_strides[0]) * es, 0);
+    for (int64_t a = 0; a < in_last[0]; ++a)
+      for (int64_t b = 0; b < in_last[1]; ++b)
+        for (int64_t c2 = 0; c2 < in_last[2]; ++c2)
+          for (int64_t d = 0; d < in_last[3]; ++d) {
             // out index (a, b, c2, d) = in index (a, d, b, c2)
             const int64_t src = a * in_strides[0] + d * in_strides[1] + b * in_strides[2] + c2 * in_strides[3];
-            std::memcpy(bytes.data() + static_cast<size_t>(i) * es, cv.data->data() + static_cast<size_t>(src) * es,
+            const int64_t dst = a * out_strides[0] + b * out_strides[1] + c2 * out_strides[2] + d;
+            std::memcpy(bytes.data() + static_cast<size_t>(dst) * es, cv.data->data() + static_cast<size_t>(src) * es,
                         es);
           }
     return g_.add_constant(g_.unique_name(cv.name + "_nhwc"), cv.dtype, out_shape, std::move(bytes));
@@ -147,6 +155,19 @@ class Rewriter {
     const ValueId t = val(v).is_constant() ? permuted_constant(v) : transpose(v, kToLast);
     twin_[v] = t;
     return t;
+  }
+  // v channels-last with its channels zero-padded to `channels` (a Pad of the twin, once per value).
+  ValueId to_last_padded(ValueId v, int64_t channels) {
+    if (auto it = padded_.find(v); it != padded_.end()) return it->second;
+    const ValueId t = to_last(v);
+    const std::vector<int64_t> pads{0, 0, 0, 0, 0, 0, 0, channels - val(t).shape[3]};
+    std::vector<uint8_t> b(pads.size() * sizeof(int64_t));
+    std::memcpy(b.data(), pads.data(), b.size());
+    const ValueId p = g_.add_constant(g_.unique_name(val(v).name + ".pads"), DataType::kInt64, {8}, std::move(b));
+    const ValueId out = new_value(v, {});
+    emit(OpKind::kPad, PadAttrs{}, val(v).name + ".pad_channels", kOrigin, {t, p}, {out});
+    padded_[v] = out;
+    return out;
   }
   // The converted node `n` computes channels-last twins of `firsts`; each original becomes a
   // Transpose of its twin, for the readers that stay channels-first.
@@ -181,13 +202,16 @@ class Rewriter {
     if (!has_twin) return false;
     switch (n.kind) {
       case OpKind::kMaxPool:
-      case OpKind::kAveragePool:
-        // The channels-last pooling kernels take float types (an int8 MaxPool, which fuse-qdq
-        // makes by moving a QuantizeLinear above it, stays channels-first).
-        if (val(x).shape.size() != 4 || !float_type(val(x).dtype)) return false;
+      case OpKind::kAveragePool: {
+        // The channels-last pooling kernels take float types, and MaxPool 8-bit integers too (an
+        // int8 MaxPool is what fuse-qdq makes by moving a QuantizeLinear above it).
+        const DataType dt = val(x).dtype;
+        const bool int8_max = n.kind == OpKind::kMaxPool && (dt == DataType::kInt8 || dt == DataType::kUInt8);
+        if (val(x).shape.size() != 4 || !(float_type(dt) || int8_max)) return false;
         emit_converted(n, n.kind == OpKind::kMaxPool ? OpKind::kNhwcMaxPool : OpKind::kNhwcAveragePool, n.attrs,
                        {twin_[x]}, n.outputs);
         return true;
+      }
       case OpKind::kGlobalAveragePool:
       case OpKind::kGlobalMaxPool: {
         const std::vector<int64_t> axes{1, 2};
@@ -244,17 +268,17 @@ class Rewriter {
   }
 
   // The INT8 convolutions cuDNN runs channels-last (runtime/cuda/extra_qconv_nhwc.cu): 2-D,
-  // one group, symmetric explicit pads, int8 data and weights with zero points 0, channel counts
-  // that are multiples of 4 (cuDNN's int8 vector), an int8 (zero point 0) or float32 output and
-  // residual, and an activation cuDNN's ReLU expresses (none, relu, clip).
+  // one group, symmetric explicit pads, int8 data and weights with zero points 0, output channels
+  // a multiple of 4 (cuDNN's int8 vector; input channels are padded to one, see convert_qconv), an
+  // int8 (zero point 0) or float32 output and residual, and an activation cuDNN's ReLU expresses
+  // (none, relu, clip).
   bool qconv_fits_cudnn(const Node& n, const QConvAttrs& a, const nn::WindowGeometry& geo) const {
     const ValueId x = n.inputs[0];
     if (n.inputs.size() < 5 || val(x).dtype != DataType::kInt8 || val(x).shape.size() != 4) return false;
     const graph::Value& w = val(n.inputs[3]);
     if (!w.is_constant() || w.dtype != DataType::kInt8 || w.shape.size() != 4 || a.group != 1) return false;
-    if (val(x).shape[1] % 4 != 0 || w.shape[0] % 4 != 0) return false;
-    if (!zero_or_absent(n, 2) || !zero_or_absent(n, 5) || !zero_or_absent(n, 8) || !zero_or_absent(n, 11))
-      return false;
+    if (w.shape[0] % 4 != 0) return false;
+    if (!zero_or_absent(n, 2) || !zero_or_absent(n, 5) || !zero_or_absent(n, 8) || !zero_or_absent(n, 11)) return false;
     const DataType y = val(n.outputs[0]).dtype;
     if (y != DataType::kInt8 && y != DataType::kFloat32) return false;
     if (has_input(n, 9) && val(n.inputs[9]).dtype != DataType::kInt8 && val(n.inputs[9]).dtype != DataType::kFloat32)
@@ -273,9 +297,11 @@ class Rewriter {
     if (!qconv_fits_cudnn(n, a, geo)) return false;
     a.auto_pad = AutoPad::kNotSet;
     a.pads = geo.pads;
+    // Zero channels up to a multiple of 4 in x and W (zero points are 0: int8 0 is a real 0).
+    const int64_t c = val(x).shape[1], c4 = (c + 3) / 4 * 4;
     std::vector<ValueId> ins = n.inputs;
-    ins[0] = to_last(x);
-    ins[3] = permuted_constant(n.inputs[3]);
+    ins[0] = c4 == c ? to_last(x) : to_last_padded(x, c4);
+    ins[3] = permuted_constant(n.inputs[3], c4);
     if (has_input(n, 9)) ins[9] = to_last(n.inputs[9]);
     emit_converted(n, OpKind::kNhwcQConv, a, ins, n.outputs);
     return true;

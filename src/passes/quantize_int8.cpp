@@ -9,11 +9,13 @@
 // The bias stays float (the INT8 kernels add it in float after scaling). Models that already carry
 // Q/DQ nodes are left alone: their scales are what the user asked for.
 // Guards (a node is left in float): X not float32 or constant; W not a constant float32 of the
-// expected rank; Gemm with transA; MatMul of a vector; on GPU targets, a 2-D Conv of one group whose
-// input channels are not a multiple of 4 (an RGB stem): cuDNN's INT8 convolutions read channels in
-// vectors of 4, and the float16 channels-last kernel runs such a layer faster than the fallback
-// INT8 kernel would. With --accuracy-budget, the accuracy guard
-// (accuracy_guard.cpp) may leave more nodes in float.
+// expected rank; Gemm with transA; MatMul of a vector; on GPU targets, a Conv that the channels-last
+// INT8 convolution (NhwcQConv, cuDNN) cannot run: one that is not 2-D, has more than one group
+// (depthwise, grouped) or output channels not a multiple of 4. The only other GPU INT8 convolution
+// is a channels-first WMMA kernel, slower than the float16 kernels, so such a layer is faster in
+// float. (Input channels do not matter: the channels-last pass pads an RGB stem's to 4.) Skipped
+// layers are calibrated all the same, so one calibration cache serves CPU and GPU builds. With
+// --accuracy-budget, the accuracy guard (accuracy_guard.cpp) may leave more nodes in float.
 #include "passes/quantize_int8.h"
 
 #include <algorithm>
@@ -293,7 +295,7 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
     for (size_t k = 0; k < plan.targets.size(); ++k) {
       const graph::Node& n = g.nodes[plan.targets[k].node];
       const std::vector<int64_t>& ws = g.value(plan.targets[k].w).shape;
-      if (n.kind == OpKind::kConv && std::get<ConvAttrs>(n.attrs).group == 1 && ws.size() == 4 && ws[1] % 4 != 0)
+      if (n.kind == OpKind::kConv && (ws.size() != 4 || std::get<ConvAttrs>(n.attrs).group != 1 || ws[0] % 4 != 0))
         keep[k] = 0;
     }
   insert_qdq(g, plan, keep);

@@ -1,8 +1,12 @@
 // The channels-last pass on INT8 engines (GPU targets): kiln.QConv that cuDNN's INT8 kernels take
-// becomes NhwcQConv, per-tensor Q/DQ follow the layout, and the guards keep the others channels-first
-// (3 input channels, asymmetric pads, a non-zero zero point). Numeric parity on the CPU backend, whose
-// NhwcQConv kernel is kiln.QConv on permuted tensors: the channels-last INT8 engine computes what the
-// channels-first one does (float sums in another order only).
+// becomes NhwcQConv (an input whose channels are not a multiple of 4, such as an RGB stem's, padded
+// with zeros), int8 MaxPool becomes NhwcMaxPool, per-tensor Q/DQ follow the layout, and the guards
+// keep the others channels-first (output channels not a multiple of 4, asymmetric pads, a non-zero
+// zero point). Numeric parity on the CPU backend, whose channels-last kernels are the channels-first
+// ones on permuted tensors: the channels-last INT8 engine computes what the channels-first one does,
+// exactly where only integer sums and the same epilogue are involved (the zero channels add 0), and
+// up to the order of float sums elsewhere (GlobalAveragePool as a ReduceMean). quantize-int8's rule
+// for GPU targets is tested here too, since it is what feeds this pass.
 #include <cmath>
 
 #include "int8_test_util.h"
@@ -22,12 +26,21 @@ void conv(OnnxModel& m, const std::string& name, const std::string& x, const std
   if (stride != 1) attr_ints(n, "strides", {stride, stride});
 }
 
-// A 3-channel stem, then a bottleneck with a downsample, global pooling and a classifier.
+void max_pool(OnnxModel& m, const std::string& x, const std::string& y) {
+  auto* n = m.node("MaxPool", "pool", {x}, {y});
+  attr_ints(n, "kernel_shape", {3, 3});
+  attr_ints(n, "strides", {2, 2});
+  attr_ints(n, "pads", {1, 1, 1, 1});
+}
+
+// A 3-channel stem with ResNet's MaxPool, then a bottleneck with a downsample, global pooling and
+// a classifier.
 OnnxModel resnet_like(std::vector<int64_t> conv2_pads = {1, 1, 1, 1}) {
   OnnxModel m("resnet_like_int8");
   m.input("x", {2, 3, 16, 16});
   conv(m, "stem", "x", "s0", 3, 8, 3, {1, 1, 1, 1}, 2);
-  m.node("Relu", "stem.relu", {"s0"}, {"p"});
+  m.node("Relu", "stem.relu", {"s0"}, {"s1"});
+  max_pool(m, "s1", "p");
   conv(m, "b.conv1", "p", "c1", 8, 4, 1, {0, 0, 0, 0});
   m.node("Relu", "b.relu1", {"c1"}, {"r1"});
   conv(m, "b.conv2", "r1", "c2", 4, 4, 3, conv2_pads);
@@ -45,75 +58,195 @@ OnnxModel resnet_like(std::vector<int64_t> conv2_pads = {1, 1, 1, 1}) {
   return m;
 }
 
+// ResNet's stem on `c` input channels (7x7, stride 2, `m_out` outputs), Relu, MaxPool, then a 3x3
+// convolution whose float output is the graph's.
+OnnxModel stem_model(int64_t c, int64_t m_out = 8) {
+  OnnxModel m("stem_int8");
+  m.input("x", {2, c, 16, 16});
+  conv(m, "stem", "x", "s0", c, m_out, 7, {3, 3, 3, 3}, 2);
+  m.node("Relu", "stem.relu", {"s0"}, {"s1"});
+  max_pool(m, "s1", "p");
+  conv(m, "conv", "p", "y", m_out, 8, 3, {1, 1, 1, 1});
+  m.output("y");
+  return m;
+}
+
 using Result = LayoutBuilt;
 
-// The INT8 pipeline's passes up to the layout, then the channels-last pass if asked.
-Result build_int8(const OnnxModel& m, const TempDir& dir, bool channels_last) {
+const std::initializer_list<PassFn> kInt8Passes = {bind_inputs,   infer_and_fold, fold_batchnorm, remove_identity,
+                                                   quantize_int8, fuse_qdq,       fuse_epilogue,  remove_dead_nodes};
+
+BuildOptions int8_options(const TempDir& dir) {
   BuildOptions o;
   o.int8 = true;
   o.calib.data = dir / "calib";
-  return build_layout(m, o, {bind_inputs, infer_and_fold, fold_batchnorm, remove_identity, quantize_int8, fuse_qdq,
-                             fuse_epilogue, remove_dead_nodes},
-                      channels_last);
+  return o;
 }
 
-Result check_parity(const OnnxModel& m) {
+// The channels-last engine against the channels-first one on one random input: every output equal
+// if `exact`, else within float rounding.
+Result check_parity(const OnnxModel& m, std::vector<int64_t> x_shape = {2, 3, 16, 16}, bool exact = false,
+                    const std::vector<std::string>& outputs = {"y"}) {
   TempDir dir;
-  write_batches(dir.path() / "calib", 2, {2, 3, 16, 16}, -1.f, 1.f);
-  Result last = build_int8(m, dir, true), first = build_int8(m, dir, false);
-  std::map<std::string, std::vector<float>> feed{{"x", random_vec(2 * 3 * 16 * 16, 5)}};
-  auto a = run_engine(last.engine, feed, {"y"}), b = run_engine(first.engine, feed, {"y"});
-  EXPECT_LE(rel_error(a["y"], b["y"]), 1e-5);
+  write_batches(dir.path() / "calib", 2, x_shape, -1.f, 1.f);
+  const BuildOptions o = int8_options(dir);
+  Result last = build_layout(m, o, kInt8Passes, true), first = build_layout(m, o, kInt8Passes, false);
+  int64_t n = 1;
+  for (int64_t d : x_shape) n *= d;
+  std::map<std::string, std::vector<float>> feed{{"x", random_vec(static_cast<size_t>(n), 5)}};
+  auto a = run_engine(last.engine, feed, outputs), b = run_engine(first.engine, feed, outputs);
+  for (const std::string& y : outputs) {
+    if (exact) {
+      EXPECT_EQ(a[y], b[y]) << y;
+    } else {
+      EXPECT_LE(rel_error(a[y], b[y]), 1e-5) << y;
+    }
+  }
   return last;
 }
 
 TEST(ChannelsLastInt8, QConvsBecomeNhwcQConv) {
   const Result r = check_parity(resnet_like());
-  // b.conv1, b.conv2, b.conv3 and b.down; the stem reads 3 channels (cuDNN's int8 vector is 4).
-  EXPECT_EQ(r.count("NhwcQConv"), 4) << r.layout.detail;
-  EXPECT_EQ(r.count("kiln.QConv"), 1);
+  // The stem (its 3 channels padded to 4), b.conv1, b.conv2, b.conv3 and b.down.
+  EXPECT_EQ(r.count("NhwcQConv"), 5) << r.layout.detail;
+  EXPECT_EQ(r.count("kiln.QConv"), 0);
+  EXPECT_EQ(r.count("Pad"), 1);
+  EXPECT_EQ(r.count("NhwcMaxPool"), 1);
+  EXPECT_EQ(r.count("MaxPool"), 0);
   EXPECT_GE(r.count("QuantizeLinear"), 1);
-  EXPECT_GT(r.layout.changes, 4) << r.layout.detail;
+  EXPECT_GT(r.layout.changes, 5) << r.layout.detail;
+}
+
+// The stem on 3 and on 1 input channels: padded to 4, its int8 MaxPool channels-last, exactly the
+// channels-first engine's numbers.
+TEST(ChannelsLastInt8, StemChannelsPaddedToFour) {
+  for (int64_t c : {3, 1}) {
+    SCOPED_TRACE("channels " + std::to_string(c));
+    const Result r = check_parity(stem_model(c), {2, c, 16, 16}, true);
+    EXPECT_EQ(r.count("NhwcQConv"), 2) << r.layout.detail;
+    EXPECT_EQ(r.count("kiln.QConv"), 0);
+    EXPECT_EQ(r.count("Pad"), 1);
+    EXPECT_EQ(r.count("NhwcMaxPool"), 1);
+    EXPECT_EQ(r.count("MaxPool"), 0);
+  }
+}
+
+// What the pass writes for the stem: x transposed and padded to [N, H, W, 4] by a constant-mode Pad
+// of the channel axis only, and W permuted to [M, kh, kw, 4] with zeros in the added channel.
+TEST(ChannelsLastInt8, StemPadAndWeights) {
+  TempDir dir;
+  write_batches(dir.path() / "calib", 2, {2, 3, 16, 16}, -1.f, 1.f);
+  const BuildOptions o = int8_options(dir);
+  graph::Graph g = stem_model(3).import();
+  for (PassFn pass : kInt8Passes) pass(g, o);
+  graph::Graph before = g;
+  to_channels_last(g);
+  graph::verify(g, true);
+  const graph::Node* stem = nullptr;
+  const graph::Node* qstem = nullptr;
+  for (const graph::Node& n : g.nodes)
+    if (n.kind == OpKind::kNhwcQConv && g.value(n.inputs[3]).shape[3] == 4) stem = &n;
+  for (const graph::Node& n : before.nodes)
+    if (n.kind == OpKind::kQConv && before.value(n.inputs[3]).shape[1] == 3) qstem = &n;
+  ASSERT_TRUE(stem && qstem);
+  EXPECT_EQ(g.value(stem->inputs[0]).shape, (std::vector<int64_t>{2, 16, 16, 4}));
+  EXPECT_EQ(g.value(stem->inputs[0]).dtype, DataType::kInt8);
+  const graph::Node* pad = nullptr;
+  for (const graph::Node& n : g.nodes)
+    if (n.outputs[0] == stem->inputs[0]) pad = &n;
+  ASSERT_TRUE(pad && pad->kind == OpKind::kPad);
+  EXPECT_EQ(std::get<PadAttrs>(pad->attrs).mode, PadMode::kConstant);
+  EXPECT_EQ(pad->inputs.size(), 2u);  // no pad value: zeros
+  EXPECT_EQ(g.value(pad->inputs[1]).view().to_double(), (std::vector<double>{0, 0, 0, 0, 0, 0, 0, 1}));
+  // W [8, 7, 7, 4]: (m, i, j, c) holds the channels-first (m, c, i, j), and 0 at c = 3.
+  const graph::Value& w = g.value(stem->inputs[3]);
+  const std::vector<double> wl = w.view().to_double(), wf = before.value(qstem->inputs[3]).view().to_double();
+  ASSERT_EQ(w.shape, (std::vector<int64_t>{8, 7, 7, 4}));
+  for (int64_t m = 0; m < 8; ++m)
+    for (int64_t i = 0; i < 7; ++i)
+      for (int64_t j = 0; j < 7; ++j)
+        for (int64_t c = 0; c < 4; ++c)
+          EXPECT_EQ(wl[static_cast<size_t>(((m * 7 + i) * 7 + j) * 4 + c)],
+                    c < 3 ? wf[static_cast<size_t>(((m * 3 + c) * 7 + i) * 7 + j)] : 0.0);
+}
+
+// Two convolutions reading one 3-channel input share one Pad.
+TEST(ChannelsLastInt8, SharedInputPaddedOnce) {
+  OnnxModel m("shared_stem");
+  m.input("x", {2, 3, 16, 16});
+  conv(m, "a", "x", "y", 3, 8, 3, {1, 1, 1, 1});
+  conv(m, "b", "x", "z", 3, 4, 1, {0, 0, 0, 0});
+  m.output("y");
+  m.output("z");
+  const Result r = check_parity(m, {2, 3, 16, 16}, true, {"y", "z"});
+  EXPECT_EQ(r.count("NhwcQConv"), 2) << r.layout.detail;
+  EXPECT_EQ(r.count("Pad"), 1);
+}
+
+// A stem with 6 outputs stays kiln.QConv (cuDNN's int8 output vector is 4 channels), and so does
+// the MaxPool after it, whose input has no channels-last twin; the next convolution reads 6 channels,
+// padded to 8.
+TEST(ChannelsLastInt8Guard, OutputChannelsNotMultipleOfFourStayChannelsFirst) {
+  const Result r = check_parity(stem_model(3, 6), {2, 3, 16, 16}, true);
+  EXPECT_EQ(r.count("kiln.QConv"), 1) << r.layout.detail;
+  EXPECT_EQ(r.count("NhwcQConv"), 1);
+  EXPECT_EQ(r.count("MaxPool"), 1);
+  EXPECT_EQ(r.count("NhwcMaxPool"), 0);
+  EXPECT_EQ(r.count("Pad"), 1);
 }
 
 TEST(ChannelsLastInt8Guard, AsymmetricPadsStayChannelsFirst) {
   const Result r = check_parity(resnet_like({2, 0, 0, 2}));
-  EXPECT_EQ(r.count("NhwcQConv"), 3) << r.layout.detail;
-  EXPECT_EQ(r.count("kiln.QConv"), 2);
+  EXPECT_EQ(r.count("NhwcQConv"), 4) << r.layout.detail;
+  EXPECT_EQ(r.count("kiln.QConv"), 1);
 }
 
 TEST(ChannelsLastInt8Guard, OnlyForGpuTargets) {
   TempDir dir;
   write_batches(dir.path() / "calib", 2, {2, 3, 16, 16}, -1.f, 1.f);
   graph::Graph g = resnet_like().import();
-  BuildOptions o;
-  o.int8 = true;
-  o.calib.data = dir / "calib";
+  const BuildOptions o = int8_options(dir);
   for (PassFn pass : {bind_inputs, infer_and_fold, fold_batchnorm, quantize_int8, fuse_qdq}) pass(g, o);
   EXPECT_EQ(channels_last(g, o).changes, 0);
 }
 
-// On GPU targets quantize-int8 leaves the 3-channel stem in float (cuDNN's INT8 convolutions read
-// channels in fours) and quantizes the rest. (GPU targets calibrate on the GPU, so the GPU build here
-// takes its ranges from the cache a CPU build wrote.)
-TEST(ChannelsLastInt8, GpuTargetsLeaveTheRgbStemInFloat) {
+// On GPU targets quantize-int8 quantizes the convolutions NhwcQConv runs, the 3-channel stem among
+// them, and leaves a depthwise convolution and one with 6 outputs in float; on the CPU all are
+// quantized. (GPU targets calibrate on the GPU, so the GPU build here takes its ranges from the
+// cache the CPU build wrote: one cache serves both.)
+TEST(ChannelsLastInt8, GpuTargetsQuantizeWhatNhwcQConvRuns) {
+  OnnxModel m("gpu_rule");
+  m.input("x", {2, 3, 16, 16});
+  conv(m, "stem", "x", "s0", 3, 8, 3, {1, 1, 1, 1}, 2);
+  m.node("Relu", "stem.relu", {"s0"}, {"s1"});
+  m.init_rand("dw.w", {8, 1, 3, 3}, -0.4f, 0.4f);
+  auto* dw = m.node("Conv", "dw", {"s1", "dw.w"}, {"d"});
+  attr_ints(dw, "pads", {1, 1, 1, 1});
+  attr_int(dw, "group", 8);
+  m.node("Relu", "dw.relu", {"d"}, {"r"});
+  conv(m, "head", "r", "y", 8, 6, 1, {0, 0, 0, 0});
+  m.output("y");
   TempDir dir;
   write_batches(dir.path() / "calib", 2, {2, 3, 16, 16}, -1.f, 1.f);
   auto count = [](const graph::Graph& g, OpKind kind) {
     return std::count_if(g.nodes.begin(), g.nodes.end(), [&](const graph::Node& n) { return n.kind == kind; });
   };
-  BuildOptions o;
-  o.int8 = true;
-  o.calib.data = dir / "calib";
+  BuildOptions o = int8_options(dir);
   o.calib.cache = dir / "cache.json";
-  graph::Graph cpu = resnet_like().import();
-  for (PassFn pass : {bind_inputs, infer_and_fold, fold_batchnorm, quantize_int8, fuse_qdq}) pass(cpu, o);
-  EXPECT_EQ(count(cpu, OpKind::kQConv), 5);
-  graph::Graph gpu = resnet_like().import();
+  graph::Graph cpu = m.import();
+  for (PassFn pass : {bind_inputs, infer_and_fold, quantize_int8, fuse_qdq}) pass(cpu, o);
+  EXPECT_EQ(count(cpu, OpKind::kQConv), 3);
+  EXPECT_EQ(count(cpu, OpKind::kConv), 0);
+  graph::Graph gpu = m.import();
   o.target = "sm_90";
-  for (PassFn pass : {bind_inputs, infer_and_fold, fold_batchnorm, quantize_int8, fuse_qdq}) pass(gpu, o);
-  EXPECT_EQ(count(gpu, OpKind::kQConv), 4);
-  EXPECT_EQ(count(gpu, OpKind::kConv), 1);
+  o.calib.data.clear();
+  for (PassFn pass : {bind_inputs, infer_and_fold, quantize_int8, fuse_qdq}) pass(gpu, o);
+  EXPECT_EQ(count(gpu, OpKind::kQConv), 1);
+  EXPECT_EQ(count(gpu, OpKind::kConv), 2);
+  for (const graph::Node& n : gpu.nodes)
+    if (n.kind == OpKind::kQConv) {
+      EXPECT_EQ(gpu.value(n.inputs[3]).shape[1], 3) << "the stem is quantized";
+    }
 }
 
 // A QConv whose input has a non-zero zero point (an asymmetric uint8 model from another quantizer,

@@ -3,8 +3,9 @@
 // descriptors (its fused call where it can, the epilogue kernel along the channels otherwise), the
 // 1x1 convolution as one GEMM with cuBLASLt's epilogue, the direct kernel (misaligned pointers, 1-D,
 // asymmetric pads); every tactic of selected cases. The pools: vectorized along the channels or
-// one element per thread, pads, strides, dilations, ceil_mode, 1 to 3 spatial axes. Every case runs
-// direct, misaligned and under stream capture.
+// one element per thread, pads, strides, dilations, ceil_mode, 1 to 3 spatial axes; NhwcMaxPool on
+// int8 and uint8 too (over their whole range, exact). Every case runs direct, misaligned and under
+// stream capture.
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -63,10 +64,16 @@ std::function<Inputs(DT)> pool_input(Shape x) {
   return [=](DT dt) { return Inputs{rand_tensor(dt, x, -1, 1)}; };
 }
 
+// The 8-bit types over their whole range.
+std::function<Inputs(DT)> int8_pool_input(Shape x) {
+  return [=](DT dt) { return Inputs{dt == DT::kUInt8 ? rand_tensor(dt, x, 0, 255) : rand_tensor(dt, x, -128, 127)}; };
+}
+
 std::vector<NhwcCase> cases() {
   const OpKind C = OpKind::kNhwcConv, MP = OpKind::kNhwcMaxPool, AP = OpKind::kNhwcAveragePool;
   const Activation none = Activation::kNone, relu = Activation::kRelu, silu = Activation::kSilu;
   const std::vector<int64_t> p1{1, 1, 1, 1};
+  const std::vector<DT> k8 = {DT::kInt8, DT::kUInt8};
   return {
       // ResNet: 3x3 (+ Relu, cuDNN's fused call), 3x3 + residual + Relu, 1x1 as a GEMM, strided 1x1.
       {"Conv3x3Relu", C, nhwc_conv(relu, none, p1), kF, conv_inputs({2, 10, 10, 16}, {16, 3, 3, 16}, true, {}), true},
@@ -106,6 +113,15 @@ std::vector<NhwcCase> cases() {
       {"AveragePoolIncludePadCeil", AP, pool({3, 3}, {2, 2}, {1, 1, 1, 1}, 1, 1), kF, pool_input({1, 8, 8, 16})},
       {"AveragePool1D", AP, pool({3}, {1}, {1, 1}), kF, pool_input({2, 10, 8})},
       {"MaxPool3D", MP, pool({2, 2, 2}, {2, 2, 2}), kF, pool_input({1, 4, 4, 4, 8})},
+      // INT8 engines: ResNet's MaxPool after the stem (16 channels a vector), channel counts that
+      // are not a multiple of 16 (one element per thread), ceil_mode with dilations, and a window
+      // entirely in the padding (the type's lowest value, as on the CPU).
+      {"MaxPool8Bit3x3Stride2", MP, pool({3, 3}, {2, 2}, p1), k8, int8_pool_input({2, 9, 9, 32})},
+      {"MaxPool8BitChannels12", MP, pool({3, 3}, {2, 2}, p1), k8, int8_pool_input({2, 7, 8, 12})},
+      {"MaxPool8BitCeilDilated", MP, pool({3, 2}, {2, 2}, {0, 1, 1, 0}, 1, 0, {2, 1}), k8,
+       int8_pool_input({1, 8, 7, 20})},
+      {"MaxPool8BitEmptyWindow", MP, pool({2, 1}, {1, 1}, {1, 0, 1, 0}, 0, 0, {3, 1}), k8,
+       int8_pool_input({1, 2, 3, 16})},
   };
 }
 

@@ -5,7 +5,9 @@
 // (a wrong rounding mode, such as truncation, would move about half of them); float outputs agree to
 // float32 rounding. Tactic 1000 asks for the direct kernel (the fallback where cuDNN has no engine),
 // which shares the CPU's epilogue: it must match bit for bit, as must the tensor-core kernel
-// (tactics 2000 + tile shape, qconv_igemm.cu), offered where C % 64 == 0 and M % 8 == 0. Skips
+// (tactics 2000 + tile shape, qconv_igemm.cu), offered where C % 64 == 0 and M % 8 == 0. The
+// channels-last pass's RGB stem (3
+// channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded convolution. Skips
 // without a GPU.
 #include <algorithm>
 #include <cmath>
@@ -110,6 +112,50 @@ void compare(const HostTensor& got, const HostTensor& want, bool exact, const st
   EXPECT_LE(off_by_one, std::max<int64_t>(1, got.numel() / 100)) << what << ": too many values one step off";
 }
 
+// Every tactic for `in` (cuDNN's plans, then the direct kernel), direct and under capture, against
+// `want`; `expect_plan`: cuDNN must offer at least one plan.
+void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<OutputType>& types, const HostTensor& want,
+                   bool expect_plan, const std::string& what) {
+  std::vector<TensorView> iv;
+  for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
+  std::vector<HostTensor> outs = empty_outputs(types, 0);
+  std::vector<TensorView> ov;
+  for (HostTensor& t : outs) ov.push_back(t.view(nullptr));
+  Stream stream;
+  std::vector<const void*> host_in;
+  for (const TensorView& t : iv) host_in.push_back(t.data);
+  gpu::GpuEnv env = GpuResources::get().env(stream.get(), host_in, nullptr);
+  std::vector<int32_t> tactics = gpu::gpu_kernel_entry(OpKind::kNhwcQConv)->tactics(OpKind::kNhwcQConv, a, iv, ov, env);
+  if (expect_plan) {
+    EXPECT_FALSE(tactics.empty()) << what << ": no cuDNN plan";
+  }
+  const bool igemm = in[0].shape.back() % 64 == 0 && in[3].shape[0] % 8 == 0;
+  EXPECT_EQ(std::count_if(tactics.begin(), tactics.end(), [](int32_t t) { return t >= kIgemmTactic; }), igemm ? 3 : 0)
+      << what << ": tensor-core tile shapes offered";
+  tactics.push_back(kDirectTactic);
+  for (int32_t t : tactics) {
+    const bool direct = t == kDirectTactic || t >= kIgemmTactic;  // the exact kernels
+    GpuRunOptions o;
+    o.tactic = t;
+    for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured}) {
+      std::vector<HostTensor> got;
+      try {
+        got = run_gpu(OpKind::kNhwcQConv, a, in, types, mode, o);
+      } catch (const Error& e) {
+        ADD_FAILURE() << what << " tactic " << t << ": " << e.what();
+        continue;
+      }
+      compare(got[0], want, direct, what + " tactic " + std::to_string(t) + " " + mode_name(mode));
+    }
+  }
+}
+
+std::vector<OutputType> output_types(const QConvAttrs& a, const Inputs& in) {
+  std::vector<TensorView> iv;
+  for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
+  return infer_shapes(OpKind::kNhwcQConv, a, iv, 1);
+}
+
 TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(43);
@@ -117,50 +163,45 @@ TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
     const int64_t span = (c.k - 1) * c.dilation + 1;
     const int64_t oh = (c.h + 2 * c.pad - span) / c.stride + 1, ow = (c.w + 2 * c.pad - span) / c.stride + 1;
     for (const Variant& v : variants()) {
-      const std::string what = "case c=" + std::to_string(c.c) + " m=" + std::to_string(c.m) + " k=" +
-                               std::to_string(c.k) + " quantize=" + std::to_string(v.quantize) + " residual=" +
-                               std::to_string(static_cast<int>(v.residual)) + " act=" + std::to_string(static_cast<int>(v.act));
+      const std::string what = "case c=" + std::to_string(c.c) + " m=" + std::to_string(c.m) +
+                               " k=" + std::to_string(c.k) + " quantize=" + std::to_string(v.quantize) +
+                               " residual=" + std::to_string(static_cast<int>(v.residual)) +
+                               " act=" + std::to_string(static_cast<int>(v.act));
       SCOPED_TRACE(what);
       const QConvAttrs a = attrs_of(c, v.act);
       const Inputs in = inputs(c, v, oh, ow);
-      std::vector<TensorView> iv;
-      for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
-      const std::vector<OutputType> types = infer_shapes(OpKind::kNhwcQConv, a, iv, 1);
+      const std::vector<OutputType> types = output_types(a, in);
       const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
-      std::vector<HostTensor> outs = empty_outputs(types, 0);
-      std::vector<TensorView> ov;
-      for (HostTensor& t : outs) ov.push_back(t.view(nullptr));
-      Stream stream;
-      std::vector<const void*> host_in;
-      for (const TensorView& t : iv) host_in.push_back(t.data);
-      gpu::GpuEnv env = GpuResources::get().env(stream.get(), host_in, nullptr);
-      std::vector<int32_t> tactics =
-          gpu::gpu_kernel_entry(OpKind::kNhwcQConv)->tactics(OpKind::kNhwcQConv, a, iv, ov, env);
-      if (c.c % 4 == 0) {
-        EXPECT_FALSE(tactics.empty()) << "no cuDNN plan for C = " << c.c;
-      }
-      const bool igemm = c.c % 64 == 0 && c.m % 8 == 0;
-      EXPECT_EQ(std::count_if(tactics.begin(), tactics.end(), [](int32_t t) { return t >= kIgemmTactic; }),
-                igemm ? 3 : 0)
-          << "tensor-core tile shapes offered";
-      tactics.push_back(kDirectTactic);
-      for (int32_t t : tactics) {
-        const bool direct = t == kDirectTactic || t >= kIgemmTactic;  // the exact kernels
-        GpuRunOptions o;
-        o.tactic = t;
-        for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured}) {
-          std::vector<HostTensor> got;
-          try {
-            got = run_gpu(OpKind::kNhwcQConv, a, in, types, mode, o);
-          } catch (const Error& e) {
-            ADD_FAILURE() << what << " tactic " << t << ": " << e.what();
-            continue;
-          }
-          compare(got[0], want[0], direct, what + " tactic " + std::to_string(t) + " " + mode_name(mode));
-        }
-      }
+      check_tactics(a, in, types, want[0], c.c % 4 == 0, what);
     }
   }
+}
+
+// The stem as the channels-last pass writes it: x [N, H, W, 3] padded to 4 channels by a Pad on the
+// GPU (checked against the CPU's Pad), W [M, 7, 7, 4] with zeros in channel 3; the GPU's NhwcQConv on
+// these against the CPU's on the unpadded x and W. ReLU and an int8 output, as after fuse-qdq.
+TEST(GpuNhwcQConv, PaddedStemMatchesUnpaddedCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(47);
+  const Case c{2, 32, 32, 3, 16, 7, 2, 3};
+  const int64_t oh = 16, ow = 16;
+  const QConvAttrs a = attrs_of(c, QActivation::kRelu);
+  const Inputs in3 = inputs(c, {true, true, Residual::kNone, QActivation::kRelu}, oh, ow);
+  const std::vector<OutputType> types = output_types(a, in3);
+  const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in3, types);
+
+  const Inputs pad_in{in3[0], make(DT::kInt64, {8}, {0, 0, 0, 0, 0, 0, 0, 1})};
+  const std::vector<OutputType> pad_types =
+      infer_shapes(OpKind::kPad, PadAttrs{}, infer_views(OpKind::kPad, pad_in), 1);
+  ASSERT_EQ(pad_types[0].shape, (Shape{c.n, c.h, c.w, 4}));
+  const HostTensor x4 = run_gpu(OpKind::kPad, PadAttrs{}, pad_in, pad_types, GpuMode::kDirect)[0];
+  expect_match(x4, run_cpu(OpKind::kPad, PadAttrs{}, pad_in, pad_types)[0], {}, "Pad");
+
+  Inputs in4 = in3;
+  in4[0] = x4;
+  in4[3] = make(DT::kInt8, {c.m, c.k, c.k, 4}, {0});
+  for (int64_t i = 0; i < in3[3].numel(); ++i) set(in4[3], i / 3 * 4 + i % 3, get(in3[3], i));
+  check_tactics(a, in4, output_types(a, in4), want[0], true, "padded stem");
 }
 
 // Zero points other than 0 are not what the channels-last pass makes; a crafted engine gets a clear

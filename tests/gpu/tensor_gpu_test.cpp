@@ -60,7 +60,9 @@ HostTensor indices(Shape s, int64_t dim, DT dt = DT::kInt64) {
 int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); }
 
 // ---- running -----------------------------------------------------------------------------------
-void check(OpKind kind, const OpRun& r, Accuracy acc, GpuMode mode) { check_op(kind, r.attrs, r.in, r.n_out, acc, mode); }
+void check(OpKind kind, const OpRun& r, Accuracy acc, GpuMode mode) {
+  check_op(kind, r.attrs, r.in, r.n_out, acc, mode);
+}
 
 // ---- layout cases ------------------------------------------------------------------------------
 Runs reshape_runs(DT dt) {
@@ -217,6 +219,8 @@ Runs pad_runs(DT dt) {
     r.push_back({PadAttrs{m}, {data(dt, {2, 3, 5, 7}), ints({0, 0, 1, 2, 0, 0, 2, 1})}});  // NCHW spatial
     r.push_back({PadAttrs{m}, {data(dt, {1, 4}), ints({0, 0, 0, 0})}});
     r.push_back({PadAttrs{m}, {data(dt, {2, 1, 3}), ints({0, 0, 1, 0, 0, 0})}});
+    // The channels-last pass's stem: [N, H, W, 3] -> [N, H, W, 4] on the last axis.
+    r.push_back({PadAttrs{m}, {data(dt, {2, 5, 6, 3}), ints({0, 0, 0, 0, 0, 0, 0, 1})}});
   }
   r.push_back({PadAttrs{}, {x, ints({1, 1, 1, 1}), scalar(7, dt)}});
   r.push_back({PadAttrs{}, {data(dt, {0, 3}), ints({1, 0, 1, 0}), scalar(-3, dt)}});

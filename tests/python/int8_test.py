@@ -89,7 +89,8 @@ def accuracy(a, tmp, model, tx, ty):
     check("accuracy guard: top-1 on 10000 samples" in guard and "result: " in guard,
           "--accuracy-budget prints the per-layer table measured on the labelled test split")
     steps = kiln(a, "inspect", os.path.join(tmp, "entropy.kiln")).stdout
-    check(steps.count("kiln.QConv") == 2 and steps.count("kiln.QMatMul") == 1,
+    # GPU engines run the convolutions channels-last (NhwcQConv; the 1-channel input padded to 4).
+    check(steps.count("kiln.QConv") + steps.count("NhwcQConv") == 2 and steps.count("kiln.QMatMul") == 1,
           "the INT8 engine runs both convolutions and the classifier as INT8 steps")
 
 

@@ -5,6 +5,8 @@
 // taps inside the image, and for AveragePool's count_include_pad the taps inside the padded extent,
 // are counted exactly as the CPU kernel counts them (runtime/cpu/ops/nn_pool.cpp), as is the
 // maximum (the first wins; a number replaces NaN) and the value of a window with no input element.
+// NhwcMaxPool also takes int8 and uint8 (the INT8 engines' MaxPool after a quantized stem), compared
+// in their own type as the CPU does, so that an empty window gives the type's lowest value.
 #include <limits>
 
 #include "core/infer/nn_geometry.h"
@@ -42,7 +44,7 @@ __device__ __forceinline__ I imax(I a, I b) {
 template <class T, int V, class I>
 __global__ void __launch_bounds__(kThreads)
     nhwc_pool_kernel(NhwcPool p, const T* __restrict__ x, T* __restrict__ y, I items) {
-  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  using C = std::conditional_t<std::is_same_v<T, double>, double, std::conditional_t<ew::kIsFloatDev<T>, float, T>>;
   const I groups = static_cast<I>(p.channels / V), out_size = static_cast<I>(p.out_size);
   const I step = static_cast<I>(ew::grid_threads());
   for (I item = static_cast<I>(ew::global_thread()); item < items; item += step) {
@@ -161,7 +163,12 @@ void nhwc_pool(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, 
     else
       nhwc_pool_kernel<T, 1, int64_t><<<blocks, kThreads, 0, env.stream>>>(p, x, y, items);
   };
-  ew::dispatch_ew_float(X.dtype, op, launch);
+  if (p.is_max && X.dtype == DataType::kInt8)
+    launch(Tag<int8_t>{});
+  else if (p.is_max && X.dtype == DataType::kUInt8)
+    launch(Tag<uint8_t>{});
+  else
+    ew::dispatch_ew_float(X.dtype, op, launch);
   check_launch(op);
 }
 
