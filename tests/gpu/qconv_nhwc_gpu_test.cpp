@@ -4,8 +4,8 @@
 // own order, so an int8 output may differ by one quantization step, on at most 1% of the values
 // (a wrong rounding mode, such as truncation, would move about half of them); float outputs agree to
 // float32 rounding. Tactic 1000 asks for the direct kernel (the fallback where cuDNN has no engine),
-// which shares the CPU's epilogue: it must match bit for bit, as must the tensor-core kernel
-// (tactics 2000 + tile shape, qconv_igemm.cu), offered where C % 64 == 0 and M % 8 == 0. The
+// which shares the CPU's epilogue: it must match bit for bit. The tensor-core kernel (tactics 2000 +
+// tile shape, qconv_igemm.cu, offered where C % 64 == 0 and M % 8 == 0) rounds like cuDNN. The
 // channels-last pass's RGB stem (3
 // channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded convolution. Skips
 // without a GPU.
@@ -134,7 +134,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
       << what << ": tensor-core tile shapes offered";
   tactics.push_back(kDirectTactic);
   for (int32_t t : tactics) {
-    const bool direct = t == kDirectTactic || t >= kIgemmTactic;  // the exact kernels
+    const bool direct = t == kDirectTactic;
     GpuRunOptions o;
     o.tactic = t;
     for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured}) {

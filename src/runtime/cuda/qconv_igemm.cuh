@@ -37,8 +37,8 @@ inline constexpr int kConfigs = 3;
 // y and z aligned to vectors of 8 elements, sizes within 32-bit index arithmetic per image.
 bool fits(const QConvNhwcArgs& a);
 
-// Runs tile shape `config` (0 .. kConfigs - 1); the epilogue is kiln.QConv's (qfused_math.h), so the
-// result equals the CPU kernel's bit for bit.
+// Runs tile shape `config` (0 .. kConfigs - 1). The epilogue rounds like cuDNN's (fused
+// multiply-adds in units of y's step), so int8 outputs may differ from the CPU's by one step.
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream);
 
 }  // namespace igemm
