@@ -11,9 +11,11 @@
 // Add, a pooling, a graph output) read T = DequantizeLinear(Y) instead: one DQ node writing the
 // same value, so graph outputs keep their names, and the next block then finds its R produced by
 // that DQ. Matches are taken in topological order, with the use facts recomputed after each.
+// Where no per-tensor QuantizeLinear reads T (ResNet's last block, before the pooling), the fused
+// kiln.QConv has no y_scale and writes T itself in float32: the Add and the Relu still go.
 // Guards (the nodes stay): the QConv already has a quantized output, an activation or a residual;
-// P has another reader or is a graph output; the Add broadcasts; R is not float32; no per-tensor
-// QuantizeLinear reads T; the fused node's inferred type is not Y's.
+// P has another reader or is a graph output; the Add broadcasts; R is not float32; the fused node's
+// inferred type is not Y's.
 // Nodes are appended while the pass runs and put back in topological order at the end (a stable
 // sort keeping the original order where the data allows: Rq's QuantizeLinear may come after q).
 #include <functional>
@@ -80,7 +82,6 @@ std::optional<Match> match(graph::Graph& g, const qdq::Uses& u, size_t i) {
       break;
     }
   }
-  if (m.quant < 0) return std::nullopt;
   m.z = quantized_form(g, u, r).value_or(Quantized{r, kNoValue, kNoValue});
   return m;
 }
@@ -88,14 +89,17 @@ std::optional<Match> match(graph::Graph& g, const qdq::Uses& u, size_t i) {
 // The fused node for m, or nullopt when its inferred output type is not Y's. May add a constant
 // (Q's zero point when Q has none: QuantizeLinear then means uint8, kiln.QConv int8).
 std::optional<graph::Node> fused_node(graph::Graph& g, const Match& m) {
-  const graph::Node& q = g.nodes[static_cast<size_t>(m.quant)];
-  const ValueId y = q.outputs[0];
-  ValueId y_zero = zero_of(q);
-  if (y_zero == kNoValue) y_zero = qdq::add_q8(g, "y_zero", g.value(y).dtype, {}, {0});
+  ValueId y = m.t;  // without a QuantizeLinear, the fused node writes T itself, in float32
   graph::Node f = g.nodes[m.conv];
   f.inputs.resize(12, kNoValue);
-  f.inputs[7] = q.inputs[1];
-  f.inputs[8] = y_zero;
+  if (m.quant >= 0) {
+    const graph::Node& q = g.nodes[static_cast<size_t>(m.quant)];
+    y = q.outputs[0];
+    ValueId y_zero = zero_of(q);
+    if (y_zero == kNoValue) y_zero = qdq::add_q8(g, "y_zero", g.value(y).dtype, {}, {0});
+    f.inputs[7] = q.inputs[1];
+    f.inputs[8] = y_zero;
+  }
   f.inputs[9] = m.z.q;
   f.inputs[10] = m.z.scale;
   f.inputs[11] = m.z.zero;
@@ -158,14 +162,16 @@ PassResult fuse_qresidual(graph::Graph& g, const BuildOptions&) {
     if (!m) continue;
     std::optional<graph::Node> f = fused_node(g, *m);
     if (!f) continue;
-    const graph::Node& q = g.nodes[static_cast<size_t>(m->quant)];
-    const ValueId y = q.outputs[0];
-    graph::Node dq{q.name + "_dq",
-                   OpKind::kDequantizeLinear,
-                   default_attrs(OpKind::kDequantizeLinear),
-                   {y, f->inputs[7], f->inputs[8]},
-                   {m->t},
-                   origin_of(q)};
+    std::optional<graph::Node> dq;
+    if (m->quant >= 0) {
+      const graph::Node& q = g.nodes[static_cast<size_t>(m->quant)];
+      dq = graph::Node{q.name + "_dq",
+                       OpKind::kDequantizeLinear,
+                       default_attrs(OpKind::kDequantizeLinear),
+                       {q.outputs[0], f->inputs[7], f->inputs[8]},
+                       {m->t},
+                       origin_of(q)};
+    }
     const double add_key = key[static_cast<size_t>(m->add)];
     for (int k : {m->add, m->relu, m->quant})
       if (k >= 0) remove_node(g, static_cast<size_t>(k), removed);
@@ -174,8 +180,8 @@ PassResult fuse_qresidual(graph::Graph& g, const BuildOptions&) {
     with_relu += m->relu >= 0;
     // T's remaining readers (none of the removed nodes: they were disconnected) read its DQ.
     u = qdq::uses_of(g);
-    if (!u.readers[static_cast<size_t>(m->t)].empty() || g.is_graph_output(m->t)) {
-      g.nodes.push_back(std::move(dq));
+    if (dq && (!u.readers[static_cast<size_t>(m->t)].empty() || g.is_graph_output(m->t))) {
+      g.nodes.push_back(std::move(*dq));
       removed.push_back(0);
       key.push_back(add_key);
       ++dequantized;

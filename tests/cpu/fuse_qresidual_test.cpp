@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "int8_test_util.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln::passes {
 namespace {
@@ -133,6 +134,41 @@ TEST(FuseQresidual, DownsamplingShortcutIsReadInInt8) {
        yr = run_engine(ref.engine, feed, {"y"});
   EXPECT_LT(rel_error(yf["y"], yu["y"]), 0.05);
   EXPECT_LT(rel_error(yf["y"], yr["y"]), 0.1);
+}
+
+// ResNet's last block: nothing quantizes the block's output (a GlobalAveragePool reads it), so the
+// fused kiln.QConv writes it in float32; the Add and the Relu go all the same.
+TEST(FuseQresidual, LastBlockWithoutQuantizeLinearWritesFloat) {
+  OnnxModel m("last_block");
+  m.input("x", {1, 4, 8, 8});
+  m.output("y");
+  m.init_rand("w0", {8, 4, 3, 3}, -0.3f, 0.3f);
+  m.init_rand("wa", {8, 8, 3, 3}, -0.2f, 0.2f);
+  m.init_rand("wb", {8, 8, 3, 3}, -0.2f, 0.2f);
+  attr_ints(m.node("Conv", "conv0", {"x", "w0"}, {"c0"}), "pads", {1, 1, 1, 1});
+  m.node("Relu", "relu0", {"c0"}, {"h0"});
+  attr_ints(m.node("Conv", "conv_a", {"h0", "wa"}, {"ca"}), "pads", {1, 1, 1, 1});
+  m.node("Relu", "relu_a", {"ca"}, {"ra"});
+  attr_ints(m.node("Conv", "conv_b", {"ra", "wb"}, {"cb"}), "pads", {1, 1, 1, 1});
+  m.node("Add", "add", {"cb", "h0"}, {"s"});
+  m.node("Relu", "relu", {"s"}, {"r"});
+  m.node("GlobalAveragePool", "pool", {"r"}, {"y"});
+  TempDir dir;
+  const Built f = build(m, int8_options(dir));
+  const Built u = build(m, int8_options(dir, {"fuse-qresidual"}));
+  EXPECT_EQ(u.count("Add"), 1);
+  EXPECT_EQ(f.count("Add"), 0);
+  EXPECT_EQ(f.count("Relu"), 0);
+  EXPECT_TRUE(has(f.details.at("fuse-qresidual"), "1 residual Add(s) into kiln.QConv, 1 with Relu"))
+      << f.details.at("fuse-qresidual");
+  int float_out = 0;
+  for (const graph::Node& n : f.graph.nodes)
+    float_out += n.kind == OpKind::kQConv && n.name == "conv_b" && n.inputs.size() > 9 &&
+                 f.graph.value(n.outputs[0]).dtype == DataType::kFloat32 && !has_input(n, 7);
+  EXPECT_EQ(float_out, 1);
+  const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(256, 7)}};
+  auto yf = run_engine(f.engine, feed, {"y"}), yu = run_engine(u.engine, feed, {"y"});
+  EXPECT_LT(rel_error(yf["y"], yu["y"]), 0.05);
 }
 
 TEST(FuseQresidual, DisablePassKeepsTheAdds) {
