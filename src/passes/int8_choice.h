@@ -9,8 +9,9 @@
 
 namespace kiln::passes {
 
-// The median wall time in ms of one Context::run() of the engine (a CUDA graph on the GPU),
-// inputs left at zero, after a few warm-up runs.
+// The median time in ms of one inference of the engine, inputs left at zero, after a few warm-up
+// runs: GPU engines on device buffers, a CUDA graph timed with CUDA events (no host copies); CPU
+// engines the wall time of Context::run().
 double median_run_ms(std::span<const uint8_t> engine, int runs = 20);
 
 }  // namespace kiln::passes
