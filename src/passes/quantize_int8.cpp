@@ -151,6 +151,24 @@ graph::Node qdq_node(OpKind kind, const std::string& name, std::vector<graph::Va
   return graph::Node{name, kind, a, std::move(in), {out}, ""};
 }
 
+// Appends QuantizeLinear -> DequantizeLinear of activation v (per-tensor int8, zero point 0, scale
+// from amax) to out and returns the dequantized value.
+graph::ValueId append_qdq(graph::Graph& g, std::vector<graph::Node>& out, graph::ValueId v, double amax) {
+  const std::string name = g.value(v).name;
+  const graph::ValueId s = qdq::add_f32(g, name + "_scale", {}, {calib::int8_scale(amax)});
+  const graph::ValueId z = qdq::add_q8(g, name + "_zero", DataType::kInt8, {}, {0});
+  graph::Value q = g.value(v);
+  q.name = g.unique_name(name + "_int8");
+  q.dtype = DataType::kInt8;
+  const graph::ValueId qv = g.add_value(q);
+  graph::Value d = g.value(v);
+  d.name = g.unique_name(name + "_dq");
+  const graph::ValueId dv = g.add_value(d);
+  out.push_back(qdq_node(OpKind::kQuantizeLinear, g.unique_name(name + "_quantize"), {v, s, z}, qv, 1));
+  out.push_back(qdq_node(OpKind::kDequantizeLinear, g.unique_name(name + "_dequantize"), {qv, s, z}, dv, 1));
+  return dv;
+}
+
 // Per residual tensor to quantize (both convolutions kept): its producer target's node.
 std::map<size_t, const Int8Residual*> residuals_by_node(const Int8Plan& plan, const std::vector<char>& keep) {
   std::map<size_t, const Int8Residual*> by_node;
@@ -198,19 +216,7 @@ void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& 
     const auto it = residual_at.find(i);
     if (it == residual_at.end()) return;
     const graph::ValueId r = plan.tensors[it->second->tensor];
-    const std::string rn = g.value(r).name;
-    const graph::ValueId s = qdq::add_f32(g, rn + "_scale", {}, {calib::int8_scale(plan.amax[it->second->tensor])});
-    const graph::ValueId z = qdq::add_q8(g, rn + "_zero", DataType::kInt8, {}, {0});
-    graph::Value q = g.value(r);
-    q.name = g.unique_name(rn + "_int8");
-    q.dtype = DataType::kInt8;
-    const graph::ValueId qv = g.add_value(q);
-    graph::Value d = g.value(r);
-    d.name = g.unique_name(rn + "_dq");
-    const graph::ValueId dv = g.add_value(d);
-    out.push_back(qdq_node(OpKind::kQuantizeLinear, g.unique_name(rn + "_quantize"), {r, s, z}, qv, 1));
-    out.push_back(qdq_node(OpKind::kDequantizeLinear, g.unique_name(rn + "_dequantize"), {qv, s, z}, dv, 1));
-    requantized[r] = dv;
+    requantized[r] = append_qdq(g, out, r, plan.amax[it->second->tensor]);
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (i > 0) quantize_residual(i - 1);
@@ -226,21 +232,7 @@ void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& 
       out.push_back(std::move(g.nodes[i]));
       continue;
     }
-    if (dequantized[ti] == graph::kNoValue) {
-      const std::string xn = g.value(t.x).name;
-      const graph::ValueId s = qdq::add_f32(g, xn + "_scale", {}, {calib::int8_scale(plan.amax[ti])});
-      const graph::ValueId z = qdq::add_q8(g, xn + "_zero", DataType::kInt8, {}, {0});
-      graph::Value q = g.value(t.x);
-      q.name = g.unique_name(xn + "_int8");
-      q.dtype = DataType::kInt8;
-      const graph::ValueId qv = g.add_value(q);
-      graph::Value d = g.value(t.x);
-      d.name = g.unique_name(xn + "_dq");
-      const graph::ValueId dv = g.add_value(d);
-      out.push_back(qdq_node(OpKind::kQuantizeLinear, g.unique_name(xn + "_quantize"), {t.x, s, z}, qv, 1));
-      out.push_back(qdq_node(OpKind::kDequantizeLinear, g.unique_name(xn + "_dequantize"), {qv, s, z}, dv, 1));
-      dequantized[ti] = dv;
-    }
+    if (dequantized[ti] == graph::kNoValue) dequantized[ti] = append_qdq(g, out, t.x, plan.amax[ti]);
     const graph::Value& w = g.value(t.w);
     const QuantizedWeights qw = quantize_weights(w, t.axis);
     const std::string wn = w.name;
