@@ -107,8 +107,8 @@ double percent_equal(const std::vector<int64_t>& a, const std::vector<int64_t>& 
 
 }  // namespace
 
-std::vector<char> guard_int8_layers(const graph::Graph& g, const Int8Plan& plan, const BuildOptions& o,
-                                    std::string* detail) {
+std::vector<char> guard_int8_layers(const graph::Graph& g, const Int8Plan& plan, const std::vector<char>& allowed,
+                                    const BuildOptions& o, std::string* detail) {
   if (o.calib.validate.empty()) throw Error("--accuracy-budget needs labelled validation data: --validate DATA");
   const Validation v = load_validation(g, o);
   const size_t n = plan.targets.size();
@@ -123,14 +123,15 @@ std::vector<char> guard_int8_layers(const graph::Graph& g, const Int8Plan& plan,
       v.labels.empty() ? float_classes : std::vector<int64_t>(v.labels.begin(), v.labels.begin() + v.samples);
   const char* what = v.labels.empty() ? "top-1 agreement with the float engine" : "top-1";
   const double acc_float = percent_equal(float_classes, reference), budget = o.calib.accuracy_budget;
-  std::vector<char> keep(n, 1);
+  std::vector<char> keep = allowed;
   const double acc_int8 = measure(keep, reference);
   std::string table = fmt::format(
       "accuracy guard: {} on {} samples: float {:.2f}%, all INT8 {:.2f}% (drop {:.2f}, "
       "budget {:.2f})\n",
       what, v.samples, acc_float, acc_int8, acc_float - acc_int8, budget);
-  std::vector<double> without(n);
+  std::vector<double> without(n, acc_int8);
   for (size_t t = 0; t < n; ++t) {
+    if (!allowed[t]) continue;
     keep[t] = 0;
     without[t] = measure(keep, reference);
     keep[t] = 1;
@@ -141,14 +142,20 @@ std::vector<char> guard_int8_layers(const graph::Graph& g, const Int8Plan& plan,
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return without[a] > without[b]; });
   for (size_t t : order) {
     if (acc_float - acc <= budget) break;
+    if (!allowed[t]) continue;
     keep[t] = 0;
     acc = measure(keep, reference);
   }
   table += fmt::format("  {:<40} {:>22} {:>8}  {}\n", "layer", "with only it in float", "gain", "choice");
   for (size_t t = 0; t < n; ++t) {
     const graph::Node& node = g.nodes[plan.targets[t].node];
-    table += fmt::format("  {:<40} {:>21.2f}% {:>+8.2f}  {}\n", node.origin.empty() ? node.name : node.origin,
-                         without[t], without[t] - acc_int8, keep[t] ? "INT8" : (o.fp16 ? "FP16" : "FP32"));
+    const std::string layer = node.origin.empty() ? node.name : node.origin;
+    if (!allowed[t]) {
+      table += fmt::format("  {:<40} {:>22} {:>8}  {} (no fast INT8 kernel)\n", layer, "-", "-", o.fp16 ? "FP16" : "FP32");
+      continue;
+    }
+    table += fmt::format("  {:<40} {:>21.2f}% {:>+8.2f}  {}\n", layer, without[t], without[t] - acc_int8,
+                         keep[t] ? "INT8" : (o.fp16 ? "FP16" : "FP32"));
   }
   const auto kept = static_cast<size_t>(std::count(keep.begin(), keep.end(), 1));
   table += fmt::format("result: {} of {} layers INT8, {} {:.2f}% (drop {:.2f})", kept, n, what, acc, acc_float - acc);

@@ -178,8 +178,9 @@ std::map<size_t, const Int8Residual*> residuals_by_node(const Int8Plan& plan, co
 }
 
 // Adds of two convolution outputs (ResNet's downsampling blocks: the block's last convolution and
-// the shortcut's), each read by the Add alone: the later one in node order is the one fuse-qresidual
-// reads as the residual (it matches the first convolution it meets), so that one is quantized.
+// the shortcut's), each read by the Add alone: one operand (the later in node order) is quantized;
+// fuse-qresidual then folds the Add into the other convolution, the one left with a float output,
+// and reads the quantized operand as its int8 residual.
 void find_residuals(const graph::Graph& g, Int8Plan& plan) {
   const qdq::Uses u = qdq::uses_of(g);
   std::map<size_t, size_t> target_at;  // node -> target
@@ -281,10 +282,9 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   find_residuals(g, plan);
   std::string how;
   plan.amax = ranges(g, plan.tensors, o, &how);
+  // On GPU targets, the layers without a fast INT8 kernel stay float; calibrated all the same, so that
+  // one calibration cache serves CPU and GPU builds. The accuracy guard chooses among the others.
   std::vector<char> keep(plan.targets.size(), 1);
-  std::string guard;
-  if (o.calib.accuracy_budget >= 0) keep = guard_int8_layers(g, plan, o, &guard);
-  // Calibrated all the same, so that one calibration cache serves CPU and GPU builds.
   if (o.target != "cpu")
     for (size_t k = 0; k < plan.targets.size(); ++k) {
       const graph::Node& n = g.nodes[plan.targets[k].node];
@@ -293,6 +293,8 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
           (ws.size() != 4 || std::get<ConvAttrs>(n.attrs).group != 1 || ws[0] % 4 != 0 || ws[1] % 4 != 0))
         keep[k] = 0;
     }
+  std::string guard;
+  if (o.calib.accuracy_budget >= 0) keep = guard_int8_layers(g, plan, keep, o, &guard);
   insert_qdq(g, plan, keep);
   r.changes = static_cast<int>(std::count(keep.begin(), keep.end(), 1));
   r.detail = std::to_string(r.changes) + " nodes quantized, " + std::to_string(plan.tensors.size()) +

@@ -38,7 +38,8 @@ void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& 
 // The accuracy guard (--accuracy-budget, --validate): which targets stay INT8 so that top-1 on the
 // validation data (or agreement with the float engine, without labels) drops by at most the budget.
 // Prints the per-layer table through options.calib.report (or options.log).
-std::vector<char> guard_int8_layers(const graph::Graph& g, const Int8Plan& plan, const BuildOptions& options,
-                                    std::string* detail);
+// `allowed`: the targets the target device runs in INT8 at all (the others stay float throughout).
+std::vector<char> guard_int8_layers(const graph::Graph& g, const Int8Plan& plan, const std::vector<char>& allowed,
+                                    const BuildOptions& options, std::string* detail);
 
 }  // namespace kiln::passes

@@ -93,10 +93,11 @@ TEST(FuseQresidual, BothBlocksOfACalibratedResidualNetFuse) {
 // ends Add(cb, d) -> Relu. quantize-int8 quantizes d at its producer (it comes after conv_b, so it
 // is the one fuse-qresidual reads as the residual), so conv_d writes int8 and conv_b reads it as an
 // int8 residual, a quarter of float32's bytes.
-OnnxModel downsampling_block() {
+OnnxModel downsampling_block(bool shortcut_is_output = false) {
   OnnxModel m("down");
   m.input("x", {1, 4, 8, 8});
   m.output("y");
+  if (shortcut_is_output) m.output("d");
   m.init_rand("wa", {8, 4, 3, 3}, -0.3f, 0.3f);
   m.init_rand("wb", {8, 8, 3, 3}, -0.2f, 0.2f);
   m.init_rand("wd", {8, 4, 1, 1}, -0.5f, 0.5f);
@@ -169,6 +170,21 @@ TEST(FuseQresidual, LastBlockWithoutQuantizeLinearWritesFloat) {
   const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(256, 7)}};
   auto yf = run_engine(f.engine, feed, {"y"}), yu = run_engine(u.engine, feed, {"y"});
   EXPECT_LT(rel_error(yf["y"], yu["y"]), 0.05);
+}
+
+// The shortcut has another reader (here it is a graph output too): quantize-int8 leaves it in float
+// (its readers expect the float value), so the block reads it as a float32 residual.
+TEST(FuseQresidual, ShortcutWithAnotherReaderStaysFloat) {
+  TempDir dir;
+  const Built f = build(downsampling_block(true), int8_options(dir));
+  EXPECT_EQ(f.count("Add"), 0);
+  EXPECT_TRUE(has(f.details.at("quantize-int8"), "4 nodes quantized, 3 activation ranges"))
+      << f.details.at("quantize-int8");
+  int float_residuals = 0;
+  for (const graph::Node& n : f.graph.nodes)
+    float_residuals += n.kind == OpKind::kQConv && n.inputs.size() > 9 &&
+                       f.graph.value(n.inputs[9]).dtype == DataType::kFloat32;
+  EXPECT_EQ(float_residuals, 1);
 }
 
 TEST(FuseQresidual, DisablePassKeepsTheAdds) {

@@ -11,9 +11,9 @@
 // configuration cuDNN offers is a tactic the builder times. cuDNN's float arithmetic rounds in its own
 // order (and may fuse multiply-adds), so results may differ from the CPU kernel's by one
 // quantization step at rounding ties, unlike kiln.QConv's bit-exact kernels.
-// Kiln's own tensor-core kernel (qconv_igemm.cu: an implicit GEMM with the CPU's epilogue, so exact)
-// is timed next to cuDNN's plans where the channels are multiples of 64, one tactic per tile shape;
-// it wins where cuDNN's INT8 plans are weak (ResNet's 56x56 layers and residual epilogues).
+// Kiln's own tensor-core kernel (qconv_igemm.cu: an implicit GEMM, rounding like cuDNN) is timed
+// next to cuDNN's plans where the channels are multiples of 64, one tactic per tile shape; it wins
+// where cuDNN's residual epilogue is slow (ResNet-50's stage-1 and stage-2 block ends on an H100).
 // Where cuDNN has no engine for a step (older GPUs, unusual shapes), a direct kernel (one thread per
 // output, exact integer sums, the CPU's epilogue) computes it instead. Tactic kDirectTactic asks for
 // it too (the tests do, to reach it on any GPU); the builder never times it, it is never faster.
@@ -371,7 +371,12 @@ size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorVi
   std::unique_ptr<Plan> local;
   const Plan& p = plan_for(attrs, in, out, env, local);
   const Choice c = chosen(p, env.tactic, args_of(p, a, in, out, env));
-  return c.kind == Choice::kCudnn ? p.built->graph->workspace(c.index) : 0;
+  if (c.kind == Choice::kCudnn) return p.built->graph->workspace(c.index);
+  // The tensor-core kernel needs none, but it falls back to cuDNN's first plan where the data
+  // pointers bound at run time are not aligned for it (a context sizes its workspace before that).
+  if (c.kind == Choice::kIgemm && p.built->graph)
+    if (const std::optional<size_t> first = p.built->graph->usable(0)) return p.built->graph->workspace(*first);
+  return 0;
 }
 
 // Every cuDNN candidate whose plan builds (finalized in parallel: each may compile a kernel), and

@@ -13,7 +13,7 @@
 // 32-byte vectors, coalesced. The epilogue works in units of y's quantization step (scale, bias,
 // residual scale and clip bounds divided by y_scale once per channel) with one fused multiply-add
 // per term, as cuDNN's does, rather than the CPU's exact sequence of float32 operations (an IEEE
-// division per value made it cost several times the convolution on the 56x56 layers): int8 outputs
+// division per value made it cost more than the convolution on the 56x56 layers): int8 outputs
 // may differ from the CPU's by one step at rounding ties.
 //
 // Why not only cuDNN: its INT8 plans are about twice its FP16 ones on most of ResNet-50's layers,
@@ -95,6 +95,7 @@ struct Geometry {
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConvNhwcArgs a, Geometry g) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // cp.async, ldmatrix and int8 mma.m16n8k32
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / T::kWarpsN, warp_n = warp % T::kWarpsN;
@@ -274,12 +275,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
       yp[1] = make_float4(out[4], out[5], out[6], out[7]);
     }
   }
+#endif
 }
 
 template <class T>
 void launch(const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream) {
   const int64_t blocks = (g.P + T::BM - 1) / T::BM * ((g.M + T::BN - 1) / T::BN);
-  if (blocks > int64_t{1} << 31)
+  if (blocks >= int64_t{1} << 31)
     throw Error("NhwcQConv: the convolution has too many output pixels for the tensor-core kernel");
   // Above 48 KiB of shared memory a kernel must ask for it, once per device (before any capture:
   // the builder and the engine's first run launch it uncaptured).
@@ -289,9 +291,11 @@ void launch(const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream) {
   check_cuda(cudaGetDevice(&device), "NhwcQConv");
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (asked.insert(device).second)
+    if (!asked.count(device)) {
       check_cuda(cudaFuncSetAttribute(igemm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
                  "NhwcQConv: asking for the tensor-core kernel's shared memory");
+      asked.insert(device);
+    }
   }
   igemm_kernel<T><<<static_cast<unsigned>(blocks), T::kThreads, T::kSmem, stream>>>(a, g);
   check_launch("NhwcQConv");
@@ -303,6 +307,10 @@ bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t
 
 bool fits(const QConvNhwcArgs& a) {
   constexpr int64_t kMax = int64_t{1} << 30;
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 8)
+    return false;
   if (a.C % kBK != 0 || a.M % 8 != 0 || a.C <= 0 || a.M <= 0) return false;
   if (!aligned(a.x, 16) || !aligned(a.w, 16)) return false;
   const uintptr_t vec = a.epi.quantize ? 8 : 16;
