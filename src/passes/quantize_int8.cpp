@@ -213,14 +213,7 @@ void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& 
   // A residual R = Conv(...) becomes DequantizeLinear(QuantizeLinear(R)) for its reader, the Add.
   std::map<graph::ValueId, graph::ValueId> requantized;
   size_t next_target = 0;
-  auto quantize_residual = [&](size_t i) {
-    const auto it = residual_at.find(i);
-    if (it == residual_at.end()) return;
-    const graph::ValueId r = plan.tensors[it->second->tensor];
-    requantized[r] = append_qdq(g, out, r, plan.amax[it->second->tensor]);
-  };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (i > 0) quantize_residual(i - 1);
     for (graph::ValueId& v : g.nodes[i].inputs)
       if (auto it = requantized.find(v); it != requantized.end()) v = it->second;
     if (next_target == plan.targets.size() || plan.targets[next_target].node != i) {
@@ -254,8 +247,12 @@ void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& 
     n.inputs[0] = dequantized[ti];
     n.inputs[1] = wdv;
     out.push_back(std::move(n));
+    // Residuals are outputs of kept targets (residuals_by_node), so this is the one place they occur.
+    if (const auto it = residual_at.find(i); it != residual_at.end()) {
+      const graph::ValueId r = plan.tensors[it->second->tensor];
+      requantized[r] = append_qdq(g, out, r, plan.amax[it->second->tensor]);
+    }
   }
-  if (!g.nodes.empty()) quantize_residual(g.nodes.size() - 1);
   g.nodes = std::move(out);
 }
 

@@ -90,9 +90,9 @@ TEST(FuseQresidual, BothBlocksOfACalibratedResidualNetFuse) {
 }
 
 // ResNet's downsampling block: the shortcut is a convolution too, x -> conv_d -> d, and the block
-// ends Add(cb, d) -> Relu. quantize-int8 quantizes d at its producer (it comes after conv_b, so it
-// is the one fuse-qresidual reads as the residual), so conv_d writes int8 and conv_b reads it as an
-// int8 residual, a quarter of float32's bytes.
+// ends Add(cb, d) -> Relu. quantize-int8 quantizes d (the Add's operand later in node order) at its
+// producer, so conv_d writes int8 and conv_b, left with a float output, reads it as an int8
+// residual, a quarter of float32's bytes.
 OnnxModel downsampling_block(bool shortcut_is_output = false) {
   OnnxModel m("down");
   m.input("x", {1, 4, 8, 8});
@@ -112,19 +112,24 @@ OnnxModel downsampling_block(bool shortcut_is_output = false) {
   return m;
 }
 
+// The kiln.QConvs of b that read a residual z of type `dtype`.
+int residuals_of(const Built& b, DataType dtype) {
+  int n = 0;
+  for (const graph::Node& node : b.graph.nodes)
+    n += node.kind == OpKind::kQConv && has_input(node, 9) && b.graph.value(node.inputs[9]).dtype == dtype;
+  return n;
+}
+
 TEST(FuseQresidual, DownsamplingShortcutIsReadInInt8) {
   TempDir dir;
   const Built f = build(downsampling_block(), int8_options(dir));
   EXPECT_EQ(f.count("Add"), 0);
   EXPECT_TRUE(has(f.details.at("quantize-int8"), "4 nodes quantized, 4 activation ranges"))
       << f.details.at("quantize-int8");
-  int int8_residuals = 0, int8_shortcuts = 0;
-  for (const graph::Node& n : f.graph.nodes) {
-    if (n.kind != OpKind::kQConv) continue;
-    int8_residuals += n.inputs.size() > 9 && f.graph.value(n.inputs[9]).dtype == DataType::kInt8;
-    int8_shortcuts += n.name == "conv_d" && f.graph.value(n.outputs[0]).dtype == DataType::kInt8;
-  }
-  EXPECT_EQ(int8_residuals, 1);
+  EXPECT_EQ(residuals_of(f, DataType::kInt8), 1);
+  int int8_shortcuts = 0;
+  for (const graph::Node& n : f.graph.nodes)
+    int8_shortcuts += n.kind == OpKind::kQConv && n.name == "conv_d" && f.graph.value(n.outputs[0]).dtype == DataType::kInt8;
   EXPECT_EQ(int8_shortcuts, 1);
   // Within a few quantization steps of the unfused INT8 engine, and within this small random
   // network's INT8 error (0.076 with or without the shortcut quantized) of the float engine.
@@ -180,11 +185,7 @@ TEST(FuseQresidual, ShortcutWithAnotherReaderStaysFloat) {
   EXPECT_EQ(f.count("Add"), 0);
   EXPECT_TRUE(has(f.details.at("quantize-int8"), "4 nodes quantized, 3 activation ranges"))
       << f.details.at("quantize-int8");
-  int float_residuals = 0;
-  for (const graph::Node& n : f.graph.nodes)
-    float_residuals += n.kind == OpKind::kQConv && n.inputs.size() > 9 &&
-                       f.graph.value(n.inputs[9]).dtype == DataType::kFloat32;
-  EXPECT_EQ(float_residuals, 1);
+  EXPECT_EQ(residuals_of(f, DataType::kFloat32), 1);
 }
 
 TEST(FuseQresidual, DisablePassKeepsTheAdds) {
