@@ -20,6 +20,14 @@ for t in build/tests/*_gpu_test build/bench/gpu_*_bench; do
   [ -x "$t" ] || continue
   strip -o "$stage/tests/$(basename "$t")" "$t"
 done
+# With --kiln-only: only kiln and its libraries in build-dev/pack.tar.xz (about 15 MB), for the
+# end-to-end runs (bench/int8_gpu.sh, bench/int8_profiles.sh) when the test binaries are not needed.
+if [ "${1:-}" = "--kiln-only" ]; then
+  rm -rf "$stage/tests" build-dev && mkdir -p build-dev
+  tar -C "$stage" -cf - . | xz -9 -T2 > build-dev/pack.tar.xz
+  ls -la build-dev/pack.tar.xz
+  exit 0
+fi
 # With --slim: only kiln and its libraries plus all of Fashion-MNIST, in build-slim/ (about 45 MB),
 # for the training runs (bench/train_bench.sh --fashion build-slim/fashion-mnist after copying
 # build-slim/pack.tar.xz into build-dev/), whose data would not fit next to the full pack.
