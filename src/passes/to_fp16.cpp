@@ -6,7 +6,8 @@
 // data (quantization, losses), whose results overflow float16's range easily (sums of squares,
 // products), or recurrent nets, whose error compounds over time. Shape-determining inputs (Resize
 // scales, ...) keep their type. Casts are inserted where a float16 value meets a float32 reader and
-// vice versa, one per value; constants read in float16 are converted once. The graph's inputs and
+// vice versa, one per value; constants read in float16 are converted once. QuantizeLinear reads a
+// float16 x without a Cast (its kernels convert to float32 exactly). The graph's inputs and
 // outputs keep their types: the user's data does not change.
 #include <cstring>
 #include <map>
@@ -110,8 +111,11 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
       half = any_float;
     }
     if (!half) {
-      for (ValueId& v : n.inputs)
-        if (v != graph::kNoValue) v = as_float(v);
+      // QuantizeLinear reads a float16 x as it is: its kernels convert x to float32 first (exact), so
+      // a Cast before it would only cost a pass over the tensor.
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        if (n.inputs[i] != graph::kNoValue && !(n.kind == OpKind::kQuantizeLinear && i == 0))
+          n.inputs[i] = as_float(n.inputs[i]);
       out.push_back(std::move(n));
       continue;
     }

@@ -2,12 +2,14 @@
 // the graph become float16 while inputs and outputs keep their types and names; constants are
 // converted once; shape inputs (Resize scales) and float32-only ops (ReduceSumSquare) keep float32
 // with casts at the seams; and the engine computes what the float32 engine computes to float16
-// accuracy (run on the CPU backend, whose kernels take float16 too).
+// accuracy (run on the CPU backend, whose kernels take float16 too). QuantizeLinear reads float16
+// without a Cast.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/half.h"
 #include "onnx_model_util.h"
 #include "passes/build.h"
 
@@ -127,6 +129,36 @@ TEST(ToFp16, ShapeInputsKeepTheirType) {
   auto e = Engine::from_bytes(b.engine);
   EXPECT_EQ(e->outputs()[0].dtype, DataType::kFloat32);
   EXPECT_EQ(e->outputs()[0].shape, (std::vector<int64_t>{1, 1, 4, 4}));
+}
+
+// QuantizeLinear reads a float16 x without a Cast before it, and quantizes it exactly as the
+// float32 engine quantizes the same float16-rounded values.
+TEST(ToFp16, QuantizeLinearReadsFloat16) {
+  OnnxModel m("q");
+  m.input("x", {2, 64});
+  m.output("y");
+  auto* s = m.g()->add_initializer();
+  s->set_name("s");
+  s->set_data_type(onnx::TensorProto::FLOAT);
+  s->add_float_data(0.01f);
+  auto* z = m.g()->add_initializer();
+  z->set_name("z");
+  z->set_data_type(onnx::TensorProto::INT8);
+  z->add_int32_data(0);
+  m.node("Relu", "relu", {"x"}, {"r"});
+  m.node("QuantizeLinear", "q", {"r", "s", "z"}, {"q8"});
+  m.node("DequantizeLinear", "dq", {"q8", "s", "z"}, {"y"});
+  Built h = build(m, true), f = build(m, false);
+  EXPECT_EQ(h.dtypes["r"], DataType::kFloat16);
+  EXPECT_EQ(count_op(h, "Cast"), 1);  // x to float16 only
+  // Inputs already on float16's grid, so that the float32 engine sees the same numbers.
+  std::vector<float> x = random_vec(128, 7);
+  for (float& v : x) v = Half::to_float(Half::from_float(v * 2));
+  const auto yh = run_engine(h.engine, {{"x", x}}, {"y"}), yf = run_engine(f.engine, {{"x", x}}, {"y"});
+  EXPECT_EQ(yh.at("y"), yf.at("y"));
+  int nonzero = 0;
+  for (float v : yf.at("y")) nonzero += v != 0;
+  EXPECT_GT(nonzero, 30);
 }
 
 }  // namespace
