@@ -287,7 +287,7 @@ OpCase copy_case(OpKind k, std::vector<DT> dtypes, size_t n_out, std::string var
 
 // QuantizeLinear / DequantizeLinear: per tensor (with each zero-point type, and none), per axis
 // and blocked. x covers saturation both ways, NaN and infinities, and rounding ties (x / scale =
-// k + 0.5 with scale 0.5).
+// k + 0.5 with scale 0.5); float16 x with a float32 scale too (the kernels' vectorized path).
 QuantizeAttrs quant_attrs(int64_t axis, int64_t block) {
   QuantizeAttrs a;
   a.axis = axis;
@@ -306,7 +306,15 @@ std::vector<OpCase> quant_cases() {
                    s.push_back({rand_tensor(dt, sh, -5, 5), make(dt, {}, {0.03}), make(DT::kInt8, {}, {-3})});
                    s.push_back({rand_tensor(dt, sh, -500, 500), make(dt, {}, {0.01}), make(DT::kInt16, {}, {7})});
                    s.push_back({rand_tensor(dt, sh, 0, 500), make(dt, {}, {0.01}), make(DT::kUInt16, {}, {9})});
+                   // A float32 scale with float16 x: what to-fp16 leaves before a QuantizeLinear.
+                   s.push_back({rand_tensor(dt, sh, -5, 5), make(DT::kFloat32, {}, {0.03}), make(DT::kInt8, {}, {-3})});
+                   s.push_back({rand_tensor(dt, sh, -5, 5), make(DT::kFloat32, {}, {0.03})});
                  }
+                 // The vectorized per-tensor path over 16-byte vectors and a tail.
+                 s.push_back({rand_tensor(dt, {2, 1029}, -9, 9), make(DT::kFloat32, {}, {0.05}),
+                              make(DT::kUInt8, {}, {100})});
+                 s.push_back({special_tensor(dt, {37}, -4, 4), make(DT::kFloat32, {}, {0.5}), make(DT::kInt8, {}, {1})});
+                 s.push_back({make(dt, {6}, {0.25, 0.75, -0.25, -0.75, 1.25, 2.5}), make(DT::kFloat32, {}, {0.5})});
                  s.push_back({special_tensor(dt, {37}, -4, 4), make(dt, {}, {0.5}), make(DT::kInt8, {}, {1})});
                  s.push_back({make(dt, {6}, {0.25, 0.75, -0.25, -0.75, 1.25, 2.5}), make(dt, {}, {0.5})});  // ties
                  return s;

@@ -6,6 +6,11 @@
 // Scale and zero point are read on the device (they may be computed), per tensor, per axis or
 // blocked: x is viewed as [outer, axis_len, inner] and element (o, a, i) uses scale index 0, a, or
 // (o * n_blocks + a / block) * inner + i. One thread per element (grid-stride, 64-bit indices).
+// The common form, a float32 per-tensor scale with an 8-bit (or no) zero point between float32 or
+// float16 data and int8 / uint8 (what Kiln's quantize-int8 and onnxruntime's quantizer write for
+// activations; float32 out for DequantizeLinear), takes the vectorized unary kernel instead, with the same arithmetic: the generic
+// kernel read and converted every operand through a type switch per element, which made the
+// QuantizeLinear after ResNet-50's stem take 10x its bytes.
 #include "runtime/cuda/elementwise_internal.cuh"
 
 namespace kiln::gpu::ew {
@@ -97,6 +102,50 @@ __global__ void dequantize_kernel(const void* x, int x_dt, const void* scale, in
   }
 }
 
+// The per-tensor functors for launch_unary: the scale and zero point are read once per thread.
+template <class Z>
+struct QuantizeOne {
+  const float* scale;
+  const Z* zp;
+  float qmin, qmax, s = 1, z = 0;
+  __device__ void init() {
+    s = *scale;
+    z = zp ? static_cast<float>(*zp) : 0.0f;
+  }
+  __device__ float operator()(float x) const {
+    float v = rintf(__fdiv_rn(x, s));
+    v = __fadd_rn(v == v ? v : 0.0f, z);
+    return v < qmin ? qmin : v > qmax ? qmax : v;
+  }
+};
+
+template <class Z>
+struct DequantizeOne {
+  const float* scale;
+  const Z* zp;
+  float s = 1, z = 0;
+  __device__ void init() {
+    s = *scale;
+    z = zp ? static_cast<float>(*zp) : 0.0f;
+  }
+  __device__ float operator()(float x) const { return __fmul_rn(__fsub_rn(x, z), s); }
+};
+
+bool per_tensor_fast(const QuantizeAttrs& a, std::span<const TensorView> in, DataType q) {
+  const bool has_zp = in.size() > 2 && in[2].exists;
+  return layout_of(a, in[0], in[1]).mode == 0 && in[1].dtype == DataType::kFloat32 &&
+         (q == DataType::kInt8 || q == DataType::kUInt8) && (!has_zp || in[2].dtype == q);
+}
+
+// Runs `fn(Tag<Z>{})` with Z the 8-bit type q (int8_t or uint8_t).
+template <class Fn>
+void with_8bit(DataType q, Fn&& fn) {
+  if (q == DataType::kInt8)
+    fn(Tag<int8_t>{});
+  else
+    fn(Tag<uint8_t>{});
+}
+
 bool quantized_type(DataType t) {
   return t == DataType::kInt8 || t == DataType::kUInt8 || t == DataType::kInt16 || t == DataType::kUInt16;
 }
@@ -112,8 +161,23 @@ void quantize(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::s
   if (!quantized_type(out[0].dtype))
     throw Error("QuantizeLinear: unsupported output type " + std::string(dtype_name(out[0].dtype)));
   if (n == 0) return;
-  const Layout l = layout_of(attrs_as<QuantizeAttrs>(attrs), in[0], in[1]);
+  const auto& qa = attrs_as<QuantizeAttrs>(attrs);
   const bool has_zp = in.size() > 2 && in[2].exists;
+  if (per_tensor_fast(qa, in, out[0].dtype) &&
+      (in[0].dtype == DataType::kFloat32 || in[0].dtype == DataType::kFloat16)) {
+    with_8bit(out[0].dtype, [&](auto tag) {
+      using Z = typename decltype(tag)::type;
+      const QuantizeOne<Z> f{static_cast<const float*>(in[1].data), has_zp ? static_cast<const Z*>(in[2].data) : nullptr,
+                             static_cast<float>(std::numeric_limits<Z>::min()),
+                             static_cast<float>(std::numeric_limits<Z>::max())};
+      if (in[0].dtype == DataType::kFloat32)
+        launch_unary<float, Z>(in[0], out[0], env, f, "QuantizeLinear");
+      else
+        launch_unary<__half, Z>(in[0], out[0], env, f, "QuantizeLinear");
+    });
+    return;
+  }
+  const Layout l = layout_of(qa, in[0], in[1]);
   const void* zp = has_zp ? in[2].data : nullptr;
   const int zp_dt = has_zp ? static_cast<int>(in[2].dtype) : 0;
   const bool wide = in[0].dtype == DataType::kInt32 || in[1].dtype == DataType::kInt32;
@@ -144,8 +208,18 @@ void dequantize(OpKind, const Attrs& attrs, std::span<const TensorView> in, std:
   if (ot != DataType::kFloat32 && ot != DataType::kFloat16 && ot != DataType::kBFloat16)
     throw Error("DequantizeLinear: unsupported output type " + std::string(dtype_name(ot)));
   if (n == 0) return;
-  const Layout l = layout_of(attrs_as<QuantizeAttrs>(attrs), in[0], in[1]);
+  const auto& qa = attrs_as<QuantizeAttrs>(attrs);
   const bool has_zp = in.size() > 2 && in[2].exists;
+  if (per_tensor_fast(qa, in, in[0].dtype) && ot == DataType::kFloat32) {
+    with_8bit(in[0].dtype, [&](auto tag) {
+      using Z = typename decltype(tag)::type;
+      const DequantizeOne<Z> f{static_cast<const float*>(in[1].data),
+                               has_zp ? static_cast<const Z*>(in[2].data) : nullptr};
+      launch_unary<Z, float>(in[0], out[0], env, f, "DequantizeLinear");
+    });
+    return;
+  }
+  const Layout l = layout_of(qa, in[0], in[1]);
   const void* zp = has_zp ? in[2].data : nullptr;
   const int zp_dt = has_zp ? static_cast<int>(in[2].dtype) : 0;
   auto launch = [&](auto* y) {
