@@ -9,7 +9,9 @@
 // The bias stays float (the INT8 kernels add it in float after scaling). Models that already carry
 // Q/DQ nodes are left alone: their scales are what the user asked for.
 // Guards (a node is left in float): X not float32 or constant; W not a constant float32 of the
-// expected rank; Gemm with transA; MatMul of a vector; on GPU targets, a Conv that the channels-last
+// expected rank; Gemm with transA; MatMul of a vector; on GPU targets, every Gemm and MatMul (the GPU's
+// kiln.QMatMul is a WMMA kernel: ResNet-50's classifier took 0.071 ms at batch 256 and 0.060 ms at
+// batch 1 on an H200, against 0.010 and 0.020 ms for the float16 GEMM), and a Conv that the channels-last
 // INT8 convolution (NhwcQConv, cuDNN) cannot run: one that is not 2-D, has more than one group
 // (depthwise, grouped) or output channels not a multiple of 4. The only other GPU INT8 convolution
 // is a channels-first WMMA kernel, slower than the float16 kernels, so such a layer is faster in
@@ -286,7 +288,7 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
     for (size_t k = 0; k < plan.targets.size(); ++k) {
       const graph::Node& n = g.nodes[plan.targets[k].node];
       const std::vector<int64_t>& ws = g.value(plan.targets[k].w).shape;
-      if (n.kind == OpKind::kConv &&
+      if (n.kind != OpKind::kConv ||
           (ws.size() != 4 || std::get<ConvAttrs>(n.attrs).group != 1 || ws[0] % 4 != 0 || ws[1] % 4 != 0))
         keep[k] = 0;
     }
