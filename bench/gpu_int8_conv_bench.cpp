@@ -10,7 +10,12 @@
 // BM_IgemmConv times Kiln's own tensor-core INT8 kernel (runtime/cuda/qconv_igemm.cu) on the same
 // step (per-channel scale, bias, ReLU, int8 out; every tile shape timed, the fastest reported), and
 // with `residual` 1 also adds an int8 residual, ResNet's block ending.
+// BM_LtInt8Conv1x1 times the 1x1 stride-1 shapes as one cuBLASLt INT8 GEMM (IMMA: int8 A and B,
+// int32 sums, float scale per output channel as an alpha vector, float bias and ReLU in the
+// epilogue, int8 D; with `residual` 1 an int8 C added with a host beta): every algorithm of the
+// heuristic's list (up to 16) timed, the fastest reported, or an error where cuBLASLt has none.
 #include <benchmark/benchmark.h>
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -146,6 +151,87 @@ void BM_IgemmConv(benchmark::State& state) {
   state.counters["tile"] = best;
 }
 
+template <class V>
+void lt_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, V v) {
+  check_cublas(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)), "cublasLtMatmulDescSetAttribute");
+}
+
+void BM_LtInt8Conv1x1(benchmark::State& state) {
+  if (!gpu_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t C = state.range(0), K = state.range(1), R = state.range(2), stride = state.range(3),
+                H = state.range(4);
+  const bool residual = state.range(5) != 0;
+  if (R != 1 || stride != 1) {
+    state.SkipWithError("1x1 stride-1 convolutions only");
+    return;
+  }
+  const int64_t P = kBatch * H * H;  // output pixels: the GEMM's columns (column-major D is K x P)
+  Resources& r = Resources::get();
+  DeviceMem xm(static_cast<size_t>(P * C)), wm(static_cast<size_t>(K * C)), ym(static_cast<size_t>(P * K)),
+      zm(static_cast<size_t>(P * K)), am(static_cast<size_t>(K) * 4), bm(static_cast<size_t>(K) * 4);
+  check_cuda(cudaMemset(xm.p, 1, static_cast<size_t>(P * C)), "memset");
+  check_cuda(cudaMemset(wm.p, 1, static_cast<size_t>(K * C)), "memset");
+  check_cuda(cudaMemset(zm.p, 1, static_cast<size_t>(P * K)), "memset");
+  check_cuda(cudaMemset(am.p, 0, static_cast<size_t>(K) * 4), "memset");
+  check_cuda(cudaMemset(bm.p, 0, static_cast<size_t>(K) * 4), "memset");
+  cublasLtMatmulDesc_t op = nullptr;
+  check_cublas(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32I, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  lt_set(op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  lt_set(op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  lt_set(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, residual ? CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST
+                                                         : CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO);
+  lt_set(op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_RELU_BIAS);
+  lt_set(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bm.p));
+  lt_set(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_32F);
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  check_cublas(cublasLtMatrixLayoutCreate(&la, CUDA_R_8I, static_cast<uint64_t>(C), static_cast<uint64_t>(K), C), "A");
+  check_cublas(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8I, static_cast<uint64_t>(C), static_cast<uint64_t>(P), C), "B");
+  check_cublas(cublasLtMatrixLayoutCreate(&lc, CUDA_R_8I, static_cast<uint64_t>(K), static_cast<uint64_t>(P), K), "C");
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_cublas(cublasLtMatmulPreferenceCreate(&pref), "pref");
+  const size_t ws_bytes = size_t{64} << 20;
+  DeviceMem ws(ws_bytes);
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                    sizeof(ws_bytes)), "pref");
+  cublasLtMatmulHeuristicResult_t found[16] = {};
+  int count = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(r.lt, op, la, lb, lc, lc, pref, 16, found, &count);
+  const float beta = 0.5f;
+  int best = -1;
+  double best_s = 1e30;
+  auto run = [&](int i) {
+    check_cublas(cublasLtMatmul(r.lt, op, am.p, wm.p, la, xm.p, lb, &beta, residual ? zm.p : ym.p, lc, ym.p, lc,
+                                &found[i].algo, ws.p, ws_bytes, r.stream),
+                 "cublasLtMatmul");
+  };
+  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < count; ++i) {
+    try {
+      r.time([&] { run(i); });
+      double t = 1e30;
+      for (int k = 0; k < 3; ++k) t = std::min(t, r.time([&] { run(i); }));
+      if (t < best_s) best_s = t, best = i;
+    } catch (const std::exception&) {
+    }
+  }
+  if (best < 0) {
+    state.SkipWithError(("cuBLASLt has no INT8 algorithm for this GEMM (status " + std::to_string(st) + ", " +
+                         std::to_string(count) + " found)").c_str());
+  } else {
+    for (auto _ : state) state.SetIterationTime(r.time([&] { run(best); }));
+    state.counters["TOPS"] =
+        benchmark::Counter(2.0 * P * K * C * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["algos"] = count;
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(op);
+}
+
 // ResNet-50's convolutions (C, K, kernel, stride, input size): the bottleneck's 1x1 reduce, 3x3 and
 // 1x1 expand in each stage, and the strided 3x3; the last argument is named `flag`.
 void conv_shapes(benchmark::internal::Benchmark* b, const char* flag) {
@@ -160,6 +246,7 @@ void conv_shapes(benchmark::internal::Benchmark* b, const char* flag) {
 
 BENCHMARK(BM_FusedConv)->Apply([](auto* b) { conv_shapes(b, "int8"); })->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_IgemmConv)->Apply([](auto* b) { conv_shapes(b, "residual"); })->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LtInt8Conv1x1)->Apply([](auto* b) { conv_shapes(b, "residual"); })->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kiln::gpu

@@ -199,6 +199,23 @@ void BM_TransposeNchwToNhwc(benchmark::State& state) {
   run_op(state, OpKind::kTranspose, TransposeAttrs{{0, 2, 3, 1}}, {{float_arg(state, 0), kAct}});
 }
 
+// ResNet-50's stem output at batch 256, channels-last ([256, 112, 112, 64]): quantized to int8
+// (float16 in, what --best runs), and max-pooled 3x3 / 2 (float16 and int8).
+const std::vector<int64_t> kStem = {256, 112, 112, 64};
+
+void BM_QuantizeStem(benchmark::State& state) {
+  run_op(state, OpKind::kQuantizeLinear, QuantizeAttrs{},
+         {{DataType::kFloat16, kStem}, {DataType::kFloat32, {}}, {DataType::kInt8, {}}});  // random scale: timing only
+}
+
+void BM_NhwcMaxPoolStem(benchmark::State& state) {
+  PoolAttrs a;
+  a.kernel_shape = {3, 3};
+  a.strides = {2, 2};
+  a.pads = {1, 1, 1, 1};
+  run_op(state, OpKind::kNhwcMaxPool, a, {{state.range(0) ? DataType::kInt8 : DataType::kFloat16, kStem}});
+}
+
 // ResNet-50's global pool at batch 256 ([256, 2048, 7, 7] over H and W), and rows ([65536, 1024]
 // over the last axis).
 void BM_ReduceMeanSpatial(benchmark::State& state) {
@@ -257,6 +274,8 @@ BENCHMARK(BM_TransposeNchwToNhwc)->Apply(memory_bound);
 BENCHMARK(BM_ReduceMeanSpatial)->Apply(memory_bound);
 BENCHMARK(BM_ReduceMeanRows)->Apply(memory_bound);
 BENCHMARK(BM_Softmax)->Apply(memory_bound);
+BENCHMARK(BM_QuantizeStem)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_NhwcMaxPoolStem)->ArgNames({"int8"})->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kiln::gpu

@@ -20,10 +20,16 @@ for t in build/tests/*_gpu_test build/bench/gpu_*_bench; do
   [ -x "$t" ] || continue
   strip -o "$stage/tests/$(basename "$t")" "$t"
 done
-# With --kiln-only: only kiln and its libraries in build-dev/pack.tar.xz (about 15 MB), for the
-# end-to-end runs (bench/int8_gpu.sh, bench/int8_profiles.sh) when the test binaries are not needed.
+# With --kiln-only [BINARY...]: only kiln and its libraries in build-dev/pack.tar.xz (about 15 MB),
+# plus the named test or benchmark binaries (e.g. ops_gpu_test gpu_kernels_bench), for the
+# end-to-end runs (bench/int8_gpu.sh, bench/int8_profiles.sh) and a few GPU tests; the full pack
+# is now too large to carry.
 if [ "${1:-}" = "--kiln-only" ]; then
+  shift
+  keep=$(mktemp -d)
+  for b in "$@"; do mv "$stage/tests/$b" "$keep/"; done
   rm -rf "$stage/tests" build-dev && mkdir -p build-dev
+  mv "$keep" "$stage/tests"
   tar -C "$stage" -cf - . | xz -9 -T2 > build-dev/pack.tar.xz
   ls -la build-dev/pack.tar.xz
   exit 0
