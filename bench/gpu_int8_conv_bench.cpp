@@ -14,6 +14,10 @@
 // int32 sums, float scale per output channel as an alpha vector, float bias and ReLU in the
 // epilogue, int8 D; with `residual` 1 an int8 C added with a host beta): every algorithm of the
 // heuristic's list (up to 16) timed, the fastest reported, or an error where cuBLASLt has none.
+// BM_DepthwiseQConv times Kiln's depthwise INT8 kernel (runtime/cuda/qconv_depthwise.cu) on
+// MobileNetV2's 3x3 depthwise layers at batch 256 (per-channel scale, bias, ReLU6, int8 out):
+// GB/s of x + y + w per second, next to copy_GB/s, a device-to-device copy of as many bytes (the
+// bandwidth ceiling). Args: channels, input size, stride.
 #include <benchmark/benchmark.h>
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -26,6 +30,7 @@
 #include "gpu_bench_util.h"
 #include "runtime/cuda/cudnn_graph.cuh"
 #include "runtime/cuda/device.h"
+#include "runtime/cuda/qconv_depthwise.cuh"
 #include "runtime/cuda/qconv_igemm.cuh"
 
 namespace kiln::gpu {
@@ -232,6 +237,37 @@ void BM_LtInt8Conv1x1(benchmark::State& state) {
   cublasLtMatmulDescDestroy(op);
 }
 
+void BM_DepthwiseQConv(benchmark::State& state) {
+  if (!gpu_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t C = state.range(0), H = state.range(1), stride = state.range(2), R = 3, pad = 1;
+  const int64_t P = (H + 2 * pad - R) / stride + 1;
+  Resources& r = Resources::get();
+  const size_t xs = static_cast<size_t>(kBatch * H * H * C), ys = static_cast<size_t>(kBatch * P * P * C),
+               ws = static_cast<size_t>(C * R * R);
+  DeviceMem xm(xs), wm(ws), ym(ys), sm(static_cast<size_t>(C) * 4), bm(static_cast<size_t>(C) * 4);
+  check_cuda(cudaMemset(xm.p, 1, xs), "memset");
+  check_cuda(cudaMemset(wm.p, 1, ws), "memset");
+  check_cuda(cudaMemset(sm.p, 0, static_cast<size_t>(C) * 4), "memset");
+  check_cuda(cudaMemset(bm.p, 0, static_cast<size_t>(C) * 4), "memset");
+  extra::QConvNhwcArgs a{kBatch, H, H, C, C, P, P, R, R, stride, stride, pad, pad, 1, 1,
+                         static_cast<const int8_t*>(xm.p), static_cast<const int8_t*>(wm.p), ym.p,
+                         static_cast<const float*>(sm.p), true, static_cast<const float*>(bm.p), 0.02f,
+                         nullptr, false, {}};
+  a.epi.act = 2;  // clip: ReLU6
+  a.epi.act_beta = 6;
+  a.epi.quantize = true;
+  a.epi.y_scale = 0.05f;
+  auto run = [&] { extra::depthwise::run(a, r.stream); };
+  r.time(run);
+  for (auto _ : state) state.SetIterationTime(r.time(run));
+  const double bytes = static_cast<double>(xs + ys + ws);
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["copy_GB/s"] = bench::copy_gbps(xs + ys + ws);
+}
+
 // ResNet-50's convolutions (C, K, kernel, stride, input size): the bottleneck's 1x1 reduce, 3x3 and
 // 1x1 expand in each stage, and the strided 3x3; the last argument is named `flag`.
 void conv_shapes(benchmark::internal::Benchmark* b, const char* flag) {
@@ -247,6 +283,23 @@ void conv_shapes(benchmark::internal::Benchmark* b, const char* flag) {
 BENCHMARK(BM_FusedConv)->Apply([](auto* b) { conv_shapes(b, "int8"); })->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_IgemmConv)->Apply([](auto* b) { conv_shapes(b, "residual"); })->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_LtInt8Conv1x1)->Apply([](auto* b) { conv_shapes(b, "residual"); })->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
+
+// MobileNetV2's depthwise layers (channels, input size, stride).
+BENCHMARK(BM_DepthwiseQConv)
+    ->Args({32, 112, 1})
+    ->Args({96, 112, 2})
+    ->Args({144, 56, 1})
+    ->Args({144, 56, 2})
+    ->Args({192, 28, 1})
+    ->Args({192, 28, 2})
+    ->Args({384, 14, 1})
+    ->Args({576, 14, 1})
+    ->Args({576, 14, 2})
+    ->Args({960, 7, 1})
+    ->ArgNames({"C", "H", "stride"})
+    ->UseManualTime()
+    ->Iterations(20)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kiln::gpu

@@ -3,9 +3,11 @@
 // transposing internally, and in which a 1x1 convolution is one GEMM.
 //
 // One walk in topological order. A float16 Conv / FusedConv with symmetric pads becomes NhwcConv
-// (its constant W permuted to [M, kh, kw, C/group] once); a kiln.QConv that cuDNN's INT8 kernels
-// can run (qconv_fits_cudnn) becomes NhwcQConv likewise. cuDNN reads int8 channels in vectors of 4,
-// so a QConv whose C is not a multiple of 4 (an RGB stem) computes on C4 = round_up(C, 4) channels:
+// (its constant W permuted to [M, kh, kw, C/group] once); a kiln.QConv that the GPU's channels-last
+// INT8 kernels can run (qconv_fits_nhwc: one group, for cuDNN's and Kiln's tensor-core kernels, or
+// depthwise, for Kiln's direct depthwise kernel, W then [C, kh, kw, 1]) becomes NhwcQConv likewise.
+// cuDNN reads int8 channels in vectors of 4, so a one-group QConv whose C is not a multiple of 4
+// (an RGB stem) computes on C4 = round_up(C, 4) channels:
 // its permuted W gets zero weights in the extra channels and its channels-last input a Pad of zeros
 // on the last axis (once per value); with zero points 0 an int8 0 is a real 0, so the sums are
 // unchanged. MaxPool (float or 8-bit integers) / AveragePool (float) become NhwcMaxPool /
@@ -267,17 +269,24 @@ class Rewriter {
     return std::all_of(v.data->begin(), v.data->end(), [](uint8_t b) { return b == 0; });
   }
 
-  // The INT8 convolutions cuDNN runs channels-last (runtime/cuda/extra_qconv_nhwc.cu): 2-D,
-  // one group, symmetric explicit pads, int8 data and weights with zero points 0, output channels
-  // a multiple of 4 (cuDNN's int8 vector; input channels are padded to one, see convert_qconv), an
-  // int8 (zero point 0) or float32 output and residual, and an activation cuDNN's ReLU expresses
-  // (none, relu, clip).
-  bool qconv_fits_cudnn(const Node& n, const QConvAttrs& a, const nn::WindowGeometry& geo) const {
+  // A depthwise convolution: group = input channels = output channels (W [C, 1, kh, kw]).
+  bool depthwise(const Node& n, const QConvAttrs& a) const {
+    const std::vector<int64_t>& ws = val(n.inputs[3]).shape;
+    return a.group != 1 && a.group == val(n.inputs[0]).shape[1] && ws[0] == a.group && ws[1] == 1;
+  }
+
+  // The INT8 convolutions the GPU runs channels-last (runtime/cuda/extra_qconv_nhwc.cu): 2-D,
+  // one group (cuDNN's and Kiln's tensor-core kernels) or depthwise (Kiln's direct kernel),
+  // symmetric explicit pads, int8 data and weights with zero points 0, output channels
+  // a multiple of 4 (cuDNN's int8 vector, the depthwise kernel's; a one-group convolution's input
+  // channels are padded to one, see convert_qconv), an int8 (zero point 0) or float32 output and
+  // residual, and an activation cuDNN's ReLU expresses (none, relu, clip).
+  bool qconv_fits_nhwc(const Node& n, const QConvAttrs& a, const nn::WindowGeometry& geo) const {
     const ValueId x = n.inputs[0];
     if (n.inputs.size() < 5 || val(x).dtype != DataType::kInt8 || val(x).shape.size() != 4) return false;
     const graph::Value& w = val(n.inputs[3]);
-    if (!w.is_constant() || w.dtype != DataType::kInt8 || w.shape.size() != 4 || a.group != 1) return false;
-    if (w.shape[0] % 4 != 0) return false;
+    if (!w.is_constant() || w.dtype != DataType::kInt8 || w.shape.size() != 4) return false;
+    if ((a.group != 1 && !depthwise(n, a)) || w.shape[0] % 4 != 0) return false;
     if (!zero_or_absent(n, 2) || !zero_or_absent(n, 5) || !zero_or_absent(n, 8) || !zero_or_absent(n, 11)) return false;
     const DataType y = val(n.outputs[0]).dtype;
     if (y != DataType::kInt8 && y != DataType::kFloat32) return false;
@@ -294,14 +303,15 @@ class Rewriter {
     const ValueId x = n.inputs[0];
     if (n.inputs.size() < 5 || val(x).shape.size() != 4 || val(n.inputs[3]).shape.size() != 4) return false;
     const nn::WindowGeometry geo = nn::conv_geometry(a.conv(), val(x).shape, val(n.inputs[3]).shape);
-    if (!qconv_fits_cudnn(n, a, geo)) return false;
+    if (!qconv_fits_nhwc(n, a, geo)) return false;
     a.auto_pad = AutoPad::kNotSet;
     a.pads = geo.pads;
-    // Zero channels up to a multiple of 4 in x and W (zero points are 0: int8 0 is a real 0).
+    // Zero channels up to a multiple of 4 in x and W (zero points are 0: int8 0 is a real 0); a
+    // depthwise convolution's C is one already (qconv_fits_nhwc), and its W [C, kh, kw, 1] stays so.
     const int64_t c = val(x).shape[1], c4 = (c + 3) / 4 * 4;
     std::vector<ValueId> ins = n.inputs;
     ins[0] = c4 == c ? to_last(x) : to_last_padded(x, c4);
-    ins[3] = permuted_constant(n.inputs[3], c4);
+    ins[3] = permuted_constant(n.inputs[3], a.group == 1 ? c4 : 0);
     if (has_input(n, 9)) ins[9] = to_last(n.inputs[9]);
     emit_converted(n, OpKind::kNhwcQConv, a, ins, n.outputs);
     return true;

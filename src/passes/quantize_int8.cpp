@@ -9,13 +9,16 @@
 // The bias stays float (the INT8 kernels add it in float after scaling). Models that already carry
 // Q/DQ nodes are left alone: their scales are what the user asked for.
 // Guards (a node is left in float): X not float32 or constant; W not a constant float32 of the
-// expected rank; Gemm with transA; MatMul of a vector; on GPU targets, every Gemm and MatMul (the GPU's
-// kiln.QMatMul is a WMMA kernel: ResNet-50's classifier took 0.071 ms at batch 256 and 0.060 ms at
-// batch 1 on an H200, against 0.010 and 0.020 ms for the float16 GEMM), and a Conv that the channels-last
-// INT8 convolution (NhwcQConv, cuDNN) cannot run: one that is not 2-D, has more than one group
-// (depthwise, grouped) or output channels not a multiple of 4. The only other GPU INT8 convolution
-// is a channels-first WMMA kernel, slower than the float16 kernels, so such a layer is faster in
-// float. Nor a Conv whose input channels are not a multiple of 4 (an RGB stem): the channels-last
+// expected rank; Gemm with transA; MatMul of a vector; on GPU targets, every Gemm and MatMul (the
+// GPU's kiln.QMatMul is a WMMA kernel: ResNet-50's classifier took 0.071 ms at batch 256 and 0.060
+// ms at batch 1 on an H200, against 0.010 and 0.020 ms for the float16 GEMM), and a Conv that the
+// channels-last INT8 convolution (NhwcQConv) cannot run: one that is not 2-D, or neither of one
+// group with input and output channels multiples of 4 (cuDNN's and Kiln's tensor-core kernels) nor
+// depthwise (group = input channels = output channels, W [C, 1, kh, kw]) with C a multiple of 4
+// (Kiln's direct depthwise kernel, runtime/cuda/qconv_depthwise.cu, which reads 4 channels at a
+// time). Grouped convolutions with 1 < group < C stay float: the only other GPU INT8 convolution is
+// a channels-first WMMA kernel, slower than the float16 kernels, so such a layer is faster in float.
+// Nor a Conv whose input channels are not a multiple of 4 (an RGB stem): the channels-last
 // pass could pad them to 4, but cuDNN's one plan for ResNet-50's padded stem took 11.2 ms at batch
 // 256 on an H100, against 2.94 ms for the float32 stem. Skipped
 // layers are calibrated all the same, so one calibration cache serves CPU and GPU builds. With
@@ -206,6 +209,14 @@ void find_residuals(const graph::Graph& g, Int8Plan& plan) {
   }
 }
 
+// The GPU rule: whether NhwcQConv runs a Conv with weights W of shape `ws` fast. One group with
+// C and M multiples of 4, or depthwise (W [C, 1, kh, kw], group = C) with C a multiple of 4.
+bool nhwc_qconv_runs(const ConvAttrs& a, const std::vector<int64_t>& ws) {
+  if (ws.size() != 4) return false;
+  if (a.group == 1) return ws[0] % 4 == 0 && ws[1] % 4 == 0;
+  return ws[1] == 1 && a.group == ws[0] && ws[0] % 4 == 0;
+}
+
 }  // namespace
 
 void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& keep) {
@@ -287,9 +298,7 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   if (o.target != "cpu")
     for (size_t k = 0; k < plan.targets.size(); ++k) {
       const graph::Node& n = g.nodes[plan.targets[k].node];
-      const std::vector<int64_t>& ws = g.value(plan.targets[k].w).shape;
-      if (n.kind != OpKind::kConv ||
-          (ws.size() != 4 || std::get<ConvAttrs>(n.attrs).group != 1 || ws[0] % 4 != 0 || ws[1] % 4 != 0))
+      if (n.kind != OpKind::kConv || !nhwc_qconv_runs(std::get<ConvAttrs>(n.attrs), g.value(plan.targets[k].w).shape))
         keep[k] = 0;
     }
   std::string guard;

@@ -5,8 +5,10 @@
 // zero point). Numeric parity on the CPU backend, whose channels-last kernels are the channels-first
 // ones on permuted tensors: the channels-last INT8 engine computes what the channels-first one does,
 // exactly where only integer sums and the same epilogue are involved (the zero channels add 0), and
-// up to the order of float sums elsewhere (GlobalAveragePool as a ReduceMean). quantize-int8's rule
-// for GPU targets is tested here too, since it is what feeds this pass.
+// up to the order of float sums elsewhere (GlobalAveragePool as a ReduceMean). Depthwise QConvs
+// (MobileNetV2's) become NhwcQConv with W [C, kh, kw, 1]; grouped ones (1 < group < C) and depthwise
+// ones whose C is not a multiple of 4 stay channels-first. quantize-int8's rule for GPU targets is
+// tested here too, since it is what feeds this pass.
 #include <cmath>
 
 #include "int8_test_util.h"
@@ -24,6 +26,28 @@ void conv(OnnxModel& m, const std::string& name, const std::string& x, const std
   auto* n = m.node("Conv", name, {x, name + ".w", name + ".b"}, {y});
   attr_ints(n, "pads", pads);
   if (stride != 1) attr_ints(n, "strides", {stride, stride});
+}
+
+// A c-channel convolution of `group` groups (c: depthwise) with bias, W [c, c / group, k, k].
+void grouped_conv(OnnxModel& m, const std::string& name, const std::string& x, const std::string& y, int64_t c,
+                  int64_t group, int64_t k, std::vector<int64_t> pads, int64_t stride = 1, int64_t dilation = 1) {
+  m.init_rand(name + ".w", {c, c / group, k, k}, -0.4f, 0.4f);
+  m.init_rand(name + ".b", {c}, -0.2f, 0.2f);
+  auto* n = m.node("Conv", name, {x, name + ".w", name + ".b"}, {y});
+  attr_ints(n, "pads", pads);
+  attr_int(n, "group", group);
+  if (stride != 1) attr_ints(n, "strides", {stride, stride});
+  if (dilation != 1) attr_ints(n, "dilations", {dilation, dilation});
+}
+
+// MobileNetV2's ReLU6.
+void relu6(OnnxModel& m, const std::string& name, const std::string& x, const std::string& y) {
+  const auto& inits = m.g()->initializer();
+  if (std::none_of(inits.begin(), inits.end(), [](const auto& t) { return t.name() == "six"; })) {
+    init_floats(m, "zero", {}, {0.f});
+    init_floats(m, "six", {}, {6.f});
+  }
+  m.node("Clip", name, {x, "zero", "six"}, {y});
 }
 
 void max_pool(OnnxModel& m, const std::string& x, const std::string& y) {
@@ -67,6 +91,28 @@ OnnxModel stem_model(int64_t c, int64_t m_out = 8) {
   m.node("Relu", "stem.relu", {"s0"}, {"s1"});
   max_pool(m, "s1", "p");
   conv(m, "conv", "p", "y", m_out, 8, 3, {1, 1, 1, 1});
+  m.output("y");
+  return m;
+}
+
+// MobileNetV2's inverted residual on 8 channels: a 1x1 expansion to 16, ReLU6, a k x k depthwise
+// convolution (stride, dilation), ReLU6, a 1x1 projection to 8, plus the input where the shapes
+// allow; then a 3x3 depthwise convolution on 8 channels whose float output is the graph's.
+OnnxModel mobilenet_block(int64_t stride, int64_t dilation = 1, int64_t k = 3) {
+  OnnxModel m("mobilenet_block");
+  m.input("x", {2, 8, 16, 16});
+  conv(m, "expand", "x", "e", 8, 16, 1, {0, 0, 0, 0});
+  relu6(m, "expand.relu6", "e", "er");
+  const int64_t pad = (k - 1) / 2 * dilation;
+  grouped_conv(m, "dw", "er", "d", 16, 16, k, {pad, pad, pad, pad}, stride, dilation);
+  relu6(m, "dw.relu6", "d", "dr");
+  conv(m, "project", "dr", "p", 16, 8, 1, {0, 0, 0, 0});
+  std::string out = "p";
+  if (stride == 1) {
+    m.node("Add", "add", {"x", "p"}, {"a"});
+    out = "a";
+  }
+  grouped_conv(m, "dw2", out, "y", 8, 8, 3, {1, 1, 1, 1});
   m.output("y");
   return m;
 }
@@ -202,31 +248,37 @@ TEST(ChannelsLastInt8Guard, AsymmetricPadsStayChannelsFirst) {
 }
 
 TEST(ChannelsLastInt8Guard, OnlyForGpuTargets) {
-  TempDir dir;
-  write_batches(dir.path() / "calib", 2, {2, 3, 16, 16}, -1.f, 1.f);
-  graph::Graph g = resnet_like().import();
-  const BuildOptions o = int8_options(dir);
-  for (PassFn pass : {bind_inputs, infer_and_fold, fold_batchnorm, quantize_int8, fuse_qdq}) pass(g, o);
-  EXPECT_EQ(channels_last(g, o).changes, 0);
+  for (bool mobilenet : {false, true}) {
+    const std::vector<int64_t> x_shape{2, mobilenet ? 8 : 3, 16, 16};
+    TempDir dir;
+    write_batches(dir.path() / "calib", 2, x_shape, -1.f, 1.f);
+    graph::Graph g = (mobilenet ? mobilenet_block(1) : resnet_like()).import();
+    const BuildOptions o = int8_options(dir);
+    for (PassFn pass : {bind_inputs, infer_and_fold, fold_batchnorm, quantize_int8, fuse_qdq}) pass(g, o);
+    EXPECT_EQ(channels_last(g, o).changes, 0);
+  }
 }
 
-// On GPU targets quantize-int8 quantizes the convolutions NhwcQConv runs without padding, and leaves
-// the 3-channel stem, a depthwise convolution and one with 6 outputs in float; on the CPU all are
-// quantized. (GPU targets calibrate on the GPU, so the GPU build here takes its ranges from the
-// cache the CPU build wrote: one cache serves both.)
+// On GPU targets quantize-int8 quantizes the convolutions NhwcQConv runs without padding (one
+// group with channels multiples of 4, or depthwise with C a multiple of 4), and leaves the 3-channel
+// stem, a grouped convolution (1 < group < C), one with 6 outputs and a depthwise one on those 6
+// channels in float; on the CPU all are quantized. The channels-last pass then takes every QConv
+// left, the depthwise one included. (GPU targets calibrate on the GPU, so the GPU build here takes
+// its ranges from the cache the CPU build wrote: one cache serves both.)
 TEST(ChannelsLastInt8, GpuTargetsQuantizeWhatNhwcQConvRuns) {
   OnnxModel m("gpu_rule");
   m.input("x", {2, 3, 16, 16});
   conv(m, "stem", "x", "s0", 3, 8, 3, {1, 1, 1, 1}, 2);
   m.node("Relu", "stem.relu", {"s0"}, {"s1"});
-  m.init_rand("dw.w", {8, 1, 3, 3}, -0.4f, 0.4f);
-  auto* dw = m.node("Conv", "dw", {"s1", "dw.w"}, {"d"});
-  attr_ints(dw, "pads", {1, 1, 1, 1});
-  attr_int(dw, "group", 8);
+  grouped_conv(m, "dw", "s1", "d", 8, 8, 3, {1, 1, 1, 1});
   m.node("Relu", "dw.relu", {"d"}, {"r"});
-  conv(m, "mid", "r", "c", 8, 8, 3, {1, 1, 1, 1});
+  grouped_conv(m, "grouped", "r", "gr", 8, 2, 3, {1, 1, 1, 1});
+  m.node("Relu", "grouped.relu", {"gr"}, {"grr"});
+  conv(m, "mid", "grr", "c", 8, 8, 3, {1, 1, 1, 1});
   m.node("Relu", "mid.relu", {"c"}, {"cr"});
-  conv(m, "head", "cr", "y", 8, 6, 1, {0, 0, 0, 0});
+  conv(m, "head", "cr", "h", 8, 6, 1, {0, 0, 0, 0});
+  m.node("Relu", "head.relu", {"h"}, {"hr"});
+  grouped_conv(m, "dw6", "hr", "y", 6, 6, 3, {1, 1, 1, 1});
   m.output("y");
   TempDir dir;
   write_batches(dir.path() / "calib", 2, {2, 3, 16, 16}, -1.f, 1.f);
@@ -237,18 +289,93 @@ TEST(ChannelsLastInt8, GpuTargetsQuantizeWhatNhwcQConvRuns) {
   o.calib.cache = dir / "cache.json";
   graph::Graph cpu = m.import();
   for (PassFn pass : {bind_inputs, infer_and_fold, quantize_int8, fuse_qdq}) pass(cpu, o);
-  EXPECT_EQ(count(cpu, OpKind::kQConv), 4);
+  EXPECT_EQ(count(cpu, OpKind::kQConv), 6);
   EXPECT_EQ(count(cpu, OpKind::kConv), 0);
   graph::Graph gpu = m.import();
   o.target = "sm_90";
   o.calib.data.clear();
   for (PassFn pass : {bind_inputs, infer_and_fold, quantize_int8, fuse_qdq}) pass(gpu, o);
-  EXPECT_EQ(count(gpu, OpKind::kQConv), 1);
-  EXPECT_EQ(count(gpu, OpKind::kConv), 3);
+  EXPECT_EQ(count(gpu, OpKind::kQConv), 2);
+  EXPECT_EQ(count(gpu, OpKind::kConv), 4);
+  std::vector<std::string> quantized;
   for (const graph::Node& n : gpu.nodes)
-    if (n.kind == OpKind::kQConv) {
-      EXPECT_EQ(n.name, "mid");
-    }
+    if (n.kind == OpKind::kQConv) quantized.push_back(n.name);
+  EXPECT_EQ(quantized, (std::vector<std::string>{"dw", "mid"}));
+  to_channels_last(gpu);
+  graph::verify(gpu, true);
+  EXPECT_EQ(count(gpu, OpKind::kQConv), 0);
+  EXPECT_EQ(count(gpu, OpKind::kNhwcQConv), 2);
+}
+
+// MobileNetV2's blocks: the depthwise QConvs become NhwcQConv too (3x3 and 5x5, strides 1 and 2,
+// dilation 2), and the channels-last engine computes exactly what the channels-first one does.
+TEST(ChannelsLastInt8, DepthwiseQConvsBecomeNhwcQConv) {
+  struct Case {
+    int64_t stride, dilation, k;
+  };
+  for (const Case& c : {Case{1, 1, 3}, Case{2, 1, 3}, Case{1, 2, 3}, Case{2, 1, 5}}) {
+    SCOPED_TRACE("stride " + std::to_string(c.stride) + " dilation " + std::to_string(c.dilation) + " k " +
+                 std::to_string(c.k));
+    const Result r = check_parity(mobilenet_block(c.stride, c.dilation, c.k), {2, 8, 16, 16}, true);
+    EXPECT_EQ(r.count("NhwcQConv"), 4) << r.layout.detail;
+    EXPECT_EQ(r.count("kiln.QConv"), 0);
+    EXPECT_EQ(r.count("Pad"), 0);
+  }
+}
+
+// What the pass writes for a depthwise QConv: the group kept, x's twin unpadded, and W permuted to
+// [C, kh, kw, 1] ((m, i, j, 0) holds the channels-first (m, 0, i, j)), not padded to 4 channels.
+TEST(ChannelsLastInt8, DepthwiseWeights) {
+  TempDir dir;
+  write_batches(dir.path() / "calib", 2, {2, 8, 16, 16}, -1.f, 1.f);
+  const BuildOptions o = int8_options(dir);
+  graph::Graph g = mobilenet_block(2).import();
+  for (PassFn pass : kInt8Passes) pass(g, o);
+  const graph::Graph before = g;
+  to_channels_last(g);
+  graph::verify(g, true);
+  auto find = [](const graph::Graph& in, OpKind kind) -> const graph::Node* {  // the 16-channel depthwise one
+    for (const graph::Node& n : in.nodes)
+      if (n.kind == kind && std::get<QConvAttrs>(n.attrs).group == 16) return &n;
+    return nullptr;
+  };
+  const graph::Node* dw = find(g, OpKind::kNhwcQConv);
+  const graph::Node* qdw = find(before, OpKind::kQConv);
+  ASSERT_TRUE(dw && qdw);
+  EXPECT_EQ(g.value(dw->inputs[0]).shape, (std::vector<int64_t>{2, 16, 16, 16}));
+  EXPECT_EQ(g.value(dw->outputs[0]).shape, (std::vector<int64_t>{2, 8, 8, 16}));
+  const graph::Value& w = g.value(dw->inputs[3]);
+  ASSERT_EQ(w.shape, (std::vector<int64_t>{16, 3, 3, 1}));
+  EXPECT_EQ(w.dtype, DataType::kInt8);
+  EXPECT_EQ(w.view().to_double(), before.value(qdw->inputs[3]).view().to_double());  // the same bytes
+}
+
+// A grouped convolution with 1 < group < C stays kiln.QConv (NhwcQConv runs one group or C).
+TEST(ChannelsLastInt8Guard, GroupedQConvStaysChannelsFirst) {
+  OnnxModel m("grouped");
+  m.input("x", {2, 8, 16, 16});
+  grouped_conv(m, "grouped", "x", "g", 8, 2, 3, {1, 1, 1, 1});
+  m.node("Relu", "relu", {"g"}, {"r"});
+  conv(m, "conv", "r", "y", 8, 8, 1, {0, 0, 0, 0});
+  m.output("y");
+  const Result r = check_parity(m, {2, 8, 16, 16}, true);
+  EXPECT_EQ(r.count("kiln.QConv"), 1) << r.layout.detail;
+  EXPECT_EQ(r.count("NhwcQConv"), 1);
+}
+
+// A depthwise convolution on 6 channels stays kiln.QConv (the depthwise kernel's channels go in
+// fours; it is not padded); the next convolution reads its 6 channels padded to 8.
+TEST(ChannelsLastInt8Guard, DepthwiseChannelsNotMultipleOfFourStayChannelsFirst) {
+  OnnxModel m("dw6");
+  m.input("x", {2, 6, 16, 16});
+  grouped_conv(m, "dw", "x", "d", 6, 6, 3, {1, 1, 1, 1});
+  m.node("Relu", "relu", {"d"}, {"r"});
+  conv(m, "conv", "r", "y", 6, 8, 1, {0, 0, 0, 0});
+  m.output("y");
+  const Result r = check_parity(m, {2, 6, 16, 16}, true);
+  EXPECT_EQ(r.count("kiln.QConv"), 1) << r.layout.detail;
+  EXPECT_EQ(r.count("NhwcQConv"), 1);
+  EXPECT_EQ(r.count("Pad"), 1);
 }
 
 // A QConv whose input has a non-zero zero point (an asymmetric uint8 model from another quantizer,

@@ -7,8 +7,11 @@
 // which shares the CPU's epilogue: it must match bit for bit. The tensor-core kernel (tactics 2000 +
 // tile shape, qconv_igemm.cu, offered where C % 64 == 0 and M % 8 == 0) rounds like cuDNN. The
 // channels-last pass's RGB stem (3
-// channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded convolution. Skips
-// without a GPU.
+// channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded convolution.
+// Depthwise steps (group = C = M: Kiln's direct depthwise kernel, qconv_depthwise.cu, one tactic)
+// must match the CPU bit for bit: each kernel-size path, strides, pads, dilation, bias or not, each
+// activation, int8 and float32 outputs and residuals, per-channel and per-tensor w_scale, direct,
+// captured and misaligned, and the epilogue's rounding ties, NaN and saturation. Skips without a GPU.
 #include <algorithm>
 #include <cmath>
 
@@ -216,6 +219,157 @@ TEST(GpuNhwcQConv, RejectsNonZeroZeroPoints) {
   for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
   expect_cuda_backend_error(OpKind::kNhwcQConv, a, in, infer_shapes(OpKind::kNhwcQConv, a, iv, 1),
                             "zero points of 0 only");
+}
+
+// ---- depthwise (group = C = M, w [C, k, k, 1]): Kiln's direct depthwise kernel -----------------
+
+constexpr int32_t kDepthwiseTactic = 3000;  // its one tactic (any tactic runs it)
+
+struct DwCase {
+  int64_t n, h, w, c, k, stride, pad, dilation = 1;
+};
+
+// 3x3 and 5x5 (weights in registers), 7x7 and 1x1 (the generic path); strides 1 and 2, pads 0 to 3,
+// dilation 2; C = 12 (three words a pixel) and C = 6 (not a multiple of 4: one channel a thread);
+// MobileNetV2's 96 channels at stride 2.
+const DwCase kDwCases[] = {
+    {2, 9, 9, 8, 3, 1, 1},  {2, 16, 16, 32, 3, 2, 1}, {1, 14, 14, 96, 3, 2, 1}, {2, 10, 10, 16, 3, 1, 2, 2},
+    {2, 7, 9, 12, 5, 1, 2}, {1, 11, 11, 32, 5, 2, 2}, {2, 6, 6, 8, 3, 2, 0},    {1, 8, 8, 8, 3, 1, 0},
+    {1, 9, 7, 12, 7, 2, 3}, {1, 10, 8, 6, 3, 1, 1},   {1, 5, 5, 4, 1, 1, 0},
+};
+
+QConvAttrs dw_attrs(const DwCase& c, QActivation act) {
+  QConvAttrs a;
+  a.kernel_shape = {c.k, c.k};
+  a.strides = {c.stride, c.stride};
+  a.pads = {c.pad, c.pad, c.pad, c.pad};
+  a.dilations = {c.dilation, c.dilation};
+  a.group = c.c;
+  a.activation = act;
+  a.act_alpha = act == QActivation::kClip ? -0.5f : 0.0f;
+  a.act_beta = 0.75f;
+  return a;
+}
+
+// x [n, h, w, c], w [c, k, k, 1]; w_scale per channel or one; the rest as inputs() makes it.
+Inputs dw_inputs(const DwCase& c, const Variant& v, bool per_channel, int64_t oh, int64_t ow) {
+  const Case as_case{c.n, c.h, c.w, c.c, c.c, c.k, c.stride, c.pad, c.dilation};
+  Inputs in = inputs(as_case, v, oh, ow);
+  in[3] = rand_tensor(DT::kInt8, {c.c, c.k, c.k, 1}, -128, 127, true);
+  if (!per_channel) in[4] = rand_tensor(DT::kFloat32, {}, 0.001, 0.01);
+  return in;
+}
+
+// Bit for bit: int8 values equal, float32 values with the same bits (NaN: both NaN).
+void expect_bit_exact(const HostTensor& got, const HostTensor& want, const std::string& what) {
+  ASSERT_EQ(got.dtype, want.dtype) << what;
+  ASSERT_EQ(got.numel(), want.numel()) << what;
+  const auto es = static_cast<int64_t>(dtype_size(got.dtype));
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double g = get(got, i), r = get(want, i);
+    if (got.dtype == DT::kFloat32 && std::isnan(g) && std::isnan(r)) continue;
+    ASSERT_TRUE(std::equal(got.bytes.begin() + i * es, got.bytes.begin() + (i + 1) * es, want.bytes.begin() + i * es))
+        << what << " element " << i << ": gpu " << g << ", cpu " << r;
+  }
+}
+
+// The depthwise step offers its one tactic and needs no workspace; its results, with that tactic and
+// the default one, direct, captured and misaligned (one channel a thread), are the CPU's bit for bit.
+void check_depthwise(const QConvAttrs& a, const Inputs& in, const std::string& what) {
+  const std::vector<OutputType> types = output_types(a, in);
+  const HostTensor want = run_cpu(OpKind::kNhwcQConv, a, in, types)[0];
+  std::vector<TensorView> iv;
+  for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
+  std::vector<HostTensor> outs = empty_outputs(types, 0);
+  std::vector<TensorView> ov;
+  for (HostTensor& t : outs) ov.push_back(t.view(nullptr));
+  Stream stream;
+  std::vector<const void*> host_in;
+  for (const TensorView& t : iv) host_in.push_back(t.data);
+  gpu::GpuEnv env = GpuResources::get().env(stream.get(), host_in, nullptr);
+  const gpu::GpuKernelEntry* entry = gpu::gpu_kernel_entry(OpKind::kNhwcQConv);
+  EXPECT_EQ(entry->tactics(OpKind::kNhwcQConv, a, iv, ov, env), std::vector<int32_t>{kDepthwiseTactic}) << what;
+  env.tactic = kDepthwiseTactic;
+  EXPECT_EQ(entry->workspace(OpKind::kNhwcQConv, a, iv, ov, env), 0u) << what;
+  for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured, GpuMode::kMisaligned})
+    for (int32_t tactic : {kDepthwiseTactic, -1}) {
+      if (tactic == -1 && mode != GpuMode::kDirect) continue;
+      GpuRunOptions o;
+      o.tactic = tactic;
+      const std::string run = what + " tactic " + std::to_string(tactic) + " " + mode_name(mode);
+      try {
+        expect_bit_exact(run_gpu(OpKind::kNhwcQConv, a, in, types, mode, o)[0], want, run);
+      } catch (const Error& e) {
+        ADD_FAILURE() << run << ": " << e.what();
+      }
+    }
+}
+
+TEST(GpuNhwcQConvDepthwise, MatchesCpuBitForBit) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(53);
+  int i = 0;
+  for (const DwCase& c : kDwCases) {
+    const int64_t span = (c.k - 1) * c.dilation + 1;
+    const int64_t oh = (c.h + 2 * c.pad - span) / c.stride + 1, ow = (c.w + 2 * c.pad - span) / c.stride + 1;
+    for (bool quantize : {true, false})
+      for (Residual z : {Residual::kNone, Residual::kInt8, Residual::kFloat})
+        for (QActivation act : {QActivation::kNone, QActivation::kRelu, QActivation::kClip}) {
+          const bool bias = i % 2 == 0, per_channel = i % 3 != 0;
+          ++i;
+          const std::string what = "c=" + std::to_string(c.c) + " k=" + std::to_string(c.k) +
+                                   " stride=" + std::to_string(c.stride) + " pad=" + std::to_string(c.pad) +
+                                   " dilation=" + std::to_string(c.dilation) + " quantize=" + std::to_string(quantize) +
+                                   " residual=" + std::to_string(static_cast<int>(z)) +
+                                   " act=" + std::to_string(static_cast<int>(act)) + " bias=" + std::to_string(bias) +
+                                   " per_channel=" + std::to_string(per_channel);
+          SCOPED_TRACE(what);
+          check_depthwise(dw_attrs(c, act), dw_inputs(c, {bias, quantize, z, act}, per_channel, oh, ow), what);
+        }
+  }
+}
+
+// The epilogue's corner cases, where the kernel's float tricks must agree with the CPU's rintf and
+// conversions: scales of 1 and small values, so that v = acc + bias is exact and, with biases of
+// halves, a rounding tie (to even); NaN (y_zero, 0) and infinite biases (saturation); large sums
+// (saturation); clip bounds at halves.
+TEST(GpuNhwcQConvDepthwise, EpilogueTiesNanAndSaturation) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(59);
+  const std::vector<double> biases{kNaN, kInf, -kInf, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.0, -0.0, 126.5, -127.5, 1e30};
+  for (double y_scale : {1.0, 2.0, 0.5})
+    for (double range : {3.0, 127.0})
+      for (QActivation act : {QActivation::kNone, QActivation::kRelu, QActivation::kClip}) {
+        const DwCase c{2, 6, 6, 16, 3, 1, 1};
+        QConvAttrs a = dw_attrs(c, act);
+        a.act_alpha = -20.5f;
+        a.act_beta = 30.5f;
+        Inputs in{rand_tensor(DT::kInt8, {c.n, c.h, c.w, c.c}, -range, range, true),
+                  make(DT::kFloat32, {}, {1.0}),
+                  absent(),
+                  rand_tensor(DT::kInt8, {c.c, c.k, c.k, 1}, -range, range, true),
+                  make(DT::kFloat32, {c.c}, {1.0}),
+                  absent(),
+                  make(DT::kFloat32, {c.c}, biases),
+                  make(DT::kFloat32, {}, {y_scale})};
+        const std::string what = "y_scale=" + std::to_string(y_scale) + " range=" + std::to_string(range) +
+                                 " act=" + std::to_string(static_cast<int>(act));
+        SCOPED_TRACE(what);
+        check_depthwise(a, in, what);
+        in.pop_back();  // a float32 output: NaN and infinities pass through
+        check_depthwise(a, in, what + " float");
+      }
+}
+
+// Grouped convolutions (1 < group < C) are not what the channels-last pass makes: a clear error.
+TEST(GpuNhwcQConvDepthwise, RejectsGroupedConvolutions) {
+  KILN_SKIP_WITHOUT_GPU();
+  const DwCase c{1, 6, 6, 8, 3, 1, 1};
+  QConvAttrs a = dw_attrs(c, QActivation::kNone);
+  a.group = 2;
+  Inputs in = dw_inputs(c, {true, true, Residual::kNone, QActivation::kNone}, true, 6, 6);
+  in[3] = rand_tensor(DT::kInt8, {8, 3, 3, 4}, -128, 127, true);
+  expect_cuda_backend_error(OpKind::kNhwcQConv, a, in, output_types(a, in), "depthwise");
 }
 
 }  // namespace

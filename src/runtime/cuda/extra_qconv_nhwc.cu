@@ -1,6 +1,9 @@
 // NhwcQConv on the GPU: the channels-last INT8 convolution the channels-last pass makes for the
-// shapes cuDNN's INT8 kernels take (passes/channels_last.cpp, qconv_fits_cudnn): int8 data and
-// weights with zero points 0, one group, channel counts that are multiples of 4.
+// shapes the GPU's INT8 kernels take (passes/channels_last.cpp, qconv_fits_nhwc): int8 data and
+// weights with zero points 0, one group or depthwise (group = C = M), channel counts that are
+// multiples of 4. A depthwise step runs Kiln's direct depthwise kernel (qconv_depthwise.cu: bit-exact
+// with the CPU), whatever its tactic (it offers one, kDepthwiseTactic); everything below is about
+// convolutions of one group.
 //
 // One cuDNN graph (cudnn_graph.cuh) per step computes the whole op in one kernel:
 //   acc = conv(x, w)                 int32 sums
@@ -28,6 +31,7 @@
 #include "runtime/cuda/cudnn_graph.cuh"
 #include "runtime/cuda/extra_internal.cuh"
 #include "runtime/cuda/nn_internal.cuh"
+#include "runtime/cuda/qconv_depthwise.cuh"
 #include "runtime/cuda/qconv_igemm.cuh"
 #include "runtime/qfused_math.h"
 
@@ -39,6 +43,7 @@ namespace cg = cudnn_graph;
 
 constexpr int32_t kDirectTactic = 1000;
 constexpr int32_t kIgemmTactic = 2000;  // 2000 + i: the tensor-core kernel's tile shape i
+constexpr int32_t kDepthwiseTactic = 3000;
 
 // The largest workspace a candidate plan may ask for.
 constexpr size_t kMaxGraphWorkspace = size_t{256} << 20;
@@ -235,21 +240,21 @@ Plan& plan_for(const Attrs& attrs, std::span<const TensorView> in, std::span<con
   return nn::step_plan<Plan>(env, plan_key(a, in, out), local, [&] { return build_plan(a, in, out, env); });
 }
 
-// The operands and epilogue of one call, for the direct and the tensor-core kernels.
-QConvNhwcArgs args_of(const Plan& p, const QConvAttrs& a, std::span<const TensorView> in,
+// The operands and epilogue of one call, for the direct, tensor-core and depthwise kernels.
+QConvNhwcArgs args_of(const Shapes& s, const QConvAttrs& a, std::span<const TensorView> in,
                       std::span<const TensorView> out, const GpuEnv& env) {
-  const Shapes& s = p.shapes;
+  const float x_scale = host_float(env, 1, "x_scale");
   QConvNhwcArgs d{s.x[0], s.x[2], s.x[3], s.x[1], s.w[0], s.y[2], s.y[3], s.w[2], s.w[3], s.g.strides[0],
                   s.g.strides[1], s.g.pads_begin[0], s.g.pads_begin[1], s.g.dilations[0], s.g.dilations[1],
                   static_cast<const int8_t*>(in[0].data), static_cast<const int8_t*>(in[3].data), out[0].data,
                   static_cast<const float*>(in[4].data), in[4].numel() != 1,
-                  present(in, 6) ? static_cast<const float*>(in[6].data) : nullptr, p.x_scale,
+                  present(in, 6) ? static_cast<const float*>(in[6].data) : nullptr, x_scale,
                   present(in, 9) ? in[9].data : nullptr, present(in, 9) && in[9].dtype == DataType::kFloat32, {}};
   d.epi.act = static_cast<int>(a.activation);
   d.epi.act_alpha = a.act_alpha;
   d.epi.act_beta = a.act_beta;
   d.epi.quantize = present(in, 7);
-  d.epi.z_scale = p.z_scale;
+  if (present(in, 9) && present(in, 10)) d.epi.z_scale = host_float(env, 10, "z_scale");
   if (d.epi.quantize) d.epi.y_scale = host_float(env, 7, "y_scale");
   return d;
 }
@@ -290,12 +295,19 @@ void run_direct(const QConvNhwcArgs& d, GpuEnv& env) {
   check_launch("NhwcQConv");
 }
 
-// What the channels-last pass guarantees (qconv_fits_cudnn), checked again for crafted engines.
+// A depthwise convolution: group = C = M, w [C, KH, KW, 1] (x and w of rank 4).
+bool depthwise(const QConvAttrs& a, std::span<const TensorView> in) {
+  return a.group != 1 && a.group == in[0].shape[3] && a.group == in[3].shape[0] && in[3].shape[3] == 1;
+}
+
+// What the channels-last pass guarantees (qconv_fits_nhwc), checked again for crafted engines.
 void check_inputs(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
                   const GpuEnv& env) {
-  if (in.size() >= 5 && (a.group != 1 || in[0].rank() != 4 || in[3].rank() != 4 || in[0].shape[3] != in[3].shape[3] ||
-                         a.activation == QActivation::kLeakyRelu))
-    throw Error("NhwcQConv: the CUDA backend takes 2-D convolutions of one group with ReLU or Clip only");
+  if (in.size() >= 5 && (in[0].rank() != 4 || in[3].rank() != 4 || a.activation == QActivation::kLeakyRelu ||
+                         (a.group == 1 ? in[0].shape[3] != in[3].shape[3] : !depthwise(a, in))))
+    throw Error(
+        "NhwcQConv: the CUDA backend takes 2-D convolutions of one group, or depthwise ones (group = input "
+        "channels = output channels), with ReLU or Clip only");
   if (in.size() < 5 || in[0].dtype != DataType::kInt8 || in[3].dtype != DataType::kInt8 ||
       (present(in, 9) && in[9].dtype != DataType::kInt8 && in[9].dtype != DataType::kFloat32) ||
       (out[0].dtype != DataType::kInt8 && out[0].dtype != DataType::kFloat32) || in[4].dtype != DataType::kFloat32 ||
@@ -339,9 +351,10 @@ void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
   const auto& a = std::get<QConvAttrs>(attrs);
   check_inputs(a, in, out, env);
   if (out[0].numel() == 0) return;
+  if (a.group != 1) return depthwise::run(args_of(shapes_of(a, in[0], in[3], out[0]), a, in, out, env), env.stream);
   std::unique_ptr<Plan> local;
   Plan& p = plan_for(attrs, in, out, env, local);
-  const QConvNhwcArgs args = args_of(p, a, in, out, env);
+  const QConvNhwcArgs args = args_of(p.shapes, a, in, out, env);
   const Choice c = chosen(p, env.tactic, args);
   if (c.kind == Choice::kDirect) return run_direct(args, env);
   if (c.kind == Choice::kIgemm) return igemm::run(static_cast<int>(c.index), args, env.stream);
@@ -368,9 +381,10 @@ size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorVi
                             std::span<const TensorView> out, GpuEnv& env) {
   const auto& a = std::get<QConvAttrs>(attrs);
   check_inputs(a, in, out, env);
+  if (a.group != 1) return 0;
   std::unique_ptr<Plan> local;
   const Plan& p = plan_for(attrs, in, out, env, local);
-  const Choice c = chosen(p, env.tactic, args_of(p, a, in, out, env));
+  const Choice c = chosen(p, env.tactic, args_of(p.shapes, a, in, out, env));
   if (c.kind == Choice::kCudnn) return p.built->graph->workspace(c.index);
   // The tensor-core kernel needs none, but it falls back to cuDNN's first plan where the data
   // pointers bound at run time are not aligned for it (a context sizes its workspace before that).
@@ -380,11 +394,12 @@ size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorVi
 }
 
 // Every cuDNN candidate whose plan builds (finalized in parallel: each may compile a kernel), and
-// the tensor-core tile shapes where the convolution fits them.
+// the tensor-core tile shapes where the convolution fits them; for a depthwise one, its kernel alone.
 std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<const TensorView> in,
                                         std::span<const TensorView> out, GpuEnv& env) {
   const auto& a = std::get<QConvAttrs>(attrs);
   check_inputs(a, in, out, env);
+  if (a.group != 1) return {kDepthwiseTactic};
   std::unique_ptr<Plan> local;
   const Plan& p = plan_for(attrs, in, out, env, local);
   std::vector<int32_t> t;
@@ -393,7 +408,7 @@ std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<co
     for (size_t i = 0; i < p.built->graph->candidates(); ++i)
       if (p.built->graph->usable(i) == i) t.push_back(static_cast<int32_t>(i));
   }
-  if (igemm::fits(args_of(p, a, in, out, env)))
+  if (igemm::fits(args_of(p.shapes, a, in, out, env)))
     for (int i = 0; i < igemm::kConfigs; ++i) t.push_back(kIgemmTactic + i);
   return t;
 }

@@ -1,0 +1,297 @@
+// Kiln's depthwise INT8 convolution over channels-last tensors (NhwcQConv with group = C = M):
+//   y[n, oh, ow, c] = epilogue(sum over (kh, kw) of x[n, oh * sh - ph + kh * dh, ow * sw - pw + kw * dw, c]
+//                                                  * w[c, kh, kw])
+// A direct kernel: each thread computes V = 4 consecutive channels of one output pixel (one 4-byte
+// load of x per tap, one 4-byte store of an int8 y), then moves on by a grid-wide stride of pixels,
+// keeping its channels' weights in registers (3x3 and 5x5; other sizes read them per tap, from L1).
+// The grid is one wave (as many blocks as fit on the GPU at once), so each thread loads its weights
+// once and the blocks sweep the pixels together, the rows the taps share still in L2.
+// There is no reuse across channels to tile for: each input byte meets 9 weights of its own
+// channel, so the kernel is a stream over x and y, with the taps' overlap served by L1/L2.
+//
+// The arithmetic per channel and tap is one __dp4a of x's 4-channel word with a weight word that
+// holds the channel's weight in its byte and 0 elsewhere: exact int32 sums. The epilogue is the
+// CPU's (qfused::Epilogue: every step a separately rounded float32 operation), so y is bit for bit
+// what the CPU kernel computes. Two of its steps are computed without the conversion unit, which
+// runs at 1/8 of the float rate and would bound the kernel: float(acc) for |acc| < 2^22 (3x3 and
+// 5x5 kernels: |acc| <= 25 * 128 * 128) and rintf followed by the int8 conversion, both through
+// the float addition of 1.5 * 2^23 (exact for those magnitudes, and rounding to nearest even as
+// rintf does); quantized_int states why the results are the same.
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "kiln/types.h"
+#include "runtime/cuda/gpu_kernels.h"
+#include "runtime/cuda/qconv_depthwise.cuh"
+
+namespace kiln::gpu::extra::depthwise {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxChannelThreads = 128;  // threads along the channels per block row
+
+// The sizes in 32 bits (run() checks they fit).
+struct Dims {
+  int H, W, C, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
+  int P;  // output pixels, N * OH * OW
+};
+
+// 1.5 * 2^23: for |v| < 2^22, v + kMagic lies in [2^23, 2^24), where floats are the integers, so the
+// addition rounds v to an integer (to nearest, ties to even: kMagic is even) held in the low bits.
+constexpr float kMagic = 12582912.0f;
+constexpr int32_t kMagicBits = 0x4B400000;
+
+// float(v) for |v| < 2^22, exact (as __int2float_rn).
+__device__ __forceinline__ float small_to_float(int32_t v) { return __fsub_rn(__int_as_float(kMagicBits + v), kMagic); }
+
+// static_cast<int>(e.quantized(v)): q = rintf(v / y_scale) (NaN -> 0), plus y_zero, clamped to
+// [qmin, qmax]. The quotient is first clamped to +-2^21 (NaN stays NaN: comparisons with it are
+// false): beyond that q + y_zero lies outside [qmin, qmax] ([-128, 255] at most) either way, and
+// within it the addition of kMagic is rintf. q, y_zero and the bounds are integers below 2^22, so
+// the sum and the last conversion are exact.
+__device__ __forceinline__ int32_t quantized_int(const qfused::Epilogue& e, float v) {
+  constexpr float kBig = 2097152.0f;  // 2^21
+  float d = qfused::div_rn(v, e.y_scale);
+  d = d < -kBig ? -kBig : (d > kBig ? kBig : d);
+  float q = __fsub_rn(__fadd_rn(d, kMagic), kMagic);
+  q = qfused::add_rn(q == q ? q : 0.0f, e.y_zero);
+  q = q < e.qmin ? e.qmin : (q > e.qmax ? e.qmax : q);
+  return __float_as_int(__fadd_rn(q, kMagic)) - kMagicBits;
+}
+
+// V int8 values at p (4-byte aligned for V = 4) as one word, value j in byte j.
+template <int V>
+__device__ __forceinline__ int32_t load_bytes(const int8_t* p) {
+  if constexpr (V == 4)
+    return __ldg(reinterpret_cast<const int32_t*>(p));
+  else
+    return __ldg(p);
+}
+
+// The weights of a thread's V channels in registers (fixed kernel sizes, V = 4). Channel j's
+// multiply-add is a __dp4a of x's word (channels c .. c + 3) with a word that holds channel j's
+// weight in byte j and 0 in the others. Up to 9 taps, those words are kept (4 registers a tap: 36
+// for 3x3, one instruction a multiply-add); beyond, one word a tap with the 4 channels' weights,
+// and x's word is masked to byte j instead (25 registers for 5x5, where 100 would leave one block
+// an SM; the mask of x cannot be hoisted out of the pixel loop as one of the weights would be).
+template <int kTaps, int V>
+struct Weights {
+  static constexpr bool kMasked = kTaps <= 9;
+  uint32_t w[kTaps][kMasked ? V : 1];
+  // wc: the weights of channel c, [V][kTaps].
+  __device__ __forceinline__ void load(const int8_t* wc) {
+#pragma unroll
+    for (int t = 0; t < kTaps; ++t) {
+      if constexpr (!kMasked) w[t][0] = 0;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const uint32_t b = static_cast<uint32_t>(static_cast<uint8_t>(wc[j * kTaps + t])) << (8 * j);
+        if constexpr (kMasked)
+          w[t][j] = b;
+        else
+          w[t][0] |= b;
+      }
+    }
+  }
+  // acc + x[j] * w[t][j], x the word of V channels.
+  __device__ __forceinline__ int32_t mac(int t, int j, int32_t x, int32_t acc) const {
+    if constexpr (kMasked)
+      return __dp4a(x, static_cast<int32_t>(w[t][j]), acc);
+    else
+      return __dp4a(static_cast<int32_t>(static_cast<uint32_t>(x) & (0xFFu << (8 * j))), static_cast<int32_t>(w[t][0]),
+                    acc);
+  }
+};
+template <int V>
+struct Weights<0, V> {};
+
+// acc -> y for V consecutive channels at element e of y (and z), as qconv_nhwc_direct_kernel does.
+template <int V, bool kSmallSums>
+__device__ __forceinline__ void finish(const QConvNhwcArgs& a, int64_t e, const int32_t (&acc)[V],
+                                       const float (&alpha)[V], const float (&bias)[V]) {
+  float v[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    v[j] = kSmallSums ? qfused::add_rn(qfused::mul_rn(small_to_float(acc[j]), alpha[j]), bias[j])
+                      : qfused::Epilogue::real(static_cast<uint32_t>(acc[j]), alpha[j], bias[j]);
+  if (a.z && a.z_float) {
+    const float* z = static_cast<const float*>(a.z) + e;
+    float zv[V];
+    if constexpr (V == 4) {
+      const float4 z4 = __ldg(reinterpret_cast<const float4*>(z));
+      zv[0] = z4.x, zv[1] = z4.y, zv[2] = z4.z, zv[3] = z4.w;
+    } else {
+      zv[0] = __ldg(z);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = qfused::add_rn(v[j], zv[j]);
+  } else if (a.z) {
+    const int32_t zw = load_bytes<V>(static_cast<const int8_t*>(a.z) + e);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = a.epi.plus_residual(v[j], static_cast<int8_t>(zw >> (8 * j)));
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) v[j] = a.epi.activate(v[j]);
+  if (a.epi.quantize) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int j = 0; j < V; ++j) word |= (static_cast<uint32_t>(quantized_int(a.epi, v[j])) & 0xFFu) << (8 * j);
+    int8_t* y = static_cast<int8_t*>(a.y) + e;
+    if constexpr (V == 4)
+      *reinterpret_cast<uint32_t*>(y) = word;
+    else
+      *y = static_cast<int8_t>(word);
+  } else {
+    float* y = static_cast<float*>(a.y) + e;
+    if constexpr (V == 4)
+      *reinterpret_cast<float4*>(y) = make_float4(v[0], v[1], v[2], v[3]);
+    else
+      *y = v[0];
+  }
+}
+
+// Thread (x, y) of block (bx, by): channels c = (by * blockDim.x + x) * V .. + V - 1 of the pixels
+// p = bx * blockDim.y + y + k * (gridDim.x * blockDim.y). KH = KW = 0: sizes from d.
+template <int V, int KH, int KW>
+__global__ void __launch_bounds__(kThreads) depthwise_kernel(QConvNhwcArgs a, Dims d) {
+  constexpr bool kFixed = KH > 0;
+  const int kh_n = kFixed ? KH : d.KH, kw_n = kFixed ? KW : d.KW, taps = kh_n * kw_n;
+  const int tap_step = d.dw * d.C;  // bytes of x from one tap to the next along a row
+  const int c = static_cast<int>(blockIdx.y * blockDim.x + threadIdx.x) * V;
+  if (c >= d.C) return;
+  Weights<kFixed ? KH * KW : 0, V> weights;
+  if constexpr (kFixed) weights.load(a.w + static_cast<int64_t>(c) * taps);
+  float alpha[V], bias[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    alpha[j] = qfused::mul_rn(a.x_scale, a.w_scale[a.w_scale_per_channel ? c + j : 0]);
+    bias[j] = a.bias ? a.bias[c + j] : 0.0f;
+  }
+  // The pixel advances by `step` a round, tracked as (n, oh, ow) without divisions: ow and oh each
+  // carry at most once, since step's own ow and oh parts are below OW and OH.
+  const int step = static_cast<int>(gridDim.x * blockDim.y), plane = d.OH * d.OW;
+  const int step_n = step / plane, step_oh = step % plane / d.OW, step_ow = step % d.OW;
+  int p = static_cast<int>(blockIdx.x * blockDim.y + threadIdx.y);
+  int n = p / plane, oh = p % plane / d.OW, ow = p % d.OW;
+  for (; p < d.P; p += step) {
+    int32_t acc[V] = {};
+    const int ih0 = oh * d.sh - d.ph, iw0 = ow * d.sw - d.pw;
+    // x[n, ih, iw0, c] (iw0 may lie outside the row; only the taps inside are read).
+    auto row_of = [&](int ih) { return static_cast<int64_t>((n * d.H + ih) * d.W + iw0) * d.C + c; };
+    if constexpr (kFixed) {
+      // Every tap's word first (0 outside the image), so that the loads are in flight together.
+      int32_t xs[KH * KW];
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) {
+        const int ih = ih0 + kh * d.dh;
+        const bool row_inside = static_cast<unsigned>(ih) < static_cast<unsigned>(d.H);
+        const int64_t row = row_of(ih);
+#pragma unroll
+        for (int kw = 0; kw < KW; ++kw) {
+          const bool inside = row_inside && static_cast<unsigned>(iw0 + kw * d.dw) < static_cast<unsigned>(d.W);
+          xs[kh * KW + kw] = inside ? load_bytes<V>(a.x + row + kw * tap_step) : 0;
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < KH * KW; ++t)
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] = weights.mac(t, j, xs[t], acc[j]);
+    } else {
+      for (int kh = 0; kh < kh_n; ++kh) {
+        const int ih = ih0 + kh * d.dh;
+        if (static_cast<unsigned>(ih) >= static_cast<unsigned>(d.H)) continue;
+        const int64_t row = row_of(ih);
+        for (int kw = 0; kw < kw_n; ++kw) {
+          if (static_cast<unsigned>(iw0 + kw * d.dw) >= static_cast<unsigned>(d.W)) continue;
+          const int32_t xv = load_bytes<V>(a.x + row + kw * tap_step);
+#pragma unroll
+          for (int j = 0; j < V; ++j) {  // weight j in byte j, read from L1 per use
+            const auto b = static_cast<uint8_t>(a.w[static_cast<int64_t>(c + j) * taps + kh * kw_n + kw]);
+            acc[j] = __dp4a(xv, static_cast<int32_t>(static_cast<uint32_t>(b) << (8 * j)), acc[j]);
+          }
+        }
+      }
+    }
+    finish<V, kFixed>(a, static_cast<int64_t>(p) * d.C + c, acc, alpha, bias);
+    ow += step_ow;
+    oh += step_oh;
+    n += step_n;
+    if (ow >= d.OW) {
+      ow -= d.OW;
+      ++oh;
+    }
+    if (oh >= d.OH) {
+      oh -= d.OH;
+      ++n;
+    }
+  }
+}
+
+bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// One wave of blocks of up to 256 threads: up to 128 along the channels (in equal chunks when
+// there are more), the rest along pixels; the threads loop over the pixels.
+template <int V, int KH, int KW>
+void launch(const QConvNhwcArgs& a, const Dims& d, cudaStream_t stream) {
+  constexpr const char* kWhat = "NhwcQConv (depthwise)";
+  const auto kernel = depthwise_kernel<V, KH, KW>;
+  const int groups = d.C / V;
+  const int chunks = (groups + kMaxChannelThreads - 1) / kMaxChannelThreads;
+  const int bx = (groups + chunks - 1) / chunks, by = std::max(1, kThreads / bx);
+  // Blocks of this size the GPU holds at once, per device (asked once: the query is not free).
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, int64_t> waves;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), kWhat);
+  int64_t blocks = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    int64_t& w = waves[{device, bx * by}];
+    if (w == 0) {
+      int sms = 0, per_sm = 0;
+      check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhat);
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, bx * by, 0), kWhat);
+      w = std::max<int64_t>(1, int64_t{sms} * per_sm);
+    }
+    blocks = w;
+  }
+  const int64_t rows = (int64_t{d.P} + by - 1) / by;
+  const int64_t wave = std::max<int64_t>(1, blocks / chunks);
+  const dim3 grid(static_cast<unsigned>(std::min(rows, wave)), static_cast<unsigned>(chunks));
+  kernel<<<grid, dim3(static_cast<unsigned>(bx), static_cast<unsigned>(by)), 0, stream>>>(a, d);
+  check_launch(kWhat);
+}
+
+}  // namespace
+
+void run(const QConvNhwcArgs& a, cudaStream_t stream) {
+  if (a.C != a.M || a.C <= 0)
+    throw Error("NhwcQConv: the depthwise kernel takes as many output channels as input channels, got " +
+                std::to_string(a.C) + " and " + std::to_string(a.M));
+  // 32-bit pixel indices with room for one grid stride past the end; channel chunks within a grid.
+  constexpr int64_t kMax = int64_t{1} << 30;
+  if (a.N * a.H * a.W >= kMax || a.N * a.OH * a.OW >= kMax || a.C >= (int64_t{1} << 23) || a.KW * a.dw * a.C >= kMax ||
+      a.KH * a.KW >= kMax || a.KH * a.dh >= kMax || a.KW * a.dw >= kMax || a.sh * a.OH >= kMax || a.sw * a.OW >= kMax ||
+      a.ph >= kMax || a.pw >= kMax)
+    throw Error(
+        "NhwcQConv: the depthwise kernel takes up to 2^30 pixels per input and output and 2^23 channels; "
+        "split the batch");
+  auto i32 = [](int64_t v) { return static_cast<int>(v); };
+  const Dims d{i32(a.H),  i32(a.W),  i32(a.C),  i32(a.OH), i32(a.OW), i32(a.KH), i32(a.KW),
+               i32(a.sh), i32(a.sw), i32(a.ph), i32(a.pw), i32(a.dh), i32(a.dw), i32(a.N * a.OH * a.OW)};
+  if (d.P == 0) return;
+  // 4 channels a thread where the words are aligned: x and an int8 y or z by 4 bytes, a float32 y
+  // or z by 16; else one.
+  const bool vec = a.C % 4 == 0 && aligned(a.x, 4) && aligned(a.y, a.epi.quantize ? 4 : 16) &&
+                   (!a.z || aligned(a.z, a.z_float ? 16 : 4));
+  if (!vec) return launch<1, 0, 0>(a, d, stream);
+  if (d.KH == 3 && d.KW == 3) return launch<4, 3, 3>(a, d, stream);
+  if (d.KH == 5 && d.KW == 5) return launch<4, 5, 5>(a, d, stream);
+  launch<4, 0, 0>(a, d, stream);
+}
+
+}  // namespace kiln::gpu::extra::depthwise

@@ -1,0 +1,18 @@
+// Kiln's depthwise INT8 convolution over channels-last tensors (qconv_depthwise.cu): the kernel
+// NhwcQConv runs where group = C = M (MobileNetV2's 3x3 layers), since cuDNN's INT8 graphs and the
+// tensor-core kernel take one group only (runtime/cuda/extra_qconv_nhwc.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "runtime/cuda/qconv_igemm.cuh"
+
+namespace kiln::gpu::extra::depthwise {
+
+// y = NhwcQConv(x, w) for a depthwise convolution: a.C == a.M channels, w [C, KH, KW, 1]; any
+// kernel size, strides, pads and dilations, every operand QConvNhwcArgs allows. Exact int32 sums
+// and the CPU's epilogue (qfused::Epilogue): y is bit for bit what the CPU computes. Throws
+// kiln::Error where the sizes exceed the kernel's 32-bit pixel indices (2^30 output pixels).
+void run(const QConvNhwcArgs& a, cudaStream_t stream);
+
+}  // namespace kiln::gpu::extra::depthwise
