@@ -262,8 +262,8 @@ TEST(ChannelsLastInt8Guard, OnlyForGpuTargets) {
 // On GPU targets quantize-int8 quantizes the convolutions NhwcQConv runs without padding (one
 // group with channels multiples of 4, or depthwise with C a multiple of 4), and leaves the 3-channel
 // stem, a grouped convolution (1 < group < C), one with 6 outputs and a depthwise one on those 6
-// channels in float; on the CPU all are quantized. The channels-last pass then takes every QConv
-// left, the depthwise one included. (GPU targets calibrate on the GPU, so the GPU build here takes
+// channels in float, and the classifier Gemm (no fast INT8 GEMM); on the CPU all are quantized.
+// The channels-last pass then takes every QConv left, the depthwise one included. (GPU targets calibrate on the GPU, so the GPU build here takes
 // its ranges from the cache the CPU build wrote: one cache serves both.)
 TEST(ChannelsLastInt8, GpuTargetsQuantizeWhatNhwcQConvRuns) {
   OnnxModel m("gpu_rule");
@@ -278,7 +278,11 @@ TEST(ChannelsLastInt8, GpuTargetsQuantizeWhatNhwcQConvRuns) {
   m.node("Relu", "mid.relu", {"c"}, {"cr"});
   conv(m, "head", "cr", "h", 8, 6, 1, {0, 0, 0, 0});
   m.node("Relu", "head.relu", {"h"}, {"hr"});
-  grouped_conv(m, "dw6", "hr", "y", 6, 6, 3, {1, 1, 1, 1});
+  grouped_conv(m, "dw6", "hr", "d6", 6, 6, 3, {1, 1, 1, 1});
+  m.node("GlobalAveragePool", "gap", {"d6"}, {"g"});
+  attr_int(m.node("Flatten", "flatten", {"g"}, {"f"}), "axis", 1);
+  m.init_rand("fc.w", {5, 6});
+  attr_int(m.node("Gemm", "fc", {"f", "fc.w"}, {"y"}), "transB", 1);
   m.output("y");
   TempDir dir;
   write_batches(dir.path() / "calib", 2, {2, 3, 16, 16}, -1.f, 1.f);
@@ -291,12 +295,15 @@ TEST(ChannelsLastInt8, GpuTargetsQuantizeWhatNhwcQConvRuns) {
   for (PassFn pass : {bind_inputs, infer_and_fold, quantize_int8, fuse_qdq}) pass(cpu, o);
   EXPECT_EQ(count(cpu, OpKind::kQConv), 6);
   EXPECT_EQ(count(cpu, OpKind::kConv), 0);
+  EXPECT_EQ(count(cpu, OpKind::kQMatMul), 1);
   graph::Graph gpu = m.import();
   o.target = "sm_90";
   o.calib.data.clear();
   for (PassFn pass : {bind_inputs, infer_and_fold, quantize_int8, fuse_qdq}) pass(gpu, o);
   EXPECT_EQ(count(gpu, OpKind::kQConv), 2);
   EXPECT_EQ(count(gpu, OpKind::kConv), 4);
+  EXPECT_EQ(count(gpu, OpKind::kQMatMul), 0);  // no fast INT8 GEMM on the GPU: the classifier stays float
+  EXPECT_EQ(count(gpu, OpKind::kGemm), 1);
   std::vector<std::string> quantized;
   for (const graph::Node& n : gpu.nodes)
     if (n.kind == OpKind::kQConv) quantized.push_back(n.name);
