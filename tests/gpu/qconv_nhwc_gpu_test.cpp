@@ -9,9 +9,11 @@
 // channels-last pass's RGB stem (3
 // channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded convolution.
 // Depthwise steps (group = C = M: Kiln's direct depthwise kernel, qconv_depthwise.cu, one tactic)
-// must match the CPU bit for bit: each kernel-size path, strides, pads, dilation, bias or not, each
-// activation, int8 and float32 outputs and residuals, per-channel and per-tensor w_scale, direct,
-// captured and misaligned, and the epilogue's rounding ties, NaN and saturation. Skips without a GPU.
+// must match the CPU (bit for bit for float32 outputs, as cuDNN for int8 ones): each kernel-size
+// path, strides, pads, dilation, bias or not, each activation, int8 and float32 outputs and
+// residuals, per-channel and per-tensor w_scale, direct, captured and misaligned; and exactly the
+// epilogue's rounding ties, NaN and saturation with power-of-two scales, where its fused
+// multiply-adds compute the CPU's values. Skips without a GPU.
 #include <algorithm>
 #include <cmath>
 
@@ -274,8 +276,11 @@ void expect_bit_exact(const HostTensor& got, const HostTensor& want, const std::
 }
 
 // The depthwise step offers its one tactic and needs no workspace; its results, with that tactic and
-// the default one, direct, captured and misaligned (one channel a thread), are the CPU's bit for bit.
-void check_depthwise(const QConvAttrs& a, const Inputs& in, const std::string& what) {
+// the default one, direct, captured and misaligned (one channel a thread), are the CPU's: bit for bit
+// for a float32 y, within one step on at most 1% of the values for an int8 y (its epilogue works in
+// units of y's step with fused multiply-adds, as the tensor-core kernel's and cuDNN's do), or
+// exactly with `exact`.
+void check_depthwise(const QConvAttrs& a, const Inputs& in, const std::string& what, bool exact = false) {
   const std::vector<OutputType> types = output_types(a, in);
   const HostTensor want = run_cpu(OpKind::kNhwcQConv, a, in, types)[0];
   std::vector<TensorView> iv;
@@ -298,14 +303,18 @@ void check_depthwise(const QConvAttrs& a, const Inputs& in, const std::string& w
       o.tactic = tactic;
       const std::string run = what + " tactic " + std::to_string(tactic) + " " + mode_name(mode);
       try {
-        expect_bit_exact(run_gpu(OpKind::kNhwcQConv, a, in, types, mode, o)[0], want, run);
+        const HostTensor got = run_gpu(OpKind::kNhwcQConv, a, in, types, mode, o)[0];
+        if (got.dtype == DT::kInt8 && !exact)
+          compare(got, want, false, run);
+        else
+          expect_bit_exact(got, want, run);
       } catch (const Error& e) {
         ADD_FAILURE() << run << ": " << e.what();
       }
     }
 }
 
-TEST(GpuNhwcQConvDepthwise, MatchesCpuBitForBit) {
+TEST(GpuNhwcQConvDepthwise, MatchesCpu) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(53);
   int i = 0;
@@ -355,9 +364,9 @@ TEST(GpuNhwcQConvDepthwise, EpilogueTiesNanAndSaturation) {
         const std::string what = "y_scale=" + std::to_string(y_scale) + " range=" + std::to_string(range) +
                                  " act=" + std::to_string(static_cast<int>(act));
         SCOPED_TRACE(what);
-        check_depthwise(a, in, what);
+        check_depthwise(a, in, what, true);
         in.pop_back();  // a float32 output: NaN and infinities pass through
-        check_depthwise(a, in, what + " float");
+        check_depthwise(a, in, what + " float", true);
       }
 }
 

@@ -10,13 +10,15 @@
 // channel, so the kernel is a stream over x and y, with the taps' overlap served by L1/L2.
 //
 // The arithmetic per channel and tap is one __dp4a of x's 4-channel word with a weight word that
-// holds the channel's weight in its byte and 0 elsewhere: exact int32 sums. The epilogue is the
-// CPU's (qfused::Epilogue: every step a separately rounded float32 operation), so y is bit for bit
-// what the CPU kernel computes. Two of its steps are computed without the conversion unit, which
-// runs at 1/8 of the float rate and would bound the kernel: float(acc) for |acc| < 2^22 (3x3 and
-// 5x5 kernels: |acc| <= 25 * 128 * 128) and rintf followed by the int8 conversion, both through
-// the float addition of 1.5 * 2^23 (exact for those magnitudes, and rounding to nearest even as
-// rintf does); quantized_int states why the results are the same.
+// holds the channel's weight in its byte and 0 elsewhere: exact int32 sums. A float32 y gets the
+// CPU's epilogue (qfused::Epilogue: every step a separately rounded float32 operation), bit for bit.
+// An int8 y gets the epilogue of Kiln's tensor-core kernel and cuDNN's: in units of y's step, one
+// fused multiply-add per term, so it may differ from the CPU's by one step at rounding ties (the
+// CPU's sequence, an IEEE division per value, kept this kernel compute-bound at 10% of the memory
+// bandwidth on MobileNetV2's stride-1 layers). Two steps avoid the conversion unit, which runs at
+// 1/8 of the float rate: float(acc) for |acc| < 2^22 (3x3 and 5x5 kernels: |acc| <= 25 * 128 * 128)
+// and the rounding to an integer, both through the float addition of 1.5 * 2^23 (exact for those
+// magnitudes, rounding to nearest even as rintf does).
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -47,21 +49,6 @@ constexpr int32_t kMagicBits = 0x4B400000;
 
 // float(v) for |v| < 2^22, exact (as __int2float_rn).
 __device__ __forceinline__ float small_to_float(int32_t v) { return __fsub_rn(__int_as_float(kMagicBits + v), kMagic); }
-
-// static_cast<int>(e.quantized(v)): q = rintf(v / y_scale) (NaN -> 0), plus y_zero, clamped to
-// [qmin, qmax]. The quotient is first clamped to +-2^21 (NaN stays NaN: comparisons with it are
-// false): beyond that q + y_zero lies outside [qmin, qmax] ([-128, 255] at most) either way, and
-// within it the addition of kMagic is rintf. q, y_zero and the bounds are integers below 2^22, so
-// the sum and the last conversion are exact.
-__device__ __forceinline__ int32_t quantized_int(const qfused::Epilogue& e, float v) {
-  constexpr float kBig = 2097152.0f;  // 2^21
-  float d = qfused::div_rn(v, e.y_scale);
-  d = d < -kBig ? -kBig : (d > kBig ? kBig : d);
-  float q = __fsub_rn(__fadd_rn(d, kMagic), kMagic);
-  q = qfused::add_rn(q == q ? q : 0.0f, e.y_zero);
-  q = q < e.qmin ? e.qmin : (q > e.qmax ? e.qmax : q);
-  return __float_as_int(__fadd_rn(q, kMagic)) - kMagicBits;
-}
 
 // V int8 values at p (4-byte aligned for V = 4) as one word, value j in byte j.
 template <int V>
@@ -109,7 +96,57 @@ struct Weights {
 template <int V>
 struct Weights<0, V> {};
 
-// acc -> y for V consecutive channels at element e of y (and z), as qconv_nhwc_direct_kernel does.
+// acc -> int8 y for V consecutive channels at element e of y (and z), in units of y's step: alpha
+// and bias already divided by y_scale (the kernel's setup), one fused multiply-add per term, as
+// Kiln's tensor-core kernel and cuDNN's do. NaN (from a NaN bias or residual) gives 0, y's zero point
+// (NhwcQConv's zero points are 0), as the CPU's rule does.
+template <int V, bool kSmallSums>
+__device__ __forceinline__ void finish_int8(const QConvNhwcArgs& a, float out_scale, int64_t e,
+                                            const int32_t (&acc)[V], const float (&alpha)[V],
+                                            const float (&bias)[V]) {
+  float v[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    v[j] = fmaf(kSmallSums ? small_to_float(acc[j]) : __int2float_rn(acc[j]), alpha[j], bias[j]);
+  if (a.z && a.z_float) {
+    const float* z = static_cast<const float*>(a.z) + e;
+    float zv[V];
+    if constexpr (V == 4) {
+      const float4 z4 = __ldg(reinterpret_cast<const float4*>(z));
+      zv[0] = z4.x, zv[1] = z4.y, zv[2] = z4.z, zv[3] = z4.w;
+    } else {
+      zv[0] = __ldg(z);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = fmaf(zv[j], out_scale, v[j]);
+  } else if (a.z) {
+    const int32_t zw = load_bytes<V>(static_cast<const int8_t*>(a.z) + e);
+    const float zs = a.epi.z_scale * out_scale;
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = fmaf(static_cast<float>(static_cast<int8_t>(zw >> (8 * j))), zs, v[j]);
+  }
+  uint32_t word = 0;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    float r = v[j];
+    const bool nan = r != r;
+    if (a.epi.act == 1)
+      r = fmaxf(r, 0.0f);
+    else if (a.epi.act == 2)
+      r = fminf(fmaxf(r, a.epi.act_alpha * out_scale), a.epi.act_beta * out_scale);
+    r = nan ? 0.0f : fminf(fmaxf(r, -128.0f), 127.0f);
+    const int32_t q = __float_as_int(__fadd_rn(r, kMagic)) - kMagicBits;  // rintf, exact below 2^22
+    word |= (static_cast<uint32_t>(q) & 0xFFu) << (8 * j);
+  }
+  int8_t* y = static_cast<int8_t*>(a.y) + e;
+  if constexpr (V == 4)
+    *reinterpret_cast<uint32_t*>(y) = word;
+  else
+    *y = static_cast<int8_t>(word);
+}
+
+// acc -> float32 y for V consecutive channels at element e of y (and z), as qconv_nhwc_direct_kernel
+// does: bit for bit the CPU's.
 template <int V, bool kSmallSums>
 __device__ __forceinline__ void finish(const QConvNhwcArgs& a, int64_t e, const int32_t (&acc)[V],
                                        const float (&alpha)[V], const float (&bias)[V]) {
@@ -136,22 +173,11 @@ __device__ __forceinline__ void finish(const QConvNhwcArgs& a, int64_t e, const 
   }
 #pragma unroll
   for (int j = 0; j < V; ++j) v[j] = a.epi.activate(v[j]);
-  if (a.epi.quantize) {
-    uint32_t word = 0;
-#pragma unroll
-    for (int j = 0; j < V; ++j) word |= (static_cast<uint32_t>(quantized_int(a.epi, v[j])) & 0xFFu) << (8 * j);
-    int8_t* y = static_cast<int8_t*>(a.y) + e;
-    if constexpr (V == 4)
-      *reinterpret_cast<uint32_t*>(y) = word;
-    else
-      *y = static_cast<int8_t>(word);
-  } else {
-    float* y = static_cast<float*>(a.y) + e;
-    if constexpr (V == 4)
-      *reinterpret_cast<float4*>(y) = make_float4(v[0], v[1], v[2], v[3]);
-    else
-      *y = v[0];
-  }
+  float* y = static_cast<float*>(a.y) + e;
+  if constexpr (V == 4)
+    *reinterpret_cast<float4*>(y) = make_float4(v[0], v[1], v[2], v[3]);
+  else
+    *y = v[0];
 }
 
 // Thread (x, y) of block (bx, by): channels c = (by * blockDim.x + x) * V .. + V - 1 of the pixels
@@ -165,11 +191,18 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(QConvNhwcArgs a, Di
   if (c >= d.C) return;
   Weights<kFixed ? KH * KW : 0, V> weights;
   if constexpr (kFixed) weights.load(a.w + static_cast<int64_t>(c) * taps);
+  // An int8 y's epilogue works in units of its step (finish_int8), a float32 y's as the CPU's.
+  const bool quantize = a.epi.quantize;
+  const float out_scale = quantize ? 1.0f / a.epi.y_scale : 1.0f;
   float alpha[V], bias[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     alpha[j] = qfused::mul_rn(a.x_scale, a.w_scale[a.w_scale_per_channel ? c + j : 0]);
     bias[j] = a.bias ? a.bias[c + j] : 0.0f;
+    if (quantize) {
+      alpha[j] *= out_scale;
+      bias[j] *= out_scale;
+    }
   }
   // The pixel advances by `step` a round, tracked as (n, oh, ow) without divisions: ow and oh each
   // carry at most once, since step's own ow and oh parts are below OW and OH.
@@ -216,7 +249,10 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(QConvNhwcArgs a, Di
         }
       }
     }
-    finish<V, kFixed>(a, static_cast<int64_t>(p) * d.C + c, acc, alpha, bias);
+    if (quantize)
+      finish_int8<V, kFixed>(a, out_scale, static_cast<int64_t>(p) * d.C + c, acc, alpha, bias);
+    else
+      finish<V, kFixed>(a, static_cast<int64_t>(p) * d.C + c, acc, alpha, bias);
     ow += step_ow;
     oh += step_oh;
     n += step_n;
