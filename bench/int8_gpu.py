@@ -96,7 +96,11 @@ def main():
                             "--no-transfers", "--duration", "2", "--timing-cache", tcache, "--json", js] + flags, log)
                 ms = json.load(open(js))["gpu_compute_ms"]["median"] if r.returncode == 0 else None
                 row[f"{mode}_b{batch}"] = ms if ms is None or batch == 1 else batch * 1000 / ms
-                print(f"  {mode} batch {batch}: {row[f'{mode}_b{batch}']}", flush=True)
+                choice = [l for l in r.stderr.splitlines() if "per run on this GPU" in l]
+                if mode == "auto":
+                    row[f"auto_choice_b{batch}"] = choice[0] if choice else "no choice made"
+                print(f"  {mode} batch {batch}: {row[f'{mode}_b{batch}']}" + (f" ({choice[0]})" if choice else ""),
+                      flush=True)
         if name == "resnet50":
             r, _ = run([a.kiln, "bench", engine, "--profile", "--duration", "2", "--no-transfers"], log)
             with open(os.path.join(a.out, "resnet50_int8_profile.txt"), "w") as f:

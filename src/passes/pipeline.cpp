@@ -126,10 +126,11 @@ std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, Bu
   return bytes;
 }
 
-// INT8 steps in a built graph (a model with Q/DQ nodes has them without --int8 too).
+// INT8 steps in a built graph (a model with Q/DQ nodes has them without --int8 too); on GPU
+// targets the convolutions are channels-last NhwcQConv by then.
 bool has_int8_steps(const graph::Graph& g) {
   for (const graph::Node& n : g.nodes)
-    if (n.kind == OpKind::kQConv || n.kind == OpKind::kQMatMul) return true;
+    if (n.kind == OpKind::kQConv || n.kind == OpKind::kNhwcQConv || n.kind == OpKind::kQMatMul) return true;
   return false;
 }
 

@@ -11,6 +11,7 @@
 3. The accuracy guard (--validate, --accuracy-budget) prints its per-layer table.
 4. The calibration cache (rebuilds without data give the same engine; another model's cache is
    refused), --best, the progress line, and bad calibration input: each error names the file.
+5. On the GPU, a build without --force-int8 times INT8 against float and says which it kept.
 """
 import argparse
 import os
@@ -96,6 +97,17 @@ def accuracy(a, tmp, model, tx, ty):
     check(steps.count("kiln.QConv") + steps.count("NhwcQConv") == int8_convs and
           steps.count("kiln.QMatMul") == int8_gemms,
           f"the INT8 engine runs {int8_convs} convolution(s) and {int8_gemms} classifier(s) as INT8 steps")
+
+
+def gpu_choice(a, tmp, model):
+    """Without --force-int8 a GPU build times its INT8 engine against the float one and says which it
+    kept (its INT8 convolutions are channels-last NhwcQConv steps by then; the choice once missed
+    them and kept INT8 untimed)."""
+    out = kiln(a, "optimize", model, "--device", "gpu", "--batch", "1000", "--int8", "--calib", a.data,
+               "--calib-batches", "1", "-o", os.path.join(tmp, "choice.kiln"))
+    line = [l for l in (out.stdout + out.stderr).splitlines() if "per run on this GPU: kept" in l]
+    print(line[0] if line else "no INT8-or-float choice line")
+    check(len(line) == 1, "a GPU --int8 build times INT8 against float32 and says which it kept")
 
 
 def ort_qdq(a, tmp, model, tx):
@@ -200,6 +212,8 @@ def main():
         ort_qdq(a, tmp, model, tx)
         if a.device == "cpu":  # device-independent checks
             cache_and_errors(a, tmp, model)
+        else:
+            gpu_choice(a, tmp, model)
     print(f"{len(failures)} failure(s)" if failures else "all INT8 checks passed")
     return 1 if failures else 0
 
