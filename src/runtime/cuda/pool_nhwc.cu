@@ -6,8 +6,8 @@
 // are counted exactly as the CPU kernel counts them (runtime/cpu/ops/nn_pool.cpp), as is the
 // maximum (the first wins; a number replaces NaN) and the value of a window with no input element.
 // NhwcMaxPool also takes int8 and uint8 (the INT8 engines' MaxPool after a quantized stem), compared
-// in their own type as the CPU does, so that an empty window gives the type's lowest value; with
-// 16-byte vectors as packed SIMD maxima.
+// in their own type as the CPU does, so that an empty window gives the type's lowest value. With
+// 16-byte vectors, 8-bit and float16 maxima are packed SIMD instructions.
 #include <limits>
 
 #include "core/infer/nn_geometry.h"
@@ -40,19 +40,36 @@ __device__ __forceinline__ I imax(I a, I b) {
   return a < b ? b : a;
 }
 
-// Packed maxima of 8-bit integers, four per 32-bit word (__vmaxs4 / __vmaxu4): exact, and one
-// instruction per 4 channels instead of a compare and a select per channel, which left the int8
-// MaxPool after ResNet-50's stem compute-bound (84% of the SMs' issue rate, 14% of DRAM's).
+// Packed maxima, per 32-bit word: four 8-bit integers (__vmaxs4 / __vmaxu4) or two float16
+// (__hmax2, which returns the number where one side is NaN, as the CPU's "a number replaces NaN"):
+// one instruction per 4 or 2 channels instead of a compare and a select per channel, which left the
+// int8 MaxPool after ResNet-50's stem compute-bound (84% of the SMs' issue rate, 14% of DRAM's).
+// Integer maxima are exact; float16 ones may give +0 where the CPU keeps a -0 seen first (equal
+// values) and a canonical NaN for a window of NaNs.
 template <class T>
-inline constexpr bool kPackedMax = std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>;
+inline constexpr bool kPackedMax = std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t> || std::is_same_v<T, __half>;
 
 template <class T>
 __device__ __forceinline__ uint32_t packed_max(uint32_t a, uint32_t b) {
-  if constexpr (std::is_same_v<T, int8_t>)
+  if constexpr (std::is_same_v<T, int8_t>) {
     return __vmaxs4(a, b);
-  else
+  } else if constexpr (std::is_same_v<T, uint8_t>) {
     return __vmaxu4(a, b);
+  } else {
+    __half2 x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    const __half2 m = __hmax2(x, y);
+    uint32_t r;
+    memcpy(&r, &m, 4);
+    return r;
+  }
 }
+// The packed maxima's start: the lowest 8-bit value (also an empty window's), or float16 NaNs
+// (which the first tap replaces; an empty window takes the generic path's lowest value).
+template <class T>
+inline constexpr uint32_t kPackedStart =
+    std::is_same_v<T, int8_t> ? 0x80808080u : (std::is_same_v<T, uint8_t> ? 0u : 0x7e007e00u);
 
 // I: the index type, int32_t where every index fits (64-bit division costs several times more, and
 // the index arithmetic, not the memory traffic, bounded this kernel with int64_t indices). R: the
@@ -85,10 +102,8 @@ __global__ void __launch_bounds__(kThreads)
       empty |= count[d] == 0;
       padded *= static_cast<int64_t>(imax<I>(0, imin<I>(k, ceil_div<I>(n + static_cast<I>(p.pad_end[d]) - s, dl))));
     }
-    // Packed 8-bit maxima start at the type's lowest value, which is also an empty window's.
-    constexpr bool kPacked = kPackedMax<T> && V == 16;
-    const uint32_t lowest_word = std::is_same_v<T, int8_t> ? 0x80808080u : 0u;
-    uint4 packed = make_uint4(lowest_word, lowest_word, lowest_word, lowest_word);
+    constexpr bool kPacked = kPackedMax<T> && V * sizeof(T) == 16;
+    uint4 packed = make_uint4(kPackedStart<T>, kPackedStart<T>, kPackedStart<T>, kPackedStart<T>);
     C acc[V];
     bool seen = false;
 #pragma unroll
@@ -136,7 +151,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     ew::Vec<T, V> r;
     if constexpr (kPacked) {
-      if (p.is_max) {
+      if (p.is_max && taps > 0) {
         static_assert(sizeof(r) == sizeof(packed));
         memcpy(&r, &packed, sizeof(r));
         reinterpret_cast<ew::Vec<T, V>*>(y + (img * out_size + pos) * static_cast<I>(p.channels))[group] = r;
