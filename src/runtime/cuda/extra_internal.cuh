@@ -1,13 +1,15 @@
 // Shared pieces of the extra family's CUDA kernels (private to src/runtime/cuda/extra*.cu): the
 // kernel functions each file defines (joined into one table in extra.cu), device element loads of
 // float types through double (the CPU losses compute in double), int8/uint8 zero points and float
-// scales read by dtype code on the device, and the device error flag.
+// scales read by dtype code on the device or as build-time constants on the host, and the device
+// error flag.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "runtime/cuda/elementwise_internal.cuh"
@@ -39,6 +41,17 @@ __device__ __forceinline__ T from_d(double v) {
 
 // Whether the op's optional input i is given.
 inline bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
+
+// Input i's bytes on the host: a quantization parameter the engine holds as a build-time constant,
+// which the host side of a kernel reads (scales passed by value, zero points that choose a path).
+inline const void* host_param(const GpuEnv& env, size_t i, const char* op) {
+  const void* h = env.host(i);
+  if (!h) throw Error(std::string(op) + ": input " + std::to_string(i) + " must be a build-time constant");
+  return h;
+}
+inline float host_float(const GpuEnv& env, size_t i, const char* op) {
+  return *static_cast<const float*>(host_param(env, i, op));
+}
 
 // ---- quantization parameters on the device -------------------------------------------------------
 // A zero point or scale tensor, read element by element by the kernels (they live on the device).
@@ -135,7 +148,7 @@ void qmatmul_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span
 // extra_qconv_nhwc.cu: NhwcQConv through a cuDNN graph, its workspace and tactics (candidate plans).
 void qconv_nhwc_kernel(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
 size_t qconv_nhwc_workspace(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>, GpuEnv&);
-std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs&, std::span<const TensorView>,
-                                        std::span<const TensorView>, GpuEnv&);
+std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs&, std::span<const TensorView>, std::span<const TensorView>,
+                                        GpuEnv&);
 
 }  // namespace kiln::gpu::extra

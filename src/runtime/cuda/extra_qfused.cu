@@ -44,7 +44,7 @@ struct Params {
   qfused::Epilogue epi;
   int out = 0;              // 0 float32, 1 int8, 2 uint8
   const void* z = nullptr;  // QConv's residual, y's shape (null: none)
-  int z_type = 0;  // 0 int8, 1 uint8, 2 float32
+  int z_type = 0;           // 0 int8, 1 uint8, 2 float32
 
   __device__ float alpha(int64_t m) const { return qfused::mul_rn(x_scale, w_scale[w_scale_per_channel ? m : 0]); }
   __device__ int32_t w_zero_at(int64_t m) const {
@@ -323,18 +323,12 @@ int32_t host_q8(const TensorView& t, const void* host, size_t i) {
                                     : int32_t{static_cast<const uint8_t*>(host)[i]};
 }
 
-const void* host_param(const GpuEnv& env, size_t i, const char* op) {
-  const void* h = env.host(i);
-  if (!h) throw Error(std::string(op) + ": input " + std::to_string(i) + " must be a build-time constant");
-  return h;
-}
-
 // The parameters, and whether the weights suit the tensor-core path (int8 with zero point 0 or
 // uint8 with 128 everywhere).
 Params params(std::span<const TensorView> in, std::span<const TensorView> out, QActivation act, float act_alpha,
               float act_beta, const GpuEnv& env, const char* op, bool* tensor_cores) {
   Params p;
-  p.x_scale = *static_cast<const float*>(host_param(env, 1, op));
+  p.x_scale = host_float(env, 1, op);
   p.x_zero = present(in, 2) ? host_q8(in[2], host_param(env, 2, op), 0) : 0;
   p.w_scale = static_cast<const float*>(in[4].data);
   p.w_scale_per_channel = in[4].numel() != 1;
@@ -356,7 +350,7 @@ Params params(std::span<const TensorView> in, std::span<const TensorView> out, Q
   p.epi.act_beta = act_beta;
   p.epi.quantize = present(in, 7);
   if (p.epi.quantize) {
-    p.epi.y_scale = *static_cast<const float*>(host_param(env, 7, op));
+    p.epi.y_scale = host_float(env, 7, op);
     p.epi.y_zero = present(in, 8) ? static_cast<float>(host_q8(in[8], host_param(env, 8, op), 0)) : 0.0f;
     const bool u8 = out[0].dtype == DataType::kUInt8;
     p.epi.qmin = u8 ? 0.0f : -128.0f;
