@@ -20,8 +20,8 @@
 // but not on the 56x56 layers with 64 channels, and its residual epilogue costs more than the
 // residual's bytes; this kernel is one more candidate the builder times per layer.
 #include <algorithm>
+#include <atomic>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "kiln/types.h"
@@ -32,7 +32,8 @@ namespace kiln::gpu::extra::igemm {
 
 namespace {
 
-constexpr int kBK = 64;  // int8 values of the reduction per stage (one tap, 64 channels)
+constexpr int kBK = 64;          // int8 values of the reduction per stage (one tap, 64 channels)
+constexpr int kMaxDevices = 64;  // devices whose one-time setup is remembered without a lock
 constexpr int kStages = 4;
 
 template <int BM_, int BN_, int WARPS_M, int WARPS_N>
@@ -47,7 +48,7 @@ struct Tile {
   static constexpr int kBRows = BN * 4 / kThreads;
   static constexpr int kStageBytes = (BM + BN) * kBK;
   static constexpr int kAccStride = BN + 8;  // int32s per staged row: 64-bit stores without conflicts
-  static constexpr int kSmem = std::max(kStages * kStageBytes, BM * kAccStride * 4);
+  static constexpr int kSmem = std::max(kStages * kStageBytes, BM* kAccStride * 4);
   static_assert(WM % 16 == 0 && WN % 16 == 0 && kARows >= 1 && kBRows >= 1);
   static_assert((BM * 4) % kThreads == 0 && (BN * 4) % kThreads == 0);
 };
@@ -177,9 +178,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
 #pragma unroll
       for (int j = 0; j < T::NT / 2; ++j) {
         uint32_t r[4];
-        ldmatrix_x4(b_tile + swizzled(warp_n * T::WN + j * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                      ks * 2 + ((lane >> 3) & 1)),
-                    r);
+        ldmatrix_x4(
+            b_tile + swizzled(warp_n * T::WN + j * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)),
+            r);
         bf[2 * j][0] = r[0];
         bf[2 * j][1] = r[1];
         bf[2 * j + 1][0] = r[2];
@@ -284,33 +285,44 @@ void launch(const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream) {
   if (blocks >= int64_t{1} << 31)
     throw Error("NhwcQConv: the convolution has too many output pixels for the tensor-core kernel");
   // Above 48 KiB of shared memory a kernel must ask for it, once per device (before any capture:
-  // the builder and the engine's first run launch it uncaptured).
-  static std::mutex mu;
-  static std::set<int> asked;
+  // the builder and the engine's first run launch it uncaptured); after that a launch costs one
+  // atomic load here, no lock.
+  static std::once_flag asked[kMaxDevices];
   int device = 0;
   check_cuda(cudaGetDevice(&device), "NhwcQConv");
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!asked.count(device)) {
-      check_cuda(cudaFuncSetAttribute(igemm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
-                 "NhwcQConv: asking for the tensor-core kernel's shared memory");
-      asked.insert(device);
-    }
-  }
+  auto ask = [] {
+    check_cuda(cudaFuncSetAttribute(igemm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
+               "NhwcQConv: asking for the tensor-core kernel's shared memory");
+  };
+  if (device < kMaxDevices)
+    std::call_once(asked[device], ask);
+  else
+    ask();
   igemm_kernel<T><<<static_cast<unsigned>(blocks), T::kThreads, T::kSmem, stream>>>(a, g);
   check_launch("NhwcQConv");
 }
 
 bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
+// Whether the current device runs the kernel (sm_80 and later: cp.async, ldmatrix, int8
+// mma.m16n8k32), asked once per device: fits() runs on every call of a step.
+bool device_supported() {
+  static std::atomic<int8_t> known[kMaxDevices] = {};  // 0 not asked yet, 1 yes, 2 no
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (device < kMaxDevices && known[device].load(std::memory_order_relaxed) != 0)
+    return known[device].load(std::memory_order_relaxed) == 1;
+  const bool ok =
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+  if (device < kMaxDevices) known[device].store(ok ? 1 : 2, std::memory_order_relaxed);
+  return ok;
+}
+
 }  // namespace
 
 bool fits(const QConvNhwcArgs& a) {
   constexpr int64_t kMax = int64_t{1} << 30;
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 8)
-    return false;
+  if (!device_supported()) return false;
   if (a.C % kBK != 0 || a.M % 8 != 0 || a.C <= 0 || a.M <= 0) return false;
   if (!aligned(a.x, 16) || !aligned(a.w, 16)) return false;
   const uintptr_t vec = a.epi.quantize ? 8 : 16;
