@@ -343,6 +343,9 @@ std::vector<OpCase> quant_cases() {
                    if (dt != DT::kInt32)
                      s.push_back({rand_tensor(dt, {2, 3, 5}, 0, 100, true), rand_tensor(scale_dt, {3}, 0.01, 0.1),
                                   rand_tensor(dt, {3}, 0, 20, true)});
+                   if (dt == DT::kInt8)  // negative values and zero point (the per-tensor fast path's sign)
+                     s.push_back({rand_tensor(dt, {4099}, -128, 127, true), make(scale_dt, {}, {0.05}),
+                                  make(dt, {}, {-7})});
                    return s;
                  },
                  Accuracy::kExact});

@@ -8,9 +8,9 @@
 // (o * n_blocks + a / block) * inner + i. One thread per element (grid-stride, 64-bit indices).
 // The common form, a float32 per-tensor scale with an 8-bit (or no) zero point between float32 or
 // float16 data and int8 / uint8 (what Kiln's quantize-int8 and onnxruntime's quantizer write for
-// activations; float32 out for DequantizeLinear), takes the vectorized unary kernel instead, with the same arithmetic: the generic
-// kernel read and converted every operand through a type switch per element, which made the
-// QuantizeLinear after ResNet-50's stem take 10x its bytes.
+// activations; float32 out for DequantizeLinear), takes the vectorized unary kernel instead, with the same arithmetic:
+// the generic kernel read and converted every operand through a type switch per element, which made the QuantizeLinear
+// after ResNet-50's stem take 10x its bytes.
 #include "runtime/cuda/elementwise_internal.cuh"
 
 namespace kiln::gpu::ew {
@@ -52,8 +52,7 @@ __device__ __forceinline__ double load_as_double(const void* p, int dt, int64_t 
   switch (static_cast<DataType>(dt)) {
     case DataType::kFloat32: return static_cast<const float*>(p)[i];
     case DataType::kFloat16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DataType::kBFloat16:
-      return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16);
+    case DataType::kBFloat16: return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16);
     case DataType::kInt8: return static_cast<const int8_t*>(p)[i];
     case DataType::kUInt8: return static_cast<const uint8_t*>(p)[i];
     case DataType::kInt16: return static_cast<const int16_t*>(p)[i];
@@ -72,9 +71,10 @@ __device__ __forceinline__ uint16_t to_bf16(float f) {
 }
 
 template <class Q, class O>
-__global__ void quantize_kernel(const void* x, int x_dt, const void* scale, int s_dt, const void* zp, int zp_dt,
-                                O* y, int64_t n, Layout l) {
-  constexpr Q qmin = static_cast<Q>(std::numeric_limits<O>::min()), qmax = static_cast<Q>(std::numeric_limits<O>::max());
+__global__ void quantize_kernel(const void* x, int x_dt, const void* scale, int s_dt, const void* zp, int zp_dt, O* y,
+                                int64_t n, Layout l) {
+  constexpr Q qmin = static_cast<Q>(std::numeric_limits<O>::min()),
+              qmax = static_cast<Q>(std::numeric_limits<O>::max());
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t s = scale_index(l, i);
     // x and the scale as the CPU has them: converted to Q (float or double) first.
@@ -86,8 +86,8 @@ __global__ void quantize_kernel(const void* x, int x_dt, const void* scale, int 
 }
 
 template <class O>
-__global__ void dequantize_kernel(const void* x, int x_dt, const void* scale, int s_dt, const void* zp, int zp_dt,
-                                  O* y, int64_t n, Layout l) {
+__global__ void dequantize_kernel(const void* x, int x_dt, const void* scale, int s_dt, const void* zp, int zp_dt, O* y,
+                                  int64_t n, Layout l) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t s = scale_index(l, i);
     const float sv = static_cast<float>(load_as_double(scale, s_dt, s));
@@ -167,9 +167,9 @@ void quantize(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::s
       (in[0].dtype == DataType::kFloat32 || in[0].dtype == DataType::kFloat16)) {
     with_8bit(out[0].dtype, [&](auto tag) {
       using Z = typename decltype(tag)::type;
-      const QuantizeOne<Z> f{static_cast<const float*>(in[1].data), has_zp ? static_cast<const Z*>(in[2].data) : nullptr,
-                             static_cast<float>(std::numeric_limits<Z>::min()),
-                             static_cast<float>(std::numeric_limits<Z>::max())};
+      const QuantizeOne<Z> f{
+          static_cast<const float*>(in[1].data), has_zp ? static_cast<const Z*>(in[2].data) : nullptr,
+          static_cast<float>(std::numeric_limits<Z>::min()), static_cast<float>(std::numeric_limits<Z>::max())};
       if (in[0].dtype == DataType::kFloat32)
         launch_unary<float, Z>(in[0], out[0], env, f, "QuantizeLinear");
       else

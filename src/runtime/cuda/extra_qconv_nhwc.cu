@@ -1,9 +1,9 @@
 // NhwcQConv on the GPU: the channels-last INT8 convolution the channels-last pass makes for the
 // shapes the GPU's INT8 kernels take (passes/channels_last.cpp, qconv_fits_nhwc): int8 data and
 // weights with zero points 0, one group or depthwise (group = C = M), channel counts that are
-// multiples of 4. A depthwise step runs Kiln's direct depthwise kernel (qconv_depthwise.cu: bit-exact
-// with the CPU), whatever its tactic (it offers one, kDepthwiseTactic); everything below is about
-// convolutions of one group.
+// multiples of 4. A depthwise step runs Kiln's direct depthwise kernel (qconv_depthwise.cu: float32
+// outputs bit-exact with the CPU, int8 ones within a step at ties), whatever its tactic (it offers
+// one, kDepthwiseTactic); everything below is about convolutions of one group.
 //
 // One cuDNN graph (cudnn_graph.cuh) per step computes the whole op in one kernel:
 //   acc = conv(x, w)                 int32 sums
@@ -20,6 +20,7 @@
 // Where cuDNN has no engine for a step (older GPUs, unusual shapes), a direct kernel (one thread per
 // output, exact integer sums, the CPU's epilogue) computes it instead. Tactic kDirectTactic asks for
 // it too (the tests do, to reach it on any GPU); the builder never times it, it is never faster.
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -47,12 +48,6 @@ constexpr int32_t kDepthwiseTactic = 3000;
 
 // The largest workspace a candidate plan may ask for.
 constexpr size_t kMaxGraphWorkspace = size_t{256} << 20;
-
-float host_float(const GpuEnv& env, size_t i, const char* what) {
-  const void* h = env.host(i);
-  if (!h) throw Error(std::string("NhwcQConv: ") + what + " must be a build-time constant");
-  return *static_cast<const float*>(h);
-}
 
 // Geometry in cuDNN's order: dims [N, C, H, W] for x and y, [M, C, kh, kw] for w.
 struct Shapes {
@@ -120,8 +115,8 @@ std::vector<int64_t> plan_key(const QConvAttrs& a, std::span<const TensorView> i
   return k;
 }
 
-std::shared_ptr<Built> make_graph(const QConvAttrs& a, std::span<const TensorView> in,
-                                  std::span<const TensorView> out, const Shapes& s, cudnnHandle_t handle) {
+std::shared_ptr<Built> make_graph(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
+                                  const Shapes& s, cudnnHandle_t handle) {
   auto b = std::make_shared<Built>();
   const bool bias = present(in, 6), quantize = present(in, 7), residual = present(in, 9);
   const int64_t M = s.w[0];
@@ -134,9 +129,7 @@ std::shared_ptr<Built> make_graph(const QConvAttrs& a, std::span<const TensorVie
       return keep.back();
     };
     int64_t next_virtual = 1000;
-    auto virt = [&]() -> const cg::Desc& {
-      return add(cg::tensor(next_virtual++, CUDNN_DATA_FLOAT, s.y, ys, true));
-    };
+    auto virt = [&]() -> const cg::Desc& { return add(cg::tensor(next_virtual++, CUDNN_DATA_FLOAT, s.y, ys, true)); };
     auto by_value = [&](int64_t uid) -> const cg::Desc& {
       cg::Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
       const cudnnDataType_t f = CUDNN_DATA_FLOAT;
@@ -151,10 +144,10 @@ std::shared_ptr<Built> make_graph(const QConvAttrs& a, std::span<const TensorVie
       t.finalize("NhwcQConv: a scalar");
       return add(std::move(t));
     };
-    const cg::Desc& x = add(cg::tensor('x', CUDNN_DATA_INT8, s.x, cg::channels_last_strides(s.x), false,
-                                       align_of(in[0].data)));
-    const cg::Desc& w = add(cg::tensor('w', CUDNN_DATA_INT8, s.w, cg::channels_last_strides(s.w), false,
-                                       align_of(in[3].data)));
+    const cg::Desc& x =
+        add(cg::tensor('x', CUDNN_DATA_INT8, s.x, cg::channels_last_strides(s.x), false, align_of(in[0].data)));
+    const cg::Desc& w =
+        add(cg::tensor('w', CUDNN_DATA_INT8, s.w, cg::channels_last_strides(s.w), false, align_of(in[3].data)));
     const std::vector<int64_t>& ws_dims = in[4].numel() == 1 ? one : chan;
     const cg::Desc& wsc = add(cg::tensor('s', CUDNN_DATA_FLOAT, ws_dims, cg::channels_last_strides(ws_dims), false, 4));
     const cg::Desc& xsc = by_value('q');
@@ -166,14 +159,15 @@ std::shared_ptr<Built> make_graph(const QConvAttrs& a, std::span<const TensorVie
     };
     std::vector<Step> steps{{CUDNN_POINTWISE_MUL, &wsc}, {CUDNN_POINTWISE_MUL, &xsc}};
     if (bias) {
-      steps.push_back({CUDNN_POINTWISE_ADD, &add(cg::tensor('b', CUDNN_DATA_FLOAT, chan,
-                                                            cg::channels_last_strides(chan), false, 4))});
+      steps.push_back({CUDNN_POINTWISE_ADD,
+                       &add(cg::tensor('b', CUDNN_DATA_FLOAT, chan, cg::channels_last_strides(chan), false, 4))});
       b->uids.push_back('b');
     }
     const cg::Desc* zf = nullptr;
     std::vector<const cg::Desc*> ops;
     if (residual && in[9].dtype == DataType::kFloat32) {
-      steps.push_back({CUDNN_POINTWISE_ADD, &add(cg::tensor('z', CUDNN_DATA_FLOAT, s.y, ys, false, align_of(in[9].data)))});
+      steps.push_back(
+          {CUDNN_POINTWISE_ADD, &add(cg::tensor('z', CUDNN_DATA_FLOAT, s.y, ys, false, align_of(in[9].data)))});
       b->uids.push_back('z');
     } else if (residual) {
       const cg::Desc& z = add(cg::tensor('z', CUDNN_DATA_INT8, s.y, ys, false, align_of(in[9].data)));
@@ -188,8 +182,8 @@ std::shared_ptr<Built> make_graph(const QConvAttrs& a, std::span<const TensorVie
       steps.push_back({CUDNN_POINTWISE_MUL, &by_value('o')});
       b->uids.push_back('o');
     }
-    const cg::Desc& y = add(cg::tensor('y', quantize ? CUDNN_DATA_INT8 : CUDNN_DATA_FLOAT, s.y, ys, false,
-                                       align_of(out[0].data)));
+    const cg::Desc& y =
+        add(cg::tensor('y', quantize ? CUDNN_DATA_INT8 : CUDNN_DATA_FLOAT, s.y, ys, false, align_of(out[0].data)));
     const cg::Desc* cur = &virt();
     ops.insert(ops.begin(), &add(cg::conv_forward(x, w, *cur, s.g, CUDNN_DATA_INT32)));
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -209,14 +203,14 @@ std::shared_ptr<Built> make_graph(const QConvAttrs& a, std::span<const TensorVie
   return b;
 }
 
-std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView> in,
-                                 std::span<const TensorView> out, GpuEnv& env) {
+std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
+                                 GpuEnv& env) {
   auto p = std::make_unique<Plan>();
   p->key = plan_key(a, in, out);
   p->shapes = shapes_of(a, in[0], in[3], out[0]);
-  p->x_scale = host_float(env, 1, "x_scale");
-  if (present(in, 7)) p->inv_y_scale = 1.0f / host_float(env, 7, "y_scale");
-  if (present(in, 9) && present(in, 10)) p->z_scale = host_float(env, 10, "z_scale");
+  p->x_scale = host_float(env, 1, "NhwcQConv");
+  if (present(in, 7)) p->inv_y_scale = 1.0f / host_float(env, 7, "NhwcQConv");
+  if (present(in, 9) && present(in, 10)) p->z_scale = host_float(env, 10, "NhwcQConv");
   // Graphs are made with a handle of their own per device, which lives as long as the process, and
   // run with the step's handle (cuDNN 9's plans are not tied to the handle that made them). The
   // cache is never freed: at exit it would outlive the CUDA context.
@@ -243,19 +237,38 @@ Plan& plan_for(const Attrs& attrs, std::span<const TensorView> in, std::span<con
 // The operands and epilogue of one call, for the direct, tensor-core and depthwise kernels.
 QConvNhwcArgs args_of(const Shapes& s, const QConvAttrs& a, std::span<const TensorView> in,
                       std::span<const TensorView> out, const GpuEnv& env) {
-  const float x_scale = host_float(env, 1, "x_scale");
-  QConvNhwcArgs d{s.x[0], s.x[2], s.x[3], s.x[1], s.w[0], s.y[2], s.y[3], s.w[2], s.w[3], s.g.strides[0],
-                  s.g.strides[1], s.g.pads_begin[0], s.g.pads_begin[1], s.g.dilations[0], s.g.dilations[1],
-                  static_cast<const int8_t*>(in[0].data), static_cast<const int8_t*>(in[3].data), out[0].data,
-                  static_cast<const float*>(in[4].data), in[4].numel() != 1,
-                  present(in, 6) ? static_cast<const float*>(in[6].data) : nullptr, x_scale,
-                  present(in, 9) ? in[9].data : nullptr, present(in, 9) && in[9].dtype == DataType::kFloat32, {}};
+  const float x_scale = host_float(env, 1, "NhwcQConv");
+  QConvNhwcArgs d{s.x[0],
+                  s.x[2],
+                  s.x[3],
+                  s.x[1],
+                  s.w[0],
+                  s.y[2],
+                  s.y[3],
+                  s.w[2],
+                  s.w[3],
+                  s.g.strides[0],
+                  s.g.strides[1],
+                  s.g.pads_begin[0],
+                  s.g.pads_begin[1],
+                  s.g.dilations[0],
+                  s.g.dilations[1],
+                  static_cast<const int8_t*>(in[0].data),
+                  static_cast<const int8_t*>(in[3].data),
+                  out[0].data,
+                  static_cast<const float*>(in[4].data),
+                  in[4].numel() != 1,
+                  present(in, 6) ? static_cast<const float*>(in[6].data) : nullptr,
+                  x_scale,
+                  present(in, 9) ? in[9].data : nullptr,
+                  present(in, 9) && in[9].dtype == DataType::kFloat32,
+                  {}};
   d.epi.act = static_cast<int>(a.activation);
   d.epi.act_alpha = a.act_alpha;
   d.epi.act_beta = a.act_beta;
   d.epi.quantize = present(in, 7);
-  if (present(in, 9) && present(in, 10)) d.epi.z_scale = host_float(env, 10, "z_scale");
-  if (d.epi.quantize) d.epi.y_scale = host_float(env, 7, "y_scale");
+  if (present(in, 9) && present(in, 10)) d.epi.z_scale = host_float(env, 10, "NhwcQConv");
+  if (d.epi.quantize) d.epi.y_scale = host_float(env, 7, "NhwcQConv");
   return d;
 }
 
@@ -312,15 +325,21 @@ void check_inputs(const QConvAttrs& a, std::span<const TensorView> in, std::span
       (present(in, 9) && in[9].dtype != DataType::kInt8 && in[9].dtype != DataType::kFloat32) ||
       (out[0].dtype != DataType::kInt8 && out[0].dtype != DataType::kFloat32) || in[4].dtype != DataType::kFloat32 ||
       (present(in, 6) && in[6].dtype != DataType::kFloat32))
-    throw Error("NhwcQConv: the CUDA backend takes int8 x and w, an int8 or float32 z, float32 scales and "
-                "bias, and an int8 or float32 y");
+    throw Error(
+        "NhwcQConv: the CUDA backend takes int8 x and w, an int8 or float32 z, float32 scales and "
+        "bias, and an int8 or float32 y");
+  if ((out[0].dtype == DataType::kInt8) != present(in, 7) || out[0].rank() != 4 || out[0].shape[3] != in[3].shape[0] ||
+      (present(in, 9) && !std::ranges::equal(in[9].shape, out[0].shape)))
+    throw Error(
+        "NhwcQConv: y must be int8 exactly when y_scale is given, with w's output channels, and z of "
+        "y's shape");
   for (size_t i : {2, 5, 8, 11}) {
     if (!present(in, i)) continue;
     const auto* z = static_cast<const int8_t*>(env.host(i));
     if (!z) throw Error("NhwcQConv: zero points must be build-time constants");
     for (int64_t k = 0; k < in[i].numel(); ++k)
-      if (z[k] != 0) throw Error("NhwcQConv: the CUDA backend takes zero points of 0 only (input " +
-                                 std::to_string(i) + ")");
+      if (z[k] != 0)
+        throw Error("NhwcQConv: the CUDA backend takes zero points of 0 only (input " + std::to_string(i) + ")");
   }
 }
 
@@ -377,8 +396,8 @@ void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
   p.built->graph->run(env.cudnn, c.index, p.built->uids, data, env.workspace);
 }
 
-size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorView> in,
-                            std::span<const TensorView> out, GpuEnv& env) {
+size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                            GpuEnv& env) {
   const auto& a = std::get<QConvAttrs>(attrs);
   check_inputs(a, in, out, env);
   if (a.group != 1) return 0;

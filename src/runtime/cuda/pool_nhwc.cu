@@ -68,8 +68,8 @@ __device__ __forceinline__ uint32_t packed_max(uint32_t a, uint32_t b) {
 // The packed maxima's start: the lowest 8-bit value (also an empty window's), or float16 NaNs
 // (which the first tap replaces; an empty window takes the generic path's lowest value).
 template <class T>
-inline constexpr uint32_t kPackedStart =
-    std::is_same_v<T, int8_t> ? 0x80808080u : (std::is_same_v<T, uint8_t> ? 0u : 0x7e007e00u);
+inline constexpr uint32_t kPackedStart = std::is_same_v<T, int8_t> ? 0x80808080u
+                                                                   : (std::is_same_v<T, uint8_t> ? 0u : 0x7e007e00u);
 
 // I: the index type, int32_t where every index fits (64-bit division costs several times more, and
 // the index arithmetic, not the memory traffic, bounded this kernel with int64_t indices). R: the
@@ -119,11 +119,13 @@ __global__ void __launch_bounds__(kThreads)
         const auto v = reinterpret_cast<const ew::Vec<T, V>*>(
             x + ((img * static_cast<I>(p.in_size) + off) * static_cast<I>(p.channels)))[group];
         if constexpr (kPacked) {
-          uint4 w;
-          static_assert(sizeof(w) == sizeof(v));
-          memcpy(&w, &v, sizeof(w));
-          packed = make_uint4(packed_max<T>(packed.x, w.x), packed_max<T>(packed.y, w.y),
-                              packed_max<T>(packed.z, w.z), packed_max<T>(packed.w, w.w));
+          if (p.is_max) {
+            uint4 w;
+            static_assert(sizeof(w) == sizeof(v));
+            memcpy(&w, &v, sizeof(w));
+            packed = make_uint4(packed_max<T>(packed.x, w.x), packed_max<T>(packed.y, w.y),
+                                packed_max<T>(packed.z, w.z), packed_max<T>(packed.w, w.w));
+          }
         }
 #pragma unroll
         for (int k = 0; k < V && !(kPacked && p.is_max); ++k) {

@@ -101,9 +101,8 @@ struct Weights<0, V> {};
 // Kiln's tensor-core kernel and cuDNN's do. NaN (from a NaN bias or residual) gives 0, y's zero point
 // (NhwcQConv's zero points are 0), as the CPU's rule does.
 template <int V, bool kSmallSums>
-__device__ __forceinline__ void finish_int8(const QConvNhwcArgs& a, float out_scale, int64_t e,
-                                            const int32_t (&acc)[V], const float (&alpha)[V],
-                                            const float (&bias)[V]) {
+__device__ __forceinline__ void finish_int8(const QConvNhwcArgs& a, float out_scale, int64_t e, const int32_t (&acc)[V],
+                                            const float (&alpha)[V], const float (&bias)[V]) {
   float v[V];
 #pragma unroll
   for (int j = 0; j < V; ++j)
@@ -214,7 +213,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(QConvNhwcArgs a, Di
     int32_t acc[V] = {};
     const int ih0 = oh * d.sh - d.ph, iw0 = ow * d.sw - d.pw;
     // x[n, ih, iw0, c] (iw0 may lie outside the row; only the taps inside are read).
-    auto row_of = [&](int ih) { return static_cast<int64_t>((n * d.H + ih) * d.W + iw0) * d.C + c; };
+    auto row_of = [&](int ih) { return ((static_cast<int64_t>(n) * d.H + ih) * d.W + iw0) * d.C + c; };
     if constexpr (kFixed) {
       // Every tap's word first (0 outside the image), so that the loads are in flight together.
       int32_t xs[KH * KW];
@@ -310,11 +309,11 @@ void run(const QConvNhwcArgs& a, cudaStream_t stream) {
                 std::to_string(a.C) + " and " + std::to_string(a.M));
   // 32-bit pixel indices with room for one grid stride past the end; channel chunks within a grid.
   constexpr int64_t kMax = int64_t{1} << 30;
-  if (a.N * a.H * a.W >= kMax || a.N * a.OH * a.OW >= kMax || a.C >= (int64_t{1} << 23) || a.KW * a.dw * a.C >= kMax ||
-      a.KH * a.KW >= kMax || a.KH * a.dh >= kMax || a.KW * a.dw >= kMax || a.sh * a.OH >= kMax || a.sw * a.OW >= kMax ||
-      a.ph >= kMax || a.pw >= kMax)
+  if (a.N * a.H * a.W >= kMax || a.N * a.OH * a.OW >= kMax || a.C > int64_t{65535} * kMaxChannelThreads ||
+      a.KW * a.dw * a.C >= kMax || a.KH * a.KW >= kMax || a.KH * a.dh >= kMax || a.KW * a.dw >= kMax ||
+      a.sh * a.OH >= kMax || a.sw * a.OW >= kMax || a.ph >= kMax || a.pw >= kMax)
     throw Error(
-        "NhwcQConv: the depthwise kernel takes up to 2^30 pixels per input and output and 2^23 channels; "
+        "NhwcQConv: the depthwise kernel takes up to 2^30 pixels per input and output and 65535 * 128 channels; "
         "split the batch");
   auto i32 = [](int64_t v) { return static_cast<int>(v); };
   const Dims d{i32(a.H),  i32(a.W),  i32(a.C),  i32(a.OH), i32(a.OW), i32(a.KH), i32(a.KW),

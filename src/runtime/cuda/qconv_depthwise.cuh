@@ -10,9 +10,10 @@
 namespace kiln::gpu::extra::depthwise {
 
 // y = NhwcQConv(x, w) for a depthwise convolution: a.C == a.M channels, w [C, KH, KW, 1]; any
-// kernel size, strides, pads and dilations, every operand QConvNhwcArgs allows. Exact int32 sums
-// and the CPU's epilogue (qfused::Epilogue): y is bit for bit what the CPU computes. Throws
-// kiln::Error where the sizes exceed the kernel's 32-bit pixel indices (2^30 output pixels).
+// kernel size, strides, pads and dilations, every operand QConvNhwcArgs allows. Exact int32 sums;
+// a float32 y is bit for bit what the CPU computes, an int8 y may differ by one step at rounding
+// ties (its epilogue works in units of y's step, as the tensor-core kernel's). Throws kiln::Error
+// where the sizes exceed the kernel's 32-bit pixel indices (2^30 output pixels) or grid.
 void run(const QConvNhwcArgs& a, cudaStream_t stream);
 
 }  // namespace kiln::gpu::extra::depthwise
