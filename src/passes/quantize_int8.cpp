@@ -31,6 +31,7 @@
 #include <map>
 
 #include "calib/cache.h"
+#include "core/infer/nn_geometry.h"
 #include "passes/calibrate.h"
 #include "passes/pass.h"
 #include "passes/qdq_util.h"
@@ -209,12 +210,17 @@ void find_residuals(const graph::Graph& g, Int8Plan& plan) {
   }
 }
 
-// The GPU rule: whether NhwcQConv runs a Conv with weights W of shape `ws` fast. One group with
-// C and M multiples of 4, or depthwise (W [C, 1, kh, kw], group = C) with C a multiple of 4.
-bool nhwc_qconv_runs(const ConvAttrs& a, const std::vector<int64_t>& ws) {
-  if (ws.size() != 4) return false;
-  if (a.group == 1) return ws[0] % 4 == 0 && ws[1] % 4 == 0;
-  return ws[1] == 1 && a.group == ws[0] && ws[0] % 4 == 0;
+// The GPU rule: whether NhwcQConv runs a Conv of input shape `xs` and weights of shape `ws` fast.
+// One group with C and M multiples of 4, or depthwise (W [C, 1, kh, kw], group = C) with C a
+// multiple of 4; 2-D with symmetric pads (as the channels-last pass requires: a TF-style SAME
+// padding at stride 2 would leave the QConv channels-first, on the slow WMMA kernel).
+bool nhwc_qconv_runs(const ConvAttrs& a, const std::vector<int64_t>& xs, const std::vector<int64_t>& ws) {
+  if (ws.size() != 4 || xs.size() != 4) return false;
+  const bool fits = a.group == 1 ? ws[0] % 4 == 0 && ws[1] % 4 == 0
+                                 : ws[1] == 1 && a.group == ws[0] && ws[0] % 4 == 0;
+  if (!fits) return false;
+  const nn::WindowGeometry geo = nn::conv_geometry(a, xs, ws);
+  return geo.pads[0] == geo.pads[2] && geo.pads[1] == geo.pads[3];
 }
 
 }  // namespace
@@ -298,7 +304,8 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   if (o.target != "cpu")
     for (size_t k = 0; k < plan.targets.size(); ++k) {
       const graph::Node& n = g.nodes[plan.targets[k].node];
-      if (n.kind != OpKind::kConv || !nhwc_qconv_runs(std::get<ConvAttrs>(n.attrs), g.value(plan.targets[k].w).shape))
+      if (n.kind != OpKind::kConv || !nhwc_qconv_runs(std::get<ConvAttrs>(n.attrs), g.value(plan.targets[k].x).shape,
+                                                      g.value(plan.targets[k].w).shape))
         keep[k] = 0;
     }
   std::string guard;

@@ -261,10 +261,12 @@ TEST(ChannelsLastInt8Guard, OnlyForGpuTargets) {
 
 // On GPU targets quantize-int8 quantizes the convolutions NhwcQConv runs without padding (one
 // group with channels multiples of 4, or depthwise with C a multiple of 4), and leaves the 3-channel
-// stem, a grouped convolution (1 < group < C), one with 6 outputs and a depthwise one on those 6
+// stem, a depthwise convolution with asymmetric pads (channels-last takes symmetric ones only), a
+// grouped convolution (1 < group < C), one with 6 outputs and a depthwise one on those 6
 // channels in float, and the classifier Gemm (no fast INT8 GEMM); on the CPU all are quantized.
-// The channels-last pass then takes every QConv left, the depthwise one included. (GPU targets calibrate on the GPU, so the GPU build here takes
-// its ranges from the cache the CPU build wrote: one cache serves both.)
+// The channels-last pass then takes every QConv left, the depthwise one included. (GPU targets
+// calibrate on the GPU, so the GPU build here takes its ranges from the cache the CPU build wrote:
+// one cache serves both.)
 TEST(ChannelsLastInt8, GpuTargetsQuantizeWhatNhwcQConvRuns) {
   OnnxModel m("gpu_rule");
   m.input("x", {2, 3, 16, 16});
@@ -272,7 +274,9 @@ TEST(ChannelsLastInt8, GpuTargetsQuantizeWhatNhwcQConvRuns) {
   m.node("Relu", "stem.relu", {"s0"}, {"s1"});
   grouped_conv(m, "dw", "s1", "d", 8, 8, 3, {1, 1, 1, 1});
   m.node("Relu", "dw.relu", {"d"}, {"r"});
-  grouped_conv(m, "grouped", "r", "gr", 8, 2, 3, {1, 1, 1, 1});
+  grouped_conv(m, "dw_asym", "r", "da", 8, 8, 3, {0, 0, 1, 1}, 2);  // TF-style SAME at stride 2
+  m.node("Relu", "dw_asym.relu", {"da"}, {"ra"});
+  grouped_conv(m, "grouped", "ra", "gr", 8, 2, 3, {1, 1, 1, 1});
   m.node("Relu", "grouped.relu", {"gr"}, {"grr"});
   conv(m, "mid", "grr", "c", 8, 8, 3, {1, 1, 1, 1});
   m.node("Relu", "mid.relu", {"c"}, {"cr"});
@@ -293,7 +297,7 @@ TEST(ChannelsLastInt8, GpuTargetsQuantizeWhatNhwcQConvRuns) {
   o.calib.cache = dir / "cache.json";
   graph::Graph cpu = m.import();
   for (PassFn pass : {bind_inputs, infer_and_fold, quantize_int8, fuse_qdq}) pass(cpu, o);
-  EXPECT_EQ(count(cpu, OpKind::kQConv), 6);
+  EXPECT_EQ(count(cpu, OpKind::kQConv), 7);
   EXPECT_EQ(count(cpu, OpKind::kConv), 0);
   EXPECT_EQ(count(cpu, OpKind::kQMatMul), 1);
   graph::Graph gpu = m.import();
@@ -301,7 +305,7 @@ TEST(ChannelsLastInt8, GpuTargetsQuantizeWhatNhwcQConvRuns) {
   o.calib.data.clear();
   for (PassFn pass : {bind_inputs, infer_and_fold, quantize_int8, fuse_qdq}) pass(gpu, o);
   EXPECT_EQ(count(gpu, OpKind::kQConv), 2);
-  EXPECT_EQ(count(gpu, OpKind::kConv), 4);
+  EXPECT_EQ(count(gpu, OpKind::kConv), 5);
   EXPECT_EQ(count(gpu, OpKind::kQMatMul), 0);  // no fast INT8 GEMM on the GPU: the classifier stays float
   EXPECT_EQ(count(gpu, OpKind::kGemm), 1);
   std::vector<std::string> quantized;
