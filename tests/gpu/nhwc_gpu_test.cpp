@@ -4,8 +4,8 @@
 // 1x1 convolution as one GEMM with cuBLASLt's epilogue, the direct kernel (misaligned pointers, 1-D,
 // asymmetric pads); every tactic of selected cases. The pools: vectorized along the channels or
 // one element per thread, pads, strides, dilations, ceil_mode, 1 to 3 spatial axes; NhwcMaxPool on
-// int8 and uint8 too (over their whole range, exact). Every case runs direct, misaligned and under
-// stream capture.
+// int8 and uint8 too (over their whole range, exact) and on NaN, infinities and signed zeros (the
+// packed maxima). Every case runs direct, misaligned and under stream capture.
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -113,6 +113,12 @@ std::vector<NhwcCase> cases() {
       {"AveragePoolIncludePadCeil", AP, pool({3, 3}, {2, 2}, {1, 1, 1, 1}, 1, 1), kF, pool_input({1, 8, 8, 16})},
       {"AveragePool1D", AP, pool({3}, {1}, {1, 1}), kF, pool_input({2, 10, 8})},
       {"MaxPool3D", MP, pool({2, 2, 2}, {2, 2, 2}), kF, pool_input({1, 4, 4, 4, 8})},
+      // The packed float16 maxima (16 channels: two vectors a pixel): NaN, infinities and signed
+      // zeros in the windows; windows entirely in the padding; 1-D.
+      {"MaxPoolSpecials", MP, pool({3, 3}, {2, 2}, p1), kF,
+       [](DT dt) { return Inputs{special_tensor(dt, {2, 9, 9, 16}, -4, 4)}; }},
+      {"MaxPoolEmptyWindow", MP, pool({2, 1}, {1, 1}, {1, 0, 1, 0}, 0, 0, {3, 1}), kF, pool_input({1, 2, 3, 16})},
+      {"MaxPool1D", MP, pool({3}, {2}, {1, 1}), kF, pool_input({2, 9, 16})},
       // INT8 engines: ResNet's MaxPool after the stem (16 channels a vector), channel counts that
       // are not a multiple of 16 (one element per thread), ceil_mode with dilations, and a window
       // entirely in the padding (the type's lowest value, as on the CPU).
