@@ -96,6 +96,17 @@ struct Weights {
 template <int V>
 struct Weights<0, V> {};
 
+// V float32 values at p (16-byte aligned for V = 4): a float32 residual's.
+template <int V>
+__device__ __forceinline__ void load_floats(const float* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    const float4 f = __ldg(reinterpret_cast<const float4*>(p));
+    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+  } else {
+    v[0] = __ldg(p);
+  }
+}
+
 // acc -> int8 y for V consecutive channels at element e of y (and z), in units of y's step: alpha
 // and bias already divided by y_scale (the kernel's setup), one fused multiply-add per term, as
 // Kiln's tensor-core kernel and cuDNN's do. NaN (from a NaN bias or residual) gives 0, y's zero point
@@ -108,14 +119,8 @@ __device__ __forceinline__ void finish_int8(const QConvNhwcArgs& a, float out_sc
   for (int j = 0; j < V; ++j)
     v[j] = fmaf(kSmallSums ? small_to_float(acc[j]) : __int2float_rn(acc[j]), alpha[j], bias[j]);
   if (a.z && a.z_float) {
-    const float* z = static_cast<const float*>(a.z) + e;
     float zv[V];
-    if constexpr (V == 4) {
-      const float4 z4 = __ldg(reinterpret_cast<const float4*>(z));
-      zv[0] = z4.x, zv[1] = z4.y, zv[2] = z4.z, zv[3] = z4.w;
-    } else {
-      zv[0] = __ldg(z);
-    }
+    load_floats<V>(static_cast<const float*>(a.z) + e, zv);
 #pragma unroll
     for (int j = 0; j < V; ++j) v[j] = fmaf(zv[j], out_scale, v[j]);
   } else if (a.z) {
@@ -155,14 +160,8 @@ __device__ __forceinline__ void finish(const QConvNhwcArgs& a, int64_t e, const 
     v[j] = kSmallSums ? qfused::add_rn(qfused::mul_rn(small_to_float(acc[j]), alpha[j]), bias[j])
                       : qfused::Epilogue::real(static_cast<uint32_t>(acc[j]), alpha[j], bias[j]);
   if (a.z && a.z_float) {
-    const float* z = static_cast<const float*>(a.z) + e;
     float zv[V];
-    if constexpr (V == 4) {
-      const float4 z4 = __ldg(reinterpret_cast<const float4*>(z));
-      zv[0] = z4.x, zv[1] = z4.y, zv[2] = z4.z, zv[3] = z4.w;
-    } else {
-      zv[0] = __ldg(z);
-    }
+    load_floats<V>(static_cast<const float*>(a.z) + e, zv);
 #pragma unroll
     for (int j = 0; j < V; ++j) v[j] = qfused::add_rn(v[j], zv[j]);
   } else if (a.z) {
