@@ -117,20 +117,37 @@ void compare(const HostTensor& got, const HostTensor& want, bool exact, const st
   EXPECT_LE(off_by_one, std::max<int64_t>(1, got.numel() / 100)) << what << ": too many values one step off";
 }
 
+// Views of the inputs' host bytes (absent inputs without data).
+std::vector<TensorView> views_of(const Inputs& in) {
+  std::vector<TensorView> iv;
+  for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
+  return iv;
+}
+
+// What the kernel entry's tactics and workspace queries see: the inputs' host views (shapes and
+// build-time constants), shape-only outputs and an environment on a stream of its own.
+struct HostStep {
+  std::vector<TensorView> iv, ov;
+  std::vector<HostTensor> outs;
+  Stream stream;
+  std::vector<const void*> host_in;
+  gpu::GpuEnv env;
+  HostStep(const Inputs& in, const std::vector<OutputType>& types) : iv(views_of(in)), outs(empty_outputs(types, 0)) {
+    for (HostTensor& t : outs) ov.push_back(t.view(nullptr));
+    for (const TensorView& t : iv) host_in.push_back(t.data);
+    env = GpuResources::get().env(stream.get(), host_in, nullptr);
+  }
+  HostStep(const HostStep&) = delete;  // env points into host_in
+  HostStep& operator=(const HostStep&) = delete;
+};
+
 // Every tactic for `in` (cuDNN's plans, then the direct kernel), direct and under capture, against
 // `want`; `expect_plan`: cuDNN must offer at least one plan.
 void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<OutputType>& types, const HostTensor& want,
                    bool expect_plan, const std::string& what) {
-  std::vector<TensorView> iv;
-  for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
-  std::vector<HostTensor> outs = empty_outputs(types, 0);
-  std::vector<TensorView> ov;
-  for (HostTensor& t : outs) ov.push_back(t.view(nullptr));
-  Stream stream;
-  std::vector<const void*> host_in;
-  for (const TensorView& t : iv) host_in.push_back(t.data);
-  gpu::GpuEnv env = GpuResources::get().env(stream.get(), host_in, nullptr);
-  std::vector<int32_t> tactics = gpu::gpu_kernel_entry(OpKind::kNhwcQConv)->tactics(OpKind::kNhwcQConv, a, iv, ov, env);
+  HostStep step(in, types);
+  std::vector<int32_t> tactics =
+      gpu::gpu_kernel_entry(OpKind::kNhwcQConv)->tactics(OpKind::kNhwcQConv, a, step.iv, step.ov, step.env);
   if (expect_plan) {
     EXPECT_FALSE(tactics.empty()) << what << ": no cuDNN plan";
   }
@@ -156,9 +173,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
 }
 
 std::vector<OutputType> output_types(const QConvAttrs& a, const Inputs& in) {
-  std::vector<TensorView> iv;
-  for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
-  return infer_shapes(OpKind::kNhwcQConv, a, iv, 1);
+  return infer_shapes(OpKind::kNhwcQConv, a, views_of(in), 1);
 }
 
 TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
@@ -286,19 +301,13 @@ void expect_bit_exact(const HostTensor& got, const HostTensor& want, const std::
 void check_depthwise(const QConvAttrs& a, const Inputs& in, const std::string& what, bool exact = false) {
   const std::vector<OutputType> types = output_types(a, in);
   const HostTensor want = run_cpu(OpKind::kNhwcQConv, a, in, types)[0];
-  std::vector<TensorView> iv;
-  for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
-  std::vector<HostTensor> outs = empty_outputs(types, 0);
-  std::vector<TensorView> ov;
-  for (HostTensor& t : outs) ov.push_back(t.view(nullptr));
-  Stream stream;
-  std::vector<const void*> host_in;
-  for (const TensorView& t : iv) host_in.push_back(t.data);
-  gpu::GpuEnv env = GpuResources::get().env(stream.get(), host_in, nullptr);
+  HostStep step(in, types);
   const gpu::GpuKernelEntry* entry = gpu::gpu_kernel_entry(OpKind::kNhwcQConv);
-  EXPECT_EQ(entry->tactics(OpKind::kNhwcQConv, a, iv, ov, env), std::vector<int32_t>{kDepthwiseTactic}) << what;
-  env.tactic = kDepthwiseTactic;
-  EXPECT_EQ(entry->workspace(OpKind::kNhwcQConv, a, iv, ov, env), 0u) << what;
+  EXPECT_EQ(entry->tactics(OpKind::kNhwcQConv, a, step.iv, step.ov, step.env),
+            std::vector<int32_t>{kDepthwiseTactic})
+      << what;
+  step.env.tactic = kDepthwiseTactic;
+  EXPECT_EQ(entry->workspace(OpKind::kNhwcQConv, a, step.iv, step.ov, step.env), 0u) << what;
   for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured, GpuMode::kMisaligned})
     for (int32_t tactic : {kDepthwiseTactic, -1}) {
       if (tactic == -1 && mode != GpuMode::kDirect) continue;
