@@ -27,13 +27,13 @@
 #include "kiln/types.h"
 #include "runtime/cuda/gpu_kernels.h"
 #include "runtime/cuda/qconv_igemm.cuh"
+#include "runtime/cuda/qconv_mma.cuh"
 
 namespace kiln::gpu::extra::igemm {
 
 namespace {
 
-constexpr int kBK = 64;          // int8 values of the reduction per stage (one tap, 64 channels)
-constexpr int kMaxDevices = 64;  // devices whose one-time setup is remembered without a lock
+using namespace mma;  // kBK: int8 values of the reduction per stage (one tap, 64 channels)
 constexpr int kStages = 4;
 
 template <int BM_, int BN_, int WARPS_M, int WARPS_N>
@@ -49,39 +49,12 @@ struct Tile {
   static constexpr int kStageBytes = (BM + BN) * kBK;
   static constexpr int kAccStride = BN + 8;  // int32s per staged row: 64-bit stores without conflicts
   static constexpr int kSmem = std::max(kStages * kStageBytes, BM* kAccStride * 4);
+  // Shared memory for k_tiles reduction stages: fewer pipeline buffers when there are fewer
+  // stages than buffers (1x1 layers with 64 or 128 channels), so that more CTAs fit on an SM.
+  static int smem(int k_tiles) { return std::max(std::min(kStages, k_tiles) * kStageBytes, BM * kAccStride * 4); }
   static_assert(WM % 16 == 0 && WN % 16 == 0 && kARows >= 1 && kBRows >= 1);
   static_assert((BM * 4) % kThreads == 0 && (BN * 4) % kThreads == 0);
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// 16 bytes from global memory, or 16 zero bytes where !valid (src is then not read).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void mma_s8(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a [rows][64] tile.
-__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
-  return static_cast<uint32_t>(row * kBK + ((chunk ^ ((row >> 1) & 3)) << 4));
-}
 
 // Signed byte k (0..7) of 8 bytes held as an int2.
 __device__ __forceinline__ int32_t byte_of(int2 v, int k) {
@@ -170,27 +143,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
     cp_async_commit();
     const uint32_t a_tile = smem_u32(smem) + (kt % kStages) * T::kStageBytes, b_tile = a_tile + T::BM * kBK;
 #pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {  // two k32 steps per stage
-      uint32_t af[T::MT][4], bf[T::NT][2];
-#pragma unroll
-      for (int i = 0; i < T::MT; ++i)
-        ldmatrix_x4(a_tile + swizzled(warp_m * T::WM + i * 16 + (lane & 15), ks * 2 + (lane >> 4)), af[i]);
-#pragma unroll
-      for (int j = 0; j < T::NT / 2; ++j) {
-        uint32_t r[4];
-        ldmatrix_x4(
-            b_tile + swizzled(warp_n * T::WN + j * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)),
-            r);
-        bf[2 * j][0] = r[0];
-        bf[2 * j][1] = r[1];
-        bf[2 * j + 1][0] = r[2];
-        bf[2 * j + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int i = 0; i < T::MT; ++i)
-#pragma unroll
-        for (int j = 0; j < T::NT; ++j) mma_s8(acc[i][j], af[i], bf[j][0], bf[j][1]);
-    }
+    for (int ks = 0; ks < 2; ++ks)  // two k32 steps per stage
+      mma_step(acc, a_tile, b_tile, warp_m * T::WM, warp_n * T::WN, ks, lane);
   }
   cp_async_wait<0>();
   __syncthreads();  // the pipeline's buffers become the staging tile
@@ -298,31 +252,17 @@ void launch(const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream) {
     std::call_once(asked[device], ask);
   else
     ask();
-  igemm_kernel<T><<<static_cast<unsigned>(blocks), T::kThreads, T::kSmem, stream>>>(a, g);
+  igemm_kernel<T><<<static_cast<unsigned>(blocks), T::kThreads, T::smem(g.k_tiles), stream>>>(a, g);
   check_launch("NhwcQConv");
 }
 
 bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// Whether the current device runs the kernel (sm_80 and later: cp.async, ldmatrix, int8
-// mma.m16n8k32), asked once per device: fits() runs on every call of a step.
-bool device_supported() {
-  static std::atomic<int8_t> known[kMaxDevices] = {};  // 0 not asked yet, 1 yes, 2 no
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (device < kMaxDevices && known[device].load(std::memory_order_relaxed) != 0)
-    return known[device].load(std::memory_order_relaxed) == 1;
-  const bool ok =
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
-  if (device < kMaxDevices) known[device].store(ok ? 1 : 2, std::memory_order_relaxed);
-  return ok;
-}
-
 }  // namespace
 
 bool fits(const QConvNhwcArgs& a) {
   constexpr int64_t kMax = int64_t{1} << 30;
-  if (!device_supported()) return false;
+  if (!mma::device_supported()) return false;
   if (a.C % kBK != 0 || a.M % 8 != 0 || a.C <= 0 || a.M <= 0) return false;
   if (!aligned(a.x, 16) || !aligned(a.w, 16)) return false;
   const uintptr_t vec = a.epi.quantize ? 8 : 16;
@@ -362,3 +302,19 @@ void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace kiln::gpu::extra::igemm
+
+namespace kiln::gpu::extra::mma {
+
+bool device_supported() {
+  static std::atomic<int8_t> known[kMaxDevices] = {};  // 0 not asked yet, 1 yes, 2 no
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (device < kMaxDevices && known[device].load(std::memory_order_relaxed) != 0)
+    return known[device].load(std::memory_order_relaxed) == 1;
+  const bool ok =
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+  if (device < kMaxDevices) known[device].store(ok ? 1 : 2, std::memory_order_relaxed);
+  return ok;
+}
+
+}  // namespace kiln::gpu::extra::mma

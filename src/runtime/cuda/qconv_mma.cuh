@@ -1,0 +1,73 @@
+// Device helpers of Kiln's tensor-core INT8 convolutions (qconv_igemm.cu, qconv_stream.cu): cp.async
+// copies into shared memory, ldmatrix, int8 mma.m16n8k32, and the XOR swizzle of [rows][64]-byte
+// operand tiles. sm_80 and later.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::gpu::extra::mma {
+
+constexpr int kBK = 64;          // bytes of one operand row in a tile: 64 int8 values of the reduction
+constexpr int kMaxDevices = 64;  // devices whose one-time setup is remembered without a lock
+
+// Whether the current device runs these kernels (sm_80 and later: cp.async, ldmatrix, int8
+// mma.m16n8k32), asked once per device (the kernels' fits() run on every call of a step).
+// Defined in qconv_igemm.cu.
+bool device_supported();
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16 bytes from global memory, or 16 zero bytes where !valid (src is then not read).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void mma_s8(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a [rows][64] tile: the 8 rows one
+// ldmatrix phase reads fall in distinct banks.
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+  return static_cast<uint32_t>(row * kBK + ((chunk ^ ((row >> 1) & 3)) << 4));
+}
+
+// One k32 step of a warp's MT x NT mma tiles: A fragments of rows row_a.. (16 per tile) and B
+// fragments of rows row_b.. (8 per tile) from swizzled [rows][64] tiles at a_tile and b_tile;
+// ks (0 or 1) picks the step's half of the 64 bytes.
+template <int MT, int NT>
+__device__ __forceinline__ void mma_step(int32_t (&acc)[MT][NT][4], uint32_t a_tile, uint32_t b_tile, int row_a,
+                                         int row_b, int ks, int lane) {
+  uint32_t af[MT][4], bf[NT][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i) ldmatrix_x4(a_tile + swizzled(row_a + i * 16 + (lane & 15), ks * 2 + (lane >> 4)), af[i]);
+#pragma unroll
+  for (int j = 0; j < NT / 2; ++j) {
+    uint32_t r[4];
+    ldmatrix_x4(b_tile + swizzled(row_b + j * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)), r);
+    bf[2 * j][0] = r[0];
+    bf[2 * j][1] = r[1];
+    bf[2 * j + 1][0] = r[2];
+    bf[2 * j + 1][1] = r[3];
+  }
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) mma_s8(acc[i][j], af[i], bf[j][0], bf[j][1]);
+}
+
+}  // namespace kiln::gpu::extra::mma
