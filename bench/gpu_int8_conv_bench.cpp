@@ -7,9 +7,11 @@
 // Every candidate plan cuDNN offers is timed (the builder's tactic search) and the fastest is
 // reported: time per call, TOPS (2 * N * P * K * C * R * S per second), and `plans`, the candidates.
 // Args: channels in, channels out, kernel size, stride, input size, int8 (0/1).
-// BM_IgemmConv times Kiln's own tensor-core INT8 kernel (runtime/cuda/qconv_igemm.cu) on the same
-// step (per-channel scale, bias, ReLU, int8 out; every tile shape timed, the fastest reported), and
-// with `residual` 1 also adds an int8 residual, ResNet's block ending.
+// BM_IgemmConv times Kiln's own tensor-core INT8 kernels on the same step (per-channel scale, bias,
+// ReLU, int8 out): the implicit GEMM (runtime/cuda/qconv_igemm.cu) and, on the 1x1 layers, the
+// streaming kernel (qconv_stream.cu); every tile shape timed, as the counter us<tactic> (2000 + i,
+// 2100 + i), the fastest reported. With `residual` 1 it also adds an int8 residual, ResNet's block
+// ending.
 // BM_LtInt8Conv1x1 times the 1x1 stride-1 shapes as one cuBLASLt INT8 GEMM (IMMA: int8 A and B,
 // int32 sums, float scale per output channel as an alpha vector, float bias and ReLU in the
 // epilogue, int8 D; with `residual` 1 an int8 C added with a host beta): every algorithm of the
@@ -23,6 +25,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +35,7 @@
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/qconv_depthwise.cuh"
 #include "runtime/cuda/qconv_igemm.cuh"
+#include "runtime/cuda/qconv_stream.cuh"
 
 namespace kiln::gpu {
 namespace {
@@ -142,18 +146,27 @@ void BM_IgemmConv(benchmark::State& state) {
   a.epi.quantize = true;
   a.epi.y_scale = 0.1f;
   a.epi.z_scale = 0.05f;
-  int best = 0;
+  // Every tile shape of both kernels, as NhwcQConv's tactics number them.
+  std::vector<std::pair<int, std::function<void()>>> candidates;
+  for (int c = 0; c < extra::igemm::kConfigs; ++c)
+    candidates.emplace_back(2000 + c, [&a, &r, c] { extra::igemm::run(c, a, r.stream); });
+  if (extra::stream::fits(a))
+    for (int c = 0; c < extra::stream::kConfigs; ++c)
+      candidates.emplace_back(2100 + c, [&a, &r, c] { extra::stream::run(c, a, r.stream); });
+  size_t best = 0;
   double best_s = 1e30;
-  for (int c = 0; c < extra::igemm::kConfigs; ++c) {
-    r.time([&] { extra::igemm::run(c, a, r.stream); });
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const auto& [tactic, run] = candidates[c];
+    r.time(run);
     double s = 1e30;
-    for (int k = 0; k < 3; ++k) s = std::min(s, r.time([&] { extra::igemm::run(c, a, r.stream); }));
+    for (int k = 0; k < 3; ++k) s = std::min(s, r.time(run));
     if (s < best_s) best_s = s, best = c;
+    state.counters["us" + std::to_string(tactic)] = s * 1e6;
   }
-  for (auto _ : state) state.SetIterationTime(r.time([&] { extra::igemm::run(best, a, r.stream); }));
+  for (auto _ : state) state.SetIterationTime(r.time(candidates[best].second));
   const double ops_per_call = 2.0 * kBatch * P * P * K * C * R * R;
   state.counters["TOPS"] = benchmark::Counter(ops_per_call * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["tile"] = best;
+  state.counters["tactic"] = candidates[best].first;
 }
 
 template <class V>

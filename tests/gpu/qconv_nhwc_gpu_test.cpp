@@ -5,7 +5,8 @@
 // (a wrong rounding mode, such as truncation, would move about half of them); float outputs agree to
 // float32 rounding. Tactic 1000 asks for the direct kernel (the fallback where cuDNN has no engine),
 // which shares the CPU's epilogue: it must match bit for bit. The tensor-core kernel (tactics 2000 +
-// tile shape, qconv_igemm.cu, offered where C % 64 == 0 and M % 8 == 0) rounds like cuDNN. The
+// tile shape, qconv_igemm.cu, offered where C % 64 == 0 and M % 8 == 0) rounds like cuDNN, and so
+// does the streaming 1x1 kernel (tactics 2100 + tile shape, qconv_stream.cu). The
 // channels-last pass's RGB stem (3
 // channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded convolution.
 // Depthwise steps (group = C = M: Kiln's direct depthwise kernel, qconv_depthwise.cu, one tactic)
@@ -18,6 +19,8 @@
 #include <cmath>
 
 #include "gpu_harness.h"
+#include "runtime/cuda/qconv_igemm.cuh"
+#include "runtime/cuda/qconv_stream.cuh"
 
 namespace kiln::gpu_test {
 namespace {
@@ -26,6 +29,7 @@ using Inputs = std::vector<HostTensor>;
 
 constexpr int32_t kDirectTactic = 1000;  // extra_qconv_nhwc.cu's direct kernel
 constexpr int32_t kIgemmTactic = 2000;   // and its tensor-core kernel's first tile shape
+constexpr int32_t kStreamTactic = 2100;  // and its streaming 1x1 kernel's
 
 struct Case {
   int64_t n, h, w, c, m, k, stride, pad, dilation = 1;
@@ -37,6 +41,9 @@ const Case kCases[] = {
     // The tensor-core kernel's: partial tiles of pixels and channels, several 64-channel stages per
     // tap, strides, padding and dilation.
     {2, 9, 11, 64, 72, 3, 2, 1}, {1, 5, 6, 192, 24, 3, 1, 1, 2}, {3, 15, 15, 128, 136, 1, 1, 0},
+    // The streaming kernel's (1x1, stride 1, C of 64, 128 or 256, M % 16 == 0): a partial channel
+    // tile, and the most input channels.
+    {2, 9, 9, 64, 80, 1, 1, 0}, {1, 10, 10, 256, 32, 1, 1, 0},
 };
 
 enum class Residual { kNone, kInt8, kFloat };
@@ -151,9 +158,19 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
   if (expect_plan) {
     EXPECT_FALSE(tactics.empty()) << what << ": no cuDNN plan";
   }
-  const bool igemm = in[0].shape.back() % 64 == 0 && in[3].shape[0] % 8 == 0;
-  EXPECT_EQ(std::count_if(tactics.begin(), tactics.end(), [](int32_t t) { return t >= kIgemmTactic; }), igemm ? 3 : 0)
+  const int64_t C = in[0].shape.back(), M = in[3].shape[0];
+  const bool igemm = C % 64 == 0 && M % 8 == 0;
+  const bool int8_y = in.size() > 7 && in[7].exists, float_z = in.size() > 9 && in[9].dtype == DT::kFloat32;
+  const bool stream = (C == 64 || C == 128 || C == 256) && M % 16 == 0 && a.kernel_shape == std::vector<int64_t>{1, 1} &&
+                      a.strides == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
+                      int8_y && !float_z;
+  auto offered = [&](int32_t lo, int32_t hi) {
+    return std::count_if(tactics.begin(), tactics.end(), [&](int32_t t) { return t >= lo && t < hi; });
+  };
+  EXPECT_EQ(offered(kIgemmTactic, kStreamTactic), igemm ? gpu::extra::igemm::kConfigs : 0)
       << what << ": tensor-core tile shapes offered";
+  EXPECT_EQ(offered(kStreamTactic, kStreamTactic + 100), stream ? gpu::extra::stream::kConfigs : 0)
+      << what << ": streaming tile shapes offered";
   tactics.push_back(kDirectTactic);
   for (int32_t t : tactics) {
     const bool direct = t == kDirectTactic;
@@ -195,6 +212,23 @@ TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
       check_tactics(a, in, types, want[0], c.c % 4 == 0, what);
     }
   }
+}
+
+// The streaming kernel walks several pixel tiles per CTA through a pipeline of up to 4 buffers (a
+// grid of at most one wave): more than five tiles per CTA for every tile shape on an H100 or H200
+// (132 SMs), so that every buffer is refilled, the last tile partial, and two channel tiles for the
+// 128-channel shapes. ResNet's step: bias, an int8
+// residual, ReLU, int8 output.
+TEST(GpuNhwcQConv, StreamingKernelWalksManyTiles) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(53);
+  const Case c{8, 115, 115, 64, 144, 1, 1, 0};
+  const Variant v{true, true, Residual::kInt8, QActivation::kRelu};
+  const QConvAttrs a = attrs_of(c, v.act);
+  const Inputs in = inputs(c, v, c.h, c.w);
+  const std::vector<OutputType> types = output_types(a, in);
+  const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
+  check_tactics(a, in, types, want[0], true, "streaming: many tiles");
 }
 
 // The stem as the channels-last pass writes it: x [N, H, W, 3] padded to 4 channels by a Pad on the

@@ -17,6 +17,8 @@
 // Kiln's own tensor-core kernel (qconv_igemm.cu: an implicit GEMM, rounding like cuDNN) is timed
 // next to cuDNN's plans where the channels are multiples of 64, one tactic per tile shape; it wins
 // where cuDNN's residual epilogue is slow (ResNet-50's stage-1 and stage-2 block ends on an H100).
+// So is the streaming kernel (qconv_stream.cu, rounding the same way) for 1x1 stride-1 layers with
+// 64, 128 or 256 input channels and an int8 output, the memory-bound ones.
 // Where cuDNN has no engine for a step (older GPUs, unusual shapes), a direct kernel (one thread per
 // output, exact integer sums, the CPU's epilogue) computes it instead. Tactic kDirectTactic asks for
 // it too (the tests do, to reach it on any GPU); the builder never times it, it is never faster.
@@ -34,6 +36,7 @@
 #include "runtime/cuda/nn_internal.cuh"
 #include "runtime/cuda/qconv_depthwise.cuh"
 #include "runtime/cuda/qconv_igemm.cuh"
+#include "runtime/cuda/qconv_stream.cuh"
 #include "runtime/qfused_math.h"
 
 namespace kiln::gpu::extra {
@@ -43,7 +46,8 @@ namespace {
 namespace cg = cudnn_graph;
 
 constexpr int32_t kDirectTactic = 1000;
-constexpr int32_t kIgemmTactic = 2000;  // 2000 + i: the tensor-core kernel's tile shape i
+constexpr int32_t kIgemmTactic = 2000;   // 2000 + i: the tensor-core kernel's tile shape i
+constexpr int32_t kStreamTactic = 2100;  // 2100 + i: the streaming 1x1 kernel's tile shape i
 constexpr int32_t kDepthwiseTactic = 3000;
 
 // The largest workspace a candidate plan may ask for.
@@ -347,7 +351,7 @@ void check_inputs(const QConvAttrs& a, std::span<const TensorView> in, std::span
 // a tensor-core tile shape the convolution fits), else cuDNN's first plan that builds; the direct
 // kernel where there is none, or for kDirectTactic.
 struct Choice {
-  enum Kind { kCudnn, kIgemm, kDirect } kind;
+  enum Kind { kCudnn, kIgemm, kStream, kDirect } kind;
   size_t index = 0;
 };
 
@@ -355,6 +359,8 @@ Choice chosen(const Plan& p, int32_t tactic, const QConvNhwcArgs& args) {
   if (tactic == kDirectTactic) return {Choice::kDirect};
   if (tactic >= kIgemmTactic && tactic < kIgemmTactic + igemm::kConfigs && igemm::fits(args))
     return {Choice::kIgemm, static_cast<size_t>(tactic - kIgemmTactic)};
+  if (tactic >= kStreamTactic && tactic < kStreamTactic + stream::kConfigs && stream::fits(args))
+    return {Choice::kStream, static_cast<size_t>(tactic - kStreamTactic)};
   if (!p.built->graph) return {Choice::kDirect};
   const cg::Graph& g = *p.built->graph;
   if (tactic >= 0 && static_cast<size_t>(tactic) < g.candidates() && g.builds(static_cast<size_t>(tactic)))
@@ -377,6 +383,7 @@ void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
   const Choice c = chosen(p, env.tactic, args);
   if (c.kind == Choice::kDirect) return run_direct(args, env);
   if (c.kind == Choice::kIgemm) return igemm::run(static_cast<int>(c.index), args, env.stream);
+  if (c.kind == Choice::kStream) return stream::run(static_cast<int>(c.index), args, env.stream);
   if (p.built->graph->workspace(c.index) > env.workspace_bytes)
     throw Error("NhwcQConv: the workspace is smaller than the kernel asked for");
   std::vector<void*> data;
@@ -405,15 +412,16 @@ size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorVi
   const Plan& p = plan_for(attrs, in, out, env, local);
   const Choice c = chosen(p, env.tactic, args_of(p.shapes, a, in, out, env));
   if (c.kind == Choice::kCudnn) return p.built->graph->workspace(c.index);
-  // The tensor-core kernel needs none, but it falls back to cuDNN's first plan where the data
-  // pointers bound at run time are not aligned for it (a context sizes its workspace before that).
-  if (c.kind == Choice::kIgemm && p.built->graph)
+  // Kiln's kernels need none, but they fall back to cuDNN's first plan where the data pointers
+  // bound at run time are not aligned for them (a context sizes its workspace before that).
+  if ((c.kind == Choice::kIgemm || c.kind == Choice::kStream) && p.built->graph)
     if (const std::optional<size_t> first = p.built->graph->usable(0)) return p.built->graph->workspace(*first);
   return 0;
 }
 
 // Every cuDNN candidate whose plan builds (finalized in parallel: each may compile a kernel), and
-// the tensor-core tile shapes where the convolution fits them; for a depthwise one, its kernel alone.
+// the tile shapes of the tensor-core and streaming kernels where the convolution fits them; for a
+// depthwise one, its kernel alone.
 std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<const TensorView> in,
                                         std::span<const TensorView> out, GpuEnv& env) {
   const auto& a = std::get<QConvAttrs>(attrs);
@@ -427,8 +435,11 @@ std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<co
     for (size_t i = 0; i < p.built->graph->candidates(); ++i)
       if (p.built->graph->usable(i) == i) t.push_back(static_cast<int32_t>(i));
   }
-  if (igemm::fits(args_of(p.shapes, a, in, out, env)))
+  const QConvNhwcArgs args = args_of(p.shapes, a, in, out, env);
+  if (igemm::fits(args))
     for (int i = 0; i < igemm::kConfigs; ++i) t.push_back(kIgemmTactic + i);
+  if (stream::fits(args))
+    for (int i = 0; i < stream::kConfigs; ++i) t.push_back(kStreamTactic + i);
   return t;
 }
 

@@ -1,0 +1,25 @@
+// Kiln's streaming INT8 1x1 convolution over channels-last tensors (qconv_stream.cu): for the
+// memory-bound pointwise layers with few input channels (ResNet's 64 -> 256 expansions with an int8
+// residual), which the tensor-core implicit GEMM (qconv_igemm.cu) and cuDNN run at a fraction of the
+// memory bandwidth. One more candidate the builder times per layer (runtime/cuda/extra_qconv_nhwc.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "runtime/cuda/qconv_igemm.cuh"
+
+namespace kiln::gpu::extra::stream {
+
+// Tile shapes (output pixels x output channels) the builder chooses from: 128x128, 64x128, 64x256.
+inline constexpr int kConfigs = 3;
+
+// Whether the kernel takes this convolution: 1x1, stride 1, no padding; C of 64, 128 or 256, M a
+// multiple of 16; an int8 y, and an int8 residual or none; x, w, y and z 16-byte aligned; sm_80 and
+// later.
+bool fits(const QConvNhwcArgs& a);
+
+// Runs tile shape `config` (0 .. kConfigs - 1). The epilogue is the tensor-core kernel's (fused
+// multiply-adds in units of y's step), so int8 outputs may differ from the CPU's by one step.
+void run(int config, const QConvNhwcArgs& a, cudaStream_t stream);
+
+}  // namespace kiln::gpu::extra::stream
