@@ -13,13 +13,12 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/half.h"
 #include "graph/onnx_import.h"
+#include "runtime/sample_inputs.h"
 
 #if defined(KILN_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -59,23 +58,6 @@ Stats stats_of(std::vector<double> v) {
 nlohmann::json to_json(const Stats& s) {
   return {{"min", s.min},       {"mean", s.mean}, {"median", s.median}, {"p90", s.p90},
           {"p95", s.p95},       {"p99", s.p99},   {"max", s.max}};
-}
-
-// Deterministic inputs: floats uniform in [-1, 1], integers and bools zero (safe as indices).
-std::vector<std::vector<uint8_t>> make_inputs(const Engine& e) {
-  std::mt19937 rng(1234);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<std::vector<uint8_t>> r;
-  for (const TensorInfo& t : e.inputs()) {
-    std::vector<uint8_t> b(t.bytes(), 0);
-    const size_t n = static_cast<size_t>(t.numel());
-    if (t.dtype == DataType::kFloat32)
-      for (size_t i = 0; i < n; ++i) reinterpret_cast<float*>(b.data())[i] = u(rng);
-    if (t.dtype == DataType::kFloat16)
-      for (size_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(b.data())[i] = Half(u(rng)).bits;
-    r.push_back(std::move(b));
-  }
-  return r;
 }
 
 struct Plan {
@@ -232,7 +214,7 @@ int run_bench(const BenchOptions& o) {
   const bool gpu = engine->is_gpu();
   int64_t batch = 1;
   if (!engine->inputs().empty() && !engine->inputs()[0].shape.empty()) batch = engine->inputs()[0].shape[0];
-  const auto inputs = make_inputs(*engine);
+  const auto inputs = sample_inputs(*engine);
   Plan plan{o.warmup, o.iterations, o.duration, !o.no_transfers};
   ContextOptions co;
   co.cuda_graph = o.cuda_graph;
