@@ -42,8 +42,8 @@ const Case kCases[] = {
     // tap, strides, padding and dilation.
     {2, 9, 11, 64, 72, 3, 2, 1}, {1, 5, 6, 192, 24, 3, 1, 1, 2}, {3, 15, 15, 128, 136, 1, 1, 0},
     // The streaming kernel's (1x1, stride 1, C of 64, 128 or 256, M % 16 == 0): a partial channel
-    // tile, and the most input channels.
-    {2, 9, 9, 64, 80, 1, 1, 0}, {1, 10, 10, 256, 32, 1, 1, 0},
+    // tile, two channel tiles, and the most input channels.
+    {2, 9, 9, 64, 80, 1, 1, 0}, {2, 9, 9, 128, 256, 1, 1, 0}, {1, 10, 10, 256, 32, 1, 1, 0},
 };
 
 enum class Residual { kNone, kInt8, kFloat };
@@ -159,9 +159,15 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
     EXPECT_FALSE(tactics.empty()) << what << ": no cuDNN plan";
   }
   const int64_t C = in[0].shape.back(), M = in[3].shape[0];
-  const bool igemm = C % 64 == 0 && M % 8 == 0;
+  int device = 0, major = 0, smem = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+  const bool igemm = major >= 8 && C % 64 == 0 && M % 8 == 0;
   const bool int8_y = in.size() > 7 && in[7].exists, float_z = in.size() > 9 && in[9].dtype == DT::kFloat32;
-  const bool stream = (C == 64 || C == 128 || C == 256) && M % 16 == 0 && a.kernel_shape == std::vector<int64_t>{1, 1} &&
+  const bool stream = major >= 8 && (C == 64 || C == 128 || C == 256) &&
+                      gpu::extra::stream::shared_memory(static_cast<int>(C)) <= smem && M % 16 == 0 &&
+                      a.kernel_shape == std::vector<int64_t>{1, 1} &&
                       a.strides == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
                       int8_y && !float_z;
   auto offered = [&](int32_t lo, int32_t hi) {
@@ -217,8 +223,7 @@ TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
 // The streaming kernel walks several pixel tiles per CTA through a pipeline of up to 4 buffers (a
 // grid of at most one wave): more than five tiles per CTA for every tile shape on an H100 or H200
 // (132 SMs), so that every buffer is refilled, the last tile partial, and two channel tiles for the
-// 128-channel shapes. ResNet's step: bias, an int8
-// residual, ReLU, int8 output.
+// 128-channel shapes. ResNet's step: bias, an int8 residual, ReLU, int8 output.
 TEST(GpuNhwcQConv, StreamingKernelWalksManyTiles) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(53);
@@ -229,6 +234,34 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyTiles) {
   const std::vector<OutputType> types = output_types(a, in);
   const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
   check_tactics(a, in, types, want[0], true, "streaming: many tiles");
+}
+
+// The streaming kernel's general epilogue (constants that can make a NaN): NaN, infinite and huge
+// biases on the first channels, with each activation NhwcQConv takes, against the CPU, which
+// quantizes a NaN to 0 (the fast epilogue's clamp alone would give it the lower bound). Its
+// tactics only: cuDNN's plans need not agree on NaN.
+TEST(GpuNhwcQConv, StreamingKernelGeneralEpilogue) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(59);
+  const Case c{2, 9, 9, 128, 32, 1, 1, 0};
+  for (QActivation act : {QActivation::kNone, QActivation::kClip, QActivation::kRelu})
+    for (Residual z : {Residual::kNone, Residual::kInt8}) {
+      const std::string what = "general epilogue act=" + std::to_string(static_cast<int>(act)) +
+                               " residual=" + std::to_string(static_cast<int>(z));
+      SCOPED_TRACE(what);
+      const QConvAttrs a = attrs_of(c, act);
+      Inputs in = inputs(c, {true, true, z, act}, c.h, c.w);
+      const double special[] = {std::nan(""), INFINITY, -INFINITY, 1e38};
+      for (int k = 0; k < 4; ++k) set(in[6], k, special[k]);
+      const std::vector<OutputType> types = output_types(a, in);
+      const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
+      for (int i = 0; i < gpu::extra::stream::kConfigs; ++i) {
+        GpuRunOptions o;
+        o.tactic = kStreamTactic + i;
+        const std::vector<HostTensor> got = run_gpu(OpKind::kNhwcQConv, a, in, types, GpuMode::kDirect, o);
+        compare(got[0], want[0], false, what + " tactic " + std::to_string(o.tactic));
+      }
+    }
 }
 
 // The stem as the channels-last pass writes it: x [N, H, W, 3] padded to 4 channels by a Pad on the

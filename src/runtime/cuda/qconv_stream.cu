@@ -18,7 +18,6 @@
 // with its integer and float conversions done by float additions instead of the conversion unit.
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <string>
 
 #include "kiln/types.h"
@@ -67,15 +66,17 @@ __device__ __forceinline__ void byte_floats(uint32_t v, float& lo, float& hi) {
 // gives there): the addition rounds in the current (nearest-even) mode.
 __device__ __forceinline__ int rounded_bits(float r) { return __float_as_int(r + kMagic); }
 
-// The epilogue's scalars in units of y's step: the residual's scale, the clamp (the activation's
-// bounds within int8's range), LeakyReLU's slope.
+// The epilogue's scalars in units of y's step: the residual's scale and the clamp (the
+// activation's bounds within int8's range).
 struct Consts {
-  float z_scale, lo, hi, leak;
+  float z_scale, lo, hi;
 };
 
 // The epilogue of one tile on a warp's accumulator fragments (rows row0 + 16 i + 8 h, columns
 // col0 + 8 j and the next): residual pairs in from the shared tile, int8 pairs out in their place.
-template <class T, bool kZ, bool kLeaky>
+// kGeneral: NaN to 0, as the CPU quantizes it (the clamp alone would give it the lower bound);
+// without it, constants whose sums cannot overflow, so that no NaN can arise.
+template <class T, bool kZ, bool kGeneral>
 __device__ __forceinline__ void finish(const int32_t (&acc)[T::MT][T::NT][4], uint8_t* z_s, const float* alpha_s,
                                        const float* bias_s, const Consts& e, int row0, int col0) {
 #pragma unroll
@@ -94,7 +95,7 @@ __device__ __forceinline__ void finish(const int32_t (&acc)[T::MT][T::NT][4], ui
         for (int k = 0; k < 2; ++k) {
           float r = fmaf(exact_float(acc[i][j][2 * h + k]), al[k], bi[k]);
           if (kZ) r = fmaf(zf[k], e.z_scale, r);
-          if (kLeaky && r < 0.0f) r *= e.leak;
+          if (kGeneral && r != r) r = 0.0f;
           q[k] = rounded_bits(fminf(fmaxf(r, e.lo), e.hi));
         }
         *zp = static_cast<uint16_t>(__byte_perm(q[0], q[1], 0x0040));  // the low bytes: int8 values
@@ -136,26 +137,30 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
   // The weights of this CTA's channels, once; rows past M are zeros.
   for (int i = tid; i < T::BN << c_shift; i += T::kThreads) {
     const int row = i >> c_shift, cc = i & c_mask, m = m0 + row;
-    cp_async16(smem_u32(w_s) + (cc / 4) * T::BN * kBK + swizzled(row, cc % 4), a.w + static_cast<int64_t>(m) * g.C + cc * 16,
-               m < g.M);
+    cp_async16(smem_u32(w_s) + (cc / 4) * T::BN * kBK + swizzled(row, cc % 4),
+               m < g.M ? a.w + static_cast<int64_t>(m) * g.C + cc * 16 : a.w, m < g.M);
   }
-  // Epilogue constants, in units of y's step. The activation's bounds and int8's range are one
-  // clamp in float before the conversion (a NaN takes the lower bound, as the implicit GEMM's
-  // integer clamp gives it); LeakyReLU multiplies first.
+  // Epilogue constants, in units of y's step. The activation's bounds (ReLU or Clip) and int8's
+  // range are one clamp in float before the conversion.
   const float out_scale = 1.0f / a.epi.y_scale;
-  const bool leaky = a.epi.act == 3;
-  Consts e{a.epi.z_scale * out_scale, -128.0f, 127.0f, a.epi.act_alpha};
+  Consts e{a.epi.z_scale * out_scale, -128.0f, 127.0f};
   if (a.epi.act == 1) e.lo = 0.0f;
   if (a.epi.act == 2) {
     e.lo = fminf(fmaxf(a.epi.act_alpha * out_scale, -128.0f), 127.0f);
     e.hi = fminf(fmaxf(a.epi.act_beta * out_scale, -128.0f), 127.0f);
   }
+  // Tame constants: every term finite and their sum below float's range (|sum| <= 2^22, |z| <= 128),
+  // so that no value can be NaN. Else the general epilogue.
+  auto tame = [](float v, float bound) { return fabsf(v) * bound < 1e30f; };  // false for NaN, inf
+  bool wild = tid == 0 && !tame(e.z_scale, 128.0f);
   for (int i = tid; i < T::BN; i += T::kThreads) {
     const int m = m0 + i;
     const bool in = m < g.M;
     alpha_s[i] = in ? a.x_scale * __ldg(a.w_scale + (a.w_scale_per_channel ? m : 0)) * out_scale : 0.0f;
     bias_s[i] = in && a.bias ? __ldg(a.bias + m) * out_scale : 0.0f;
+    wild = wild || !tame(alpha_s[i], 4194304.0f) || !tame(bias_s[i], 1.0f);
   }
+  const bool general = __syncthreads_or(wild) != 0;
 
   // Pixel tile pt's x rows (zeros past P) and residual into buffer b.
   auto load_tile = [&](int b, int pt) {
@@ -202,11 +207,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
     uint8_t* const z_s = buf + b * buf_bytes + T::BM * g.C;
     const int row0 = warp_m * T::WM + (lane >> 2), col0 = warp_n * T::WN + (lane & 3) * 2;
     if (has_z)
-      leaky ? finish<T, true, true>(acc, z_s, alpha_s, bias_s, e, row0, col0)
-            : finish<T, true, false>(acc, z_s, alpha_s, bias_s, e, row0, col0);
+      general ? finish<T, true, true>(acc, z_s, alpha_s, bias_s, e, row0, col0)
+              : finish<T, true, false>(acc, z_s, alpha_s, bias_s, e, row0, col0);
     else
-      leaky ? finish<T, false, true>(acc, z_s, alpha_s, bias_s, e, row0, col0)
-            : finish<T, false, false>(acc, z_s, alpha_s, bias_s, e, row0, col0);
+      general ? finish<T, false, true>(acc, z_s, alpha_s, bias_s, e, row0, col0)
+              : finish<T, false, false>(acc, z_s, alpha_s, bias_s, e, row0, col0);
     __syncthreads();  // the output tile is complete
 
     const int64_t p0 = static_cast<int64_t>(pt) * T::BM;
@@ -229,6 +234,17 @@ struct Launch {
   int stages = 0, ctas = 0;
 };
 
+// The shared memory a CTA may have on the device (opt-in), asked once per device.
+int smem_limit(int device) {
+  static std::atomic<int> known[kMaxDevices] = {};
+  if (device < kMaxDevices)
+    if (const int v = known[device].load(std::memory_order_relaxed); v != 0) return v;
+  int limit = 0;
+  if (cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) return 0;
+  if (device < kMaxDevices) known[device].store(limit, std::memory_order_relaxed);
+  return limit;
+}
+
 template <class T>
 Launch launch_shape(int device, int C) {
   static std::atomic<int64_t> known[kMaxDevices][kMaxC / kBK] = {};  // stages << 32 | ctas, 0 unknown
@@ -236,13 +252,11 @@ Launch launch_shape(int device, int C) {
   if (device < kMaxDevices)
     if (const int64_t v = known[device][slot].load(std::memory_order_relaxed); v != 0)
       return {static_cast<int>(v >> 32), static_cast<int>(v & 0xffffffff)};
-  int limit = 0, sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "NhwcQConv");
+  int sms = 0;
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "NhwcQConv");
-  // The most any depth the device allows needs (one value for the function, whichever C comes first).
-  int most = T::smem(kMaxC, 2);
-  for (int s = 3; s <= kMaxStages; ++s)
-    if (T::smem(kMaxC, s) <= limit) most = T::smem(kMaxC, s);
+  // The most any channel count and depth needs, within the device's limit (one value for the
+  // function, whichever C comes first).
+  const int most = std::min(smem_limit(device), T::smem(kMaxC, kMaxStages));
   check_cuda(cudaFuncSetAttribute(stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
              "NhwcQConv: asking for the streaming kernel's shared memory");
   Launch best;
@@ -269,7 +283,8 @@ void launch(const QConvNhwcArgs& a, cudaStream_t stream) {
   g.P = a.N * a.OH * a.OW;
   g.n_tiles = (g.M + T::BN - 1) / T::BN;
   const int64_t p_tiles = (g.P + T::BM - 1) / T::BM;
-  if (p_tiles >= int64_t{1} << 31) throw Error("NhwcQConv: the convolution has too many pixels for the streaming kernel");
+  // Tile indices stay in 32 bits: a CTA's look-ahead reaches below 4 * p_tiles.
+  if (p_tiles >= int64_t{1} << 29) throw Error("NhwcQConv: the convolution has too many pixels for the streaming kernel");
   g.p_tiles = static_cast<int>(p_tiles);
   int device = 0;
   check_cuda(cudaGetDevice(&device), "NhwcQConv");
@@ -283,6 +298,10 @@ void launch(const QConvNhwcArgs& a, cudaStream_t stream) {
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+using Tile0 = Tile<128, 128, 2, 4, 2>;
+using Tile1 = Tile<64, 128, 2, 4, 3>;
+using Tile2 = Tile<64, 256, 2, 4, 2>;
+
 }  // namespace
 
 bool fits(const QConvNhwcArgs& a) {
@@ -290,16 +309,20 @@ bool fits(const QConvNhwcArgs& a) {
   if (a.KH != 1 || a.KW != 1 || a.sh != 1 || a.sw != 1 || a.ph != 0 || a.pw != 0) return false;
   if (a.OH != a.H || a.OW != a.W) return false;
   if ((a.C != 64 && a.C != 128 && a.C != 256) || a.M % 16 != 0 || a.M <= 0 || a.M >= (1 << 30)) return false;
-  if (!a.epi.quantize || (a.z && a.z_float)) return false;
+  if (!a.epi.quantize || (a.z && a.z_float) || (a.epi.act != 0 && a.epi.act != 1 && a.epi.act != 2)) return false;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || shared_memory(static_cast<int>(a.C)) > smem_limit(device)) return false;
   return aligned(a.x) && aligned(a.w) && aligned(a.y) && (!a.z || aligned(a.z));
 }
+
+int shared_memory(int C) { return std::max({Tile0::smem(C, 2), Tile1::smem(C, 2), Tile2::smem(C, 2)}); }
 
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
   if (!fits(a)) throw Error("NhwcQConv: the streaming kernel does not take this convolution");
   switch (config) {
-    case 0: return launch<Tile<128, 128, 2, 4, 2>>(a, stream);
-    case 1: return launch<Tile<64, 128, 2, 4, 3>>(a, stream);
-    case 2: return launch<Tile<64, 256, 2, 4, 2>>(a, stream);
+    case 0: return launch<Tile0>(a, stream);
+    case 1: return launch<Tile1>(a, stream);
+    case 2: return launch<Tile2>(a, stream);
     default: throw Error("NhwcQConv: no streaming tile shape " + std::to_string(config));
   }
 }

@@ -14,9 +14,13 @@ namespace kiln::gpu::extra::stream {
 inline constexpr int kConfigs = 3;
 
 // Whether the kernel takes this convolution: 1x1, stride 1, no padding; C of 64, 128 or 256, M a
-// multiple of 16; an int8 y, and an int8 residual or none; x, w, y and z 16-byte aligned; sm_80 and
-// later.
+// multiple of 16; no activation, ReLU or Clip; an int8 y, and an int8 residual or none; x, w, y and z 16-byte aligned; sm_80 and
+// later, with the shared memory every tile shape needs for C (shared_memory(C)).
 bool fits(const QConvNhwcArgs& a);
+
+// The shared memory per CTA every tile shape needs with C input channels (64, 128 or 256) and the
+// shortest pipeline: 133 KB for C = 256, so GPUs with 99 KB per CTA take C of 64 and 128.
+int shared_memory(int C);
 
 // Runs tile shape `config` (0 .. kConfigs - 1). The epilogue is the tensor-core kernel's (fused
 // multiply-adds in units of y's step), so int8 outputs may differ from the CPU's by one step.
