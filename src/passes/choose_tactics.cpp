@@ -1,6 +1,7 @@
 // Kernel choice for GPU engines: every node whose GPU kernel has several implementations (cuDNN
 // algorithms, cuBLASLt heuristics) is run with each on this GPU, on buffers of its real shapes
-// (constants hold their real values), and the fastest is written into the engine. Timings are keyed
+// (constants hold their real values, other inputs kiln bench's kind of data), and the fastest is
+// written into the engine. Timings are keyed
 // by GPU name, op, attributes and tensor types, and kept in the timing cache file when one is given,
 // so a rebuild measures nothing it measured before and picks the same kernels.
 #include "passes/choose_tactics.h"
@@ -10,6 +11,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/attrs_codec.h"
@@ -19,6 +22,7 @@
 #include <xxhash.h>
 
 #include "runtime/cuda/gpu_kernels.h"
+#include "runtime/sample_inputs.h"
 #endif
 
 namespace kiln::passes {
@@ -37,6 +41,31 @@ struct DeviceBuf {
   ~DeviceBuf() { cudaFree(p); }
   DeviceBuf(const DeviceBuf&) = delete;
   DeviceBuf& operator=(const DeviceBuf&) = delete;
+};
+
+// kiln bench's kind of data (runtime/sample_inputs.h) for the tactics' inputs: a GPU runs kernels
+// faster on zeros, float16 tensor-core kernels more so, which could favour one candidate over
+// another. One block of sample values per dtype on the device, repeated over each buffer (device
+// copies: generating every activation's values on the host would add seconds to a build).
+class SampleData {
+ public:
+  void fill(void* dst, DataType dt, size_t bytes) {
+    auto it = blocks_.find(dt);
+    if (it == blocks_.end()) {
+      const std::vector<uint8_t> v = sample_values(dt, kBlock / dtype_size(dt));
+      auto b = std::make_unique<DeviceBuf>(v.size());
+      check_cuda(cudaMemcpy(b->p, v.data(), v.size(), cudaMemcpyHostToDevice), "choosing kernels: sample data");
+      it = blocks_.emplace(dt, std::move(b)).first;
+    }
+    for (size_t off = 0; off < bytes; off += kBlock)
+      check_cuda(cudaMemcpy(static_cast<uint8_t*>(dst) + off, it->second->p, std::min(kBlock, bytes - off),
+                            cudaMemcpyDeviceToDevice),
+                 "choosing kernels: sample data");
+  }
+
+ private:
+  static constexpr size_t kBlock = size_t{1} << 22;  // 4 MiB, a multiple of every element size
+  std::map<DataType, std::unique_ptr<DeviceBuf>> blocks_;
 };
 
 std::string device_name() {
@@ -122,6 +151,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
   gpu::check_cudnn(cudnnSetStream(cudnn, stream), "cudnnSetStream");
   gpu::check_cublas(cublasLtCreate(&lt), "cublasLtCreate");
   DeviceBuf error(sizeof(int));
+  SampleData samples;
   const bool tty = isatty(2);
   int measured = 0, cached = 0;
   for (size_t t = 0; t < todo.size(); ++t) {
@@ -134,7 +164,8 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
       ++cached;
       continue;
     }
-    // Buffers of the node's shapes: constants with their values, the rest zero-filled.
+    // Buffers of the node's shapes: constants with their values, the other inputs kiln bench's kind
+    // of data (samples.fill), outputs zero-filled.
     std::vector<std::unique_ptr<DeviceBuf>> bufs;
     std::vector<TensorView> in, out;
     std::vector<const void*> host_in;
@@ -145,6 +176,8 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
       bufs.push_back(std::make_unique<DeviceBuf>(view.bytes()));
       if (!is_out && val.is_constant())
         check_cuda(cudaMemcpy(bufs.back()->p, val.data->data(), val.data->size(), cudaMemcpyHostToDevice), "upload");
+      else if (!is_out)
+        samples.fill(bufs.back()->p, view.dtype, view.bytes());
       else
         check_cuda(cudaMemset(bufs.back()->p, 0, view.bytes()), "cudaMemset");
       view.data = bufs.back()->p;

@@ -1,7 +1,8 @@
-// Deterministic inputs for timing an engine: `kiln bench` and the builder's INT8-or-float choice
-// (passes/int8_choice.cpp) feed the same data, so that the choice measures what bench reports.
-// Zeros are not neutral on a GPU: ResNet-50's FP16 engine ran 5.65 ms on zeros and 6.03 ms on
-// these, its INT8 engine 5.72 and 5.76, which flipped the choice.
+// Deterministic data for timing: `kiln bench`'s inputs, the builder's INT8-or-float choice
+// (passes/int8_choice.cpp) and its per-layer tactic timing (passes/choose_tactics.cpp) all run on
+// it, so that what the builder measures is what bench reports. Zeros are not neutral on a GPU:
+// ResNet-50's FP16 engine ran 5.65 ms on zeros and 6.03 ms on this data, its INT8 engine 5.72 and
+// 5.76, which flipped the INT8-or-float choice.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,11 @@
 
 namespace kiln {
 
-// One buffer per engine input, in order: floats uniform in [-1, 1] (fixed seed), integers and bools
-// zero (safe as indices).
+// numel values of dtype dt: floats (32, 16 and bfloat16) uniform in [-1, 1], int8 and uint8 values
+// uniform over their range, other integers and bools zero (safe as indices). Fixed seed.
+std::vector<uint8_t> sample_values(DataType dt, size_t numel, uint32_t seed = 1234);
+
+// One buffer per engine input, in order (sample_values, one seed for all).
 std::vector<std::vector<uint8_t>> sample_inputs(const Engine& e);
 
 }  // namespace kiln
