@@ -52,7 +52,7 @@ class SampleData {
   void fill(void* dst, DataType dt, size_t bytes) {
     auto it = blocks_.find(dt);
     if (it == blocks_.end()) {
-      const std::vector<uint8_t> v = sample_values(dt, kBlock / dtype_size(dt));
+      const std::vector<uint8_t> v = sample_values(dt, kBlock / std::max<size_t>(1, dtype_size(dt)));
       auto b = std::make_unique<DeviceBuf>(v.size());
       check_cuda(cudaMemcpy(b->p, v.data(), v.size(), cudaMemcpyHostToDevice), "choosing kernels: sample data");
       it = blocks_.emplace(dt, std::move(b)).first;

@@ -22,6 +22,7 @@ std::vector<uint8_t> sample_values(DataType dt, size_t numel, uint32_t seed) {
   std::vector<uint8_t> b(numel * dtype_size(dt), 0);
   switch (dt) {
     case DataType::kFloat32: fill<float>(b, numel, [&] { return u(rng); }); break;
+    case DataType::kFloat64: fill<double>(b, numel, [&] { return static_cast<double>(u(rng)); }); break;
     case DataType::kFloat16: fill<uint16_t>(b, numel, [&] { return Half(u(rng)).bits; }); break;
     case DataType::kBFloat16: fill<uint16_t>(b, numel, [&] { return BFloat16(u(rng)).bits; }); break;
     case DataType::kInt8:

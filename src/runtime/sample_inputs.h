@@ -12,7 +12,7 @@
 
 namespace kiln {
 
-// numel values of dtype dt: floats (32, 16 and bfloat16) uniform in [-1, 1], int8 and uint8 values
+// numel values of dtype dt: floats (64, 32, 16 and bfloat16) uniform in [-1, 1], int8 and uint8 values
 // uniform over their range, other integers and bools zero (safe as indices). Fixed seed.
 std::vector<uint8_t> sample_values(DataType dt, size_t numel, uint32_t seed = 1234);
 

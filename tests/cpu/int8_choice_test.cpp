@@ -1,11 +1,18 @@
 // The engine timing behind the GPU builder's INT8-or-float choice (passes/int8_choice.h). The
 // choice itself needs a GPU; the timing runs any engine, so it is checked here on CPU engines: it
 // must bind every input itself (an engine refuses to run with an input unset) and return a time.
+// The data it (and the per-layer tactic timing, and kiln bench) runs on: sample_values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/half.h"
 #include "onnx_model_util.h"
 #include "passes/build.h"
 #include "passes/int8_choice.h"
+#include "runtime/sample_inputs.h"
 
 namespace kiln::passes {
 namespace {
@@ -23,6 +30,38 @@ TEST(Int8Choice, TimesAnEngineWithTwoInputs) {
   const double ms = median_run_ms(engine, 5);
   EXPECT_GT(ms, 0.0);
   EXPECT_LT(ms, 1000.0);
+}
+
+// Floats in [-1, 1] and int8 over its range, spread (not zeros: GPUs run faster on zeros),
+// the same for the same seed; integer types that may be indices stay zero.
+TEST(Int8Choice, SampleValuesAreSpreadAndDeterministic) {
+  constexpr size_t n = 4096;
+  const std::vector<uint8_t> f = sample_values(DataType::kFloat32, n);
+  ASSERT_EQ(f.size(), n * 4);
+  EXPECT_EQ(f, sample_values(DataType::kFloat32, n));
+  EXPECT_NE(f, sample_values(DataType::kFloat32, n, 7));
+  const float* v = reinterpret_cast<const float*>(f.data());
+  float lo = 1, hi = -1;
+  for (size_t i = 0; i < n; ++i) lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
+  EXPECT_GE(lo, -1.0f);
+  EXPECT_LT(lo, -0.9f);
+  EXPECT_LE(hi, 1.0f);
+  EXPECT_GT(hi, 0.9f);
+  const std::vector<uint8_t> h = sample_values(DataType::kFloat16, n);
+  float hmax = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Half x;
+    std::memcpy(&x.bits, h.data() + 2 * i, 2);
+    ASSERT_LE(std::abs(static_cast<float>(x)), 1.0f);
+    hmax = std::max(hmax, std::abs(static_cast<float>(x)));
+  }
+  EXPECT_GT(hmax, 0.9f);
+  const std::vector<uint8_t> q = sample_values(DataType::kInt8, n);
+  EXPECT_EQ(*std::min_element(q.begin(), q.end()), 0);
+  EXPECT_EQ(*std::max_element(q.begin(), q.end()), 255);
+  const std::vector<uint8_t> idx = sample_values(DataType::kInt64, n);
+  ASSERT_EQ(idx.size(), n * 8);
+  EXPECT_TRUE(std::all_of(idx.begin(), idx.end(), [](uint8_t b) { return b == 0; }));
 }
 
 }  // namespace
