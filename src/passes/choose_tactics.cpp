@@ -1,9 +1,9 @@
 // Kernel choice for GPU engines: every node whose GPU kernel has several implementations (cuDNN
 // algorithms, cuBLASLt heuristics) is run with each on this GPU, on buffers of its real shapes
 // (constants hold their real values, other inputs kiln bench's kind of data), and the fastest is
-// written into the engine. Timings are keyed
-// by GPU name, op, attributes and tensor types, and kept in the timing cache file when one is given,
-// so a rebuild measures nothing it measured before and picks the same kernels.
+// written into the engine. Timings are keyed by GPU name, op, attributes and tensor types, and kept
+// in the timing cache file when one is given, so a rebuild measures nothing it measured before and
+// picks the same kernels.
 #include "passes/choose_tactics.h"
 
 #include <fmt/format.h>

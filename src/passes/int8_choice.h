@@ -10,8 +10,8 @@
 namespace kiln::passes {
 
 // The median time in ms of one inference of the engine on kiln bench's inputs (sample_inputs.h),
-// after a few warm-up runs: GPU engines on device buffers, a CUDA graph timed with CUDA events (no host copies); CPU
-// engines the wall time of Context::run().
+// after a few warm-up runs: GPU engines on device buffers, a CUDA graph timed with CUDA events (no
+// host copies); CPU engines the wall time of Context::run().
 double median_run_ms(std::span<const uint8_t> engine, int runs = 20);
 
 }  // namespace kiln::passes

@@ -12,11 +12,11 @@
 
 namespace kiln {
 
-// numel values of dtype dt: floats (64, 32, 16 and bfloat16) uniform in [-1, 1], int8 and uint8 values
-// uniform over their range, other integers and bools zero (safe as indices). Fixed seed.
+// numel values of dtype dt: floats (64, 32, 16 and bfloat16) uniform in [-1, 1], int8 and uint8
+// values uniform over their range, other integers and bools zero (safe as indices). Fixed seed.
 std::vector<uint8_t> sample_values(DataType dt, size_t numel, uint32_t seed = 1234);
 
-// One buffer per engine input, in order (sample_values, one seed for all).
+// One buffer per engine input, in order (sample_values, input k with seed 1234 + k).
 std::vector<std::vector<uint8_t>> sample_inputs(const Engine& e);
 
 }  // namespace kiln
