@@ -20,7 +20,6 @@
 // but not on the 56x56 layers with 64 channels, and its residual epilogue costs more than the
 // residual's bytes; this kernel is one more candidate the builder times per layer.
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 #include <string>
 
@@ -302,19 +301,3 @@ void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace kiln::gpu::extra::igemm
-
-namespace kiln::gpu::extra::mma {
-
-bool device_supported() {
-  static std::atomic<int8_t> known[kMaxDevices] = {};  // 0 not asked yet, 1 yes, 2 no
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (device < kMaxDevices && known[device].load(std::memory_order_relaxed) != 0)
-    return known[device].load(std::memory_order_relaxed) == 1;
-  const bool ok =
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
-  if (device < kMaxDevices) known[device].store(ok ? 1 : 2, std::memory_order_relaxed);
-  return ok;
-}
-
-}  // namespace kiln::gpu::extra::mma

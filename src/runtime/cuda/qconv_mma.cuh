@@ -3,6 +3,9 @@
 // operand tiles. sm_80 and later.
 #pragma once
 
+#include <cuda_runtime.h>
+
+#include <atomic>
 #include <cstdint>
 
 namespace kiln::gpu::extra::mma {
@@ -10,10 +13,25 @@ namespace kiln::gpu::extra::mma {
 constexpr int kBK = 64;          // bytes of one operand row in a tile: 64 int8 values of the reduction
 constexpr int kMaxDevices = 64;  // devices whose one-time setup is remembered without a lock
 
+// Attribute `attr` of device `device`, asked once per device (the kernels' fits() and run() are
+// called on every step); 0 where the query fails (not remembered).
+template <cudaDeviceAttr attr>
+int device_attribute(int device) {
+  static std::atomic<int> known[kMaxDevices] = {};  // 0: not asked yet
+  if (device >= 0 && device < kMaxDevices)
+    if (const int v = known[device].load(std::memory_order_relaxed); v != 0) return v;
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, attr, device) != cudaSuccess) return 0;
+  if (device >= 0 && device < kMaxDevices) known[device].store(v, std::memory_order_relaxed);
+  return v;
+}
+
 // Whether the current device runs these kernels (sm_80 and later: cp.async, ldmatrix, int8
-// mma.m16n8k32), asked once per device (the kernels' fits() run on every call of a step).
-// Defined in qconv_igemm.cu.
-bool device_supported();
+// mma.m16n8k32).
+inline bool device_supported() {
+  int device = 0;
+  return cudaGetDevice(&device) == cudaSuccess && device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 8;
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

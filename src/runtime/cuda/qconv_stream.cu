@@ -234,17 +234,6 @@ struct Launch {
   int stages = 0, ctas = 0;
 };
 
-// The shared memory a CTA may have on the device (opt-in), asked once per device.
-int smem_limit(int device) {
-  static std::atomic<int> known[kMaxDevices] = {};
-  if (device < kMaxDevices)
-    if (const int v = known[device].load(std::memory_order_relaxed); v != 0) return v;
-  int limit = 0;
-  if (cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) return 0;
-  if (device < kMaxDevices) known[device].store(limit, std::memory_order_relaxed);
-  return limit;
-}
-
 template <class T>
 Launch launch_shape(int device, int C) {
   static std::atomic<int64_t> known[kMaxDevices][kMaxC / kBK] = {};  // stages << 32 | ctas, 0 unknown
@@ -252,11 +241,11 @@ Launch launch_shape(int device, int C) {
   if (device < kMaxDevices)
     if (const int64_t v = known[device][slot].load(std::memory_order_relaxed); v != 0)
       return {static_cast<int>(v >> 32), static_cast<int>(v & 0xffffffff)};
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "NhwcQConv");
+  const int sms = device_attribute<cudaDevAttrMultiProcessorCount>(device);
   // The most any channel count and depth needs, within the device's limit (one value for the
   // function, whichever C comes first).
-  const int most = std::min(smem_limit(device), T::smem(kMaxC, kMaxStages));
+  const int most =
+      std::min(device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device), T::smem(kMaxC, kMaxStages));
   check_cuda(cudaFuncSetAttribute(stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
              "NhwcQConv: asking for the streaming kernel's shared memory");
   Launch best;
@@ -311,7 +300,9 @@ bool fits(const QConvNhwcArgs& a) {
   if ((a.C != 64 && a.C != 128 && a.C != 256) || a.M % 16 != 0 || a.M <= 0 || a.M >= (1 << 30)) return false;
   if (!a.epi.quantize || (a.z && a.z_float) || (a.epi.act != 0 && a.epi.act != 1 && a.epi.act != 2)) return false;
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || shared_memory(static_cast<int>(a.C)) > smem_limit(device)) return false;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      shared_memory(static_cast<int>(a.C)) > device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device))
+    return false;
   return aligned(a.x) && aligned(a.w) && aligned(a.y) && (!a.z || aligned(a.z));
 }
 
