@@ -324,13 +324,17 @@ int run_bench(const BenchOptions& o) {
     fmt::print("\nper-layer profile ({} runs, per-step {} times; mean ms per run{})\n", runs,
                gpu ? "CUDA-event" : "wall-clock",
                whole ? "; the steps, which the whole-network kernel replaces in the runs above" : "");
-    fmt::print("  {:>4}  {:<20} {:<36} {:>9} {:>6}\n", "step", "op", "name", "ms", "share");
+    fmt::print("  {:>4}  {:<20} {:<36} {:>6} {:>9} {:>6}\n", "step", "op", "name", "tactic", "ms", "share");
     nlohmann::json layers = nlohmann::json::array();
     for (size_t k = 0; k < times.size(); ++k) {
       const double ms = times[k].total_ms / runs, share = total > 0 ? times[k].total_ms / total : 0;
       std::string name = times[k].name.size() > 36 ? times[k].name.substr(0, 33) + "..." : times[k].name;
-      fmt::print("  {:>4}  {:<20} {:<36} {:>9.4f} {:>5.1f}% {}\n", k, times[k].op, name, ms, share * 100, bar(share, 40));
-      layers.push_back({{"step", k}, {"op", times[k].op}, {"name", times[k].name}, {"ms", ms}, {"share", share}});
+      // The tactic the builder chose (-1: the op's only implementation); steps and summary align.
+      const int tactic = k < summary.steps.size() ? summary.steps[k].tactic : -1;
+      fmt::print("  {:>4}  {:<20} {:<36} {:>6} {:>9.4f} {:>5.1f}% {}\n", k, times[k].op, name,
+                 tactic < 0 ? "" : std::to_string(tactic), ms, share * 100, bar(share, 40));
+      layers.push_back({{"step", k}, {"op", times[k].op}, {"name", times[k].name}, {"tactic", tactic}, {"ms", ms},
+                        {"share", share}});
     }
     fmt::print("  total {:.4f} ms per run (steps timed one by one, so a little above the graph-free compute time)\n",
                total / runs);
