@@ -13,6 +13,9 @@
 //      kiln.QConv / kiln.QMatMul (fuse_qdq_compute.cpp). Without a Q after it the op outputs float.
 //   4. DequantizeLinear of constants that still have readers fold into float constants
 //      (infer-and-fold leaves them for this pass).
+//   5. A Q that step 3 left on its own (its producer has no INT8 kernel, e.g. a float stem Conv) and
+//      that step 1 moved above a strided MaxPool moves back below it: quantizing the pooled tensor
+//      touches a quarter of the values (ResNet-50's stem: 0.44 ms of QuantizeLinear at batch 256).
 // Q -> DQ pairs on paths without an INT8 kernel stay: they are the rounding the model asks for.
 #include "passes/pass.h"
 #include "passes/qdq_util.h"
@@ -129,6 +132,38 @@ bool cancel_one(graph::Graph& g) {
   return false;
 }
 
+// One step-5 rewrite, if any applies: x -> Q -> MaxPool becomes x -> MaxPool -> Q.
+bool sink_one(graph::Graph& g) {
+  const qdq::Uses u = qdq::uses_of(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const graph::Node& q = g.nodes[i];
+    if (q.kind != OpKind::kQuantizeLinear) continue;
+    const std::optional<qdq::QParams> qp = qdq::per_tensor(g, q);
+    const ValueId x = q.inputs[0];
+    if (!qp || !(qp->scale > 0) || g.value(x).dtype != DataType::kFloat32) continue;
+    int pi = -1;
+    graph::Node* p = qdq::only_reader(g, u, q.outputs[0], OpKind::kMaxPool, &pi);
+    if (!p || p->outputs.size() != 1 || p->inputs[0] != q.outputs[0]) continue;
+    const auto& strides = std::get<PoolAttrs>(p->attrs).strides;
+    if (std::none_of(strides.begin(), strides.end(), [](int64_t s) { return s > 1; })) continue;
+    // The pool now reads x and writes a float tensor of its output's shape, which Q quantizes.
+    graph::Value pooled = g.value(p->outputs[0]);
+    pooled.name = g.unique_name(g.value(x).name + "_pooled");
+    pooled.dtype = DataType::kFloat32;
+    pooled.data = nullptr;
+    const ValueId m = g.add_value(std::move(pooled));
+    graph::Node moved = g.nodes[i];
+    moved.inputs[0] = m;
+    moved.outputs[0] = p->outputs[0];
+    p->inputs[0] = x;
+    p->outputs[0] = m;
+    g.nodes.insert(g.nodes.begin() + pi + 1, std::move(moved));  // pi > i: the pool reads Q's output
+    g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+    return true;
+  }
+  return false;
+}
+
 // Step 4: DequantizeLinear nodes with constant inputs and readers become constants.
 int fold_constant_dq(graph::Graph& g) {
   const std::vector<int> uses = g.use_counts();
@@ -174,11 +209,14 @@ PassResult fuse_qdq(graph::Graph& g, const BuildOptions&) {
   }
   const qdq::ComputeFusions f = qdq::fuse_compute_ops(g);
   const int folded = fold_constant_dq(g);
-  r.changes = hoisted + dropped + f.convs + f.matmuls + folded;
+  int sunk = 0;
+  while (sink_one(g)) ++sunk;
+  r.changes = hoisted + dropped + f.convs + f.matmuls + folded + sunk;
   if (r.changes)
     r.detail = std::to_string(f.convs) + " kiln.QConv, " + std::to_string(f.matmuls) + " kiln.QMatMul, " +
                std::to_string(hoisted) + " Q moved up, " + std::to_string(dropped) + " Q/DQ pairs removed, " +
-               std::to_string(folded) + " constant DQ folded";
+               std::to_string(folded) + " constant DQ folded" +
+               (sunk ? ", " + std::to_string(sunk) + " Q moved below a MaxPool" : "");
   return r;
 }
 

@@ -206,7 +206,9 @@ TEST(FuseQdq, QuantizeMovesAboveMaxPool) {
   const Built b = build(pool_model(false), BuildOptions{});
   EXPECT_EQ(b.ops, (std::vector<std::string>{"QuantizeLinear", "kiln.QConv", "MaxPool", "DequantizeLinear"}));
   for (const graph::Node& n : b.graph.nodes)
-    if (n.kind == OpKind::kMaxPool) EXPECT_EQ(b.graph.value(n.inputs[0]).dtype, DataType::kInt8);
+    if (n.kind == OpKind::kMaxPool) {
+      EXPECT_EQ(b.graph.value(n.inputs[0]).dtype, DataType::kInt8);
+    }
   EXPECT_TRUE(has(b.details.at("fuse-qdq"), "1 Q moved up")) << b.details.at("fuse-qdq");
   expect_parity(pool_model(false), 108);
 }
@@ -214,7 +216,48 @@ TEST(FuseQdq, QuantizeMovesAboveMaxPool) {
 TEST(FuseQdq, QuantizeStaysBelowAnOpWhoseInputIsReadTwice) {
   const Built b = build(pool_model(true), BuildOptions{});
   for (const graph::Node& n : b.graph.nodes)
-    if (n.kind == OpKind::kMaxPool) EXPECT_EQ(b.graph.value(n.inputs[0]).dtype, DataType::kFloat32);
+    if (n.kind == OpKind::kMaxPool) {
+      EXPECT_EQ(b.graph.value(n.inputs[0]).dtype, DataType::kFloat32);
+    }
+}
+
+// A float Conv (no DQ on its input: no INT8 kernel) -> Relu -> MaxPool -> Q: the Q cannot fuse into
+// the Conv, so it stays below a strided MaxPool, where it quantizes a quarter of the values.
+OnnxModel float_stem_model(int64_t stride) {
+  OnnxModel m("stem");
+  m.input("x", {1, 3, 8, 8});
+  m.init_rand("w", {4, 3, 3, 3});
+  attr_ints(m.node("Conv", "conv", {"x", "w"}, {"c"}), "pads", {1, 1, 1, 1});
+  m.node("Relu", "relu", {"c"}, {"r"});
+  auto* p = m.node("MaxPool", "pool", {"r"}, {"p"});
+  attr_ints(p, "kernel_shape", {3, 3});
+  attr_ints(p, "strides", {stride, stride});
+  attr_ints(p, "pads", {1, 1, 1, 1});
+  quantize_output(m, "p");
+  return m;
+}
+
+TEST(FuseQdq, LoneQuantizeStaysBelowStridedMaxPool) {
+  const Built b = build(float_stem_model(2), BuildOptions{});
+  const std::vector<std::string>& ops = b.ops;
+  const auto pool = std::find(ops.begin(), ops.end(), "MaxPool"), q = std::find(ops.begin(), ops.end(), "QuantizeLinear");
+  ASSERT_TRUE(pool != ops.end() && q != ops.end());
+  EXPECT_LT(pool - ops.begin(), q - ops.begin());
+  for (const graph::Node& n : b.graph.nodes)
+    if (n.kind == OpKind::kMaxPool) {
+      EXPECT_EQ(b.graph.value(n.inputs[0]).dtype, DataType::kFloat32);
+    }
+  EXPECT_TRUE(has(b.details.at("fuse-qdq"), "1 Q moved below a MaxPool")) << b.details.at("fuse-qdq");
+  expect_parity(float_stem_model(2), 192);
+}
+
+TEST(FuseQdq, LoneQuantizeMovesAboveUnstridedMaxPool) {
+  const Built b = build(float_stem_model(1), BuildOptions{});
+  for (const graph::Node& n : b.graph.nodes)
+    if (n.kind == OpKind::kMaxPool) {
+      EXPECT_EQ(b.graph.value(n.inputs[0]).dtype, DataType::kInt8);
+    }
+  expect_parity(float_stem_model(1), 192);
 }
 
 OnnxModel dq_pool_q_model(float s2) {
