@@ -178,6 +178,21 @@ void conv_shapes(benchmark::internal::Benchmark* b) {
       for (const auto& l : layers) b->Args({n, l[0], l[1], l[2], l[3], l[4], fp16});
 }
 
+// Stems channels last in float16, with bias and Relu (the NhwcConv steps of the FP16 and --best
+// engines): ResNet-50's 7x7 / 2 to 64 channels and MobileNetV2's 3x3 / 2 to 32, at batch n.
+// Args: n, kernel, out channels. The fastest tactic runs: Kiln's small-channel kernel (300) or
+// one of cuDNN's (KILN_BENCH_TACTICS=1 prints each).
+void BM_NhwcConvStem(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  FusedConvAttrs a;
+  a.pads.assign(4, k / 2);
+  a.strides = {2, 2};
+  a.activation = Activation::kRelu;
+  const DataType h = DataType::kFloat16;
+  const double flops = 2.0 * n * m * 112 * 112 * 3 * k * k;
+  run_op(state, OpKind::kNhwcConv, a, {{h, {n, 224, 224, 3}}, {h, {m, k, k, 3}}, {h, {m}}}, {flops, kPeakFp16Tflops});
+}
+
 // ---- memory-bound ---------------------------------------------------------------------------------
 // An activation of ResNet-50's first stage at batch 64: [64, 256, 56, 56], 51M elements.
 const std::vector<int64_t> kAct = {64, 256, 56, 56};
@@ -259,6 +274,14 @@ void memory_bound(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Conv)->Apply(conv_shapes)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_NhwcConvStem)
+    ->ArgNames({"n", "k", "m"})
+    ->Args({256, 7, 64})
+    ->Args({1, 7, 64})
+    ->Args({256, 3, 32})
+    ->Args({1, 3, 32})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Gemm)
     ->ArgNames({"m", "n", "k", "fp16"})
     ->Args({4096, 4096, 4096, 1})

@@ -24,6 +24,7 @@ struct NhwcCase {
   std::vector<DT> dtypes;
   std::function<Inputs(DT)> inputs;
   bool tactics = false;
+  int32_t only_tactic = -1;  // >= 0: the tactics test runs this tactic alone
 };
 
 const std::vector<DT> kF = {DT::kFloat32, DT::kFloat16};
@@ -91,6 +92,25 @@ std::vector<NhwcCase> cases() {
       // The stem: 7x7, stride 2, 3 input channels.
       {"Stem7x7Stride2Relu", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), kF,
        conv_inputs({2, 16, 16, 3}, {8, 7, 7, 3}, true, {}), true},
+      // Kiln's small-channel stem kernel (tactic 300, float16): ResNet's 7x7 with 64 channels, an
+      // odd number of output rows and a partial pixel tile, asymmetric pads, MobileNet's 3x3 with
+      // 32, no bias and SiLU; infinities in the input (the kernel's dummy slots must not read them
+      // into a NaN; cuDNN's algorithms differ from the CPU there, so only tactic 300 is checked).
+      {"SmallCStem7x7Relu", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), kF,
+       conv_inputs({2, 30, 32, 3}, {64, 7, 7, 3}, true, {}), true},
+      {"SmallCStem7x7PartialTiles", C, nhwc_conv(none, none, {3, 3, 3, 3}, {2, 2}), kF,
+       conv_inputs({3, 25, 40, 3}, {64, 7, 7, 3}, true, {}), true},
+      {"SmallCStem7x7AsymmetricPads", C, nhwc_conv(relu, none, {2, 3, 4, 1}, {2, 2}), {DT::kFloat16},
+       conv_inputs({1, 21, 48, 3}, {64, 7, 7, 3}, true, {}), true},
+      {"SmallCStem3x3SiluNoBias", C, nhwc_conv(silu, none, {1, 1, 1, 1}, {2, 2}), kF,
+       conv_inputs({2, 19, 24, 3}, {32, 3, 3, 3}, false, {}), true},
+      {"SmallCStem7x7Infinities", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), kF,
+       [](DT dt) {
+         HostTensor x = rand_tensor(dt, {1, 16, 40, 3}, -1, 1);
+         for (int64_t i = 5; i < x.numel(); i += 97) set(x, i, std::numeric_limits<double>::infinity());
+         return Inputs{std::move(x), rand_tensor(dt, {64, 7, 7, 3}, -1, 1), rand_tensor(dt, {64}, -1, 1)};
+       },
+       true, 300},
       // MobileNet: depthwise with ReLU6; odd channels (one element per thread in the epilogue).
       {"DepthwiseRelu6", C,
        [] {
@@ -194,7 +214,12 @@ TEST_P(NhwcGpuTactics, EveryTacticMatchesCpu) {
       const bool gemm = std::any_of(tactics.begin(), tactics.end(), [](int32_t t) { return t >= 100 && t < 200; });
       EXPECT_TRUE(gemm) << c.name << ": no GEMM tactic";
     }
-    for (int32_t t : tactics) check_nhwc(c, in, GpuMode::kDirect, t);
+    if (c.name.rfind("SmallC", 0) == 0 && dt == DT::kFloat16) {
+      const bool small_c = std::find(tactics.begin(), tactics.end(), 300) != tactics.end();
+      EXPECT_TRUE(small_c) << c.name << ": the small-channel kernel is not offered";
+    }
+    for (int32_t t : tactics)
+      if (c.only_tactic < 0 || t == c.only_tactic) check_nhwc(c, in, GpuMode::kDirect, t);
   }
 }
 

@@ -19,10 +19,12 @@
 // Everything host-side (geometry, descriptors, the algorithm choice) is kept in the step's state.
 // The tactics: 100 + i for the GEMM form of a 1x1 Conv with cuBLASLt algorithm i (the default where
 // it exists), then cuDNN's algorithm ids, best heuristic guess first; for FusedConv also 200 + id,
-// the same algorithm with the epilogue kernel where cuDNN could have fused it (timing decides).
+// the same algorithm with the epilogue kernel where cuDNN could have fused it (timing decides);
+// 300, Kiln's kernel for float16 stems with 3 input channels (conv_small_c.cuh), where it fits.
 #include <string>
 #include <vector>
 
+#include "runtime/cuda/conv_small_c.cuh"
 #include "runtime/cuda/nn_conv_plan.cuh"
 
 namespace kiln::gpu::nn {
@@ -52,6 +54,7 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   // cuDNN's kernels need aligned tensors (a Kiln engine's are 64-byte aligned; the tests shift them).
   const bool aligned = alignment_of(X.data, 16) == 16 && alignment_of(W.data, 16) == 16 &&
                        alignment_of(Y.data, 16) == 16 && alignment_of(B, 16) == 16 && alignment_of(Z, 16) == 16;
+  if (p.small_c && aligned) return small_c_conv(p.geometry, epi ? *epi : plain, X.data, W.data, B, Y.data, env.stream);
   if (p.direct || !aligned) {
     direct_conv(p.geometry, p.dtype, X.data, W.data, B, Y.data, env.stream, op);
     return finish(nullptr);

@@ -20,6 +20,8 @@
 #include "core/infer/nn_geometry.h"
 #include "runtime/cuda/nn_conv_plan.cuh"
 
+#include "runtime/cuda/conv_small_c.cuh"
+
 namespace kiln::gpu::nn {
 
 namespace {
@@ -156,7 +158,7 @@ void plan_pointwise(ConvPlan& p, const TensorView& X, const TensorView& Y, std::
   if (p.pointwise->algo_count() == 0) p.pointwise.reset();
 }
 
-std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+std::unique_ptr<ConvPlan> build_library_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                                      std::span<const TensorView> out, GpuEnv& env) {
   const char* op = op_name(kind).data();
   auto p = std::make_unique<ConvPlan>();
@@ -350,6 +352,17 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
     const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(p->chosen.algo);
     check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(env.cudnn, p->w, p->x, p->conv, p->y, algo, &p->algo_ws),
                 op);
+  }
+  return p;
+}
+
+// The library plan, plus Kiln's small-channel kernel as one more tactic where it takes the shape.
+std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                     std::span<const TensorView> out, GpuEnv& env) {
+  std::unique_ptr<ConvPlan> p = build_library_plan(kind, attrs, in, out, env);
+  if (!p->empty && !p->bias_only && small_c_conv_fits(p->geometry, p->dtype, has_input(in, 3))) {
+    p->tactics.push_back(kSmallCTactic);
+    p->small_c = env.tactic == kSmallCTactic;
   }
   return p;
 }

@@ -43,6 +43,8 @@ struct Candidate {
 // kUnfusedTactic + id: cuDNN algorithm id, then the epilogue kernel, where the fused call could run.
 inline constexpr int32_t kGemmTactic = 100;
 inline constexpr int32_t kUnfusedTactic = 200;
+// Kiln's small-channel stem kernel (conv_small_c.cuh), where it takes the shape.
+inline constexpr int32_t kSmallCTactic = 300;
 
 struct ConvPlan final : StepState {
   std::vector<int64_t> key;
@@ -50,6 +52,7 @@ struct ConvPlan final : StepState {
   bool empty = false;          // Y has no elements: nothing to do
   bool bias_only = false;      // no element of X reaches Y (no input channels, or X empty): Y = B or 0
   bool direct = false;         // cuDNN cannot take these shapes: the direct kernel runs
+  bool small_c = false;        // tactic kSmallCTactic: the small-channel stem kernel runs
   bool channels_last = false;  // NhwcConv: X, Y and Z [N, spatial..., C], W [M, k..., C/group]
   DirectConv geometry;         // for the direct kernel (also used at run time with misaligned pointers)
   DataType dtype = DataType::kFloat32;
@@ -74,7 +77,7 @@ struct ConvPlan final : StepState {
   size_t staged_bytes = 0;
 
   size_t workspace() const {
-    if (empty || bias_only || direct) return 0;
+    if (empty || bias_only || direct || small_c) return 0;
     if (pointwise_algo >= 0) return pointwise->workspace(pointwise_algo);
     return align_up(algo_ws) + staged_bytes;
   }

@@ -1,6 +1,6 @@
-// Device helpers of Kiln's tensor-core INT8 convolutions (qconv_igemm.cu, qconv_stream.cu): cp.async
-// copies into shared memory, ldmatrix, int8 mma.m16n8k32, and the XOR swizzle of [rows][64]-byte
-// operand tiles. sm_80 and later.
+// Device helpers of Kiln's tensor-core convolutions (qconv_igemm.cu, qconv_stream.cu, and the
+// float16 conv_small_c.cu): cp.async copies into shared memory, ldmatrix, int8 mma.m16n8k32 and
+// float16 mma.m16n8k16, and the XOR swizzle of [rows][64]-byte operand tiles. sm_80 and later.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -56,6 +56,14 @@ __device__ __forceinline__ void mma_s8(int32_t (&d)[4], const uint32_t (&a)[4], 
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// d += a b on float16 operands with float accumulation (the fragments of mma.m16n8k16).
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 // Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a [rows][64] tile: the 8 rows one

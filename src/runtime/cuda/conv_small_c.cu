@@ -1,0 +1,312 @@
+// The small-channel stem convolution (conv_small_c.cuh): an implicit GEMM on float16 mma.m16n8k16
+// whose A operand is read straight from input rows staged in shared memory.
+//
+// With C = 3 channels last, one kernel row's taps for one output pixel (S * C values) are
+// contiguous in its input row. So the reduction is laid out per kernel row r as a segment of
+// kSeg slots: [D dummy slots][S * C taps][one pad slot where needed], kSeg even, and slot j of row r
+// for output pixel ow is the staged input row's element base + 2 * C * ow + j. D (0 or 1) makes
+// every even slot land on an even element, so that each 32-bit A register is one aligned shared
+// load. Dummy and pad slots (and the reduction's padding to 16) have zero weights, and their A
+// halves are masked to zero too, so that an infinite input next to a window cannot make a NaN.
+//
+// A persistent CTA of 4 warps keeps its weights in registers as B fragments (each warp: 32 output
+// channels, every k step) and walks work items of kRows output rows of one image: their
+// (kRows - 1) * 2 + R input rows are copied into one of two staging buffers with cp.async while
+// the other is computed. Out-of-image rows and the pad columns are zeros. A warp computes 16
+// output pixels x 32 channels at a time; the epilogue adds the bias, applies the activation in
+// float and stores float16 pairs.
+#include <atomic>
+
+#include "core/epilogue.h"
+#include "runtime/cuda/conv_small_c.cuh"
+#include "runtime/cuda/qconv_mma.cuh"
+
+namespace kiln::gpu::nn {
+
+namespace {
+
+namespace mma = extra::mma;
+
+constexpr int kC = 3;             // input channels
+constexpr int kStride = 2;        // on both axes
+constexpr int kThreadsSC = 128;   // 4 warps
+constexpr int kRows = 2;          // output rows per work item
+constexpr int kDataStart = 16;    // element of (iw = 0, c = 0) in a staged row: 32 bytes, 16-byte aligned
+constexpr int kMaxSmem = 48 << 10;
+
+struct Params {
+  const __half* x;
+  const __half* w;
+  const __half* b;
+  __half* y;
+  int H, W, OH, OW, pad_top, pad_left;
+  int row_len;      // elements per staged input row (a multiple of 8)
+  int chunks;       // 16-byte chunks of one input row
+  int m_tiles;      // 16-pixel tiles per output row
+  int row_groups;   // work items per image: ceil(OH / kRows)
+  int64_t items;    // N * row_groups
+  EpilogueAttrs e;
+};
+
+template <int R, int S>
+struct Geo {
+  static constexpr int kInRows = (kRows - 1) * kStride + R;  // staged input rows per work item
+};
+
+__device__ __forceinline__ uint32_t ld_pair(const __half* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ __forceinline__ uint32_t pack(__half lo, __half hi) {
+  return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
+}
+
+// Copies work item `item`'s input rows into `stage` (cp.async; zeros for rows outside the image).
+template <int R, int S>
+__device__ __forceinline__ void stage_rows(const Params& p, int64_t item, __half* stage) {
+  const int64_t n = item / p.row_groups;
+  const int ih0 = static_cast<int>(item % p.row_groups) * kRows * kStride - p.pad_top;
+  const int total = Geo<R, S>::kInRows * p.chunks;
+  for (int i = threadIdx.x; i < total; i += kThreadsSC) {
+    const int row = i / p.chunks, chunk = i - row * p.chunks;
+    const int ih = ih0 + row;
+    const bool inside = ih >= 0 && ih < p.H;
+    const __half* src = inside ? p.x + ((n * p.H + ih) * p.W) * kC + chunk * 8 : p.x;
+    mma::cp_async16(mma::smem_u32(stage + row * p.row_len + kDataStart + chunk * 8), src, inside);
+  }
+}
+
+// The activation, a template argument for the common ones (kGeneric: any, through a switch).
+constexpr int kGeneric = -1;
+template <int A>
+__device__ __forceinline__ float activate(const EpilogueAttrs& e, float v) {
+  if constexpr (A == static_cast<int>(Activation::kNone)) return v;
+  else if constexpr (A == static_cast<int>(Activation::kRelu)) return v < 0.0f ? 0.0f : v;
+  else return epilogue::activate<float>(e.activation, v, e.activation_alpha, e.activation_beta);
+}
+
+template <int R, int S, int D>
+struct Layout {
+  static constexpr int kTaps = S * kC;
+  static constexpr int kSeg = (kTaps + D + 7) / 8 * 8;  // slots per kernel row: whole 8-slot groups
+  static constexpr int kGroups = R * kSeg / 8;          // 8-slot groups of the reduction
+  static constexpr int kSteps = (kGroups + 1) / 2;      // k16 steps; an odd last group pairs with zeros
+  static constexpr int kSegGroups = kSeg / 8;
+  // Whether lane q's pair at slots sb + 2q, sb + 2q + 1 may hold a dummy or pad slot, for some q.
+  static constexpr bool masked(int sb) { return (sb == 0 && D > 0) || sb + 8 - D > kTaps; }
+};
+
+template <int R, int S, int D, int NG, int A>
+__global__ void __launch_bounds__(kThreadsSC) small_c_kernel(Params p) {
+  using G = Geo<R, S>;
+  using L = Layout<R, S, D>;
+  constexpr int kWarpsPerGroup = 4 / NG;
+  constexpr int kOutStride = 40;  // float16 elements per pixel row of a warp's output tile (32 + 8)
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int stage_len = G::kInRows * p.row_len;
+  __half* stages = reinterpret_cast<__half*>(smem_raw);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  __half* out_tile = stages + 2 * stage_len + warp * 16 * kOutStride;
+  const int cg = warp % NG, first_unit = warp / NG;
+  const int M = NG * 32;
+
+  // Zero both buffers once: the pad columns are never written again, out-of-image rows are
+  // zero-filled by cp.async.
+  for (int i = threadIdx.x; i < 2 * stage_len; i += kThreadsSC) stages[i] = __float2half_rn(0.0f);
+
+  // This warp's B fragments: weights of channels cg * 32 + nt * 8 + g at slots k, k + 1.
+  auto weight = [&](int n, int k) {
+    const int r = k / L::kSeg, j = k - r * L::kSeg - D;
+    return r < R && j >= 0 && j < L::kTaps ? p.w[(n * R + r) * L::kTaps + j] : __float2half_rn(0.0f);
+  };
+  uint32_t bf[L::kSteps][4][2];
+  float bias[4][2];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    const int n = cg * 32 + nt * 8 + g;
+#pragma unroll
+    for (int ks = 0; ks < L::kSteps; ++ks)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int k = ks * 16 + h * 8 + 2 * q;
+        bf[ks][nt][h] = pack(weight(n, k), weight(n, k + 1));
+      }
+    const int c = cg * 32 + nt * 8 + 2 * q;
+    bias[nt][0] = p.b ? __half2float(p.b[c]) : 0.0f;
+    bias[nt][1] = p.b ? __half2float(p.b[c + 1]) : 0.0f;
+  }
+  // Per 8-slot group of a segment: the mask that zeroes this lane's dummy and pad halves.
+  uint32_t keep[L::kSegGroups];
+#pragma unroll
+  for (int i = 0; i < L::kSegGroups; ++i) {
+    const int s0 = i * 8 + 2 * q - D;  // tap index of the pair's low half
+    keep[i] = (s0 >= 0 && s0 < L::kTaps ? 0x0000ffffu : 0u) | (s0 + 1 >= 0 && s0 + 1 < L::kTaps ? 0xffff0000u : 0u);
+  }
+  // Element of slot 0 of kernel row 0 for output pixel 0 of the item's first row, plus this lane's
+  // column pair; even.
+  const int base0 = kDataStart - p.pad_left * kC - D + 2 * q;
+  __syncthreads();
+
+  int buf = 0;
+  if (blockIdx.x < p.items) stage_rows<R, S>(p, blockIdx.x, stages);
+  mma::cp_async_commit();
+  for (int64_t item = blockIdx.x; item < p.items; item += gridDim.x) {
+    const int64_t next = item + gridDim.x;
+    if (next < p.items) stage_rows<R, S>(p, next, stages + (buf ^ 1) * stage_len);
+    mma::cp_async_commit();
+    mma::cp_async_wait<1>();
+    __syncthreads();
+    const __half* stage = stages + buf * stage_len;
+    const int64_t n_img = item / p.row_groups;
+    const int oh0 = static_cast<int>(item % p.row_groups) * kRows;
+    for (int u = first_unit; u < kRows * p.m_tiles; u += kWarpsPerGroup) {
+      const int qr = u / p.m_tiles, mt = u - qr * p.m_tiles, oh = oh0 + qr;
+      if (oh >= p.OH) break;
+      // Kernel row r of pixel mt * 16 + g starts at rows[r]; pixel + 8 is kStride * kC * 8 further.
+      const __half* rows[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) rows[r] = stage + (qr * kStride + r) * p.row_len + base0 + kStride * kC * (mt * 16 + g);
+      constexpr int kPlus8 = kStride * kC * 8;
+      float acc[4][4] = {};
+#pragma unroll
+      for (int ks = 0; ks < L::kSteps; ++ks) {
+        uint32_t a[4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int gi = ks * 2 + h;
+          if (gi >= L::kGroups) {
+            a[2 * h] = a[2 * h + 1] = 0;
+            continue;
+          }
+          const int r = gi / L::kSegGroups, sg = gi % L::kSegGroups;
+          uint32_t lo = ld_pair(rows[r] + sg * 8), hi = ld_pair(rows[r] + sg * 8 + kPlus8);
+          if (L::masked(sg * 8)) {
+            lo &= keep[sg];
+            hi &= keep[sg];
+          }
+          a[2 * h] = lo;      // a0 / a2: pixel g, slots of group gi
+          a[2 * h + 1] = hi;  // a1 / a3: pixel g + 8
+        }
+        const uint32_t af[4] = {a[0], a[1], a[2], a[3]};
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) mma::mma_f16(acc[nt], af, bf[ks][nt][0], bf[ks][nt][1]);
+      }
+      // The epilogue into the warp's [16][32] tile, then 16-byte stores of whole 64-byte pixel rows.
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float v0 = activate<A>(p.e, acc[nt][2 * half] + bias[nt][0]);
+          const float v1 = activate<A>(p.e, acc[nt][2 * half + 1] + bias[nt][1]);
+          *reinterpret_cast<__half2*>(out_tile + (g + 8 * half) * kOutStride + nt * 8 + 2 * q) =
+              __floats2half2_rn(v0, v1);
+        }
+      __syncwarp();
+      __half* yrow = p.y + ((n_img * p.OH + oh) * p.OW) * M + cg * 32 + q * 8;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int px = g + 8 * half, o = mt * 16 + px;
+        if (o < p.OW)
+          *reinterpret_cast<uint4*>(yrow + static_cast<int64_t>(o) * M) =
+              *reinterpret_cast<const uint4*>(out_tile + px * kOutStride + q * 8);
+      }
+      __syncwarp();
+    }
+    __syncthreads();
+    buf ^= 1;
+  }
+  mma::cp_async_wait<0>();
+}
+
+// The kernel for a shape: kernel size, whether a dummy slot leads each row, output channel groups,
+// activation.
+using KernelFn = void (*)(Params);
+template <int R, int S, int D, int NG>
+KernelFn with_activation(Activation a) {
+  switch (a) {
+    case Activation::kNone: return small_c_kernel<R, S, D, NG, static_cast<int>(Activation::kNone)>;
+    case Activation::kRelu: return small_c_kernel<R, S, D, NG, static_cast<int>(Activation::kRelu)>;
+    default: return small_c_kernel<R, S, D, NG, kGeneric>;
+  }
+}
+KernelFn kernel_for(int64_t k, int64_t pad_left, int64_t M, Activation a) {
+  const int d = static_cast<int>((pad_left * kC) % 2);
+  if (k == 7 && d == 1) return M == 64 ? with_activation<7, 7, 1, 2>(a) : with_activation<7, 7, 1, 1>(a);
+  if (k == 3 && d == 1) return M == 64 ? with_activation<3, 3, 1, 2>(a) : with_activation<3, 3, 1, 1>(a);
+  return nullptr;
+}
+
+// Elements per staged input row: the data after kDataStart, and every element the last pixel
+// tile's windows read.
+int row_len(const DirectConv& g) {
+  const int64_t k = g.kernel[1], d = (g.pads[1] * kC) % 2;
+  const int64_t seg = (k * kC + d + 7) / 8 * 8;
+  const int64_t m_tiles = (g.out[1] + 15) / 16;
+  const int64_t last = kDataStart - g.pads[1] * kC - d + kStride * kC * (m_tiles * 16 - 1) + seg;
+  const int64_t need = std::max<int64_t>(kDataStart + g.in[1] * kC, last);
+  return static_cast<int>((need + 7) / 8 * 8);
+}
+
+int smem_bytes(const DirectConv& g) {
+  const int in_rows = (kRows - 1) * kStride + static_cast<int>(g.kernel[0]);
+  return (2 * in_rows * row_len(g) + 4 * 16 * 40) * static_cast<int>(sizeof(__half));
+}
+
+// The CTAs of a persistent grid: those resident at once with the most shared memory a shape may
+// take, asked once per device and kernel (run() is called on every step).
+int resident_ctas(KernelFn fn, int which) {
+  static std::atomic<int> known[mma::kMaxDevices][12] = {};  // 0: not asked yet
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "NhwcConv");
+  if (device < mma::kMaxDevices)
+    if (const int v = known[device][which].load(std::memory_order_relaxed); v != 0) return v;
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kThreadsSC, kMaxSmem),
+             "NhwcConv: the small-channel kernel's occupancy");
+  const int v = std::max(1, per_sm) * mma::device_attribute<cudaDevAttrMultiProcessorCount>(device);
+  if (device < mma::kMaxDevices) known[device][which].store(v, std::memory_order_relaxed);
+  return v;
+}
+
+}  // namespace
+
+bool small_c_conv_fits(const DirectConv& g, DataType dt, bool has_z) {
+  if (dt != DataType::kFloat16 || has_z || g.transpose || !g.channels_last || g.rank != 2 || g.G != 1) return false;
+  if (g.C != kC || (g.M != 32 && g.M != 64)) return false;
+  if (g.kernel[0] != g.kernel[1] || (g.kernel[0] != 3 && g.kernel[0] != 7)) return false;
+  for (int i = 0; i < 2; ++i)
+    if (g.strides[i] != kStride || g.dilations[i] != 1 || g.pads[i] < 0 || g.pads[i] >= g.kernel[i]) return false;
+  if (g.pads[1] > 5 || !kernel_for(g.kernel[1], g.pads[1], g.M, Activation::kNone)) return false;
+  if ((g.in[1] * kC) % 8 != 0 || g.out[0] <= 0 || g.out[1] <= 0 || g.in[0] >= (1 << 24) || g.in[1] >= (1 << 16))
+    return false;
+  if (g.batch * g.in[0] * g.in[1] * kC >= (int64_t{1} << 40)) return false;
+  return smem_bytes(g) <= kMaxSmem && mma::device_supported();
+}
+
+void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, const void* w, const void* b, void* y,
+                  cudaStream_t stream) {
+  Params p;
+  p.x = static_cast<const __half*>(x);
+  p.w = static_cast<const __half*>(w);
+  p.b = static_cast<const __half*>(b);
+  p.y = static_cast<__half*>(y);
+  p.H = static_cast<int>(g.in[0]);
+  p.W = static_cast<int>(g.in[1]);
+  p.OH = static_cast<int>(g.out[0]);
+  p.OW = static_cast<int>(g.out[1]);
+  p.pad_top = static_cast<int>(g.pads[0]);
+  p.pad_left = static_cast<int>(g.pads[1]);
+  p.row_len = row_len(g);
+  p.chunks = static_cast<int>(g.in[1] * kC / 8);
+  p.m_tiles = (p.OW + 15) / 16;
+  p.row_groups = (p.OH + kRows - 1) / kRows;
+  p.items = g.batch * p.row_groups;
+  p.e = e;
+  const KernelFn fn = kernel_for(g.kernel[1], g.pads[1], g.M, e.activation);
+  const int smem = smem_bytes(g);
+  const int which = ((g.kernel[1] == 7 ? 2 : 0) + (g.M == 64 ? 1 : 0)) * 3 +
+                    (e.activation == Activation::kNone ? 0 : e.activation == Activation::kRelu ? 1 : 2);
+  const int64_t blocks = std::min<int64_t>(p.items, resident_ctas(fn, which));
+  fn<<<static_cast<unsigned>(blocks), kThreadsSC, smem, stream>>>(p);
+  check_launch("NhwcConv");
+}
+
+}  // namespace kiln::gpu::nn

@@ -1,0 +1,25 @@
+// Kiln's tensor-core kernel for channels-last float16 convolutions with three input channels and a
+// stride of 2: the stems of image networks (ResNet's 7x7, MobileNet's and EfficientNet's 3x3),
+// which cuDNN runs at a small fraction of the tensor cores' rate (ResNet-50's stem: 0.59 ms of a
+// 6.0 ms INT8 engine at batch 256 on an H100). NhwcConv tactic kSmallCTactic (nn_conv_plan.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/attrs.h"
+#include "runtime/cuda/nn_internal.cuh"
+
+namespace kiln::gpu::nn {
+
+// Whether the kernel takes this NhwcConv: float16, 3 input channels, one group, a 3x3 or 7x7
+// kernel with stride 2 and dilation 1 on both axes, an odd left pad of at most 5, 32 or 64 output
+// channels, no residual, an input row of a whole number of 16-byte chunks, and a staging buffer
+// within 48 KiB (input rows up to about 440 pixels); sm_80 and later.
+bool small_c_conv_fits(const DirectConv& g, DataType dt, bool has_z);
+
+// Y = epilogue(conv(X, W) + B) for a convolution small_c_conv_fits accepts; B may be null. X, W and
+// Y must be 16-byte aligned.
+void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, const void* w, const void* b, void* y,
+                  cudaStream_t stream);
+
+}  // namespace kiln::gpu::nn
