@@ -214,6 +214,12 @@ void BM_TransposeNchwToNhwc(benchmark::State& state) {
   run_op(state, OpKind::kTranspose, TransposeAttrs{{0, 2, 3, 1}}, {{float_arg(state, 0), kAct}});
 }
 
+// An image network's input at batch 256 into channels-last float16 ([256, 3, 224, 224]), the step
+// after the input cast.
+void BM_TransposeInput(benchmark::State& state) {
+  run_op(state, OpKind::kTranspose, TransposeAttrs{{0, 2, 3, 1}}, {{DataType::kFloat16, {256, 3, 224, 224}}});
+}
+
 // ResNet-50's stem output at batch 256, channels-last ([256, 112, 112, 64]): quantized to int8
 // (float16 in, what --best runs), and max-pooled 3x3 / 2 (float16 and int8).
 const std::vector<int64_t> kStem = {256, 112, 112, 64};
@@ -297,6 +303,7 @@ BENCHMARK(BM_TransposeNchwToNhwc)->Apply(memory_bound);
 BENCHMARK(BM_ReduceMeanSpatial)->Apply(memory_bound);
 BENCHMARK(BM_ReduceMeanRows)->Apply(memory_bound);
 BENCHMARK(BM_Softmax)->Apply(memory_bound);
+BENCHMARK(BM_TransposeInput)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_QuantizeStem)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_NhwcMaxPoolStem)->ArgNames({"int8"})->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 

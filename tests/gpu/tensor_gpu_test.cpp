@@ -115,7 +115,10 @@ Runs transpose_runs(DT dt) {
       {{2, 37, 41}, {0, 2, 1}},
       {{2, 16, 9, 11}, {0, 2, 3, 1}},  // NCHW -> NHWC
       {{2, 9, 11, 16}, {0, 3, 1, 2}},  // NHWC -> NCHW
-      {{1, 3, 10, 10}, {0, 2, 3, 1}},  // 3 channels: narrow inner dim
+      {{1, 3, 10, 10}, {0, 2, 3, 1}},  // 3 channels: narrow inner dim (one thread per pixel)
+      {{3, 3, 17, 13}, {0, 2, 3, 1}},  // ... with a batch and a ragged last block
+      {{2, 7, 5, 9}, {0, 2, 3, 1}},    // 7 channels, the widest the per-pixel kernel takes
+      {{4, 5, 40}, {0, 2, 1}},         // the last two dims swapped, 5 inner elements
       {{1, 10, 10, 3}, {0, 3, 1, 2}},
       {{3, 4, 5, 6}, {2, 0, 3, 1}},
       {{4, 5, 6}, {1, 0, 2}},
