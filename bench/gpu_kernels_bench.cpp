@@ -178,8 +178,9 @@ void conv_shapes(benchmark::internal::Benchmark* b) {
       for (const auto& l : layers) b->Args({n, l[0], l[1], l[2], l[3], l[4], fp16});
 }
 
-// Stems channels last in float16, with bias and Relu (the NhwcConv steps of the FP16 and --best
-// engines): ResNet-50's 7x7 / 2 to 64 channels and MobileNetV2's 3x3 / 2 to 32, at batch n.
+// Stems channels last in float16, with bias and activation (the NhwcConv steps of the FP16 and
+// --best engines): ResNet-50's 7x7 / 2 to 64 channels with Relu and MobileNetV2's 3x3 / 2 to 32
+// with ReLU6 (Clip), at batch n.
 // Args: n, kernel, out channels. The fastest tactic runs: Kiln's small-channel kernel (300) or
 // one of cuDNN's (KILN_BENCH_TACTICS=1 prints each).
 void BM_NhwcConvStem(benchmark::State& state) {
@@ -187,7 +188,8 @@ void BM_NhwcConvStem(benchmark::State& state) {
   FusedConvAttrs a;
   a.pads.assign(4, k / 2);
   a.strides = {2, 2};
-  a.activation = Activation::kRelu;
+  a.activation = k == 7 ? Activation::kRelu : Activation::kClip;
+  a.activation_beta = 6.0f;
   const DataType h = DataType::kFloat16;
   const double flops = 2.0 * n * m * 112 * 112 * 3 * k * k;
   run_op(state, OpKind::kNhwcConv, a, {{h, {n, 224, 224, 3}}, {h, {m, k, k, 3}}, {h, {m}}}, {flops, kPeakFp16Tflops});

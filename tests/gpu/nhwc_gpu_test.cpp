@@ -102,6 +102,13 @@ std::vector<NhwcCase> cases() {
        conv_inputs({3, 25, 40, 3}, {64, 7, 7, 3}, true, {}), true},
       {"SmallCStem7x7AsymmetricPads", C, nhwc_conv(relu, none, {2, 3, 4, 1}, {2, 2}), {DT::kFloat16},
        conv_inputs({1, 21, 48, 3}, {64, 7, 7, 3}, true, {}), true},
+      {"SmallCStem3x3Relu6", C,
+       [] {
+         FusedConvAttrs a = nhwc_conv(Activation::kClip, Activation::kNone, {1, 1, 1, 1}, {2, 2});
+         a.activation_beta = 6.0f;
+         return a;
+       }(),
+       kF, conv_inputs({2, 18, 16, 3}, {32, 3, 3, 3}, true, {}), true},
       {"SmallCStem3x3SiluNoBias", C, nhwc_conv(silu, none, {1, 1, 1, 1}, {2, 2}), kF,
        conv_inputs({2, 19, 24, 3}, {32, 3, 3, 3}, false, {}), true},
       {"SmallCStem7x7Infinities", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), kF,

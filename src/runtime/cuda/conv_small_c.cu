@@ -80,7 +80,10 @@ template <int A>
 __device__ __forceinline__ float activate(const EpilogueAttrs& e, float v) {
   if constexpr (A == static_cast<int>(Activation::kNone)) return v;
   else if constexpr (A == static_cast<int>(Activation::kRelu)) return v < 0.0f ? 0.0f : v;
-  else return epilogue::activate<float>(e.activation, v, e.activation_alpha, e.activation_beta);
+  else if constexpr (A == static_cast<int>(Activation::kClip)) {  // ReLU6; a NaN stays NaN
+    const float c = v < e.activation_alpha ? e.activation_alpha : v;
+    return c > e.activation_beta ? e.activation_beta : c;
+  } else return epilogue::activate<float>(e.activation, v, e.activation_alpha, e.activation_beta);
 }
 
 template <int R, int S, int D>
@@ -224,6 +227,7 @@ KernelFn with_activation(Activation a) {
   switch (a) {
     case Activation::kNone: return small_c_kernel<R, S, D, NG, static_cast<int>(Activation::kNone)>;
     case Activation::kRelu: return small_c_kernel<R, S, D, NG, static_cast<int>(Activation::kRelu)>;
+    case Activation::kClip: return small_c_kernel<R, S, D, NG, static_cast<int>(Activation::kClip)>;
     default: return small_c_kernel<R, S, D, NG, kGeneric>;
   }
 }
@@ -253,7 +257,7 @@ int smem_bytes(const DirectConv& g) {
 // The CTAs of a persistent grid: those resident at once with the most shared memory a shape may
 // take, asked once per device and kernel (run() is called on every step).
 int resident_ctas(KernelFn fn, int which) {
-  static std::atomic<int> known[mma::kMaxDevices][12] = {};  // 0: not asked yet
+  static std::atomic<int> known[mma::kMaxDevices][16] = {};  // 0: not asked yet
   int device = 0;
   check_cuda(cudaGetDevice(&device), "NhwcConv");
   if (device < mma::kMaxDevices)
@@ -302,8 +306,9 @@ void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, co
   p.e = e;
   const KernelFn fn = kernel_for(g.kernel[1], g.pads[1], g.M, e.activation);
   const int smem = smem_bytes(g);
-  const int which = ((g.kernel[1] == 7 ? 2 : 0) + (g.M == 64 ? 1 : 0)) * 3 +
-                    (e.activation == Activation::kNone ? 0 : e.activation == Activation::kRelu ? 1 : 2);
+  const Activation a = e.activation;
+  const int which = ((g.kernel[1] == 7 ? 2 : 0) + (g.M == 64 ? 1 : 0)) * 4 +
+                    (a == Activation::kNone ? 0 : a == Activation::kRelu ? 1 : a == Activation::kClip ? 2 : 3);
   const int64_t blocks = std::min<int64_t>(p.items, resident_ctas(fn, which));
   fn<<<static_cast<unsigned>(blocks), kThreadsSC, smem, stream>>>(p);
   check_launch("NhwcConv");
