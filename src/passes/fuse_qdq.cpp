@@ -13,9 +13,10 @@
 //      kiln.QConv / kiln.QMatMul (fuse_qdq_compute.cpp). Without a Q after it the op outputs float.
 //   4. DequantizeLinear of constants that still have readers fold into float constants
 //      (infer-and-fold leaves them for this pass).
-//   5. A Q that step 3 left on its own (its producer has no INT8 kernel, e.g. a float stem Conv) and
-//      that step 1 moved above a strided MaxPool moves back below it: quantizing the pooled tensor
-//      touches a quarter of the values (ResNet-50's stem: 0.44 ms of QuantizeLinear at batch 256).
+//   5. A Q after a float Conv (and activations: a stem whose Conv has no INT8 kernel), which step 1
+//      moved above a strided MaxPool and step 3 could not fuse, moves back below it: quantizing
+//      the pooled tensor touches a quarter of the values (ResNet-50's stem: 0.44 ms of
+//      QuantizeLinear at batch 256).
 // Q -> DQ pairs on paths without an INT8 kernel stay: they are the rounding the model asks for.
 #include "passes/pass.h"
 #include "passes/qdq_util.h"
@@ -132,6 +133,26 @@ bool cancel_one(graph::Graph& g) {
   return false;
 }
 
+// Whether v comes from a float Conv, through activations only (the stem: Conv -> Relu). Other
+// producers keep their Q: fuse-qresidual, next, fuses a QConv's residual Add with the Q after it.
+bool from_float_conv(const graph::Graph& g, const qdq::Uses& u, ValueId v) {
+  for (;;) {
+    const int p = u.producer[static_cast<size_t>(v)];
+    if (p < 0) return false;
+    const graph::Node& n = g.nodes[static_cast<size_t>(p)];
+    switch (n.kind) {
+      case OpKind::kConv: return true;
+      case OpKind::kRelu:
+      case OpKind::kClip:
+      case OpKind::kLeakyRelu:
+      case OpKind::kSigmoid:
+      case OpKind::kHardSigmoid:
+      case OpKind::kHardSwish: v = n.inputs[0]; break;
+      default: return false;
+    }
+  }
+}
+
 // One step-5 rewrite, if any applies: x -> Q -> MaxPool becomes x -> MaxPool -> Q.
 bool sink_one(graph::Graph& g) {
   const qdq::Uses u = qdq::uses_of(g);
@@ -140,7 +161,7 @@ bool sink_one(graph::Graph& g) {
     if (q.kind != OpKind::kQuantizeLinear) continue;
     const std::optional<qdq::QParams> qp = qdq::per_tensor(g, q);
     const ValueId x = q.inputs[0];
-    if (!qp || !(qp->scale > 0) || g.value(x).dtype != DataType::kFloat32) continue;
+    if (!qp || g.value(x).dtype != DataType::kFloat32 || !from_float_conv(g, u, x)) continue;
     int pi = -1;
     graph::Node* p = qdq::only_reader(g, u, q.outputs[0], OpKind::kMaxPool, &pi);
     if (!p || p->outputs.size() != 1 || p->inputs[0] != q.outputs[0]) continue;

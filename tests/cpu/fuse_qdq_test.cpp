@@ -260,6 +260,33 @@ TEST(FuseQdq, LoneQuantizeMovesAboveUnstridedMaxPool) {
   expect_parity(float_stem_model(1), 192);
 }
 
+// A QConv with a residual Add and Relu before a strided MaxPool -> Q: the Q stays above the pool,
+// where fuse-qresidual makes the block write int8 (step 5 is only for float Convs).
+OnnxModel residual_pool_model() {
+  OnnxModel m("respool");
+  quantize_input(m, {1, 3, 6, 6});
+  dequantized_weights(m, {3, 3, 3, 3}, 0);
+  attr_ints(m.node("Conv", "conv", {"xd", "wd"}, {"c"}), "pads", {1, 1, 1, 1});
+  m.node("Add", "add", {"c", "xd"}, {"s"});
+  m.node("Relu", "relu", {"s"}, {"r"});
+  auto* p = m.node("MaxPool", "pool", {"r"}, {"p"});
+  attr_ints(p, "kernel_shape", {2, 2});
+  attr_ints(p, "strides", {2, 2});
+  quantize_output(m, "p");
+  return m;
+}
+
+TEST(FuseQdq, QuantizeAfterQConvResidualStaysAboveStridedMaxPool) {
+  const Built b = build(residual_pool_model(), BuildOptions{});
+  for (const graph::Node& n : b.graph.nodes) {
+    if (n.kind == OpKind::kMaxPool) {
+      EXPECT_EQ(b.graph.value(n.inputs[0]).dtype, DataType::kInt8);
+    }
+  }
+  EXPECT_FALSE(has(b.details.at("fuse-qdq"), "below a MaxPool")) << b.details.at("fuse-qdq");
+  expect_parity(residual_pool_model(), 108);
+}
+
 OnnxModel dq_pool_q_model(float s2) {
   OnnxModel m("dqpq");
   quantize_input(m, {1, 2, 4, 4});

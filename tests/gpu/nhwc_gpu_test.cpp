@@ -111,7 +111,19 @@ std::vector<NhwcCase> cases() {
        kF, conv_inputs({2, 18, 16, 3}, {32, 3, 3, 3}, true, {}), true},
       {"SmallCStem3x3SiluNoBias", C, nhwc_conv(silu, none, {1, 1, 1, 1}, {2, 2}), kF,
        conv_inputs({2, 19, 24, 3}, {32, 3, 3, 3}, false, {}), true},
-      {"SmallCStem7x7Infinities", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), kF,
+      // More work items (2 output rows of an image each) than resident CTAs: every CTA walks
+      // several, through both staging buffers; the left pad of 5 reads staged element 0.
+      {"SmallCStem7x7M32ManyItems", C, nhwc_conv(relu, none, {3, 5, 3, 1}, {2, 2}), {DT::kFloat16},
+       conv_inputs({160, 16, 16, 3}, {32, 7, 7, 3}, true, {}), true},
+      {"SmallCStem3x3M64ManyItems", C, nhwc_conv(none, none, {1, 1, 1, 1}, {2, 2}), {DT::kFloat16},
+       conv_inputs({200, 16, 16, 3}, {64, 3, 3, 3}, true, {}), true},
+      // Near misses, where tactic 300 must not be offered: an even left pad, a row over the
+      // staging buffer's 48 KiB.
+      {"NotSmallCEvenPad", C, nhwc_conv(relu, none, {2, 2, 2, 2}, {2, 2}), {DT::kFloat16},
+       conv_inputs({1, 16, 16, 3}, {64, 7, 7, 3}, true, {}), true},
+      {"NotSmallCWideRow", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), {DT::kFloat16},
+       conv_inputs({1, 9, 400, 3}, {64, 7, 7, 3}, true, {}), true},
+      {"SmallCStem7x7Infinities", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), {DT::kFloat16},
        [](DT dt) {
          HostTensor x = rand_tensor(dt, {1, 16, 40, 3}, -1, 1);
          for (int64_t i = 5; i < x.numel(); i += 97) set(x, i, std::numeric_limits<double>::infinity());
@@ -184,7 +196,13 @@ TEST_P(NhwcGpu, MatchesCpu) {
   for (DT dt : c.dtypes) {
     SCOPED_TRACE(std::string("dtype ") + std::string(dtype_name(dt)));
     const Inputs in = c.inputs(dt);
-    for (GpuMode mode : {GpuMode::kDirect, GpuMode::kMisaligned, GpuMode::kCaptured}) check_nhwc(c, in, mode);
+    for (GpuMode mode : {GpuMode::kDirect, GpuMode::kMisaligned, GpuMode::kCaptured}) {
+      check_nhwc(c, in, mode, c.only_tactic);
+      // The small-channel kernel under capture, and its fallback to the direct kernel with
+      // misaligned pointers.
+      if (c.name.rfind("SmallC", 0) == 0 && dt == DT::kFloat16 && mode != GpuMode::kDirect)
+        check_nhwc(c, in, mode, 300);
+    }
   }
 }
 
@@ -221,9 +239,12 @@ TEST_P(NhwcGpuTactics, EveryTacticMatchesCpu) {
       const bool gemm = std::any_of(tactics.begin(), tactics.end(), [](int32_t t) { return t >= 100 && t < 200; });
       EXPECT_TRUE(gemm) << c.name << ": no GEMM tactic";
     }
+    const bool small_c = std::find(tactics.begin(), tactics.end(), 300) != tactics.end();
     if (c.name.rfind("SmallC", 0) == 0 && dt == DT::kFloat16) {
-      const bool small_c = std::find(tactics.begin(), tactics.end(), 300) != tactics.end();
       EXPECT_TRUE(small_c) << c.name << ": the small-channel kernel is not offered";
+    }
+    if (c.name.rfind("NotSmallC", 0) == 0) {
+      EXPECT_FALSE(small_c) << c.name << ": tactic 300 offered";
     }
     for (int32_t t : tactics)
       if (c.only_tactic < 0 || t == c.only_tactic) check_nhwc(c, in, GpuMode::kDirect, t);

@@ -3,8 +3,9 @@
 //
 // With C = 3 channels last, one kernel row's taps for one output pixel (S * C values) are
 // contiguous in its input row. So the reduction is laid out per kernel row r as a segment of
-// kSeg slots: [D dummy slots][S * C taps][one pad slot where needed], kSeg even, and slot j of row r
-// for output pixel ow is the staged input row's element base + 2 * C * ow + j. D (0 or 1) makes
+// kSeg slots: [D dummy slots][S * C taps][pad slots], kSeg a multiple of 8 (so that each 8-slot
+// group of an mma fragment lies in one kernel row), and slot j of row r for output pixel ow is the
+// staged input row's element base + 2 * C * ow + j. D (1 for the odd left pads instantiated) makes
 // every even slot land on an even element, so that each 32-bit A register is one aligned shared
 // load. Dummy and pad slots (and the reduction's padding to 16) have zero weights, and their A
 // halves are masked to zero too, so that an infinite input next to a window cannot make a NaN.
@@ -99,6 +100,7 @@ struct Layout {
 
 template <int R, int S, int D, int NG, int A>
 __global__ void __launch_bounds__(kThreadsSC) small_c_kernel(Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // cp.async and float16 mma.m16n8k16
   using G = Geo<R, S>;
   using L = Layout<R, S, D>;
   constexpr int kWarpsPerGroup = 4 / NG;
@@ -217,25 +219,26 @@ __global__ void __launch_bounds__(kThreadsSC) small_c_kernel(Params p) {
     buf ^= 1;
   }
   mma::cp_async_wait<0>();
+#endif
 }
 
-// The kernel for a shape: kernel size, whether a dummy slot leads each row, output channel groups,
-// activation.
+// The kernels: kernel size 3 or 7 (a dummy slot leading each row: odd left pads), 32 or 64 output
+// channels, activation None, Relu, Clip or any other. kernel_index() picks one (-1: none fits).
 using KernelFn = void (*)(Params);
-template <int R, int S, int D, int NG>
-KernelFn with_activation(Activation a) {
-  switch (a) {
-    case Activation::kNone: return small_c_kernel<R, S, D, NG, static_cast<int>(Activation::kNone)>;
-    case Activation::kRelu: return small_c_kernel<R, S, D, NG, static_cast<int>(Activation::kRelu)>;
-    case Activation::kClip: return small_c_kernel<R, S, D, NG, static_cast<int>(Activation::kClip)>;
-    default: return small_c_kernel<R, S, D, NG, kGeneric>;
-  }
-}
-KernelFn kernel_for(int64_t k, int64_t pad_left, int64_t M, Activation a) {
-  const int d = static_cast<int>((pad_left * kC) % 2);
-  if (k == 7 && d == 1) return M == 64 ? with_activation<7, 7, 1, 2>(a) : with_activation<7, 7, 1, 1>(a);
-  if (k == 3 && d == 1) return M == 64 ? with_activation<3, 3, 1, 2>(a) : with_activation<3, 3, 1, 1>(a);
-  return nullptr;
+template <int R, int NG>
+constexpr KernelFn kFour[4] = {small_c_kernel<R, R, 1, NG, static_cast<int>(Activation::kNone)>,
+                               small_c_kernel<R, R, 1, NG, static_cast<int>(Activation::kRelu)>,
+                               small_c_kernel<R, R, 1, NG, static_cast<int>(Activation::kClip)>,
+                               small_c_kernel<R, R, 1, NG, kGeneric>};
+constexpr int kKernels = 16;
+const KernelFn kKernel[kKernels] = {kFour<3, 1>[0], kFour<3, 1>[1], kFour<3, 1>[2], kFour<3, 1>[3],
+                                    kFour<3, 2>[0], kFour<3, 2>[1], kFour<3, 2>[2], kFour<3, 2>[3],
+                                    kFour<7, 1>[0], kFour<7, 1>[1], kFour<7, 1>[2], kFour<7, 1>[3],
+                                    kFour<7, 2>[0], kFour<7, 2>[1], kFour<7, 2>[2], kFour<7, 2>[3]};
+int kernel_index(int64_t k, int64_t pad_left, int64_t M, Activation a) {
+  if ((k != 3 && k != 7) || (pad_left * kC) % 2 != 1 || (M != 32 && M != 64)) return -1;
+  const int act = a == Activation::kNone ? 0 : a == Activation::kRelu ? 1 : a == Activation::kClip ? 2 : 3;
+  return (k == 7 ? 8 : 0) + (M == 64 ? 4 : 0) + act;
 }
 
 // Elements per staged input row: the data after kDataStart, and every element the last pixel
@@ -256,16 +259,16 @@ int smem_bytes(const DirectConv& g) {
 
 // The CTAs of a persistent grid: those resident at once with the most shared memory a shape may
 // take, asked once per device and kernel (run() is called on every step).
-int resident_ctas(KernelFn fn, int which) {
-  static std::atomic<int> known[mma::kMaxDevices][16] = {};  // 0: not asked yet
+int resident_ctas(int which) {
+  static std::atomic<int> known[mma::kMaxDevices][kKernels] = {};  // 0: not asked yet
   int device = 0;
   check_cuda(cudaGetDevice(&device), "NhwcConv");
   if (device < mma::kMaxDevices)
     if (const int v = known[device][which].load(std::memory_order_relaxed); v != 0) return v;
   int per_sm = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kThreadsSC, kMaxSmem),
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel[which], kThreadsSC, kMaxSmem),
              "NhwcConv: the small-channel kernel's occupancy");
-  const int v = std::max(1, per_sm) * mma::device_attribute<cudaDevAttrMultiProcessorCount>(device);
+  const int v = std::max(1, per_sm) * std::max(1, mma::device_attribute<cudaDevAttrMultiProcessorCount>(device));
   if (device < mma::kMaxDevices) known[device][which].store(v, std::memory_order_relaxed);
   return v;
 }
@@ -278,7 +281,7 @@ bool small_c_conv_fits(const DirectConv& g, DataType dt, bool has_z) {
   if (g.kernel[0] != g.kernel[1] || (g.kernel[0] != 3 && g.kernel[0] != 7)) return false;
   for (int i = 0; i < 2; ++i)
     if (g.strides[i] != kStride || g.dilations[i] != 1 || g.pads[i] < 0 || g.pads[i] >= g.kernel[i]) return false;
-  if (g.pads[1] > 5 || !kernel_for(g.kernel[1], g.pads[1], g.M, Activation::kNone)) return false;
+  if (g.pads[1] > 5 || kernel_index(g.kernel[1], g.pads[1], g.M, Activation::kNone) < 0) return false;
   if ((g.in[1] * kC) % 8 != 0 || g.out[0] <= 0 || g.out[1] <= 0 || g.in[0] >= (1 << 24) || g.in[1] >= (1 << 16))
     return false;
   if (g.batch * g.in[0] * g.in[1] * kC >= (int64_t{1} << 40)) return false;
@@ -304,13 +307,10 @@ void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, co
   p.row_groups = (p.OH + kRows - 1) / kRows;
   p.items = g.batch * p.row_groups;
   p.e = e;
-  const KernelFn fn = kernel_for(g.kernel[1], g.pads[1], g.M, e.activation);
+  const int which = kernel_index(g.kernel[1], g.pads[1], g.M, e.activation);
   const int smem = smem_bytes(g);
-  const Activation a = e.activation;
-  const int which = ((g.kernel[1] == 7 ? 2 : 0) + (g.M == 64 ? 1 : 0)) * 4 +
-                    (a == Activation::kNone ? 0 : a == Activation::kRelu ? 1 : a == Activation::kClip ? 2 : 3);
-  const int64_t blocks = std::min<int64_t>(p.items, resident_ctas(fn, which));
-  fn<<<static_cast<unsigned>(blocks), kThreadsSC, smem, stream>>>(p);
+  const int64_t blocks = std::min<int64_t>(p.items, resident_ctas(which));
+  kKernel[which]<<<static_cast<unsigned>(blocks), kThreadsSC, smem, stream>>>(p);
   check_launch("NhwcConv");
 }
 

@@ -14,7 +14,7 @@ namespace kiln::gpu::nn {
 // Whether the kernel takes this NhwcConv: float16, 3 input channels, one group, a 3x3 or 7x7
 // kernel with stride 2 and dilation 1 on both axes, an odd left pad of at most 5, 32 or 64 output
 // channels, no residual, an input row of a whole number of 16-byte chunks, and a staging buffer
-// within 48 KiB (input rows up to about 440 pixels); sm_80 and later.
+// within 48 KiB (input rows up to about 376 pixels for 7x7, 704 for 3x3); sm_80 and later.
 bool small_c_conv_fits(const DirectConv& g, DataType dt, bool has_z);
 
 // Y = epilogue(conv(X, W) + B) for a convolution small_c_conv_fits accepts; B may be null. X, W and
