@@ -41,9 +41,11 @@ const Case kCases[] = {
     // The tensor-core kernel's: partial tiles of pixels and channels, several 64-channel stages per
     // tap, strides, padding and dilation.
     {2, 9, 11, 64, 72, 3, 2, 1}, {1, 5, 6, 192, 24, 3, 1, 1, 2}, {3, 15, 15, 128, 136, 1, 1, 0},
-    // The streaming kernel's (1x1, stride 1, C of 64, 128 or 256, M % 16 == 0): a partial channel
-    // tile, two channel tiles, and the most input channels.
+    // The streaming kernel's (1x1, stride 1, C of 16 to 256, M % 16 == 0): a partial channel
+    // tile, two channel tiles, and the most input channels; MobileNetV2's narrow expansions (C of
+    // 16, 24 and 32, rows of 2 to 4 8-byte pieces).
     {2, 9, 9, 64, 80, 1, 1, 0}, {2, 9, 9, 128, 256, 1, 1, 0}, {1, 10, 10, 256, 32, 1, 1, 0},
+    {2, 9, 9, 16, 96, 1, 1, 0}, {1, 10, 11, 24, 144, 1, 1, 0}, {1, 7, 9, 32, 48, 1, 1, 0},
 };
 
 enum class Residual { kNone, kInt8, kFloat };
@@ -165,7 +167,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
   ASSERT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
   const bool igemm = major >= 8 && C % 64 == 0 && M % 8 == 0;
   const bool int8_y = in.size() > 7 && in[7].exists, float_z = in.size() > 9 && in[9].dtype == DT::kFloat32;
-  const bool stream = major >= 8 && (C == 64 || C == 128 || C == 256) &&
+  const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || C == 64 || C == 128 || C == 256) &&
                       gpu::extra::stream::shared_memory(static_cast<int>(C)) <= smem && M % 16 == 0 &&
                       a.kernel_shape == std::vector<int64_t>{1, 1} &&
                       a.strides == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
@@ -234,6 +236,20 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyTiles) {
   const std::vector<OutputType> types = output_types(a, in);
   const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
   check_tactics(a, in, types, want[0], true, "streaming: many tiles");
+}
+
+// The same for a narrow expansion (MobileNetV2's 24 -> 144 with ReLU6 and int8 output): every
+// buffer's zero padding must survive its refills.
+TEST(GpuNhwcQConv, StreamingKernelWalksManyNarrowTiles) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(59);
+  const Case c{4, 115, 115, 24, 144, 1, 1, 0};
+  const Variant v{true, true, Residual::kNone, QActivation::kClip};
+  const QConvAttrs a = attrs_of(c, v.act);
+  const Inputs in = inputs(c, v, c.h, c.w);
+  const std::vector<OutputType> types = output_types(a, in);
+  const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
+  check_tactics(a, in, types, want[0], true, "streaming: many narrow tiles");
 }
 
 // The streaming kernel's general epilogue (constants that can make a NaN): NaN, infinite and huge

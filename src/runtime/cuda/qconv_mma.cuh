@@ -41,6 +41,11 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
   const int bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
+// 8 bytes (through L1: the 16-byte-only .cg form does not take 8), or 8 zero bytes where !valid.
+__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 8 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

@@ -1,6 +1,6 @@
 // Kiln's streaming INT8 1x1 convolution over channels-last tensors:
 //   y[p, m] = epilogue(sum_c x[p, c] * w[m, c], z[p, m])
-// for 1x1, stride-1 layers whose input rows are short (C = 64 .. 256): a GEMM with a small
+// for 1x1, stride-1 layers whose input rows are short (C = 16 .. 256): a GEMM with a small
 // reduction, where every output byte costs more memory traffic than multiply-adds. The implicit
 // GEMM (qconv_igemm.cu) runs one tile per CTA: it waits for its operands, then for its residual,
 // then stores, and its int32 staging tile leaves room for two or three CTAs per SM, so too few
@@ -117,7 +117,10 @@ __device__ __forceinline__ void wait_all_but(int n) {
   }
 }
 
-template <class T>
+// NP: 0 for C of 64, 128 or 256; for C of 16, 24 or 32 (MobileNet's expansions), the 8-byte pieces
+// of a row (2, 3 or 4): its x and w rows are then padded with zeros to one 64-byte sub-tile, whose
+// upper half (bytes 32 .. 63) is zero and skipped.
+template <class T, int NP>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QConvNhwcArgs a, Geometry g) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // cp.async, ldmatrix and int8 mma.m16n8k32
   extern __shared__ __align__(128) uint8_t smem[];
@@ -125,20 +128,36 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
   const int warp_m = warp / T::kWarpsN, warp_n = warp % T::kWarpsN;
   const int m0 = static_cast<int>(blockIdx.x % g.n_tiles) * T::BN;
   const int step = static_cast<int>(gridDim.x) / g.n_tiles;
-  const int subs = g.C / kBK;  // [rows][64] sub-tiles of the reduction
+  constexpr bool kNarrow = NP > 0;
+  const int row_bytes = kNarrow ? kBK : g.C;   // of an x or w row in shared memory
+  const int subs = kNarrow ? 1 : g.C / kBK;  // [rows][64] sub-tiles of the reduction
   const int c_shift = g.c_shift, c_mask = (1 << c_shift) - 1;  // 16-byte chunks per x or w row: C / 16
   uint8_t* const w_s = smem;
-  float* const alpha_s = reinterpret_cast<float*>(smem + T::BN * g.C);
+  float* const alpha_s = reinterpret_cast<float*>(smem + T::BN * row_bytes);
   float* const bias_s = alpha_s + T::BN;
   uint8_t* const buf = reinterpret_cast<uint8_t*>(bias_s + T::BN);
-  const int buf_bytes = T::BM * g.C + T::BM * T::kZStride;
+  const int buf_bytes = T::BM * row_bytes + T::BM * T::kZStride;
   const bool has_z = a.z != nullptr;
 
   // The weights of this CTA's channels, once; rows past M are zeros.
-  for (int i = tid; i < T::BN << c_shift; i += T::kThreads) {
-    const int row = i >> c_shift, cc = i & c_mask, m = m0 + row;
-    cp_async16(smem_u32(w_s) + (cc / 4) * T::BN * kBK + swizzled(row, cc % 4),
-               m < g.M ? a.w + static_cast<int64_t>(m) * g.C + cc * 16 : a.w, m < g.M);
+  if constexpr (kNarrow) {
+    // Zeros first where no copy writes (the rows' padding), in the weights and every x buffer.
+    for (int i = tid; i < T::BN * kBK / 16; i += T::kThreads) reinterpret_cast<int4*>(w_s)[i] = int4{};
+    for (int b = 0; b < g.stages; ++b)
+      for (int i = tid; i < T::BM * kBK / 16; i += T::kThreads)
+        reinterpret_cast<int4*>(buf + b * buf_bytes)[i] = int4{};
+    __syncthreads();
+    for (int i = tid; i < T::BN * NP; i += T::kThreads) {
+      const int row = i / NP, j = i % NP, m = m0 + row;
+      cp_async8(smem_u32(w_s) + swizzled(row, j >> 1) + (j & 1) * 8,
+                m < g.M ? a.w + static_cast<int64_t>(m) * g.C + j * 8 : a.w, m < g.M);
+    }
+  } else {
+    for (int i = tid; i < T::BN << c_shift; i += T::kThreads) {
+      const int row = i >> c_shift, cc = i & c_mask, m = m0 + row;
+      cp_async16(smem_u32(w_s) + (cc / 4) * T::BN * kBK + swizzled(row, cc % 4),
+                 m < g.M ? a.w + static_cast<int64_t>(m) * g.C + cc * 16 : a.w, m < g.M);
+    }
   }
   // Epilogue constants, in units of y's step. The activation's bounds (ReLU or Clip) and int8's
   // range are one clamp in float before the conversion.
@@ -166,14 +185,23 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
   auto load_tile = [&](int b, int pt) {
     const int64_t p0 = static_cast<int64_t>(pt) * T::BM;
     uint8_t* const x_s = buf + b * buf_bytes;
-    for (int i = tid; i < T::BM << c_shift; i += T::kThreads) {
-      const int row = i >> c_shift, cc = i & c_mask;
-      const bool ok = p0 + row < g.P;
-      cp_async16(smem_u32(x_s) + (cc / 4) * T::BM * kBK + swizzled(row, cc % 4),
-                 ok ? a.x + (p0 + row) * g.C + cc * 16 : a.x, ok);
+    if constexpr (kNarrow) {
+      for (int i = tid; i < T::BM * NP; i += T::kThreads) {
+        const int row = i / NP, j = i % NP;
+        const bool ok = p0 + row < g.P;
+        cp_async8(smem_u32(x_s) + swizzled(row, j >> 1) + (j & 1) * 8, ok ? a.x + (p0 + row) * g.C + j * 8 : a.x,
+                  ok);
+      }
+    } else {
+      for (int i = tid; i < T::BM << c_shift; i += T::kThreads) {
+        const int row = i >> c_shift, cc = i & c_mask;
+        const bool ok = p0 + row < g.P;
+        cp_async16(smem_u32(x_s) + (cc / 4) * T::BM * kBK + swizzled(row, cc % 4),
+                   ok ? a.x + (p0 + row) * g.C + cc * 16 : a.x, ok);
+      }
     }
     if (!has_z) return;
-    uint8_t* const z_s = x_s + T::BM * g.C;
+    uint8_t* const z_s = x_s + T::BM * row_bytes;
     for (int i = tid; i < T::BM * T::BN / 16; i += T::kThreads) {
       const int row = i / (T::BN / 16), cc = i % (T::BN / 16);
       const bool ok = p0 + row < g.P && m0 + cc * 16 < g.M;
@@ -200,11 +228,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
     const uint32_t x_tile = smem_u32(buf + b * buf_bytes);
     for (int s = 0; s < subs; ++s)
 #pragma unroll
-      for (int ks = 0; ks < 2; ++ks)
+      for (int ks = 0; ks < (kNarrow ? 1 : 2); ++ks)
         mma_step(acc, x_tile + s * T::BM * kBK, smem_u32(w_s) + s * T::BN * kBK, warp_m * T::WM, warp_n * T::WN, ks,
                  lane);
 
-    uint8_t* const z_s = buf + b * buf_bytes + T::BM * g.C;
+    uint8_t* const z_s = buf + b * buf_bytes + T::BM * row_bytes;
     const int row0 = warp_m * T::WM + (lane >> 2), col0 = warp_n * T::WN + (lane & 3) * 2;
     if (has_z)
       general ? finish<T, true, true>(acc, z_s, alpha_s, bias_s, e, row0, col0)
@@ -234,10 +262,11 @@ struct Launch {
   int stages = 0, ctas = 0;
 };
 
-template <class T>
+template <class T, int NP>
 Launch launch_shape(int device, int C) {
-  static std::atomic<int64_t> known[kMaxDevices][kMaxC / kBK] = {};  // stages << 32 | ctas, 0 unknown
-  const int slot = C / kBK - 1;
+  // Slots: C / 64 - 1 for the wide rows (0, 1, 3), 4 for the narrow ones (one C each NP).
+  static std::atomic<int64_t> known[kMaxDevices][kMaxC / kBK + 1] = {};  // stages << 32 | ctas, 0 unknown
+  const int slot = NP > 0 ? kMaxC / kBK : C / kBK - 1;
   if (device < kMaxDevices)
     if (const int64_t v = known[device][slot].load(std::memory_order_relaxed); v != 0)
       return {static_cast<int>(v >> 32), static_cast<int>(v & 0xffffffff)};
@@ -246,14 +275,14 @@ Launch launch_shape(int device, int C) {
   // function, whichever C comes first).
   const int most =
       std::min(device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device), T::smem(kMaxC, kMaxStages));
-  check_cuda(cudaFuncSetAttribute(stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+  check_cuda(cudaFuncSetAttribute(stream_kernel<T, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
              "NhwcQConv: asking for the streaming kernel's shared memory");
   Launch best;
   int best_flight = 0;
   for (int s = 2; s <= kMaxStages; ++s) {
     if (T::smem(C, s) > most) break;
     int per_sm = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_kernel<T>, T::kThreads, T::smem(C, s)),
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_kernel<T, NP>, T::kThreads, T::smem(C, s)),
                "NhwcQConv: the streaming kernel's occupancy");
     if (per_sm * (s - 1) > best_flight) best_flight = per_sm * (s - 1), best = {s, per_sm * sms};
   }
@@ -263,11 +292,12 @@ Launch launch_shape(int device, int C) {
   return best;
 }
 
-template <class T>
-void launch(const QConvNhwcArgs& a, cudaStream_t stream) {
+template <class T, int NP>
+void launch_with(const QConvNhwcArgs& a, cudaStream_t stream) {
   Geometry g;
   g.C = static_cast<int>(a.C);
   g.c_shift = g.C == 64 ? 2 : g.C == 128 ? 3 : 4;
+  const int row_bytes = NP > 0 ? kBK : g.C;  // in shared memory
   g.M = static_cast<int>(a.M);
   g.P = a.N * a.OH * a.OW;
   g.n_tiles = (g.M + T::BN - 1) / T::BN;
@@ -278,11 +308,21 @@ void launch(const QConvNhwcArgs& a, cudaStream_t stream) {
   int device = 0;
   check_cuda(cudaGetDevice(&device), "NhwcQConv");
   // Before its first launch, uncaptured (the builder times every tactic first).
-  const Launch l = launch_shape<T>(device, g.C);
+  const Launch l = launch_shape<T, NP>(device, row_bytes);
   g.stages = l.stages;
   const int64_t blocks = std::min<int64_t>(p_tiles, std::max(1, l.ctas / g.n_tiles)) * g.n_tiles;
-  stream_kernel<T><<<static_cast<unsigned>(blocks), T::kThreads, T::smem(g.C, g.stages), stream>>>(a, g);
+  stream_kernel<T, NP><<<static_cast<unsigned>(blocks), T::kThreads, T::smem(row_bytes, g.stages), stream>>>(a, g);
   check_launch("NhwcQConv");
+}
+
+template <class T>
+void launch(const QConvNhwcArgs& a, cudaStream_t stream) {
+  switch (a.C) {
+    case 16: return launch_with<T, 2>(a, stream);
+    case 24: return launch_with<T, 3>(a, stream);
+    case 32: return launch_with<T, 4>(a, stream);
+    default: return launch_with<T, 0>(a, stream);
+  }
 }
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -297,7 +337,9 @@ bool fits(const QConvNhwcArgs& a) {
   if (!mma::device_supported()) return false;
   if (a.KH != 1 || a.KW != 1 || a.sh != 1 || a.sw != 1 || a.ph != 0 || a.pw != 0) return false;
   if (a.OH != a.H || a.OW != a.W) return false;
-  if ((a.C != 64 && a.C != 128 && a.C != 256) || a.M % 16 != 0 || a.M <= 0 || a.M >= (1 << 30)) return false;
+  const bool narrow = a.C == 16 || a.C == 24 || a.C == 32;
+  if ((!narrow && a.C != 64 && a.C != 128 && a.C != 256) || a.M % 16 != 0 || a.M <= 0 || a.M >= (1 << 30))
+    return false;
   if (!a.epi.quantize || (a.z && a.z_float) || (a.epi.act != 0 && a.epi.act != 1 && a.epi.act != 2)) return false;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
@@ -306,7 +348,10 @@ bool fits(const QConvNhwcArgs& a) {
   return aligned(a.x) && aligned(a.w) && aligned(a.y) && (!a.z || aligned(a.z));
 }
 
-int shared_memory(int C) { return std::max({Tile0::smem(C, 2), Tile1::smem(C, 2), Tile2::smem(C, 2)}); }
+int shared_memory(int C) {
+  const int row_bytes = std::max(C, kBK);  // C of 16 to 32: rows padded to 64 bytes
+  return std::max({Tile0::smem(row_bytes, 2), Tile1::smem(row_bytes, 2), Tile2::smem(row_bytes, 2)});
+}
 
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
   if (!fits(a)) throw Error("NhwcQConv: the streaming kernel does not take this convolution");
