@@ -240,7 +240,8 @@ OnnxModel float_stem_model(int64_t stride) {
 TEST(FuseQdq, LoneQuantizeStaysBelowStridedMaxPool) {
   const Built b = build(float_stem_model(2), BuildOptions{});
   const std::vector<std::string>& ops = b.ops;
-  const auto pool = std::find(ops.begin(), ops.end(), "MaxPool"), q = std::find(ops.begin(), ops.end(), "QuantizeLinear");
+  const auto pool = std::find(ops.begin(), ops.end(), "MaxPool");
+  const auto q = std::find(ops.begin(), ops.end(), "QuantizeLinear");
   ASSERT_TRUE(pool != ops.end() && q != ops.end());
   EXPECT_LT(pool - ops.begin(), q - ops.begin());
   for (const graph::Node& n : b.graph.nodes)

@@ -168,7 +168,8 @@ __global__ void __launch_bounds__(kThreadsSC) small_c_kernel(Params p) {
       // Kernel row r of pixel mt * 16 + g starts at rows[r]; pixel + 8 is kStride * kC * 8 further.
       const __half* rows[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) rows[r] = stage + (qr * kStride + r) * p.row_len + base0 + kStride * kC * (mt * 16 + g);
+      for (int r = 0; r < R; ++r)
+        rows[r] = stage + (qr * kStride + r) * p.row_len + base0 + kStride * kC * (mt * 16 + g);
       constexpr int kPlus8 = kStride * kC * 8;
       float acc[4][4] = {};
 #pragma unroll

@@ -14,8 +14,9 @@ namespace kiln::gpu::extra::stream {
 inline constexpr int kConfigs = 3;
 
 // Whether the kernel takes this convolution: 1x1, stride 1, no padding; C of 16, 24, 32, 64, 128 or
-// 256 (16 to 32: MobileNet's expansions, rows padded to 64 bytes in shared memory), M a multiple of 16; no activation, ReLU or Clip; an int8 y, and an int8 residual or none; x, w, y and z 16-byte aligned; sm_80 and
-// later, with the shared memory every tile shape needs for C (shared_memory(C)).
+// 256 (16 to 32: MobileNet's expansions, rows padded to 64 bytes in shared memory), M a multiple of
+// 16; no activation, ReLU or Clip; an int8 y, and an int8 residual or none; x, w, y and z 16-byte
+// aligned; sm_80 and later, with the shared memory every tile shape needs for C (shared_memory(C)).
 bool fits(const QConvNhwcArgs& a);
 
 // The shared memory per CTA every tile shape needs with C input channels (16 to 256) and the
