@@ -96,6 +96,22 @@ struct TilePlan {
   int64_t base = 0;  // source offset of the first element
 };
 
+// Adds to so and dof the source and output offsets of batch position `rem` (its digits in the
+// batch dims, the last fastest).
+template <class I>
+__device__ __forceinline__ void add_batch_offsets(const TilePlan& p, I rem, int64_t& so, int64_t& dof) {
+#pragma unroll
+  for (int d = kMaxDims - 1; d >= 0; --d) {
+    if (d >= p.batch_rank) continue;
+    const I dim = static_cast<I>(p.batch_shape[d]);
+    const I q = rem / dim;
+    const auto i = static_cast<int64_t>(rem - q * dim);
+    rem = q;
+    so += i * p.batch_src[d];
+    dof += i * p.batch_dst[d];
+  }
+}
+
 // I: uint32_t when there are fewer than 2^31 tiles (the tile decode then divides in 32 bits).
 template <class I, class W, int R>
 __global__ void __launch_bounds__(kTile* kTileRows)
@@ -104,22 +120,12 @@ __global__ void __launch_bounds__(kTile* kTileRows)
   __shared__ W tile[kB][kTile + 1];  // [b][a]; the padding column avoids bank conflicts
   const int tx = threadIdx.x, ty = threadIdx.y;
   for (I t = blockIdx.x; t < static_cast<I>(p.tiles); t += gridDim.x) {
-    I rem = t / static_cast<I>(p.tiles_b);
+    const I rem = t / static_cast<I>(p.tiles_b);
     const int64_t b0 = static_cast<int64_t>(t - rem * static_cast<I>(p.tiles_b)) * kB;
-    I q = rem / static_cast<I>(p.tiles_a);
+    const I q = rem / static_cast<I>(p.tiles_a);
     const int64_t a0 = static_cast<int64_t>(rem - q * static_cast<I>(p.tiles_a)) * kTile;
-    rem = q;
     int64_t so = p.base, dof = 0;
-#pragma unroll
-    for (int d = kMaxDims - 1; d >= 0; --d) {
-      if (d >= p.batch_rank) continue;
-      const I dim = static_cast<I>(p.batch_shape[d]);
-      q = rem / dim;
-      const auto i = static_cast<int64_t>(rem - q * dim);
-      rem = q;
-      so += i * p.batch_src[d];
-      dof += i * p.batch_dst[d];
-    }
+    add_batch_offsets(p, q, so, dof);
     if (a0 + tx < p.na) {
       const W* s = src + so + a0 + tx + b0 * p.b_src;
 #pragma unroll
@@ -172,19 +178,10 @@ __global__ void __launch_bounds__(kThreads)
     small_inner_kernel(const W* __restrict__ src, W* __restrict__ dst, TilePlan p, I items) {
   const I step = static_cast<I>(grid_threads());
   for (I t = static_cast<I>(global_thread()); t < items; t += step) {
-    I rem = t / static_cast<I>(p.na);
+    const I rem = t / static_cast<I>(p.na);
     const auto a = static_cast<int64_t>(t - rem * static_cast<I>(p.na));
     int64_t so = p.base + a, dof = a * p.a_dst;
-#pragma unroll
-    for (int d = kMaxDims - 1; d >= 0; --d) {
-      if (d >= p.batch_rank) continue;
-      const I dim = static_cast<I>(p.batch_shape[d]);
-      const I q = rem / dim;
-      const auto i = static_cast<int64_t>(rem - q * dim);
-      rem = q;
-      so += i * p.batch_src[d];
-      dof += i * p.batch_dst[d];
-    }
+    add_batch_offsets(p, rem, so, dof);
     W v[NB];
 #pragma unroll
     for (int b = 0; b < NB; ++b) v[b] = src[so + b * p.b_src];
@@ -298,22 +295,18 @@ void strided_copy(size_t esize, const Dims& shape, const Dims& strides, const vo
     throw Error(std::string(op) + ": the copy needs " + std::to_string(r) +
                 " dimensions after merging; the CUDA backend supports at most " + std::to_string(kMaxDims));
 
-  if (st.back() != 1 && st.back() != 0 && s.back() >= 2 && s.back() < 8) {
+  // The output's inner dim strides through the source while dim j reads it contiguously: tiles
+  // (inner dim of 8 or more), or a thread per position of j (2 to 7, where j has 32 or more).
+  if (st.back() != 1 && st.back() != 0 && s.back() >= 2) {
+    const bool small = s.back() < 8;
     for (size_t j = 0; j + 1 < r; ++j)
-      if (st[j] == 1 && s[j] >= 32) {
+      if (st[j] == 1 && s[j] >= (small ? 32 : 8)) {
         dispatch_word(esize, [&](auto tag) {
           using W = typename decltype(tag)::type;
-          launch_small_inner<W>(s, st, j, src, base, dst, env, op);
-        });
-        return;
-      }
-  }
-  if (st.back() != 1 && st.back() != 0 && s.back() >= 8) {
-    for (size_t j = 0; j + 1 < r; ++j)
-      if (st[j] == 1 && s[j] >= 8) {
-        dispatch_word(esize, [&](auto tag) {
-          using W = typename decltype(tag)::type;
-          if constexpr (sizeof(W) <= 8) launch_tiled<W>(s, st, j, src, base, dst, env, op);
+          if (small)
+            launch_small_inner<W>(s, st, j, src, base, dst, env, op);
+          else if constexpr (sizeof(W) <= 8)
+            launch_tiled<W>(s, st, j, src, base, dst, env, op);
         });
         return;
       }
