@@ -255,7 +255,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
 #endif
 }
 
-// The pipeline's depth for C channels and the grid's CTAs: of 2 .. kMaxStages buffers, the depth
+// The pipeline's depth for shared rows of C bytes (C channels; 64 for the narrow ones) and the
+// grid's CTAs: of 2 .. kMaxStages buffers, the depth
 // with the most tiles in flight per SM (resident CTAs x (stages - 1)), and the CTAs that fit the
 // GPU once. Asked once per device and channel count (run() is called on every step).
 struct Launch {
@@ -264,9 +265,9 @@ struct Launch {
 
 template <class T, int NP>
 Launch launch_shape(int device, int C) {
-  // Slots: C / 64 - 1 for the wide rows (0, 1, 3), 4 for the narrow ones (one C each NP).
-  static std::atomic<int64_t> known[kMaxDevices][kMaxC / kBK + 1] = {};  // stages << 32 | ctas, 0 unknown
-  const int slot = NP > 0 ? kMaxC / kBK : C / kBK - 1;
+  // One per row size in shared memory (narrow rows are 64 bytes: slot 0 of their own function).
+  static std::atomic<int64_t> known[kMaxDevices][kMaxC / kBK] = {};  // stages << 32 | ctas, 0 unknown
+  const int slot = C / kBK - 1;
   if (device < kMaxDevices)
     if (const int64_t v = known[device][slot].load(std::memory_order_relaxed); v != 0)
       return {static_cast<int>(v >> 32), static_cast<int>(v & 0xffffffff)};
@@ -303,7 +304,8 @@ void launch_with(const QConvNhwcArgs& a, cudaStream_t stream) {
   g.n_tiles = (g.M + T::BN - 1) / T::BN;
   const int64_t p_tiles = (g.P + T::BM - 1) / T::BM;
   // Tile indices stay in 32 bits: a CTA's look-ahead reaches below 4 * p_tiles.
-  if (p_tiles >= int64_t{1} << 29) throw Error("NhwcQConv: the convolution has too many pixels for the streaming kernel");
+  if (p_tiles >= int64_t{1} << 29)
+    throw Error("NhwcQConv: the convolution has too many pixels for the streaming kernel");
   g.p_tiles = static_cast<int>(p_tiles);
   int device = 0;
   check_cuda(cudaGetDevice(&device), "NhwcQConv");
