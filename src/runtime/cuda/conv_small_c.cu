@@ -49,10 +49,12 @@ struct Params {
   EpilogueAttrs e;
 };
 
-template <int R, int S>
-struct Geo {
-  static constexpr int kInRows = (kRows - 1) * kStride + R;  // staged input rows per work item
-};
+// Staged input rows per work item for a kernel of R rows.
+constexpr int staged_rows(int R) { return (kRows - 1) * kStride + R; }
+// Slots per kernel row for S taps of kC channels and D dummy slots: whole 8-slot groups.
+constexpr int seg_slots(int S, int D) { return (S * kC + D + 7) / 8 * 8; }
+constexpr int kOutStride = 40;  // float16 elements per pixel row of a warp's output tile (32 + 8)
+constexpr int kOutTile = 16 * kOutStride;  // a warp's [16][32] output tile with its padding
 
 __device__ __forceinline__ uint32_t ld_pair(const __half* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
@@ -61,11 +63,11 @@ __device__ __forceinline__ uint32_t pack(__half lo, __half hi) {
 }
 
 // Copies work item `item`'s input rows into `stage` (cp.async; zeros for rows outside the image).
-template <int R, int S>
+template <int R>
 __device__ __forceinline__ void stage_rows(const Params& p, int64_t item, __half* stage) {
   const int64_t n = item / p.row_groups;
   const int ih0 = static_cast<int>(item % p.row_groups) * kRows * kStride - p.pad_top;
-  const int total = Geo<R, S>::kInRows * p.chunks;
+  const int total = staged_rows(R) * p.chunks;
   for (int i = threadIdx.x; i < total; i += kThreadsSC) {
     const int row = i / p.chunks, chunk = i - row * p.chunks;
     const int ih = ih0 + row;
@@ -90,7 +92,7 @@ __device__ __forceinline__ float activate(const EpilogueAttrs& e, float v) {
 template <int R, int S, int D>
 struct Layout {
   static constexpr int kTaps = S * kC;
-  static constexpr int kSeg = (kTaps + D + 7) / 8 * 8;  // slots per kernel row: whole 8-slot groups
+  static constexpr int kSeg = seg_slots(S, D);
   static constexpr int kGroups = R * kSeg / 8;          // 8-slot groups of the reduction
   static constexpr int kSteps = (kGroups + 1) / 2;      // k16 steps; an odd last group pairs with zeros
   static constexpr int kSegGroups = kSeg / 8;
@@ -101,15 +103,13 @@ struct Layout {
 template <int R, int S, int D, int NG, int A>
 __global__ void __launch_bounds__(kThreadsSC) small_c_kernel(Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // cp.async and float16 mma.m16n8k16
-  using G = Geo<R, S>;
   using L = Layout<R, S, D>;
   constexpr int kWarpsPerGroup = 4 / NG;
-  constexpr int kOutStride = 40;  // float16 elements per pixel row of a warp's output tile (32 + 8)
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int stage_len = G::kInRows * p.row_len;
+  const int stage_len = staged_rows(R) * p.row_len;
   __half* stages = reinterpret_cast<__half*>(smem_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-  __half* out_tile = stages + 2 * stage_len + warp * 16 * kOutStride;
+  __half* out_tile = stages + 2 * stage_len + warp * kOutTile;
   const int cg = warp % NG, first_unit = warp / NG;
   const int M = NG * 32;
 
@@ -151,11 +151,11 @@ __global__ void __launch_bounds__(kThreadsSC) small_c_kernel(Params p) {
   __syncthreads();
 
   int buf = 0;
-  if (blockIdx.x < p.items) stage_rows<R, S>(p, blockIdx.x, stages);
+  if (blockIdx.x < p.items) stage_rows<R>(p, blockIdx.x, stages);
   mma::cp_async_commit();
   for (int64_t item = blockIdx.x; item < p.items; item += gridDim.x) {
     const int64_t next = item + gridDim.x;
-    if (next < p.items) stage_rows<R, S>(p, next, stages + (buf ^ 1) * stage_len);
+    if (next < p.items) stage_rows<R>(p, next, stages + (buf ^ 1) * stage_len);
     mma::cp_async_commit();
     mma::cp_async_wait<1>();
     __syncthreads();
@@ -245,8 +245,8 @@ int kernel_index(int64_t k, int64_t pad_left, int64_t M, Activation a) {
 // Elements per staged input row: the data after kDataStart, and every element the last pixel
 // tile's windows read.
 int row_len(const DirectConv& g) {
-  const int64_t k = g.kernel[1], d = (g.pads[1] * kC) % 2;
-  const int64_t seg = (k * kC + d + 7) / 8 * 8;
+  const int64_t d = (g.pads[1] * kC) % 2;
+  const int64_t seg = seg_slots(static_cast<int>(g.kernel[1]), static_cast<int>(d));
   const int64_t m_tiles = (g.out[1] + 15) / 16;
   const int64_t last = kDataStart - g.pads[1] * kC - d + kStride * kC * (m_tiles * 16 - 1) + seg;
   const int64_t need = std::max<int64_t>(kDataStart + g.in[1] * kC, last);
@@ -254,8 +254,9 @@ int row_len(const DirectConv& g) {
 }
 
 int smem_bytes(const DirectConv& g) {
-  const int in_rows = (kRows - 1) * kStride + static_cast<int>(g.kernel[0]);
-  return (2 * in_rows * row_len(g) + 4 * 16 * 40) * static_cast<int>(sizeof(__half));
+  const int warps = kThreadsSC / 32;
+  return (2 * staged_rows(static_cast<int>(g.kernel[0])) * row_len(g) + warps * kOutTile) *
+         static_cast<int>(sizeof(__half));
 }
 
 // The CTAs of a persistent grid: those resident at once with the most shared memory a shape may
