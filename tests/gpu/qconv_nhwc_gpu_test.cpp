@@ -201,6 +201,15 @@ std::vector<OutputType> output_types(const QConvAttrs& a, const Inputs& in) {
   return infer_shapes(OpKind::kNhwcQConv, a, views_of(in), 1);
 }
 
+// Case c with variant v (an oh x ow output): every tactic against the CPU (check_tactics).
+void check_case(const Case& c, const Variant& v, int64_t oh, int64_t ow, bool expect_plan, const std::string& what) {
+  const QConvAttrs a = attrs_of(c, v.act);
+  const Inputs in = inputs(c, v, oh, ow);
+  const std::vector<OutputType> types = output_types(a, in);
+  const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
+  check_tactics(a, in, types, want[0], expect_plan, what);
+}
+
 TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(43);
@@ -213,11 +222,7 @@ TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
                                " residual=" + std::to_string(static_cast<int>(v.residual)) +
                                " act=" + std::to_string(static_cast<int>(v.act));
       SCOPED_TRACE(what);
-      const QConvAttrs a = attrs_of(c, v.act);
-      const Inputs in = inputs(c, v, oh, ow);
-      const std::vector<OutputType> types = output_types(a, in);
-      const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
-      check_tactics(a, in, types, want[0], c.c % 4 == 0, what);
+      check_case(c, v, oh, ow, c.c % 4 == 0, what);
     }
   }
 }
@@ -230,12 +235,7 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyTiles) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(53);
   const Case c{8, 115, 115, 64, 144, 1, 1, 0};
-  const Variant v{true, true, Residual::kInt8, QActivation::kRelu};
-  const QConvAttrs a = attrs_of(c, v.act);
-  const Inputs in = inputs(c, v, c.h, c.w);
-  const std::vector<OutputType> types = output_types(a, in);
-  const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
-  check_tactics(a, in, types, want[0], true, "streaming: many tiles");
+  check_case(c, {true, true, Residual::kInt8, QActivation::kRelu}, c.h, c.w, true, "streaming: many tiles");
 }
 
 // The same for a narrow expansion (MobileNetV2's 24 -> 144 with ReLU6 and int8 output): every
@@ -244,12 +244,7 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyNarrowTiles) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(59);
   const Case c{4, 115, 115, 24, 144, 1, 1, 0};
-  const Variant v{true, true, Residual::kNone, QActivation::kClip};
-  const QConvAttrs a = attrs_of(c, v.act);
-  const Inputs in = inputs(c, v, c.h, c.w);
-  const std::vector<OutputType> types = output_types(a, in);
-  const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
-  check_tactics(a, in, types, want[0], true, "streaming: many narrow tiles");
+  check_case(c, {true, true, Residual::kNone, QActivation::kClip}, c.h, c.w, true, "streaming: many narrow tiles");
 }
 
 // The streaming kernel's general epilogue (constants that can make a NaN): NaN, infinite and huge
