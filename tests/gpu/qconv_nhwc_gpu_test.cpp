@@ -324,16 +324,18 @@ struct DwCase {
   int64_t n, h, w, c, k, stride, pad, dilation = 1;
 };
 
-// 3x3 and 5x5 (weights in registers), 7x7 and 1x1 (the generic path); strides 1 and 2, pads 0 to 3,
-// dilation 2; C = 12 (three words a pixel) and C = 6 (not a multiple of 4: one channel a thread);
-// MobileNetV2's 96 channels at stride 2. The last two have more pixels (3136) than one wave of the
-// grid covers, so the threads step to further pixels: within an image (56x56), and across images
-// (64 of 7x7, where a step spans whole images).
+// 3x3 with vertical stride 1 or 2 (the strip kernel: 4 or 2 output rows a thread, here with a
+// last strip cut short by the image's bottom: 9, 7, 5 and 1 output rows), 3x3 dilated, 5x5
+// (weights in registers), 7x7 and 1x1 (the generic path); pads 0 to 3; C = 12 (three words a
+// pixel) and C = 6 (not a multiple of 4: one channel a thread); MobileNetV2's 96 channels at
+// stride 2. The last two have more pixels (3136) than one wave of the grid covers, so the threads
+// step to further pixels or strips: within an image (56x56), and across images (64 of 7x7, where
+// a step spans whole images).
 const DwCase kDwCases[] = {
     {2, 9, 9, 8, 3, 1, 1},   {2, 16, 16, 32, 3, 2, 1}, {1, 14, 14, 96, 3, 2, 1}, {2, 10, 10, 16, 3, 1, 2, 2},
     {2, 7, 9, 12, 5, 1, 2},  {1, 11, 11, 32, 5, 2, 2}, {2, 6, 6, 8, 3, 2, 0},    {1, 8, 8, 8, 3, 1, 0},
-    {1, 9, 7, 12, 7, 2, 3},  {1, 10, 8, 6, 3, 1, 1},   {1, 5, 5, 4, 1, 1, 0},    {1, 56, 56, 512, 3, 1, 1},
-    {64, 7, 7, 512, 3, 1, 1},
+    {1, 9, 7, 12, 7, 2, 3},  {1, 10, 8, 6, 3, 1, 1},   {1, 5, 5, 4, 1, 1, 0},    {2, 11, 7, 8, 3, 2, 0},
+    {3, 1, 5, 8, 3, 1, 1},   {1, 56, 56, 512, 3, 1, 1}, {64, 7, 7, 512, 3, 1, 1},
 };
 
 QConvAttrs dw_attrs(const DwCase& c, QActivation act) {

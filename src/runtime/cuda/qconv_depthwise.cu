@@ -8,6 +8,10 @@
 // once and the blocks sweep the pixels together, the rows the taps share still in L2.
 // There is no reuse across channels to tile for: each input byte meets 9 weights of its own
 // channel, so the kernel is a stream over x and y, with the taps' overlap served by L1/L2.
+// 3x3 kernels with a vertical stride of 1 or 2 and no vertical dilation (MobileNetV2's) run by
+// strips instead (strip_kernel): a thread computes 4 (stride 1) or 2 (stride 2) output rows of one
+// column, loading the rows they share once and all of them before its first multiply-add, which
+// keeps enough bytes in flight to stream at the memory's rate.
 //
 // The arithmetic per channel and tap is one __dp4a of x's 4-channel word with a weight word that
 // holds the channel's weight in its byte and 0 elsewhere: exact int32 sums. A float32 y gets the
@@ -20,10 +24,11 @@
 // and the rounding to an integer, both through the float addition of 1.5 * 2^23 (exact for those
 // magnitudes, rounding to nearest even as rintf does).
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <string>
-#include <utility>
+#include <tuple>
 
 #include "kiln/types.h"
 #include "runtime/cuda/gpu_kernels.h"
@@ -40,6 +45,7 @@ constexpr int kMaxChannelThreads = 128;  // threads along the channels per block
 struct Dims {
   int H, W, C, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
   int P;  // output pixels, N * OH * OW
+  int N;
 };
 
 // 1.5 * 2^23: for |v| < 2^22, v + kMagic lies in [2^23, 2^24), where floats are the integers, so the
@@ -178,6 +184,22 @@ __device__ __forceinline__ void finish(const QConvNhwcArgs& a, int64_t e, const 
     *y = v[0];
 }
 
+// The epilogue's per-channel factors of channels c .. c + V - 1: an int8 y's in units of its step
+// (out_scale = 1 / y_scale, finish_int8), a float32 y's as the CPU's (out_scale 1, finish).
+template <int V>
+__device__ __forceinline__ void scales(const QConvNhwcArgs& a, int c, float out_scale, float (&alpha)[V],
+                                       float (&bias)[V]) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    alpha[j] = qfused::mul_rn(a.x_scale, a.w_scale[a.w_scale_per_channel ? c + j : 0]);
+    bias[j] = a.bias ? a.bias[c + j] : 0.0f;
+    if (a.epi.quantize) {
+      alpha[j] *= out_scale;
+      bias[j] *= out_scale;
+    }
+  }
+}
+
 // Thread (x, y) of block (bx, by): channels c = (by * blockDim.x + x) * V .. + V - 1 of the pixels
 // p = bx * blockDim.y + y + k * (gridDim.x * blockDim.y). KH = KW = 0: sizes from d.
 template <int V, int KH, int KW>
@@ -189,19 +211,10 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(QConvNhwcArgs a, Di
   if (c >= d.C) return;
   Weights<kFixed ? KH * KW : 0, V> weights;
   if constexpr (kFixed) weights.load(a.w + static_cast<int64_t>(c) * taps);
-  // An int8 y's epilogue works in units of its step (finish_int8), a float32 y's as the CPU's.
   const bool quantize = a.epi.quantize;
   const float out_scale = quantize ? 1.0f / a.epi.y_scale : 1.0f;
   float alpha[V], bias[V];
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-    alpha[j] = qfused::mul_rn(a.x_scale, a.w_scale[a.w_scale_per_channel ? c + j : 0]);
-    bias[j] = a.bias ? a.bias[c + j] : 0.0f;
-    if (quantize) {
-      alpha[j] *= out_scale;
-      bias[j] *= out_scale;
-    }
-  }
+  scales<V>(a, c, out_scale, alpha, bias);
   // The pixel advances by `step` a round, tracked as (n, oh, ow) without divisions: ow and oh each
   // carry at most once, since step's own ow and oh parts are below OW and OH.
   const int step = static_cast<int>(gridDim.x * blockDim.y), plane = d.OH * d.OW;
@@ -265,26 +278,125 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(QConvNhwcArgs a, Di
   }
 }
 
+// The 3x3 kernel with vertical stride S (1 or 2), no vertical dilation, an int8 y and no
+// residual (MobileNetV2's layers), by strips: a thread computes channels c .. c + 3 of R output
+// rows oh0 .. oh0 + R - 1 at one column ow. The R rows share their input rows, so the thread loads
+// each input row's three tap words once ((R - 1) * S + 3 rows: 18 words for 4 outputs at stride 1,
+// where depthwise_kernel loads 36), all of them in flight before the first multiply-add. Each row's
+// words are then transposed by byte permutes into one word per channel holding its three taps,
+// which meets the channel's kernel row in one __dp4a: 6 permutes and 12 __dp4a a row where the
+// one-pixel kernel spends 36 __dp4a on words 3/4 zeros. The epilogue folds the activation into
+// the clamp to int8 (min and max with bounds computed once), without branches. The pixel loop,
+// the index arithmetic and the epilogue's branches made the one-pixel kernel issue-bound at a
+// quarter of the memory's bandwidth on an H100. The grid walks items q = (n, g, ow), oh0 = g * R,
+// as depthwise_kernel walks pixels.
+template <int S, int R>
+__global__ void __launch_bounds__(kThreads) strip_kernel(QConvNhwcArgs a, Dims d) {
+  constexpr int V = 4, kRows = (R - 1) * S + 3;
+  const int tap_step = d.dw * d.C;
+  const int c = static_cast<int>(blockIdx.y * blockDim.x + threadIdx.x) * V;
+  if (c >= d.C) return;
+  // wk[kh][j]: channel c + j's kernel row kh, taps kw = 0..2 in bytes 0..2, byte 3 zero.
+  int32_t wk[3][V];
+#pragma unroll
+  for (int kh = 0; kh < 3; ++kh)
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int8_t* wr = a.w + static_cast<int64_t>(c + j) * 9 + kh * 3;
+      wk[kh][j] = static_cast<int32_t>(static_cast<uint8_t>(wr[0]) | static_cast<uint32_t>(static_cast<uint8_t>(wr[1])) << 8 |
+                                       static_cast<uint32_t>(static_cast<uint8_t>(wr[2])) << 16);
+    }
+  const float out_scale = 1.0f / a.epi.y_scale;
+  float alpha[V], bias[V];
+  scales<V>(a, c, out_scale, alpha, bias);
+  // The activation and the clamp to int8 as one clamp (both are clamps; run() passes act 0 to 2).
+  const auto int8_range = [](float v) { return fminf(fmaxf(v, -128.0f), 127.0f); };
+  const float lo = a.epi.act == 2 ? int8_range(a.epi.act_alpha * out_scale) : a.epi.act == 1 ? 0.0f : -128.0f;
+  const float hi = a.epi.act == 2 ? int8_range(a.epi.act_beta * out_scale) : 127.0f;
+  const int G = (d.OH + R - 1) / R, plane = G * d.OW, items = d.N * plane;
+  const int step = static_cast<int>(gridDim.x * blockDim.y);
+  const int step_n = step / plane, step_g = step % plane / d.OW, step_ow = step % d.OW;
+  int q = static_cast<int>(blockIdx.x * blockDim.y + threadIdx.y);
+  int n = q / plane, g = q % plane / d.OW, ow = q % d.OW;
+  for (; q < items; q += step) {
+    const int oh0 = g * R, ih0 = oh0 * S - d.ph, iw0 = ow * d.sw - d.pw;
+    bool col_inside[3];
+#pragma unroll
+    for (int kw = 0; kw < 3; ++kw) col_inside[kw] = static_cast<unsigned>(iw0 + kw * d.dw) < static_cast<unsigned>(d.W);
+    const int8_t* x0 = a.x + ((static_cast<int64_t>(n) * d.H + ih0) * d.W + iw0) * d.C + c;
+    const int64_t row_step = static_cast<int64_t>(d.W) * d.C;
+    int32_t xs[kRows][3];  // every word first (0 outside the image)
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const bool row_inside = static_cast<unsigned>(ih0 + i) < static_cast<unsigned>(d.H);
+#pragma unroll
+      for (int kw = 0; kw < 3; ++kw)
+        xs[i][kw] = row_inside && col_inside[kw] ? load_bytes<V>(x0 + i * row_step + kw * tap_step) : 0;
+    }
+    int32_t acc[R][V] = {};
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      // t[j]: channel j's taps kw = 0..2 of this row in bytes 0..2 (byte 3 meets a zero weight).
+      const uint32_t lo01 = __byte_perm(xs[i][0], xs[i][1], 0x5140), hi01 = __byte_perm(xs[i][0], xs[i][1], 0x7362);
+      const int32_t t[V] = {static_cast<int32_t>(__byte_perm(lo01, xs[i][2], 0x0410)),
+                            static_cast<int32_t>(__byte_perm(lo01, xs[i][2], 0x0532)),
+                            static_cast<int32_t>(__byte_perm(hi01, xs[i][2], 0x0610)),
+                            static_cast<int32_t>(__byte_perm(hi01, xs[i][2], 0x0732))};
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int kh = i - r * S;  // input row i meets kernel row kh of output row r
+        if (kh >= 0 && kh < 3)
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[r][j] = __dp4a(t[j], wk[kh][j], acc[r][j]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (oh0 + r >= d.OH) break;
+      uint32_t word = 0;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float v = fmaf(small_to_float(acc[r][j]), alpha[j], bias[j]);
+        const float y = v != v ? 0.0f : fminf(fmaxf(v, lo), hi);  // NaN (a NaN bias) -> 0, as the CPU
+        word |= (static_cast<uint32_t>(__float_as_int(__fadd_rn(y, kMagic)) - kMagicBits) & 0xFFu) << (8 * j);
+      }
+      *reinterpret_cast<uint32_t*>(static_cast<int8_t*>(a.y) + ((static_cast<int64_t>(n) * d.OH + oh0 + r) * d.OW + ow) * d.C + c) = word;
+    }
+    ow += step_ow;
+    g += step_g;
+    n += step_n;
+    if (ow >= d.OW) {
+      ow -= d.OW;
+      ++g;
+    }
+    if (g >= G) {
+      g -= G;
+      ++n;
+    }
+  }
+}
+
 bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// One wave of blocks of up to 256 threads: up to 128 along the channels (in equal chunks when
-// there are more), the rest along pixels; the threads loop over the pixels.
-template <int V, int KH, int KW>
-void launch(const QConvNhwcArgs& a, const Dims& d, cudaStream_t stream) {
+// One wave of blocks of up to 256 threads: up to 128 along the channels (V channels a thread, in
+// equal chunks when there are more), the rest along `items` (pixels, or strips); the threads loop
+// over the items.
+void launch(void (*kernel)(QConvNhwcArgs, Dims), int V, int64_t items, const QConvNhwcArgs& a, const Dims& d,
+            cudaStream_t stream) {
   constexpr const char* kWhat = "NhwcQConv (depthwise)";
-  const auto kernel = depthwise_kernel<V, KH, KW>;
   const int groups = d.C / V;
   const int chunks = (groups + kMaxChannelThreads - 1) / kMaxChannelThreads;
   const int bx = (groups + chunks - 1) / chunks, by = std::max(1, kThreads / bx);
-  // Blocks of this size the GPU holds at once, per device (asked once: the query is not free).
+  // Blocks of this kernel and size the GPU holds at once, per device (asked once: the query is not
+  // free).
   static std::mutex mu;
-  static std::map<std::pair<int, int>, int64_t> waves;
+  static std::map<std::tuple<int, void*, int>, int64_t> waves;
   int device = 0;
   check_cuda(cudaGetDevice(&device), kWhat);
   int64_t blocks = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
-    int64_t& w = waves[{device, bx * by}];
+    int64_t& w = waves[{device, reinterpret_cast<void*>(kernel), bx * by}];
     if (w == 0) {
       int sms = 0, per_sm = 0;
       check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kWhat);
@@ -293,11 +405,17 @@ void launch(const QConvNhwcArgs& a, const Dims& d, cudaStream_t stream) {
     }
     blocks = w;
   }
-  const int64_t rows = (int64_t{d.P} + by - 1) / by;
+  const int64_t rows = (items + by - 1) / by;
   const int64_t wave = std::max<int64_t>(1, blocks / chunks);
   const dim3 grid(static_cast<unsigned>(std::min(rows, wave)), static_cast<unsigned>(chunks));
   kernel<<<grid, dim3(static_cast<unsigned>(bx), static_cast<unsigned>(by)), 0, stream>>>(a, d);
   check_launch(kWhat);
+}
+
+// The strip kernel for S and R: N * ceil(OH / R) * OW items.
+template <int S, int R>
+void launch_strips(const QConvNhwcArgs& a, const Dims& d, cudaStream_t stream) {
+  launch(strip_kernel<S, R>, 4, int64_t{d.N} * ((d.OH + R - 1) / R) * d.OW, a, d, stream);
 }
 
 }  // namespace
@@ -316,16 +434,20 @@ void run(const QConvNhwcArgs& a, cudaStream_t stream) {
         "split the batch");
   auto i32 = [](int64_t v) { return static_cast<int>(v); };
   const Dims d{i32(a.H),  i32(a.W),  i32(a.C),  i32(a.OH), i32(a.OW), i32(a.KH), i32(a.KW),
-               i32(a.sh), i32(a.sw), i32(a.ph), i32(a.pw), i32(a.dh), i32(a.dw), i32(a.N * a.OH * a.OW)};
+               i32(a.sh), i32(a.sw), i32(a.ph), i32(a.pw), i32(a.dh), i32(a.dw), i32(a.N * a.OH * a.OW), i32(a.N)};
   if (d.P == 0) return;
   // 4 channels a thread where the words are aligned: x and an int8 y or z by 4 bytes, a float32 y
   // or z by 16; else one.
   const bool vec = a.C % 4 == 0 && aligned(a.x, 4) && aligned(a.y, a.epi.quantize ? 4 : 16) &&
                    (!a.z || aligned(a.z, a.z_float ? 16 : 4));
-  if (!vec) return launch<1, 0, 0>(a, d, stream);
-  if (d.KH == 3 && d.KW == 3) return launch<4, 3, 3>(a, d, stream);
-  if (d.KH == 5 && d.KW == 5) return launch<4, 5, 5>(a, d, stream);
-  launch<4, 0, 0>(a, d, stream);
+  if (!vec) return launch(depthwise_kernel<1, 0, 0>, 1, d.P, a, d, stream);
+  const bool strips = d.KH == 3 && d.KW == 3 && d.dh == 1 && a.epi.quantize && !a.z && a.epi.act >= 0 &&
+                      a.epi.act <= 2 && !std::isnan(a.epi.act_alpha) && !std::isnan(a.epi.act_beta);
+  if (strips && d.sh == 1) return launch_strips<1, 8>(a, d, stream);
+  if (strips && d.sh == 2) return launch_strips<2, 4>(a, d, stream);
+  if (d.KH == 3 && d.KW == 3) return launch(depthwise_kernel<4, 3, 3>, 4, d.P, a, d, stream);
+  if (d.KH == 5 && d.KW == 5) return launch(depthwise_kernel<4, 5, 5>, 4, d.P, a, d, stream);
+  launch(depthwise_kernel<4, 0, 0>, 4, d.P, a, d, stream);
 }
 
 }  // namespace kiln::gpu::extra::depthwise
