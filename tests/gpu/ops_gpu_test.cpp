@@ -317,6 +317,11 @@ std::vector<OpCase> quant_cases() {
                  s.push_back({make(dt, {6}, {0.25, 0.75, -0.25, -0.75, 1.25, 2.5}), make(DT::kFloat32, {}, {0.5})});
                  s.push_back({special_tensor(dt, {37}, -4, 4), make(dt, {}, {0.5}), make(DT::kInt8, {}, {1})});
                  s.push_back({make(dt, {6}, {0.25, 0.75, -0.25, -0.75, 1.25, 2.5}), make(dt, {}, {0.5})});  // ties
+                 // Zeros of both signs (the kernel skips their division) with zero, negative and
+                 // positive scales: 0 / 0 is NaN, which gives the zero point.
+                 for (double scale : {0.0, -0.5, 0.25})
+                   s.push_back({make(dt, {8}, {0.0, -0.0, 0.0, 1.0, -1.0, 0.0, 3.0, -0.0}), make(DT::kFloat32, {}, {scale}),
+                                make(DT::kInt8, {}, {5})});
                  return s;
                }});
   c.push_back({"QuantizeLinear_axis", OpKind::kQuantizeLinear, quant_attrs(1, 0), kQuantFloat, [](DT dt) {

@@ -113,7 +113,10 @@ struct QuantizeOne {
     z = zp ? static_cast<float>(*zp) : 0.0f;
   }
   __device__ float operator()(float x) const {
-    float v = rintf(__fdiv_rn(x, s));
+    // 0 / s is 0 (or NaN, which becomes 0 below as well) for every s; skipping the division for
+    // zeros keeps them off its slow path (a zero dividend fails the fast path's range check), which
+    // halved the speed of quantizing a ReLU's output, half zeros.
+    float v = x == 0.0f ? 0.0f : rintf(__fdiv_rn(x, s));
     v = __fadd_rn(v == v ? v : 0.0f, z);
     return v < qmin ? qmin : v > qmax ? qmax : v;
   }
