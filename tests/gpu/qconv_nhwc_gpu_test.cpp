@@ -41,11 +41,14 @@ const Case kCases[] = {
     // The tensor-core kernel's: partial tiles of pixels and channels, several 64-channel stages per
     // tap, strides, padding and dilation.
     {2, 9, 11, 64, 72, 3, 2, 1}, {1, 5, 6, 192, 24, 3, 1, 1, 2}, {3, 15, 15, 128, 136, 1, 1, 0},
-    // The streaming kernel's (1x1, stride 1, C of 16 to 256, M % 16 == 0): a partial channel
-    // tile, two channel tiles, and the most input channels; MobileNetV2's narrow expansions (C of
-    // 16, 24 and 32, rows of 2 to 4 8-byte pieces).
+    // The streaming kernel's (1x1, stride 1, C of 16, 24, 32 or a multiple of 32 from 64 to 320,
+    // M % 16 == 0): a partial channel tile, two channel tiles; MobileNetV2's narrow expansions (C
+    // of 16, 24 and 32, rows of 2 to 4 8-byte pieces); rows of 6, 10, 12 and 20 chunks (C of 96 and
+    // 160 end in half a sub-tile; 320 is the most).
     {2, 9, 9, 64, 80, 1, 1, 0}, {2, 9, 9, 128, 256, 1, 1, 0}, {1, 10, 10, 256, 32, 1, 1, 0},
     {2, 9, 9, 16, 96, 1, 1, 0}, {1, 10, 11, 24, 144, 1, 1, 0}, {1, 7, 9, 32, 48, 1, 1, 0},
+    {1, 7, 7, 96, 576, 1, 1, 0}, {2, 5, 5, 160, 48, 1, 1, 0}, {1, 6, 7, 192, 32, 1, 1, 0},
+    {1, 6, 6, 320, 144, 1, 1, 0},
 };
 
 enum class Residual { kNone, kInt8, kFloat };
@@ -167,7 +170,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
   ASSERT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
   const bool igemm = major >= 8 && C % 64 == 0 && M % 8 == 0;
   const bool int8_y = in.size() > 7 && in[7].exists, float_z = in.size() > 9 && in[9].dtype == DT::kFloat32;
-  const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || C == 64 || C == 128 || C == 256) &&
+  const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || (C % 32 == 0 && C >= 64 && C <= 320)) &&
                       gpu::extra::stream::shared_memory(static_cast<int>(C)) <= smem && M % 16 == 0 &&
                       a.kernel_shape == std::vector<int64_t>{1, 1} &&
                       a.strides == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
@@ -245,6 +248,15 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyNarrowTiles) {
   rng().seed(59);
   const Case c{4, 115, 115, 24, 144, 1, 1, 0};
   check_case(c, {true, true, Residual::kNone, QActivation::kClip}, c.h, c.w, true, "streaming: many narrow tiles");
+}
+
+// The same for rows of a number of chunks that is not a power of two, ending in half a sub-tile
+// (MobileNetV2's 160 -> 960 expansions), with two channel tiles for every tile shape.
+TEST(GpuNhwcQConv, StreamingKernelWalksManyWideTiles) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(61);
+  const Case c{4, 61, 61, 160, 272, 1, 1, 0};
+  check_case(c, {true, true, Residual::kInt8, QActivation::kClip}, c.h, c.w, true, "streaming: many wide tiles");
 }
 
 // The streaming kernel's general epilogue (constants that can make a NaN): NaN, infinite and huge

@@ -1,6 +1,6 @@
 // Kiln's streaming INT8 1x1 convolution over channels-last tensors:
 //   y[p, m] = epilogue(sum_c x[p, c] * w[m, c], z[p, m])
-// for 1x1, stride-1 layers whose input rows are short (C = 16 .. 256): a GEMM with a small
+// for 1x1, stride-1 layers whose input rows are short (C = 16 .. 320): a GEMM with a small
 // reduction, where every output byte costs more memory traffic than multiply-adds. The implicit
 // GEMM (qconv_igemm.cu) runs one tile per CTA: it waits for its operands, then for its residual,
 // then stores, and its int32 staging tile leaves room for two or three CTAs per SM, so too few
@@ -30,7 +30,7 @@ namespace kiln::gpu::extra::stream {
 namespace {
 
 using namespace mma;
-constexpr int kMaxC = 256;       // input channels: the weights of BN channels stay in shared memory
+constexpr int kMaxC = 320;       // input channels: the weights of BN channels stay in shared memory
 
 template <int BM_, int BN_, int WARPS_M, int WARPS_N, int MIN_BLOCKS>
 struct Tile {
@@ -103,10 +103,18 @@ __device__ __forceinline__ void finish(const int32_t (&acc)[T::MT][T::NT][4], ui
   }
 }
 
+// chunks: 16-byte chunks of an x or w row (C / 16), and chunk_div = ceil(2^20 / chunks), which
+// divides a tile's chunk indices i exactly, i / chunks = i * chunk_div >> 20: the rounding error
+// i * (chunk_div * chunks - 2^20) / 2^20 stays below 1 for i * (chunks - 1) < 2^20 (i < 256 rows
+// * 20 chunks here), and i * chunk_div below 2^31.
 struct Geometry {
-  int C, M, n_tiles, p_tiles, stages, c_shift;  // c_shift: log2(C / 16)
+  int C, M, n_tiles, p_tiles, stages, chunks, chunk_div;
   int64_t P;
 };
+
+// Bytes of an x or w row in shared memory: C of 16 to 32 padded to 64 (a sub-tile), others to a
+// multiple of 64 (C of 96 or 160: the last sub-tile's upper half is left unread).
+constexpr int row_bytes_of(int C) { return (C + kBK - 1) / kBK * kBK; }
 
 // Waits until at most n - 1 groups of cp.async copies are pending (n = 2 .. kMaxStages).
 __device__ __forceinline__ void wait_all_but(int n) {
@@ -117,9 +125,10 @@ __device__ __forceinline__ void wait_all_but(int n) {
   }
 }
 
-// NP: 0 for C of 64, 128 or 256; for C of 16, 24 or 32 (MobileNet's expansions), the 8-byte pieces
-// of a row (2, 3 or 4): its x and w rows are then padded with zeros to one 64-byte sub-tile, whose
-// upper half (bytes 32 .. 63) is zero and skipped.
+// NP: 0 for C a multiple of 32 from 64 to 320, in 16-byte chunks; for C of 16, 24 or 32
+// (MobileNet's expansions), the 8-byte pieces of a row (2, 3 or 4): its x and w rows are then
+// padded with zeros to one 64-byte sub-tile, whose upper half (bytes 32 .. 63) is zero and skipped.
+// Where C is an odd multiple of 32 (96, 160), the last sub-tile's upper half is skipped likewise.
 template <class T, int NP>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QConvNhwcArgs a, Geometry g) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // cp.async, ldmatrix and int8 mma.m16n8k32
@@ -129,9 +138,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
   const int m0 = static_cast<int>(blockIdx.x % g.n_tiles) * T::BN;
   const int step = static_cast<int>(gridDim.x) / g.n_tiles;
   constexpr bool kNarrow = NP > 0;
-  const int row_bytes = kNarrow ? kBK : g.C;   // of an x or w row in shared memory
-  const int subs = kNarrow ? 1 : g.C / kBK;  // [rows][64] sub-tiles of the reduction
-  const int c_shift = g.c_shift, c_mask = (1 << c_shift) - 1;  // 16-byte chunks per x or w row: C / 16
+  const int row_bytes = kNarrow ? kBK : row_bytes_of(g.C);  // of an x or w row in shared memory
+  const int subs = kNarrow ? 1 : row_bytes / kBK;             // [rows][64] sub-tiles of the reduction
+  const bool half_last = !kNarrow && g.C % kBK != 0;  // the last sub-tile's upper k32 half is not C's
+  const int chunks = g.chunks;
+  auto split = [&](int i, int& row, int& cc) {  // chunk index i -> (row, chunk of the row)
+    row = (i * g.chunk_div) >> 20;
+    cc = i - row * chunks;
+  };
   uint8_t* const w_s = smem;
   float* const alpha_s = reinterpret_cast<float*>(smem + T::BN * row_bytes);
   float* const bias_s = alpha_s + T::BN;
@@ -153,8 +167,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
                 m < g.M ? a.w + static_cast<int64_t>(m) * g.C + j * 8 : a.w, m < g.M);
     }
   } else {
-    for (int i = tid; i < T::BN << c_shift; i += T::kThreads) {
-      const int row = i >> c_shift, cc = i & c_mask, m = m0 + row;
+    for (int i = tid; i < T::BN * chunks; i += T::kThreads) {
+      int row, cc;
+      split(i, row, cc);
+      const int m = m0 + row;
       cp_async16(smem_u32(w_s) + (cc / 4) * T::BN * kBK + swizzled(row, cc % 4),
                  m < g.M ? a.w + static_cast<int64_t>(m) * g.C + cc * 16 : a.w, m < g.M);
     }
@@ -193,8 +209,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
                   ok);
       }
     } else {
-      for (int i = tid; i < T::BM << c_shift; i += T::kThreads) {
-        const int row = i >> c_shift, cc = i & c_mask;
+      for (int i = tid; i < T::BM * chunks; i += T::kThreads) {
+        int row, cc;
+        split(i, row, cc);
         const bool ok = p0 + row < g.P;
         cp_async16(smem_u32(x_s) + (cc / 4) * T::BM * kBK + swizzled(row, cc % 4),
                    ok ? a.x + (p0 + row) * g.C + cc * 16 : a.x, ok);
@@ -228,9 +245,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
     const uint32_t x_tile = smem_u32(buf + b * buf_bytes);
     for (int s = 0; s < subs; ++s)
 #pragma unroll
-      for (int ks = 0; ks < (kNarrow ? 1 : 2); ++ks)
+      for (int ks = 0; ks < (kNarrow ? 1 : 2); ++ks) {
+        if (ks == 1 && half_last && s == subs - 1) break;
         mma_step(acc, x_tile + s * T::BM * kBK, smem_u32(w_s) + s * T::BN * kBK, warp_m * T::WM, warp_n * T::WN, ks,
                  lane);
+      }
 
     uint8_t* const z_s = buf + b * buf_bytes + T::BM * row_bytes;
     const int row0 = warp_m * T::WM + (lane >> 2), col0 = warp_n * T::WN + (lane & 3) * 2;
@@ -297,8 +316,9 @@ template <class T, int NP>
 void launch_with(const QConvNhwcArgs& a, cudaStream_t stream) {
   Geometry g;
   g.C = static_cast<int>(a.C);
-  g.c_shift = g.C == 64 ? 2 : g.C == 128 ? 3 : 4;
-  const int row_bytes = NP > 0 ? kBK : g.C;  // in shared memory
+  g.chunks = g.C / 16;
+  g.chunk_div = ((1 << 20) + g.chunks - 1) / g.chunks;
+  const int row_bytes = row_bytes_of(g.C);  // in shared memory
   g.M = static_cast<int>(a.M);
   g.P = a.N * a.OH * a.OW;
   g.n_tiles = (g.M + T::BN - 1) / T::BN;
@@ -340,7 +360,7 @@ bool fits(const QConvNhwcArgs& a) {
   if (a.KH != 1 || a.KW != 1 || a.sh != 1 || a.sw != 1 || a.ph != 0 || a.pw != 0) return false;
   if (a.OH != a.H || a.OW != a.W) return false;
   const bool narrow = a.C == 16 || a.C == 24 || a.C == 32;
-  if ((!narrow && a.C != 64 && a.C != 128 && a.C != 256) || a.M % 16 != 0 || a.M <= 0 || a.M >= (1 << 30))
+  if ((!narrow && (a.C % 32 != 0 || a.C < 64 || a.C > kMaxC)) || a.M % 16 != 0 || a.M <= 0 || a.M >= (1 << 30))
     return false;
   if (!a.epi.quantize || (a.z && a.z_float) || (a.epi.act != 0 && a.epi.act != 1 && a.epi.act != 2)) return false;
   int device = 0;
@@ -351,7 +371,7 @@ bool fits(const QConvNhwcArgs& a) {
 }
 
 int shared_memory(int C) {
-  const int row_bytes = std::max(C, kBK);  // C of 16 to 32: rows padded to 64 bytes
+  const int row_bytes = row_bytes_of(C);
   return std::max({Tile0::smem(row_bytes, 2), Tile1::smem(row_bytes, 2), Tile2::smem(row_bytes, 2)});
 }
 
