@@ -41,14 +41,15 @@ const Case kCases[] = {
     // The tensor-core kernel's: partial tiles of pixels and channels, several 64-channel stages per
     // tap, strides, padding and dilation.
     {2, 9, 11, 64, 72, 3, 2, 1}, {1, 5, 6, 192, 24, 3, 1, 1, 2}, {3, 15, 15, 128, 136, 1, 1, 0},
-    // The streaming kernel's (1x1, stride 1, C of 16, 24, 32 or a multiple of 32 from 64 to 320,
+    // The streaming kernel's (1x1, stride 1, C of 16, 24, 32 or a multiple of 32 from 64 to 256,
     // M % 16 == 0): a partial channel tile, two channel tiles; MobileNetV2's narrow expansions (C
-    // of 16, 24 and 32, rows of 2 to 4 8-byte pieces); rows of 6, 10, 12 and 20 chunks (C of 96 and
-    // 160 end in half a sub-tile; 320 is the most).
+    // of 16, 24 and 32, rows of 2 to 4 8-byte pieces); rows of 6, 10, 12 and 14 chunks (C of 96,
+    // 160 and 224 end in half a sub-tile); 288 channels, which it must not be offered (its sums
+    // would pass the epilogue's exact range).
     {2, 9, 9, 64, 80, 1, 1, 0}, {2, 9, 9, 128, 256, 1, 1, 0}, {1, 10, 10, 256, 32, 1, 1, 0},
     {2, 9, 9, 16, 96, 1, 1, 0}, {1, 10, 11, 24, 144, 1, 1, 0}, {1, 7, 9, 32, 48, 1, 1, 0},
     {1, 7, 7, 96, 576, 1, 1, 0}, {2, 5, 5, 160, 48, 1, 1, 0}, {1, 6, 7, 192, 32, 1, 1, 0},
-    {1, 6, 6, 320, 144, 1, 1, 0},
+    {1, 6, 6, 224, 144, 1, 1, 0}, {1, 5, 5, 288, 32, 1, 1, 0},
 };
 
 enum class Residual { kNone, kInt8, kFloat };
@@ -170,7 +171,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
   ASSERT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
   const bool igemm = major >= 8 && C % 64 == 0 && M % 8 == 0;
   const bool int8_y = in.size() > 7 && in[7].exists, float_z = in.size() > 9 && in[9].dtype == DT::kFloat32;
-  const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || (C % 32 == 0 && C >= 64 && C <= 320)) &&
+  const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || (C % 32 == 0 && C >= 64 && C <= 256)) &&
                       gpu::extra::stream::shared_memory(static_cast<int>(C)) <= smem && M % 16 == 0 &&
                       a.kernel_shape == std::vector<int64_t>{1, 1} &&
                       a.strides == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
@@ -336,18 +337,20 @@ struct DwCase {
   int64_t n, h, w, c, k, stride, pad, dilation = 1;
 };
 
-// 3x3 with vertical stride 1 or 2 (the strip kernel: 4 or 2 output rows a thread, here with a
+// 3x3 with vertical stride 1 or 2 (the strip kernel: 8 or 4 output rows a thread, here with a
 // last strip cut short by the image's bottom: 9, 7, 5 and 1 output rows), 3x3 dilated, 5x5
 // (weights in registers), 7x7 and 1x1 (the generic path); pads 0 to 3; C = 12 (three words a
 // pixel) and C = 6 (not a multiple of 4: one channel a thread); MobileNetV2's 96 channels at
-// stride 2. The last two have more pixels (3136) than one wave of the grid covers, so the threads
-// step to further pixels or strips: within an image (56x56), and across images (64 of 7x7, where
-// a step spans whole images).
+// stride 2. The 56x56x512 and 64 7x7x512 cases have more pixels (3136) than one wave of the
+// one-pixel grid covers, so its threads step to further pixels (a step spans whole images in the
+// second); the last two have more strips than a wave of the strip kernel's grid (about 400 blocks
+// of 32 strips on an H100), at stride 1 and 2.
 const DwCase kDwCases[] = {
     {2, 9, 9, 8, 3, 1, 1},   {2, 16, 16, 32, 3, 2, 1}, {1, 14, 14, 96, 3, 2, 1}, {2, 10, 10, 16, 3, 1, 2, 2},
     {2, 7, 9, 12, 5, 1, 2},  {1, 11, 11, 32, 5, 2, 2}, {2, 6, 6, 8, 3, 2, 0},    {1, 8, 8, 8, 3, 1, 0},
     {1, 9, 7, 12, 7, 2, 3},  {1, 10, 8, 6, 3, 1, 1},   {1, 5, 5, 4, 1, 1, 0},    {2, 11, 7, 8, 3, 2, 0},
-    {3, 1, 5, 8, 3, 1, 1},   {1, 56, 56, 512, 3, 1, 1}, {64, 7, 7, 512, 3, 1, 1},
+    {3, 1, 5, 8, 3, 1, 1},   {1, 56, 56, 512, 3, 1, 1}, {64, 7, 7, 512, 3, 1, 1}, {64, 56, 56, 32, 3, 1, 1},
+    {128, 56, 56, 32, 3, 2, 1},
 };
 
 QConvAttrs dw_attrs(const DwCase& c, QActivation act) {

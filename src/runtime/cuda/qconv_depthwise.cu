@@ -9,7 +9,7 @@
 // There is no reuse across channels to tile for: each input byte meets 9 weights of its own
 // channel, so the kernel is a stream over x and y, with the taps' overlap served by L1/L2.
 // 3x3 kernels with a vertical stride of 1 or 2 and no vertical dilation (MobileNetV2's) run by
-// strips instead (strip_kernel): a thread computes 4 (stride 1) or 2 (stride 2) output rows of one
+// strips instead (strip_kernel): a thread computes 8 (stride 1) or 4 (stride 2) output rows of one
 // column, loading the rows they share once and all of them before its first multiply-add, which
 // keeps enough bytes in flight to stream at the memory's rate.
 //
@@ -281,8 +281,8 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(QConvNhwcArgs a, Di
 // The 3x3 kernel with vertical stride S (1 or 2), no vertical dilation, an int8 y and no
 // residual (MobileNetV2's layers), by strips: a thread computes channels c .. c + 3 of R output
 // rows oh0 .. oh0 + R - 1 at one column ow. The R rows share their input rows, so the thread loads
-// each input row's three tap words once ((R - 1) * S + 3 rows: 18 words for 4 outputs at stride 1,
-// where depthwise_kernel loads 36), all of them in flight before the first multiply-add. Each row's
+// each input row's three tap words once ((R - 1) * S + 3 rows: 30 words for 8 outputs at stride 1,
+// where depthwise_kernel loads 72), all of them in flight before the first multiply-add. Each row's
 // words are then transposed by byte permutes into one word per channel holding its three taps,
 // which meets the channel's kernel row in one __dp4a: 6 permutes and 12 __dp4a a row where the
 // one-pixel kernel spends 36 __dp4a on words 3/4 zeros. The epilogue folds the activation into
@@ -312,7 +312,8 @@ __global__ void __launch_bounds__(kThreads) strip_kernel(QConvNhwcArgs a, Dims d
   // The activation and the clamp to int8 as one clamp (both are clamps; run() passes act 0 to 2).
   const auto int8_range = [](float v) { return fminf(fmaxf(v, -128.0f), 127.0f); };
   const float lo = a.epi.act == 2 ? int8_range(a.epi.act_alpha * out_scale) : a.epi.act == 1 ? 0.0f : -128.0f;
-  const float hi = a.epi.act == 2 ? int8_range(a.epi.act_beta * out_scale) : 127.0f;
+  // A NaN upper bound (0 * inf) clamps nothing, as in finish_int8: fminf passes the other operand.
+  const float hi = a.epi.act == 2 ? fmaxf(fminf(a.epi.act_beta * out_scale, 127.0f), -128.0f) : 127.0f;
   const int G = (d.OH + R - 1) / R, plane = G * d.OW, items = d.N * plane;
   const int step = static_cast<int>(gridDim.x * blockDim.y);
   const int step_n = step / plane, step_g = step % plane / d.OW, step_ow = step % d.OW;

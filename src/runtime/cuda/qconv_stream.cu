@@ -1,6 +1,6 @@
 // Kiln's streaming INT8 1x1 convolution over channels-last tensors:
 //   y[p, m] = epilogue(sum_c x[p, c] * w[m, c], z[p, m])
-// for 1x1, stride-1 layers whose input rows are short (C = 16 .. 320): a GEMM with a small
+// for 1x1, stride-1 layers whose input rows are short (C = 16 .. 256): a GEMM with a small
 // reduction, where every output byte costs more memory traffic than multiply-adds. The implicit
 // GEMM (qconv_igemm.cu) runs one tile per CTA: it waits for its operands, then for its residual,
 // then stores, and its int32 staging tile leaves room for two or three CTAs per SM, so too few
@@ -30,7 +30,9 @@ namespace kiln::gpu::extra::stream {
 namespace {
 
 using namespace mma;
-constexpr int kMaxC = 320;       // input channels: the weights of BN channels stay in shared memory
+// Input channels: the weights of BN channels stay in shared memory, and sums of C products of
+// int8 values stay within exact_float's 2^22 (256 * 128 * 128 = 2^22).
+constexpr int kMaxC = 256;
 
 template <int BM_, int BN_, int WARPS_M, int WARPS_N, int MIN_BLOCKS>
 struct Tile {
@@ -106,14 +108,14 @@ __device__ __forceinline__ void finish(const int32_t (&acc)[T::MT][T::NT][4], ui
 // chunks: 16-byte chunks of an x or w row (C / 16), and chunk_div = ceil(2^20 / chunks), which
 // divides a tile's chunk indices i exactly, i / chunks = i * chunk_div >> 20: the rounding error
 // i * (chunk_div * chunks - 2^20) / 2^20 stays below 1 for i * (chunks - 1) < 2^20 (i < 256 rows
-// * 20 chunks here), and i * chunk_div below 2^31.
+// * 16 chunks here), and i * chunk_div below 2^31.
 struct Geometry {
   int C, M, n_tiles, p_tiles, stages, chunks, chunk_div;
   int64_t P;
 };
 
 // Bytes of an x or w row in shared memory: C of 16 to 32 padded to 64 (a sub-tile), others to a
-// multiple of 64 (C of 96 or 160: the last sub-tile's upper half is left unread).
+// multiple of 64 (C of 96, 160 or 224: the last sub-tile's upper half is left unread).
 constexpr int row_bytes_of(int C) { return (C + kBK - 1) / kBK * kBK; }
 
 // Waits until at most n - 1 groups of cp.async copies are pending (n = 2 .. kMaxStages).
@@ -125,10 +127,10 @@ __device__ __forceinline__ void wait_all_but(int n) {
   }
 }
 
-// NP: 0 for C a multiple of 32 from 64 to 320, in 16-byte chunks; for C of 16, 24 or 32
+// NP: 0 for C a multiple of 32 from 64 to 256, in 16-byte chunks; for C of 16, 24 or 32
 // (MobileNet's expansions), the 8-byte pieces of a row (2, 3 or 4): its x and w rows are then
 // padded with zeros to one 64-byte sub-tile, whose upper half (bytes 32 .. 63) is zero and skipped.
-// Where C is an odd multiple of 32 (96, 160), the last sub-tile's upper half is skipped likewise.
+// Where C is an odd multiple of 32 (96, 160, 224), the last sub-tile's upper half is skipped likewise.
 template <class T, int NP>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QConvNhwcArgs a, Geometry g) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // cp.async, ldmatrix and int8 mma.m16n8k32
@@ -274,7 +276,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
 #endif
 }
 
-// The pipeline's depth for shared rows of C bytes (C channels; 64 for the narrow ones) and the
+// The pipeline's depth for shared rows of C bytes (C padded to a multiple of 64) and the
 // grid's CTAs: of 2 .. kMaxStages buffers, the depth
 // with the most tiles in flight per SM (resident CTAs x (stages - 1)), and the CTAs that fit the
 // GPU once. Asked once per device and channel count (run() is called on every step).
