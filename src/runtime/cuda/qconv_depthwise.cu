@@ -184,6 +184,31 @@ __device__ __forceinline__ void finish(const QConvNhwcArgs& a, int64_t e, const 
     *y = v[0];
 }
 
+// A thread's walk over items [N][rows][cols] (pixels: rows = OH; strips: rows = strips per
+// image) from item q by the grid's stride, tracked as (n, row, col) without divisions: col and row
+// each carry at most once a step, since the stride's own row and col parts are below rows and cols.
+struct Walk {
+  int rows, cols, step_n, step_row, step_col, n, row, col;
+  __device__ Walk(int q, int step, int rows_, int cols_) : rows(rows_), cols(cols_) {
+    const int plane = rows * cols;
+    step_n = step / plane, step_row = step % plane / cols, step_col = step % cols;
+    n = q / plane, row = q % plane / cols, col = q % cols;
+  }
+  __device__ void advance() {
+    col += step_col;
+    row += step_row;
+    n += step_n;
+    if (col >= cols) {
+      col -= cols;
+      ++row;
+    }
+    if (row >= rows) {
+      row -= rows;
+      ++n;
+    }
+  }
+};
+
 // The epilogue's per-channel factors of channels c .. c + V - 1: an int8 y's in units of its step
 // (out_scale = 1 / y_scale, finish_int8), a float32 y's as the CPU's (out_scale 1, finish).
 template <int V>
@@ -215,15 +240,12 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(QConvNhwcArgs a, Di
   const float out_scale = quantize ? 1.0f / a.epi.y_scale : 1.0f;
   float alpha[V], bias[V];
   scales<V>(a, c, out_scale, alpha, bias);
-  // The pixel advances by `step` a round, tracked as (n, oh, ow) without divisions: ow and oh each
-  // carry at most once, since step's own ow and oh parts are below OW and OH.
-  const int step = static_cast<int>(gridDim.x * blockDim.y), plane = d.OH * d.OW;
-  const int step_n = step / plane, step_oh = step % plane / d.OW, step_ow = step % d.OW;
+  const int step = static_cast<int>(gridDim.x * blockDim.y);
   int p = static_cast<int>(blockIdx.x * blockDim.y + threadIdx.y);
-  int n = p / plane, oh = p % plane / d.OW, ow = p % d.OW;
-  for (; p < d.P; p += step) {
+  for (Walk w(p, step, d.OH, d.OW); p < d.P; p += step, w.advance()) {
+    const int n = w.n;
     int32_t acc[V] = {};
-    const int ih0 = oh * d.sh - d.ph, iw0 = ow * d.sw - d.pw;
+    const int ih0 = w.row * d.sh - d.ph, iw0 = w.col * d.sw - d.pw;
     // x[n, ih, iw0, c] (iw0 may lie outside the row; only the taps inside are read).
     auto row_of = [&](int ih) { return ((static_cast<int64_t>(n) * d.H + ih) * d.W + iw0) * d.C + c; };
     if constexpr (kFixed) {
@@ -264,17 +286,6 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(QConvNhwcArgs a, Di
       finish_int8<V, kFixed>(a, out_scale, static_cast<int64_t>(p) * d.C + c, acc, alpha, bias);
     else
       finish<V, kFixed>(a, static_cast<int64_t>(p) * d.C + c, acc, alpha, bias);
-    ow += step_ow;
-    oh += step_oh;
-    n += step_n;
-    if (ow >= d.OW) {
-      ow -= d.OW;
-      ++oh;
-    }
-    if (oh >= d.OH) {
-      oh -= d.OH;
-      ++n;
-    }
   }
 }
 
@@ -288,8 +299,8 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(QConvNhwcArgs a, Di
 // one-pixel kernel spends 36 __dp4a on words 3/4 zeros. The epilogue folds the activation into
 // the clamp to int8 (min and max with bounds computed once), without branches. The pixel loop,
 // the index arithmetic and the epilogue's branches made the one-pixel kernel issue-bound at a
-// quarter of the memory's bandwidth on an H100. The grid walks items q = (n, g, ow), oh0 = g * R,
-// as depthwise_kernel walks pixels.
+// quarter of the memory's bandwidth on an H100. The grid walks items q = (n, g, ow), oh0 = g * R
+// (Walk), as depthwise_kernel walks pixels.
 template <int S, int R>
 __global__ void __launch_bounds__(kThreads) strip_kernel(QConvNhwcArgs a, Dims d) {
   constexpr int V = 4, kRows = (R - 1) * S + 3;
@@ -314,13 +325,12 @@ __global__ void __launch_bounds__(kThreads) strip_kernel(QConvNhwcArgs a, Dims d
   const float lo = a.epi.act == 2 ? int8_range(a.epi.act_alpha * out_scale) : a.epi.act == 1 ? 0.0f : -128.0f;
   // A NaN upper bound (0 * inf) clamps nothing, as in finish_int8: fminf passes the other operand.
   const float hi = a.epi.act == 2 ? fmaxf(fminf(a.epi.act_beta * out_scale, 127.0f), -128.0f) : 127.0f;
-  const int G = (d.OH + R - 1) / R, plane = G * d.OW, items = d.N * plane;
+  const int G = (d.OH + R - 1) / R, items = d.N * G * d.OW;
   const int step = static_cast<int>(gridDim.x * blockDim.y);
-  const int step_n = step / plane, step_g = step % plane / d.OW, step_ow = step % d.OW;
   int q = static_cast<int>(blockIdx.x * blockDim.y + threadIdx.y);
-  int n = q / plane, g = q % plane / d.OW, ow = q % d.OW;
-  for (; q < items; q += step) {
-    const int oh0 = g * R, ih0 = oh0 * S - d.ph, iw0 = ow * d.sw - d.pw;
+  for (Walk w(q, step, G, d.OW); q < items; q += step, w.advance()) {
+    const int n = w.n, ow = w.col;
+    const int oh0 = w.row * R, ih0 = oh0 * S - d.ph, iw0 = ow * d.sw - d.pw;
     bool col_inside[3];
 #pragma unroll
     for (int kw = 0; kw < 3; ++kw) col_inside[kw] = static_cast<unsigned>(iw0 + kw * d.dw) < static_cast<unsigned>(d.W);
@@ -362,17 +372,6 @@ __global__ void __launch_bounds__(kThreads) strip_kernel(QConvNhwcArgs a, Dims d
         word |= (static_cast<uint32_t>(__float_as_int(__fadd_rn(y, kMagic)) - kMagicBits) & 0xFFu) << (8 * j);
       }
       *reinterpret_cast<uint32_t*>(static_cast<int8_t*>(a.y) + ((static_cast<int64_t>(n) * d.OH + oh0 + r) * d.OW + ow) * d.C + c) = word;
-    }
-    ow += step_ow;
-    g += step_g;
-    n += step_n;
-    if (ow >= d.OW) {
-      ow -= d.OW;
-      ++g;
-    }
-    if (g >= G) {
-      g -= G;
-      ++n;
     }
   }
 }
