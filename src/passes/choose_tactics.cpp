@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -94,14 +95,22 @@ std::string node_key(const graph::Graph& g, const graph::Node& n) {
   return k;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // Median-free but robust enough: the best of 3 rounds of 5 launches each, in milliseconds.
+// *setup_s: the seconds of the first launch, which makes the step's state (cuDNN's plans, say).
 double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::span<const TensorView> in,
-                   std::span<const TensorView> out, gpu::GpuEnv env, cudaStream_t stream) {
+                   std::span<const TensorView> out, gpu::GpuEnv env, cudaStream_t stream, double* setup_s) {
   cudaEvent_t a, b;
   check_cuda(cudaEventCreate(&a), "cudaEventCreate");
   check_cuda(cudaEventCreate(&b), "cudaEventCreate");
   double best = 1e30;
+  const auto t0 = std::chrono::steady_clock::now();
   entry.fn(n.kind, n.attrs, in, out, env);  // warm-up (and per-step state)
+  check_cuda(cudaStreamSynchronize(stream), "the first launch of a kernel");
+  *setup_s = seconds_since(t0);
   for (int round = 0; round < 3; ++round) {
     check_cuda(cudaEventRecord(a, stream), "cudaEventRecord");
     for (int i = 0; i < 5; ++i) entry.fn(n.kind, n.attrs, in, out, env);
@@ -154,6 +163,8 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
   SampleData samples;
   const bool tty = isatty(2);
   int measured = 0, cached = 0;
+  double setup_total = 0;  // seconds in the candidates' first launches
+  const auto start = std::chrono::steady_clock::now();
   for (size_t t = 0; t < todo.size(); ++t) {
     const graph::Node& n = g.nodes[todo[t]];
     const gpu::GpuKernelEntry& entry = *gpu::gpu_kernel_entry(n.kind);
@@ -194,9 +205,11 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     env.cublaslt = lt;
     env.error = static_cast<int*>(error.p);
     env.host_in = host_in;
+    const auto node_start = std::chrono::steady_clock::now();
     std::vector<int32_t> candidates = entry.tactics(n.kind, n.attrs, in, out, env);
+    const double list_s = seconds_since(node_start);
     int32_t best = -1;
-    double best_ms = 1e30;
+    double best_ms = 1e30, setup_s = 0;
     std::string report;
     for (int32_t tactic : candidates) {
       std::unique_ptr<gpu::StepState> state;
@@ -207,7 +220,9 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
         DeviceBuf workspace(ws);
         env.workspace = workspace.p;
         env.workspace_bytes = ws;
-        const double ms = time_tactic(entry, n, in, out, env, stream);
+        double first_s = 0;
+        const double ms = time_tactic(entry, n, in, out, env, stream, &first_s);
+        setup_s += first_s;
         report += fmt::format(" {}:{:.4f}", tactic, ms);
         if (ms < best_ms) best_ms = ms, best = tactic;
       } catch (const Error& e) {
@@ -219,15 +234,19 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     tactics[todo[t]] = best;
     cache[key] = {{"tactic", best}, {"ms", best_ms}};
     ++measured;
+    setup_total += setup_s;
     if (options.log)
-      options.log(fmt::format("tactic for '{}' ({}): {} of{}", n.name, op_name(n.kind), best, report));
+      options.log(fmt::format("tactic for '{}' ({}): {} of{} ({:.2f} s: {:.2f} s listing, {:.2f} s first launches)",
+                              n.name, op_name(n.kind), best, report, seconds_since(node_start), list_s, setup_s));
   }
   if (tty) fmt::print(stderr, "\r\033[K");
   cublasLtDestroy(lt);
   cudnnDestroy(cudnn);
   cudaStreamDestroy(stream);
   if (options.log)
-    options.log(fmt::format("choose-tactics: {} nodes timed, {} from the timing cache", measured, cached));
+    options.log(fmt::format("choose-tactics: {} nodes timed, {} from the timing cache, {:.1f} s ({:.1f} s in the "
+                            "candidates' first launches)",
+                            measured, cached, seconds_since(start), setup_total));
   if (!options.timing_cache.empty()) {
     std::ofstream f(options.timing_cache);
     if (!(f << nlohmann::json{{"format", 1}, {"entries", cache}}.dump(1) << "\n"))
