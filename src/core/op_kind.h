@@ -330,9 +330,12 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kQConv, "kiln.QConv", kAttrsIndex<QConvAttrs>, 2, 12, 1, 1, 0xdf6},
     {OpKind::kQMatMul, "kiln.QMatMul", kAttrsIndex<QMatMulAttrs>, 2, 9, 1, 1, 0x1f6},
     // Channels-last twins of AveragePool, FusedConv and MaxPool: data [N, spatial..., C], NhwcConv's
-    // W [M, k..., C/group] (the channels-last pass makes them for GPU float16 engines).
+    // W [M, k..., C/group] (the channels-last pass makes them for GPU float16 engines). NhwcConv:
+    // X, W, [B], [Z], [y_scale], [y_zero_point]; with y_scale (fuse-conv-quantize) Y is the
+    // per-tensor QuantizeLinear of FusedConv's output, int8 or uint8 as y_zero_point (of the output
+    // in X's type; the GPU's stem kernel quantizes the float value before that rounding).
     {OpKind::kNhwcAveragePool, "NhwcAveragePool", kAttrsIndex<PoolAttrs>, 1, 1, 1, 1, 0x0},
-    {OpKind::kNhwcConv, "NhwcConv", kAttrsIndex<FusedConvAttrs>, 2, 4, 1, 1, 0x0},
+    {OpKind::kNhwcConv, "NhwcConv", kAttrsIndex<FusedConvAttrs>, 2, 6, 1, 1, 0x30},
     {OpKind::kNhwcMaxPool, "NhwcMaxPool", kAttrsIndex<PoolAttrs>, 1, 1, 1, 1, 0x0},
     // Channels-last kiln.QConv: x, y and the residual z [N, spatial..., C], w [M, k..., C/group].
     {OpKind::kNhwcQConv, "NhwcQConv", kAttrsIndex<QConvAttrs>, 2, 12, 1, 1, 0xdf6},

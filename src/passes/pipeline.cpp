@@ -71,6 +71,9 @@ constexpr Pass kPipeline[] = {
     // After to-fp16: float16 convolutions and the INT8 ones cuDNN takes switch to the channels-last
     // layout (GPU targets only).
     {"channels-last", false, channels_last},
+    // A stem's QuantizeLinear into the float16 NhwcConv before it (through ResNet's MaxPool); after
+    // channels-last, which makes NhwcConv.
+    {"fuse-conv-quantize", false, fuse_conv_quantize},
     // Every engine output must be written by a step: outputs that are inputs or constants (or
     // listed twice) get an explicit copy.
     {"materialize-outputs", true, materialize_outputs},
@@ -121,8 +124,11 @@ std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, Bu
     r.passes.push_back(program.stages[k]);
     log(program.stages[k], k + 1 == program.stages.size() ? time + " for the view stages" : "");
   }
-  std::vector<uint8_t> bytes = write_engine(program, options.target, choose_tactics(program.graph, options), &r);
+  const std::vector<int32_t> tactics = choose_tactics(program.graph, options);
+  t0 = std::chrono::steady_clock::now();
+  std::vector<uint8_t> bytes = write_engine(program, options.target, tactics, &r);
   r.engine_bytes = bytes.size();
+  if (options.log) options.log("write-engine: " + std::to_string(bytes.size()) + " bytes" + ms_since(t0));
   return bytes;
 }
 

@@ -22,13 +22,16 @@ struct LayoutBuilt {
   std::vector<uint8_t> engine;
   std::vector<StepInfo> steps;
   passes::PassResult layout;  // what the channels-last pass did (nothing if not asked)
+  passes::PassResult after;   // what the last of the `after` passes did
   int count(const std::string& op) const {
     return static_cast<int>(std::count_if(steps.begin(), steps.end(), [&](const StepInfo& s) { return s.op == op; }));
   }
 };
 
+// after: passes run after the channels-last pass (if asked); what the last did is in `after`.
 inline LayoutBuilt build_layout(const OnnxModel& m, const passes::BuildOptions& o,
-                                std::initializer_list<passes::PassFn> pipeline, bool channels_last) {
+                                std::initializer_list<passes::PassFn> pipeline, bool channels_last,
+                                std::initializer_list<passes::PassFn> after = {}) {
   graph::Graph g = m.import();
   for (passes::PassFn pass : pipeline) {
     pass(g, o);
@@ -38,6 +41,10 @@ inline LayoutBuilt build_layout(const OnnxModel& m, const passes::BuildOptions& 
   if (channels_last) {
     b.layout = passes::to_channels_last(g);
     graph::verify(g, true);
+    for (passes::PassFn pass : after) {
+      b.after = pass(g, o);
+      graph::verify(g, true);
+    }
   }
   passes::materialize_outputs(g, o);
   const passes::EngineProgram program = passes::plan_views(g, o);

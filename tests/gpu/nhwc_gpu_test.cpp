@@ -5,7 +5,8 @@
 // asymmetric pads); every tactic of selected cases. The pools: vectorized along the channels or
 // one element per thread, pads, strides, dilations, ceil_mode, 1 to 3 spatial axes; NhwcMaxPool on
 // int8 and uint8 too (over their whole range, exact) and on NaN, infinities and signed zeros (the
-// packed maxima). Every case runs direct, misaligned and under stream capture.
+// packed maxima). NhwcConv with a quantized output (y_scale, y_zero_point). Every case runs direct,
+// misaligned and under stream capture.
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -63,6 +64,18 @@ PoolAttrs pool(std::vector<int64_t> kernel, std::vector<int64_t> strides = {}, s
 
 std::function<Inputs(DT)> pool_input(Shape x) {
   return [=](DT dt) { return Inputs{rand_tensor(dt, x, -1, 1)}; };
+}
+
+// conv_inputs plus a quantized output: y_scale (float32) and y_zero_point of type q (int8 or uint8).
+std::function<Inputs(DT)> quant_conv_inputs(Shape x, Shape w, bool bias, std::optional<Shape> z, float scale,
+                                            DT q, int zero) {
+  return [=](DT dt) {
+    Inputs in = conv_inputs(x, w, bias, z)(dt);
+    if (!z) in.push_back(absent());
+    in.push_back(make(DT::kFloat32, {}, {scale}));
+    in.push_back(make(q, {}, {static_cast<double>(zero)}));
+    return in;
+  };
 }
 
 // The 8-bit types over their whole range.
@@ -130,6 +143,24 @@ std::vector<NhwcCase> cases() {
          return Inputs{std::move(x), rand_tensor(dt, {64, 7, 7, 3}, -1, 1), rand_tensor(dt, {64}, -1, 1)};
        },
        true, 300},
+      // A quantized output (fuse-conv-quantize: the stem's QuantizeLinear): tactic 300 quantizes in
+      // its epilogue (int8 and uint8, ResNet's 7x7 and MobileNet's 3x3 with ReLU6, partial tiles,
+      // scales that saturate part of the range); the other tactics, and tactic 300 on misaligned
+      // pointers, quantize a float output staged in the workspace. A 3x3 on 16 channels with a
+      // residual has no tactic 300: cuDNN, the GEMM and the direct kernel, then QuantizeLinear.
+      {"SmallCQuantStem7x7Relu", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), kF,
+       quant_conv_inputs({2, 30, 32, 3}, {64, 7, 7, 3}, true, {}, 0.03f, DT::kInt8, -5), true},
+      {"SmallCQuantStem7x7Uint8PartialTiles", C, nhwc_conv(none, none, {3, 3, 3, 3}, {2, 2}), {DT::kFloat16},
+       quant_conv_inputs({3, 25, 40, 3}, {64, 7, 7, 3}, true, {}, 0.02f, DT::kUInt8, 100), true},
+      {"SmallCQuantStem3x3Relu6", C,
+       [] {
+         FusedConvAttrs a = nhwc_conv(Activation::kClip, Activation::kNone, {1, 1, 1, 1}, {2, 2});
+         a.activation_beta = 6.0f;
+         return a;
+       }(),
+       {DT::kFloat16}, quant_conv_inputs({2, 18, 16, 3}, {32, 3, 3, 3}, true, {}, 6.0f / 127, DT::kInt8, 0), true},
+      {"QuantConv3x3ResidualRelu", C, nhwc_conv(none, relu, p1), kF,
+       quant_conv_inputs({2, 10, 10, 16}, {16, 3, 3, 16}, true, Shape{2, 10, 10, 16}, 0.05f, DT::kInt8, 3), true},
       // MobileNet: depthwise with ReLU6; odd channels (one element per thread in the epilogue).
       {"DepthwiseRelu6", C,
        [] {
@@ -160,11 +191,15 @@ std::vector<NhwcCase> cases() {
       {"MaxPool1D", MP, pool({3}, {2}, {1, 1}), kF, pool_input({2, 9, 16})},
       // INT8 engines: ResNet's MaxPool after the stem (16 channels a vector), channel counts that
       // are not a multiple of 16 (one element per thread), ceil_mode with dilations, and a window
-      // entirely in the padding (the type's lowest value, as on the CPU).
+      // entirely in the padding (the type's lowest value, as on the CPU). 3x3 windows on 16-byte
+      // vectors take the unrolled kernel: dilations, unequal strides and pads too.
       {"MaxPool8Bit3x3Stride2", MP, pool({3, 3}, {2, 2}, p1), k8, int8_pool_input({2, 9, 9, 32})},
       {"MaxPool8BitChannels12", MP, pool({3, 3}, {2, 2}, p1), k8, int8_pool_input({2, 7, 8, 12})},
       {"MaxPool8BitCeilDilated", MP, pool({3, 2}, {2, 2}, {0, 1, 1, 0}, 1, 0, {2, 1}), k8,
        int8_pool_input({1, 8, 7, 20})},
+      {"MaxPool8Bit3x3DilatedStride1", MP, pool({3, 3}, {1, 2}, {2, 1, 2, 1}, 0, 0, {2, 1}), k8,
+       int8_pool_input({2, 7, 9, 32})},
+      {"MaxPool3x3UnevenPads", MP, pool({3, 3}, {2, 2}, {0, 1, 2, 0}), kF, pool_input({2, 9, 8, 16})},
       {"MaxPool8BitEmptyWindow", MP, pool({2, 1}, {1, 1}, {1, 0, 1, 0}, 0, 0, {3, 1}), k8,
        int8_pool_input({1, 2, 3, 16})},
   };
@@ -177,7 +212,10 @@ void check_nhwc(const NhwcCase& c, const Inputs& in, GpuMode mode, int32_t tacti
     scale = max_abs(in[0]) * max_abs(in[1]);
   }
   auto tol = [&](const HostTensor& want) {
-    // Pools: the CPU's order of additions; a max is exact.
+    // A quantized output: one step where the float outputs (their order of additions differs from
+    // the CPU's) round to either side of a half; the exact test is NhwcGpuQuant below. Pools: the
+    // CPU's order of additions; a max is exact.
+    if (c.kind == OpKind::kNhwcConv && !is_float(want.dtype)) return Tolerance{0, 1};
     return c.kind == OpKind::kNhwcConv ? epilogue_tolerance(want, terms, scale)
                                        : tolerance_for(want.dtype, Accuracy::kArith);
   };
@@ -225,8 +263,7 @@ TEST_P(NhwcGpuTactics, EveryTacticMatchesCpu) {
   for (DT dt : c.dtypes) {
     SCOPED_TRACE(std::string("dtype ") + std::string(dtype_name(dt)));
     const Inputs in = c.inputs(dt);
-    std::vector<TensorView> iv, ov;
-    for (const HostTensor& t : in) iv.push_back(t.view(nullptr));
+    std::vector<TensorView> iv = infer_views(c.kind, in), ov;  // with the constant inputs' data
     const std::vector<HostTensor> outs = empty_outputs(infer_shapes(c.kind, c.attrs, iv, 1), 0);
     for (const HostTensor& t : outs) ov.push_back(t.view(nullptr));
     Stream stream;
@@ -253,6 +290,46 @@ TEST_P(NhwcGpuTactics, EveryTacticMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Nhwc, NhwcGpuTactics, testing::ValuesIn(tactic_cases()),
                          [](const testing::TestParamInfo<NhwcCase>& info) { return info.param.name; });
+
+// Tactic 300's quantized output is QuantizeLinear (round(y / s) + z, saturated; computed here on the
+// host) of its float output y before the float16 rounding: so it equals the quantized float16
+// output except where that rounding moved y across a half step, and then by one step, with the
+// half step within half a float16 unit of y. The cases saturate part of the range.
+TEST(NhwcGpuQuant, SmallCIsItsFloatOutputQuantized) {
+  KILN_SKIP_WITHOUT_GPU();
+  for (const NhwcCase& c : cases()) {
+    if (c.name.rfind("SmallCQuant", 0) != 0) continue;
+    SCOPED_TRACE(c.name);
+    rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+    const Inputs in = c.inputs(DT::kFloat16);
+    const Inputs float_in(in.begin(), in.begin() + 4);
+    const GpuRunOptions run{300, kModeShift, 1};
+    const std::vector<OutputType> ft = infer_shapes(c.kind, c.attrs, infer_views(c.kind, float_in), 1);
+    const std::vector<OutputType> qt = infer_shapes(c.kind, c.attrs, infer_views(c.kind, in), 1);
+    const HostTensor y = run_gpu(c.kind, c.attrs, float_in, ft, GpuMode::kDirect, run)[0];
+    const HostTensor q = run_gpu(c.kind, c.attrs, in, qt, GpuMode::kDirect, run)[0];
+    const double s = get(in[4], 0), z = get(in[5], 0);
+    const double lo = q.dtype == DT::kInt8 ? -128 : 0, hi = q.dtype == DT::kInt8 ? 127 : 255;
+    ASSERT_EQ(q.numel(), y.numel());
+    int bad = 0, saturated = 0, moved = 0;
+    for (int64_t i = 0; i < y.numel() && bad < 5; ++i) {
+      const double u = get(y, i) / s, want = std::clamp(std::nearbyint(u) + z, lo, hi), got = get(q, i);
+      saturated += want == lo || want == hi;
+      if (got == want) continue;
+      // The half step between got and want, and half a float16 unit of y (normal values), in steps.
+      const double half_step = std::min(got, want) - z + 0.5;
+      const double half_unit = std::ldexp(1.0, std::ilogb(std::max(std::abs(get(y, i)), 6.2e-5)) - 11) / s;
+      ++moved;
+      if (std::abs(got - want) != 1 || std::abs(u - half_step) > 1.01 * half_unit) {
+        ++bad;
+        ADD_FAILURE() << "element " << i << ": quantized " << got << ", float16 output " << get(y, i)
+                      << " quantizes to " << want;
+      }
+    }
+    EXPECT_GT(saturated, 0) << "the case does not reach the type's range";
+    EXPECT_LT(moved, y.numel() / 20) << "too many values one step off";
+  }
+}
 
 }  // namespace
 }  // namespace kiln::gpu_test

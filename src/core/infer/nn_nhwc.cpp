@@ -1,7 +1,8 @@
 // Shape inference of the channels-last ops (NhwcConv, NhwcQConv, NhwcMaxPool, NhwcAveragePool;
 // internal, made by the channels-last pass): data tensors are [N, spatial..., C] and the
 // convolutions' weights are [M, k..., C/group]. Each is inferred by its channels-first twin (FusedConv, MaxPool, AveragePool) on the
-// permuted shapes, and the output permuted back.
+// permuted shapes, and the output permuted back; NhwcConv's optional y_scale and y_zero_point
+// make its output their 8-bit type.
 #include <string>
 
 #include "core/shape_infer.h"
@@ -46,8 +47,23 @@ std::vector<OutputType> infer_nhwc(OpKind kind, const Attrs& attrs, std::span<co
   size_t k = 0;
   for (size_t i : permuted)
     if (i < in.size() && in[i].exists) views[i].shape = shapes[k++];
+  // NhwcConv's y_scale and y_zero_point: FusedConv's output, quantized.
+  const bool quantized = kind == OpKind::kNhwcConv && in.size() > 4 && in[4].exists;
+  if (kind == OpKind::kNhwcConv && in.size() > 4) views.resize(4);
   std::vector<OutputType> out = infer_shapes(twin, attrs, views, n);
   for (OutputType& o : out) o.shape = to_last(o.shape);
+  if (quantized) {
+    if (in[0].dtype != DataType::kFloat32 && in[0].dtype != DataType::kFloat16)
+      throw Error(op + ": a quantized output needs X of float32 or float16, got " + std::string(dtype_name(in[0].dtype)));
+    if (in[4].dtype != DataType::kFloat32 || in[4].numel() != 1 || in[4].rank() > 1)
+      throw Error(op + ": y_scale (input 4) must be one float32 value");
+    if (in.size() < 6 || !in[5].exists || (in[5].dtype != DataType::kInt8 && in[5].dtype != DataType::kUInt8) ||
+        in[5].numel() != 1 || in[5].rank() > 1)
+      throw Error(op + ": y_zero_point (input 5) must be one int8 or uint8 value when y_scale is given");
+    out[0].dtype = in[5].dtype;
+  } else if (kind == OpKind::kNhwcConv && in.size() > 5 && in[5].exists) {
+    throw Error(op + ": y_zero_point (input 5) without y_scale (input 4)");
+  }
   return out;
 }
 

@@ -15,7 +15,8 @@
 // (kRows - 1) * 2 + R input rows are copied into one of two staging buffers with cp.async while
 // the other is computed. Out-of-image rows and the pad columns are zeros. A warp computes 16
 // output pixels x 32 channels at a time; the epilogue adds the bias, applies the activation in
-// float and stores float16 pairs.
+// float and stores float16 pairs, or, for a quantized output, QuantizeLinear's int8 or uint8 of the
+// float value (Quant below): half the float16 output's bytes and no QuantizeLinear step.
 #include <atomic>
 
 #include "core/epilogue.h"
@@ -39,7 +40,10 @@ struct Params {
   const __half* x;
   const __half* w;
   const __half* b;
-  __half* y;
+  void* y;
+  const float* y_scale;  // null: float16 output
+  const void* y_zero;
+  bool y_signed;         // int8 (else uint8)
   int H, W, OH, OW, pad_top, pad_left;
   int row_len;      // elements per staged input row (a multiple of 8)
   int chunks;       // 16-byte chunks of one input row
@@ -55,6 +59,7 @@ constexpr int staged_rows(int R) { return (kRows - 1) * kStride + R; }
 constexpr int seg_slots(int S, int D) { return (S * kC + D + 7) / 8 * 8; }
 constexpr int kOutStride = 40;  // float16 elements per pixel row of a warp's output tile (32 + 8)
 constexpr int kOutTile = 16 * kOutStride;  // a warp's [16][32] output tile with its padding
+constexpr int kQStride = 48;               // bytes per pixel row of a warp's 8-bit output tile (32 + 16)
 
 __device__ __forceinline__ uint32_t ld_pair(const __half* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
@@ -87,6 +92,32 @@ __device__ __forceinline__ float activate(const EpilogueAttrs& e, float v) {
     const float c = v < e.activation_alpha ? e.activation_alpha : v;
     return c > e.activation_beta ? e.activation_beta : c;
   } else return epilogue::activate<float>(e.activation, v, e.activation_alpha, e.activation_beta);
+}
+
+// The output's quantization: y = saturate(round(x / s) + z) of the float output x, computed as
+// round(x * r) with r = RN(1 / s) (one rounding of the product; it differs from the quotient's
+// rounding only where x / s is within a unit in the last place of a half), rounded by adding
+// 1.5 * 2^23 and read from the float's bits, and saturated to [lo, hi] in integers. Where the
+// activation is none, Relu, or a Clip whose range holds 0, it is folded into [lo, hi] (quantizing is
+// monotonic and maps 0 to z, so q(act(x)) = clamp(q(x), q(a), q(b)), NaN included: both give z) and
+// the bias is pre-scaled, so that a value costs a multiply-add, an addition, an integer addition and
+// two integer clamps. The conversion unit's instructions (__fdiv_rn, rintf, __float2int_rn) ran at
+// a quarter of the rate and made the first version twice as slow as the float16 kernel.
+struct Quant {
+  float r = 1;
+  int offset = 0x4B400000;  // the bits of 1.5 * 2^23, less z
+  int lo = -128, hi = 127;
+  bool folded = false;      // the activation is in [lo, hi] and the bias is scaled by r
+};
+
+constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23
+constexpr float kLargest = 2097152.0f;      // 2^21: beyond any 8-bit range and its zero point
+
+// round(v) + z saturated to [lo, hi], for v = x * r; NaN gives z, as QuantizeLinear's kernels do.
+__device__ __forceinline__ int quantized(float v, const Quant& q) {
+  if (!(fabsf(v) < kLargest)) v = v != v ? 0.0f : copysignf(kLargest, v);
+  const int n = __float_as_int(__fadd_rn(v, kRoundMagic)) - q.offset;
+  return min(max(n, q.lo), q.hi);
 }
 
 template <int R, int S, int D>
@@ -148,6 +179,24 @@ __global__ void __launch_bounds__(kThreadsSC) small_c_kernel(Params p) {
   // Element of slot 0 of kernel row 0 for output pixel 0 of the item's first row, plus this lane's
   // column pair; even.
   const int base0 = kDataStart - p.pad_left * kC - D + 2 * q;
+  Quant quant;  // unused for float16 outputs
+  if (p.y_scale) {
+    quant.r = __frcp_rn(*p.y_scale);
+    quant.offset -= p.y_signed ? *static_cast<const int8_t*>(p.y_zero) : *static_cast<const uint8_t*>(p.y_zero);
+    if (!p.y_signed) quant.lo = 0, quant.hi = 255;
+    constexpr bool kClip = A == static_cast<int>(Activation::kClip);
+    const bool clip_holds_0 = kClip && p.e.activation_alpha <= 0.0f && 0.0f <= p.e.activation_beta;
+    quant.folded = A == static_cast<int>(Activation::kNone) || A == static_cast<int>(Activation::kRelu) || clip_holds_0;
+    if (A == static_cast<int>(Activation::kRelu)) quant.lo = max(quant.lo, quantized(0.0f, quant));
+    if (clip_holds_0) {
+      const int a = quantized(__fmul_rn(p.e.activation_alpha, quant.r), quant);
+      const int b = quantized(__fmul_rn(p.e.activation_beta, quant.r), quant);
+      quant.lo = max(quant.lo, a), quant.hi = min(quant.hi, b);
+    }
+    if (quant.folded)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) bias[nt][0] = __fmul_rn(bias[nt][0], quant.r), bias[nt][1] = __fmul_rn(bias[nt][1], quant.r);
+  }
   __syncthreads();
 
   int buf = 0;
@@ -195,6 +244,38 @@ __global__ void __launch_bounds__(kThreadsSC) small_c_kernel(Params p) {
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) mma::mma_f16(acc[nt], af, bf[ks][nt][0], bf[ks][nt][1]);
       }
+      if (p.y_scale) {  // 8-bit output: the [16][32] tile of bytes, then 8-byte pieces of 32-byte rows
+        unsigned char* qtile = reinterpret_cast<unsigned char*>(out_tile);
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            float v0, v1;
+            if (quant.folded) {
+              v0 = __fmaf_rn(acc[nt][2 * half], quant.r, bias[nt][0]);
+              v1 = __fmaf_rn(acc[nt][2 * half + 1], quant.r, bias[nt][1]);
+            } else {
+              v0 = __fmul_rn(activate<A>(p.e, acc[nt][2 * half] + bias[nt][0]), quant.r);
+              v1 = __fmul_rn(activate<A>(p.e, acc[nt][2 * half + 1] + bias[nt][1]), quant.r);
+            }
+            // Bytes 0 of both results, side by side.
+            *reinterpret_cast<uint16_t*>(qtile + (g + 8 * half) * kQStride + nt * 8 + 2 * q) = static_cast<uint16_t>(
+                __byte_perm(static_cast<uint32_t>(quantized(v0, quant)), static_cast<uint32_t>(quantized(v1, quant)),
+                            0x0040));
+          }
+        __syncwarp();
+        unsigned char* yrow =
+            static_cast<unsigned char*>(p.y) + ((n_img * p.OH + oh) * p.OW) * M + cg * 32 + q * 8;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int px = g + 8 * half, o = mt * 16 + px;
+          if (o < p.OW)
+            *reinterpret_cast<uint2*>(yrow + static_cast<int64_t>(o) * M) =
+                *reinterpret_cast<const uint2*>(qtile + px * kQStride + q * 8);
+        }
+        __syncwarp();
+        continue;
+      }
       // The epilogue into the warp's [16][32] tile, then 16-byte stores of whole 64-byte pixel rows.
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
@@ -206,7 +287,7 @@ __global__ void __launch_bounds__(kThreadsSC) small_c_kernel(Params p) {
               __floats2half2_rn(v0, v1);
         }
       __syncwarp();
-      __half* yrow = p.y + ((n_img * p.OH + oh) * p.OW) * M + cg * 32 + q * 8;
+      __half* yrow = static_cast<__half*>(p.y) + ((n_img * p.OH + oh) * p.OW) * M + cg * 32 + q * 8;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int px = g + 8 * half, o = mt * 16 + px;
@@ -291,12 +372,15 @@ bool small_c_conv_fits(const DirectConv& g, DataType dt, bool has_z) {
 }
 
 void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, const void* w, const void* b, void* y,
-                  cudaStream_t stream) {
+                  const SmallCQuant* quant, cudaStream_t stream) {
   Params p;
   p.x = static_cast<const __half*>(x);
   p.w = static_cast<const __half*>(w);
   p.b = static_cast<const __half*>(b);
-  p.y = static_cast<__half*>(y);
+  p.y = y;
+  p.y_scale = quant ? quant->scale : nullptr;
+  p.y_zero = quant ? quant->zero_point : nullptr;
+  p.y_signed = quant && quant->type == DataType::kInt8;
   p.H = static_cast<int>(g.in[0]);
   p.W = static_cast<int>(g.in[1]);
   p.OH = static_cast<int>(g.out[0]);

@@ -17,9 +17,18 @@ namespace kiln::gpu::nn {
 // within 48 KiB (input rows up to about 376 pixels for 7x7, 704 for 3x3); sm_80 and later.
 bool small_c_conv_fits(const DirectConv& g, DataType dt, bool has_z);
 
-// Y = epilogue(conv(X, W) + B) for a convolution small_c_conv_fits accepts; B may be null. X, W and
-// Y must be 16-byte aligned.
+// A quantized output (NhwcConv's y_scale and y_zero_point, device pointers to one value each): Y is
+// QuantizeLinear of the float output (before float16 rounding, multiplied by the scale's
+// reciprocal), int8 or uint8 as `type`.
+struct SmallCQuant {
+  const float* scale;
+  const void* zero_point;
+  DataType type;
+};
+
+// Y = epilogue(conv(X, W) + B) for a convolution small_c_conv_fits accepts, quantized if `quant` is
+// not null; B may be null. X, W and Y must be 16-byte aligned.
 void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, const void* w, const void* b, void* y,
-                  cudaStream_t stream);
+                  const SmallCQuant* quant, cudaStream_t stream);
 
 }  // namespace kiln::gpu::nn

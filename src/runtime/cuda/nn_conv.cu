@@ -21,6 +21,7 @@
 // it exists), then cuDNN's algorithm ids, best heuristic guess first; for FusedConv also 200 + id,
 // the same algorithm with the epilogue kernel where cuDNN could have fused it (timing decides);
 // 300, Kiln's kernel for float16 stems with 3 input channels (conv_small_c.cuh), where it fits.
+// NhwcConv with y_scale and y_zero_point quantizes its output (below).
 #include <string>
 #include <vector>
 
@@ -54,7 +55,8 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   // cuDNN's kernels need aligned tensors (a Kiln engine's are 64-byte aligned; the tests shift them).
   const bool aligned = alignment_of(X.data, 16) == 16 && alignment_of(W.data, 16) == 16 &&
                        alignment_of(Y.data, 16) == 16 && alignment_of(B, 16) == 16 && alignment_of(Z, 16) == 16;
-  if (p.small_c && aligned) return small_c_conv(p.geometry, epi ? *epi : plain, X.data, W.data, B, Y.data, env.stream);
+  if (p.small_c && aligned)
+    return small_c_conv(p.geometry, epi ? *epi : plain, X.data, W.data, B, Y.data, nullptr, env.stream);
   if (p.direct || !aligned) {
     direct_conv(p.geometry, p.dtype, X.data, W.data, B, Y.data, env.stream, op);
     return finish(nullptr);
@@ -121,11 +123,82 @@ std::vector<int32_t> conv_tactics(OpKind kind, const Attrs& attrs, std::span<con
   return plan_for(kind, attrs, in, out, env, local).tactics;
 }
 
+// ---- NhwcConv with a quantized output (y_scale, y_zero_point: inputs 4 and 5) --------------------
+// The small-channel kernel quantizes in its epilogue; every other tactic computes the float output
+// into the workspace (after its own) and QuantizeLinear's kernel reads it from there. The plans are
+// those of the same convolution with a float output, so the tactics are the same.
+bool quantized_output(std::span<const TensorView> in) { return has_input(in, 4); }
+
+struct QuantizedConv {
+  std::span<const TensorView> conv_in;  // X, W, B, Z
+  TensorView y_float;                   // Y's shape in X's type (no data)
+  ConvPlan* plan;
+  bool fused;                           // the small-channel kernel quantizes (aligned tensors)
+  size_t conv_workspace;                // the float convolution's, aligned
+};
+
+QuantizedConv quantized_conv(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                             std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<ConvPlan>& local) {
+  QuantizedConv q;
+  q.conv_in = in.first(std::min<size_t>(in.size(), 4));
+  q.y_float = out[0];
+  q.y_float.dtype = in[0].dtype;
+  q.y_float.data = nullptr;
+  q.plan = &plan_for(kind, attrs, q.conv_in, {&q.y_float, 1}, env, local);
+  const void* b = has_input(in, 2) ? in[2].data : nullptr;
+  q.fused = q.plan->small_c && alignment_of(in[0].data, 16) == 16 && alignment_of(in[1].data, 16) == 16 &&
+            alignment_of(b, 16) == 16 && alignment_of(out[0].data, 16) == 16;
+  q.conv_workspace = align_up(q.plan->workspace());
+  return q;
+}
+
+void quantized_conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                           std::span<const TensorView> out, GpuEnv& env) {
+  std::unique_ptr<ConvPlan> local;
+  QuantizedConv q = quantized_conv(kind, attrs, in, out, env, local);
+  if (q.plan->empty) return;
+  if (q.fused) {
+    const EpilogueAttrs* epi = conv_epilogue(kind, attrs);
+    const SmallCQuant quant{static_cast<const float*>(in[4].data), in[5].data, out[0].dtype};
+    return small_c_conv(q.plan->geometry, *epi, in[0].data, in[1].data, has_input(in, 2) ? in[2].data : nullptr,
+                        out[0].data, &quant, env.stream);
+  }
+  if (env.workspace_bytes < q.conv_workspace + q.y_float.bytes())
+    throw Error("NhwcConv: the workspace is smaller than the quantized output's staging needs");
+  q.y_float.data = static_cast<char*>(env.workspace) + q.conv_workspace;
+  GpuEnv conv_env = env;
+  conv_env.workspace_bytes = q.conv_workspace;
+  conv_kernel(kind, attrs, q.conv_in, {&q.y_float, 1}, conv_env);
+  const TensorView q_in[3] = {q.y_float, in[4], in[5]};
+  gpu_kernel_entry(OpKind::kQuantizeLinear)->fn(OpKind::kQuantizeLinear, QuantizeAttrs{}, std::span<const TensorView>(q_in), out, env);
+}
+
+void nhwc_conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                      GpuEnv& env) {
+  if (quantized_output(in)) return quantized_conv_kernel(kind, attrs, in, out, env);
+  conv_kernel(kind, attrs, in, out, env);
+}
+
+size_t nhwc_conv_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                           std::span<const TensorView> out, GpuEnv& env) {
+  if (!quantized_output(in)) return conv_workspace(kind, attrs, in, out, env);
+  std::unique_ptr<ConvPlan> local;
+  const QuantizedConv q = quantized_conv(kind, attrs, in, out, env, local);
+  return q.fused ? q.plan->workspace() : q.conv_workspace + q.y_float.bytes();
+}
+
+std::vector<int32_t> nhwc_conv_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                       std::span<const TensorView> out, GpuEnv& env) {
+  if (!quantized_output(in)) return conv_tactics(kind, attrs, in, out, env);
+  std::unique_ptr<ConvPlan> local;
+  return quantized_conv(kind, attrs, in, out, env, local).plan->tactics;
+}
+
 const GpuKernelEntry kEntries[] = {
     {OpKind::kConv, conv_kernel, conv_workspace, conv_tactics},
     {OpKind::kConvTranspose, conv_kernel, conv_workspace, conv_tactics},
     {OpKind::kFusedConv, conv_kernel, conv_workspace, conv_tactics},
-    {OpKind::kNhwcConv, conv_kernel, conv_workspace, conv_tactics},
+    {OpKind::kNhwcConv, nhwc_conv_kernel, nhwc_conv_workspace, nhwc_conv_tactics},
 };
 
 }  // namespace

@@ -122,7 +122,7 @@ void set_window(WnLayer& l, const nn::WindowGeometry& g) {
   l.pw_end = static_cast<int32_t>(g.pads[3]);
 }
 
-// Conv, FusedConv, NhwcConv: X, W, optional B; no residual Z.
+// Conv, FusedConv, NhwcConv: X, W, optional B; no residual Z, no quantized output.
 WnLayer conv_layer(const Walk& s) {
   WnLayer l;
   l.op = WnOp::kConv;
@@ -130,6 +130,7 @@ WnLayer conv_layer(const Walk& s) {
   const TensorRec& w = s.weight(1, "the weight W");
   if (s.x().shape.size() != 4 || w.shape.size() != 4) refuse("it is not 2-D");
   s.no_input(3, "a residual input");
+  s.no_input(4, "a quantized output");
   const auto& ca = s.step->kind == OpKind::kConv
                        ? std::get<ConvAttrs>(s.step->attrs)
                        : static_cast<const ConvAttrs&>(std::get<FusedConvAttrs>(s.step->attrs));

@@ -2,7 +2,7 @@
 // pass makes them for GPU engines, where the layout pays; here they only keep such graphs runnable
 // (and testable) everywhere: the data inputs are permuted to channels-first ([N, S..., C] ->
 // [N, C, S...], the convolutions' W and Z too), the channels-first kernel runs, and its output is permuted
-// back. Plainly correct, not fast.
+// back. Plainly correct, not fast. NhwcConv with y_scale quantizes FusedConv's output.
 #include <cstring>
 #include <vector>
 
@@ -74,7 +74,14 @@ void nhwc_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   y.shape.insert(y.shape.end(), Y.shape.begin() + 1, Y.shape.end() - 1);
   y.bytes.resize(Y.bytes());
   const TensorView yv = y.view(Y.dtype);
-  if (kind == OpKind::kNhwcConv)
+  if (kind == OpKind::kNhwcConv && in.size() > 4 && in[4].exists) {
+    // A quantized output: FusedConv's output in X's type, then QuantizeLinear.
+    Owned f{y.shape, std::vector<uint8_t>(static_cast<size_t>(yv.numel()) * dtype_size(in[0].dtype))};
+    const TensorView fv = f.view(in[0].dtype);
+    fused_kernel(OpKind::kFusedConv, attrs, std::span<const TensorView>(ins).first(4), {&fv, 1}, env);
+    const TensorView q_in[3] = {fv, in[4], in[5]};
+    cpu_kernel(OpKind::kQuantizeLinear)(OpKind::kQuantizeLinear, QuantizeAttrs{}, std::span<const TensorView>(q_in), {&yv, 1}, env);
+  } else if (kind == OpKind::kNhwcConv)
     fused_kernel(OpKind::kFusedConv, attrs, ins, {&yv, 1}, env);
   else if (kind == OpKind::kNhwcQConv)
     extra::qconv_kernel(OpKind::kQConv, attrs, ins, {&yv, 1}, env);
