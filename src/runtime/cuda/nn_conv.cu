@@ -163,8 +163,12 @@ void quantized_conv_kernel(OpKind kind, const Attrs& attrs, std::span<const Tens
     return small_c_conv(q.plan->geometry, *epi, in[0].data, in[1].data, has_input(in, 2) ? in[2].data : nullptr,
                         out[0].data, &quant, env.stream);
   }
+  // The workspace was sized for the fused kernel when the tensors were aligned then: a caller's
+  // buffer bound later (set_output_device) is not 16-byte aligned.
   if (env.workspace_bytes < q.conv_workspace + q.y_float.bytes())
-    throw Error("NhwcConv: the workspace is smaller than the quantized output's staging needs");
+    throw Error(
+        "NhwcConv: its quantized output needs 16-byte aligned tensors (a device buffer bound to an input or "
+        "output is not; cudaMalloc's are)");
   q.y_float.data = static_cast<char*>(env.workspace) + q.conv_workspace;
   GpuEnv conv_env = env;
   conv_env.workspace_bytes = q.conv_workspace;
