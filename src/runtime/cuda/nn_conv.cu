@@ -22,6 +22,8 @@
 // the same algorithm with the epilogue kernel where cuDNN could have fused it (timing decides);
 // 300, Kiln's kernel for float16 stems with 3 input channels (conv_small_c.cuh), where it fits.
 // NhwcConv with y_scale and y_zero_point quantizes its output (below).
+#include <algorithm>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,12 @@ namespace kiln::gpu::nn {
 namespace {
 
 // ---- entry points --------------------------------------------------------------------------------
+// cuDNN's kernels and the small-channel one need 16-byte aligned tensors (a Kiln engine's are
+// 64-byte aligned; the tests shift them); null (an absent input) counts as aligned.
+bool aligned_16(std::initializer_list<const void*> ptrs) {
+  return std::all_of(ptrs.begin(), ptrs.end(), [](const void* p) { return alignment_of(p, 16) == 16; });
+}
+
 void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                  GpuEnv& env) {
   const char* op = op_name(kind).data();
@@ -52,9 +60,7 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
     bias_fill(B, Y.data, p.y_numel, p.y_plane, p.channels, p.elem, env.stream, op);
     return finish(nullptr);
   }
-  // cuDNN's kernels need aligned tensors (a Kiln engine's are 64-byte aligned; the tests shift them).
-  const bool aligned = alignment_of(X.data, 16) == 16 && alignment_of(W.data, 16) == 16 &&
-                       alignment_of(Y.data, 16) == 16 && alignment_of(B, 16) == 16 && alignment_of(Z, 16) == 16;
+  const bool aligned = aligned_16({X.data, W.data, Y.data, B, Z});
   if (p.small_c && aligned)
     return small_c_conv(p.geometry, epi ? *epi : plain, X.data, W.data, B, Y.data, nullptr, env.stream);
   if (p.direct || !aligned) {
@@ -145,9 +151,8 @@ QuantizedConv quantized_conv(OpKind kind, const Attrs& attrs, std::span<const Te
   q.y_float.dtype = in[0].dtype;
   q.y_float.data = nullptr;
   q.plan = &plan_for(kind, attrs, q.conv_in, {&q.y_float, 1}, env, local);
-  const void* b = has_input(in, 2) ? in[2].data : nullptr;
-  q.fused = q.plan->small_c && alignment_of(in[0].data, 16) == 16 && alignment_of(in[1].data, 16) == 16 &&
-            alignment_of(b, 16) == 16 && alignment_of(out[0].data, 16) == 16;
+  q.fused = q.plan->small_c &&
+            aligned_16({in[0].data, in[1].data, has_input(in, 2) ? in[2].data : nullptr, out[0].data});
   q.conv_workspace = align_up(q.plan->workspace());
   return q;
 }
