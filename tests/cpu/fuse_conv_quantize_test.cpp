@@ -79,6 +79,12 @@ std::vector<std::string> names(const LayoutBuilt& b) {
   return v;
 }
 
+// What the pass did: one fusion and no QuantizeLinear step left, or nothing and the one Q kept.
+void expect_fused(const LayoutBuilt& r, bool fused) {
+  EXPECT_EQ(r.after.changes, fused ? 1 : 0) << r.after.detail;
+  EXPECT_EQ(r.count("QuantizeLinear"), fused ? 0 : 1);
+}
+
 bool has_name(const LayoutBuilt& b, const std::string& part) {
   const std::vector<std::string> v = names(b);
   return std::any_of(v.begin(), v.end(), [&](const std::string& n) { return n.find(part) != std::string::npos; });
@@ -91,8 +97,7 @@ TEST(FuseConvQuantize, ResNetStemThroughMaxPool) {
   quantize(m, "p");
   head(m);
   const LayoutBuilt r = check_parity(m);
-  EXPECT_EQ(r.after.changes, 1) << r.after.detail;
-  EXPECT_EQ(r.count("QuantizeLinear"), 0);
+  expect_fused(r, true);
   EXPECT_EQ(r.count("NhwcMaxPool"), 1);
   EXPECT_TRUE(has_name(r, "stem + stem.relu + quant")) << testing::PrintToString(names(r));
 }
@@ -108,8 +113,7 @@ TEST(FuseConvQuantize, MobileNetStem) {
   quantize(m, "s1");
   head(m);
   const LayoutBuilt r = check_parity(m);
-  EXPECT_EQ(r.after.changes, 1) << r.after.detail;
-  EXPECT_EQ(r.count("QuantizeLinear"), 0);
+  expect_fused(r, true);
   EXPECT_EQ(r.count("NhwcConv"), 2);
 }
 
@@ -119,8 +123,7 @@ TEST(FuseConvQuantize, NoZeroPointIsUint8) {
   quantize(m, "s1", false);
   head(m);
   const LayoutBuilt r = check_parity(m);
-  EXPECT_EQ(r.after.changes, 1) << r.after.detail;
-  EXPECT_EQ(r.count("QuantizeLinear"), 0);
+  expect_fused(r, true);
 }
 
 // Guard: the conv's output is also a graph output.
@@ -130,8 +133,7 @@ TEST(FuseConvQuantizeGuard, ConvOutputHasAnotherReader) {
   quantize(m, "s1");
   head(m);
   const LayoutBuilt r = check_parity(m, {"y", "s1"});
-  EXPECT_EQ(r.after.changes, 0);
-  EXPECT_EQ(r.count("QuantizeLinear"), 1);
+  expect_fused(r, false);
 }
 
 // Guard: the pool's output has another reader besides the Q.
@@ -142,8 +144,7 @@ TEST(FuseConvQuantizeGuard, PoolOutputHasAnotherReader) {
   m.output("p");
   head(m);
   const LayoutBuilt r = check_parity(m, {"y", "p"});
-  EXPECT_EQ(r.after.changes, 0);
-  EXPECT_EQ(r.count("QuantizeLinear"), 1);
+  expect_fused(r, false);
 }
 
 // Guard: a per-channel Q (one scale per channel) is not fused.
@@ -155,8 +156,7 @@ TEST(FuseConvQuantizeGuard, PerChannelQuantize) {
   m.node("DequantizeLinear", "dequant", {"q", "sc", "zc"}, {"d"});
   head(m);
   const LayoutBuilt r = check_parity(m);
-  EXPECT_EQ(r.after.changes, 0);
-  EXPECT_EQ(r.count("QuantizeLinear"), 1);
+  expect_fused(r, false);
 }
 
 // Guard: without --fp16 the convolutions stay channels-first; nothing is fused.
@@ -166,8 +166,7 @@ TEST(FuseConvQuantizeGuard, Float32GraphUnchanged) {
   quantize(m, "p");
   head(m);
   const LayoutBuilt r = check_parity(m, {"y"}, false);
-  EXPECT_EQ(r.after.changes, 0);
-  EXPECT_EQ(r.count("QuantizeLinear"), 1);
+  expect_fused(r, false);
 }
 
 }  // namespace

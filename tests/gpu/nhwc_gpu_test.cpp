@@ -41,6 +41,13 @@ FusedConvAttrs nhwc_conv(Activation a1, Activation a2 = Activation::kNone, std::
   return a;
 }
 
+// MobileNet's ReLU6 (Clip to [0, 6]).
+FusedConvAttrs relu6_conv(std::vector<int64_t> pads, std::vector<int64_t> strides = {}, int64_t group = 1) {
+  FusedConvAttrs a = nhwc_conv(Activation::kClip, Activation::kNone, std::move(pads), std::move(strides), group);
+  a.activation_beta = 6.0f;
+  return a;
+}
+
 // X [N, S..., C], W [M, k..., C/group], B [M] (or absent), Z [N, O..., M] (or none).
 std::function<Inputs(DT)> conv_inputs(Shape x, Shape w, bool bias, std::optional<Shape> z) {
   return [=](DT dt) {
@@ -116,11 +123,7 @@ std::vector<NhwcCase> cases() {
       {"SmallCStem7x7AsymmetricPads", C, nhwc_conv(relu, none, {2, 3, 4, 1}, {2, 2}), {DT::kFloat16},
        conv_inputs({1, 21, 48, 3}, {64, 7, 7, 3}, true, {}), true},
       {"SmallCStem3x3Relu6", C,
-       [] {
-         FusedConvAttrs a = nhwc_conv(Activation::kClip, Activation::kNone, {1, 1, 1, 1}, {2, 2});
-         a.activation_beta = 6.0f;
-         return a;
-       }(),
+       relu6_conv({1, 1, 1, 1}, {2, 2}),
        kF, conv_inputs({2, 18, 16, 3}, {32, 3, 3, 3}, true, {}), true},
       {"SmallCStem3x3SiluNoBias", C, nhwc_conv(silu, none, {1, 1, 1, 1}, {2, 2}), kF,
        conv_inputs({2, 19, 24, 3}, {32, 3, 3, 3}, false, {}), true},
@@ -153,32 +156,20 @@ std::vector<NhwcCase> cases() {
       {"SmallCQuantStem7x7Uint8PartialTiles", C, nhwc_conv(none, none, {3, 3, 3, 3}, {2, 2}), {DT::kFloat16},
        quant_conv_inputs({3, 25, 40, 3}, {64, 7, 7, 3}, true, {}, 0.02f, DT::kUInt8, 100), true},
       {"SmallCQuantStem3x3Relu6", C,
-       [] {
-         FusedConvAttrs a = nhwc_conv(Activation::kClip, Activation::kNone, {1, 1, 1, 1}, {2, 2});
-         a.activation_beta = 6.0f;
-         return a;
-       }(),
+       relu6_conv({1, 1, 1, 1}, {2, 2}),
        {DT::kFloat16}, quant_conv_inputs({2, 18, 16, 3}, {32, 3, 3, 3}, true, {}, 6.0f / 127, DT::kInt8, 0), true},
       // The activation folded into the integer clamp with other zero points: Relu into uint8 with
       // zero point 100, ReLU6 into int8 with zero point 7.
       {"SmallCQuantStem3x3ReluUint8", C, nhwc_conv(relu, none, {1, 1, 1, 1}, {2, 2}), {DT::kFloat16},
        quant_conv_inputs({2, 18, 16, 3}, {32, 3, 3, 3}, true, {}, 0.02f, DT::kUInt8, 100), true},
       {"SmallCQuantStem3x3Relu6Zero7", C,
-       [] {
-         FusedConvAttrs a = nhwc_conv(Activation::kClip, Activation::kNone, {1, 1, 1, 1}, {2, 2});
-         a.activation_beta = 6.0f;
-         return a;
-       }(),
+       relu6_conv({1, 1, 1, 1}, {2, 2}),
        {DT::kFloat16}, quant_conv_inputs({2, 18, 16, 3}, {32, 3, 3, 3}, true, {}, 0.04f, DT::kInt8, 7), true},
       {"QuantConv3x3ResidualRelu", C, nhwc_conv(none, relu, p1), kF,
        quant_conv_inputs({2, 10, 10, 16}, {16, 3, 3, 16}, true, Shape{2, 10, 10, 16}, 0.05f, DT::kInt8, 3), true},
       // MobileNet: depthwise with ReLU6; odd channels (one element per thread in the epilogue).
       {"DepthwiseRelu6", C,
-       [] {
-         FusedConvAttrs a = nhwc_conv(Activation::kClip, Activation::kNone, {1, 1, 1, 1}, {}, 16);
-         a.activation_beta = 6.0f;
-         return a;
-       }(),
+       relu6_conv({1, 1, 1, 1}, {}, 16),
        kF, conv_inputs({2, 9, 9, 16}, {16, 3, 3, 1}, true, {})},
       {"OddChannelsResidualSigmoid", C, nhwc_conv(relu, Activation::kSigmoid, p1), kF,
        conv_inputs({1, 6, 5, 5}, {7, 3, 3, 5}, true, Shape{1, 6, 5, 7})},
