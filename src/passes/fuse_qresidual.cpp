@@ -16,6 +16,8 @@
 // Guards (the nodes stay): the QConv already has a quantized output, an activation or a residual;
 // P has another reader or is a graph output; the Add broadcasts; R is not float32; the fused node's
 // inferred type is not Y's.
+// Afterwards, a QConv or QMatMul whose float output is then read only by a per-tensor Q (a shortcut
+// R that the Add read in float) takes that Q, as fuse-qdq would have had the Add not been there.
 // Nodes are appended while the pass runs and put back in topological order at the end (a stable
 // sort keeping the original order where the data allows: Rq's QuantizeLinear may come after q).
 #include <functional>
@@ -148,6 +150,44 @@ void sort_nodes(graph::Graph& g, const std::vector<double>& key) {
   g.nodes = std::move(sorted);
 }
 
+// After the fusions: a QConv or QMatMul whose float output is now read only by a per-tensor
+// QuantizeLinear (the shortcut R of a later block, whose Add read R and now reads R's Q) takes that
+// Q into its epilogue, as fuse-qdq does where the Q was the only reader from the start. Without
+// this, MobileNetV2's first block of each stage writes its projection in float32 and quantizes it
+// in a step of its own. Returns how many Qs moved.
+int absorb_quantizers(graph::Graph& g, std::vector<char>& removed) {
+  int moved = 0;
+  qdq::Uses u = qdq::uses_of(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const graph::Node& c = g.nodes[i];
+    if (removed[i] || (c.kind != OpKind::kQConv && c.kind != OpKind::kQMatMul) || c.outputs.size() != 1 ||
+        has_input(c, 7) || g.value(c.outputs[0]).dtype != DataType::kFloat32)
+      continue;
+    int qi = -1;
+    const graph::Node* q = qdq::only_reader(g, u, c.outputs[0], OpKind::kQuantizeLinear, &qi);
+    if (!q || q->inputs[0] != c.outputs[0] || !qdq::per_tensor(g, *q)) continue;
+    graph::Node f = c;
+    if (f.inputs.size() < 9) f.inputs.resize(9, kNoValue);
+    const ValueId y = q->outputs[0];
+    f.inputs[7] = q->inputs[1];
+    f.inputs[8] = zero_of(*q);
+    if (f.inputs[8] == kNoValue) f.inputs[8] = qdq::add_q8(g, "y_zero", g.value(y).dtype, {}, {0});
+    f.outputs = {y};
+    f.origin = joined_origin(c, *q);
+    try {
+      const std::vector<OutputType> t = infer_shapes(f.kind, f.attrs, input_views(g, f), 1);
+      if (t[0].dtype != g.value(y).dtype || t[0].shape != g.value(y).shape) continue;
+    } catch (const Error&) {
+      continue;
+    }
+    remove_node(g, static_cast<size_t>(qi), removed);
+    g.nodes[i] = std::move(f);
+    ++moved;
+    u = qdq::uses_of(g);
+  }
+  return moved;
+}
+
 }  // namespace
 
 PassResult fuse_qresidual(graph::Graph& g, const BuildOptions&) {
@@ -189,6 +229,7 @@ PassResult fuse_qresidual(graph::Graph& g, const BuildOptions&) {
     }
   }
   if (fused == 0) return {};
+  const int absorbed = absorb_quantizers(g, removed);
   std::vector<graph::Node> kept;
   std::vector<double> kept_key;
   for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -199,7 +240,8 @@ PassResult fuse_qresidual(graph::Graph& g, const BuildOptions&) {
   g.nodes = std::move(kept);
   sort_nodes(g, kept_key);
   return {fused, std::to_string(fused) + " residual Add(s) into kiln.QConv, " + std::to_string(with_relu) +
-                     " with Relu; " + std::to_string(dequantized) + " DequantizeLinear added for other readers"};
+                     " with Relu; " + std::to_string(dequantized) + " DequantizeLinear added for other readers; " + std::to_string(absorbed) +
+                     " QuantizeLinear into the kiln.QConv or kiln.QMatMul before it"};
 }
 
 }  // namespace kiln::passes

@@ -5,7 +5,8 @@
 // unfused engine; an explicit Q/DQ block whose residual is a DQ is bit-exact with the unfused
 // engine (the same float32 operations in the same order), as is a float32 residual without a
 // quantized form. Negative tests for the guards a model meets (two readers, graph output, an
-// activation before the Add, a broadcasting Add), and --disable-pass.
+// activation before the Add, a broadcasting Add), and --disable-pass. A shortcut's producer left
+// with its QuantizeLinear as its only reader takes that Q, unless the shortcut is a graph output.
 #include <cmath>
 #include <functional>
 
@@ -62,6 +63,15 @@ BuildOptions int8_options(const TempDir& dir, std::vector<std::string> disabled 
 
 std::vector<StepInfo> steps(const Built& b) { return Engine::from_bytes(b.engine)->summary().steps; }
 
+// 1 if the kiln.QConv named `name` writes int8 (it quantizes in its epilogue), 0 if it writes
+// float, -1 if there is none.
+int int8_output_of(const Built& b, const std::string& name) {
+  for (const graph::Node& n : b.graph.nodes)
+    if (n.kind == OpKind::kQConv && n.name == name)
+      return has_input(n, 7) && b.graph.value(n.outputs[0]).dtype == DataType::kInt8 ? 1 : 0;
+  return -1;
+}
+
 TEST(FuseQresidual, BothBlocksOfACalibratedResidualNetFuse) {
   TempDir dir;
   const Built f = build(two_blocks(), int8_options(dir));
@@ -74,9 +84,15 @@ TEST(FuseQresidual, BothBlocksOfACalibratedResidualNetFuse) {
   // is fused (its z is the int8 tensor), so no other DQ remains.
   EXPECT_EQ(u.count("DequantizeLinear"), 0);
   EXPECT_EQ(f.count("DequantizeLinear"), 1);
-  EXPECT_EQ(f.ops.size() + 5, u.ops.size());
+  // conv0's output h0, the first block's shortcut, is left with one reader, the QuantizeLinear
+  // conv1a reads: that Q moves into conv0, which then writes int8.
+  EXPECT_EQ(f.ops.size() + 6, u.ops.size());
   EXPECT_TRUE(has(f.details.at("fuse-qresidual"), "2 residual Add(s) into kiln.QConv, 2 with Relu"))
       << f.details.at("fuse-qresidual");
+  EXPECT_TRUE(has(f.details.at("fuse-qresidual"), "1 QuantizeLinear into the kiln.QConv"))
+      << f.details.at("fuse-qresidual");
+  EXPECT_EQ(int8_output_of(f, "conv0"), 1);
+  EXPECT_EQ(int8_output_of(u, "conv0"), 0);
   int named = 0;
   for (const StepInfo& s : steps(f))
     named += s.op == "kiln.QConv" && (s.name == "conv1b + add1 + relu1" || s.name == "conv2b + add2 + relu2");
@@ -186,6 +202,18 @@ TEST(FuseQresidual, ShortcutWithAnotherReaderStaysFloat) {
   EXPECT_TRUE(has(f.details.at("quantize-int8"), "4 nodes quantized, 3 activation ranges"))
       << f.details.at("quantize-int8");
   EXPECT_EQ(residuals_of(f, DataType::kFloat32), 1);
+}
+
+// The shortcut h0 is a graph output as well: its float value is needed, so conv0 keeps writing
+// float and its QuantizeLinear stays.
+TEST(FuseQresidual, ShortcutThatIsAGraphOutputKeepsItsQuantizeLinear) {
+  OnnxModel m = two_blocks();
+  m.output("h0");
+  TempDir dir;
+  const Built f = build(m, int8_options(dir));
+  EXPECT_EQ(f.count("Add"), 0);
+  EXPECT_TRUE(has(f.details.at("fuse-qresidual"), "0 QuantizeLinear into")) << f.details.at("fuse-qresidual");
+  EXPECT_EQ(int8_output_of(f, "conv0"), 0);
 }
 
 TEST(FuseQresidual, DisablePassKeepsTheAdds) {
