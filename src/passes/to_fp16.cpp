@@ -6,7 +6,9 @@
 // data (quantization, losses), whose results overflow float16's range easily (sums of squares,
 // products), or recurrent nets, whose error compounds over time. Shape-determining inputs (Resize
 // scales, ...) keep their type. Casts are inserted where a float16 value meets a float32 reader and
-// vice versa, one per value; constants read in float16 are converted once. QuantizeLinear reads a
+// vice versa, one per value; constants read in float16 are converted once. A reduction of a float32
+// tensor not yet converted (an INT8 layer's float output) stays float32, and its smaller result
+// is what gets cast. QuantizeLinear reads a
 // float16 x without a Cast (its kernels convert to float32 exactly). The graph's inputs and
 // outputs keep their types: the user's data does not change.
 #include <cstring>
@@ -30,6 +32,10 @@ const std::set<OpKind> kKeepFloat32 = {
     OpKind::kReduceProd,   OpKind::kReduceLogSumExp,  OpKind::kCumSum,             OpKind::kQConv,
     OpKind::kQMatMul,
 };
+
+// Reductions that stay float32 when their data arrives in float32 (reduce_in_float32).
+const std::set<OpKind> kReductions = {OpKind::kReduceMean, OpKind::kReduceMax,         OpKind::kReduceMin,
+                                      OpKind::kReduceSum,  OpKind::kGlobalAveragePool, OpKind::kGlobalMaxPool};
 
 bool shape_input(OpKind kind, size_t slot) { return slot < 32 && (op_info(kind).const_inputs >> slot & 1u); }
 
@@ -101,8 +107,21 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
     return float_of[v] = cast(v, DataType::kFloat32, g.value(v).name);
   };
 
+  // A reduction whose input is a float32 tensor not yet converted (an INT8 convolution's float
+  // output before a global pooling, a graph input) reads it as it is: casting the reduced result
+  // costs a pass over far fewer values than casting the input would.
+  auto reduce_in_float32 = [&](const graph::Node& n) {
+    if (!kReductions.count(n.kind) || n.inputs.empty() || n.outputs.size() != 1) return false;
+    const ValueId x = n.inputs[0];
+    if (x == graph::kNoValue) return false;
+    const graph::Value& xv = g.value(x);
+    return xv.dtype == DataType::kFloat32 && !now_half[static_cast<size_t>(x)] && !half_of.count(x) &&
+           !xv.is_constant() && g.value(n.outputs[0]).view().numel() >= 0 &&
+           g.value(n.outputs[0]).view().numel() < xv.view().numel();
+  };
+
   for (graph::Node& n : g.nodes) {
-    bool half = !kKeepFloat32.count(n.kind);
+    bool half = !kKeepFloat32.count(n.kind) && !reduce_in_float32(n);
     if (half) {
       bool any_float = false;
       for (size_t i = 0; i < n.inputs.size(); ++i)

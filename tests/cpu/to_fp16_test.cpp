@@ -3,7 +3,7 @@
 // converted once; shape inputs (Resize scales) and float32-only ops (ReduceSumSquare) keep float32
 // with casts at the seams; and the engine computes what the float32 engine computes to float16
 // accuracy (run on the CPU backend, whose kernels take float16 too). QuantizeLinear reads float16
-// without a Cast.
+// without a Cast; a reduction of an unconverted float32 tensor stays float32.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -109,6 +109,29 @@ TEST(ToFp16, Float32OnlyOpKeepsFloat32) {
   EXPECT_EQ(b.dtypes["r"], DataType::kFloat16);
   EXPECT_EQ(b.dtypes["y"], DataType::kFloat32);
   EXPECT_EQ(count_op(b, "Cast"), 2);  // x to half for Relu, r back to float for ReduceSumSquare
+}
+
+// A global pooling of a float32 tensor nothing has converted (here the graph input) pools in
+// float32 and casts its small result; one whose input is already float16 pools in float16.
+TEST(ToFp16, ReductionOfFloat32InputStaysFloat32) {
+  OnnxModel m("gap");
+  m.input("x", {2, 8, 4, 4});
+  m.output("y");
+  m.output("z");
+  m.node("GlobalAveragePool", "pool_x", {"x"}, {"px"});
+  m.node("Relu", "relu", {"px"}, {"y"});
+  m.node("Neg", "neg", {"x"}, {"n"});
+  m.node("GlobalMaxPool", "pool_n", {"n"}, {"z"});
+  Built h = build(m, true), f = build(m, false);
+  EXPECT_EQ(h.dtypes["px"], DataType::kFloat32);
+  EXPECT_EQ(h.dtypes["n"], DataType::kFloat16);
+  // relu, neg and pool_n (pool_x stays float32)
+  EXPECT_TRUE(h.detail.find("3 nodes in float16") != std::string::npos) << h.detail;
+  std::vector<float> x = random_vec(256, 3);
+  for (float& v : x) v = Half::to_float(Half::from_float(v));
+  const auto yh = run_engine(h.engine, {{"x", x}}, {"y", "z"}), yf = run_engine(f.engine, {{"x", x}}, {"y", "z"});
+  for (size_t i = 0; i < yf.at("y").size(); ++i) EXPECT_NEAR(yh.at("y")[i], yf.at("y")[i], 1e-3) << i;
+  EXPECT_EQ(yh.at("z"), yf.at("z"));  // maxima of float16 values are exact
 }
 
 // Resize's scales determine the output shape: they keep float32 while X becomes float16.
