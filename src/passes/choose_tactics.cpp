@@ -3,18 +3,23 @@
 // (constants hold their real values, other inputs kiln bench's kind of data), and the fastest is
 // written into the engine. Timings are keyed by GPU name, op, attributes and tensor types, and kept
 // in the timing cache file when one is given, so a rebuild measures nothing it measured before and
-// picks the same kernels.
+// picks the same kernels. The candidates of all nodes are listed first, on several threads with a
+// stream and handles each (listing can take seconds of CPU work per node); the timing runs one
+// node at a time on one stream, so that candidates are not measured while others run.
 #include "passes/choose_tactics.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
 
 #include "core/attrs_codec.h"
 
@@ -89,7 +94,7 @@ std::string node_key(const graph::Graph& g, const graph::Node& n) {
         continue;
       }
       const graph::Value& val = g.value(v);
-      k += " " + std::string(dtype_name(val.dtype)) + shape_string(val.shape) + (val.is_constant() ? "c" : "");
+      k += fmt::format(" {}{}{}", dtype_name(val.dtype), shape_string(val.shape), val.is_constant() ? "c" : "");
     }
   }
   return k;
@@ -97,6 +102,120 @@ std::string node_key(const graph::Graph& g, const graph::Node& n) {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Device buffers of one node's shapes: constants hold their values, the other inputs kiln bench's
+// kind of data (zeros where samples is null: listing candidates reads no data), outputs zeros.
+struct NodeBuffers {
+  std::vector<std::unique_ptr<DeviceBuf>> bufs;
+  std::vector<TensorView> in, out;
+  std::vector<const void*> host_in;
+
+  NodeBuffers(const graph::Graph& g, const graph::Node& n, SampleData* samples) {
+    auto make = [&](graph::ValueId v, bool is_out) {
+      if (v == graph::kNoValue) return absent_tensor();
+      const graph::Value& val = g.value(v);
+      TensorView view = val.view();
+      bufs.push_back(std::make_unique<DeviceBuf>(view.bytes()));
+      if (!is_out && val.is_constant())
+        check_cuda(cudaMemcpy(bufs.back()->p, val.data->data(), val.data->size(), cudaMemcpyHostToDevice), "upload");
+      else if (!is_out && samples)
+        samples->fill(bufs.back()->p, view.dtype, view.bytes());
+      else
+        check_cuda(cudaMemset(bufs.back()->p, 0, view.bytes()), "cudaMemset");
+      view.data = bufs.back()->p;
+      return view;
+    };
+    for (graph::ValueId v : n.inputs) {
+      in.push_back(make(v, false));
+      host_in.push_back(v != graph::kNoValue && g.value(v).is_constant() ? g.value(v).data->data() : nullptr);
+    }
+    for (graph::ValueId v : n.outputs) out.push_back(make(v, true));
+  }
+};
+
+// A stream and library handles of one thread.
+struct Handles {
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  DeviceBuf error{sizeof(int)};
+
+  Handles() {
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    gpu::check_cudnn(cudnnCreate(&cudnn), "cudnnCreate");
+    gpu::check_cudnn(cudnnSetStream(cudnn, stream), "cudnnSetStream");
+    gpu::check_cublas(cublasLtCreate(&lt), "cublasLtCreate");
+  }
+  ~Handles() {
+    cublasLtDestroy(lt);
+    cudnnDestroy(cudnn);
+    cudaStreamDestroy(stream);
+  }
+  Handles(const Handles&) = delete;
+  Handles& operator=(const Handles&) = delete;
+
+  gpu::GpuEnv env(const NodeBuffers& b) const {
+    gpu::GpuEnv e;
+    e.stream = stream;
+    e.cudnn = cudnn;
+    e.cublaslt = lt;
+    e.error = static_cast<int*>(error.p);
+    e.host_in = b.host_in;
+    return e;
+  }
+};
+
+// Half the cores, at most 8: each node's listing may run up to 6 threads of its own (cudnn_graph.cu).
+size_t listing_threads(size_t nodes) {
+  return std::min<size_t>(nodes, std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
+}
+
+// One node's candidate tactics, or the error listing them raised.
+struct Listed {
+  bool done = false;  // false: no thread could list it (it had no handles)
+  std::vector<int32_t> tactics;
+  std::exception_ptr error;
+  double seconds = 0;
+};
+
+// Lists the candidates of g.nodes[k] for every k in `nodes`, on several threads at once, each with
+// its own stream and handles: a node's list can take seconds to make (cuDNN builds its fused INT8
+// graphs and finalizes their plans), mostly CPU work, so that nodes listed one after another left
+// most of the machine's cores idle.
+std::map<size_t, Listed> list_candidates(const graph::Graph& g, const std::vector<size_t>& nodes) {
+  std::map<size_t, Listed> listed;
+  for (size_t k : nodes) listed[k];
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    try {
+      check_cuda(cudaSetDevice(device), "cudaSetDevice");
+      Handles h;
+      for (size_t i; (i = next++) < nodes.size();) {
+        Listed& l = listed.at(nodes[i]);
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          const graph::Node& n = g.nodes[nodes[i]];
+          const NodeBuffers b(g, n, nullptr);
+          gpu::GpuEnv env = h.env(b);
+          l.tactics = gpu::gpu_kernel_entry(n.kind)->tactics(n.kind, n.attrs, b.in, b.out, env);
+        } catch (...) {
+          l.error = std::current_exception();
+        }
+        l.seconds = seconds_since(t0);
+        l.done = true;
+      }
+    } catch (const Error&) {  // no handles on this thread: the others, or the timing loop, list its nodes
+    }
+  };
+  const size_t threads = listing_threads(nodes.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return listed;
 }
 
 // Median-free but robust enough: the best of 3 rounds of 5 launches each, in milliseconds.
@@ -152,19 +271,26 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
   }
   if (todo.empty()) return tactics;
 
-  cudaStream_t stream = nullptr;
-  cudnnHandle_t cudnn = nullptr;
-  cublasLtHandle_t lt = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  gpu::check_cudnn(cudnnCreate(&cudnn), "cudnnCreate");
-  gpu::check_cudnn(cudnnSetStream(cudnn, stream), "cudnnSetStream");
-  gpu::check_cublas(cublasLtCreate(&lt), "cublasLtCreate");
-  DeviceBuf error(sizeof(int));
-  SampleData samples;
+  // The nodes to measure, the first of each key (the others then find it in the cache), have their
+  // candidates listed first, in parallel.
+  std::vector<size_t> to_list;
+  {
+    std::set<std::string> keys;
+    for (size_t k : todo) {
+      const std::string key = device + " | " + node_key(g, g.nodes[k]);
+      if (!cache.contains(key) && keys.insert(key).second) to_list.push_back(k);
+    }
+  }
   const bool tty = isatty(2);
+  const auto start = std::chrono::steady_clock::now();
+  if (tty) fmt::print(stderr, "\rchoosing kernels on the GPU: listing the candidates of {} nodes ", to_list.size());
+  const std::map<size_t, Listed> listed = list_candidates(g, to_list);
+  const double listing_s = seconds_since(start);
+  const Handles handles;
+  const cudaStream_t stream = handles.stream;
+  SampleData samples;
   int measured = 0, cached = 0;
   double setup_total = 0;  // seconds in the candidates' first launches
-  const auto start = std::chrono::steady_clock::now();
   for (size_t t = 0; t < todo.size(); ++t) {
     const graph::Node& n = g.nodes[todo[t]];
     const gpu::GpuKernelEntry& entry = *gpu::gpu_kernel_entry(n.kind);
@@ -175,39 +301,20 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
       ++cached;
       continue;
     }
-    // Buffers of the node's shapes: constants with their values, the other inputs kiln bench's kind
-    // of data (samples.fill), outputs zero-filled.
-    std::vector<std::unique_ptr<DeviceBuf>> bufs;
-    std::vector<TensorView> in, out;
-    std::vector<const void*> host_in;
-    auto make = [&](graph::ValueId v, bool is_out) {
-      if (v == graph::kNoValue) return absent_tensor();
-      const graph::Value& val = g.value(v);
-      TensorView view = val.view();
-      bufs.push_back(std::make_unique<DeviceBuf>(view.bytes()));
-      if (!is_out && val.is_constant())
-        check_cuda(cudaMemcpy(bufs.back()->p, val.data->data(), val.data->size(), cudaMemcpyHostToDevice), "upload");
-      else if (!is_out)
-        samples.fill(bufs.back()->p, view.dtype, view.bytes());
-      else
-        check_cuda(cudaMemset(bufs.back()->p, 0, view.bytes()), "cudaMemset");
-      view.data = bufs.back()->p;
-      return view;
-    };
-    for (graph::ValueId v : n.inputs) {
-      in.push_back(make(v, false));
-      host_in.push_back(v != graph::kNoValue && g.value(v).is_constant() ? g.value(v).data->data() : nullptr);
+    const NodeBuffers b(g, n, &samples);
+    gpu::GpuEnv env = handles.env(b);
+    std::vector<int32_t> candidates;
+    double list_s = 0;
+    if (const auto l = listed.find(todo[t]); l != listed.end() && l->second.done) {
+      if (l->second.error) std::rethrow_exception(l->second.error);
+      candidates = l->second.tactics;
+      list_s = l->second.seconds;
+    } else {
+      const auto list_start = std::chrono::steady_clock::now();
+      candidates = entry.tactics(n.kind, n.attrs, b.in, b.out, env);
+      list_s = seconds_since(list_start);
     }
-    for (graph::ValueId v : n.outputs) out.push_back(make(v, true));
-    gpu::GpuEnv env;
-    env.stream = stream;
-    env.cudnn = cudnn;
-    env.cublaslt = lt;
-    env.error = static_cast<int*>(error.p);
-    env.host_in = host_in;
     const auto node_start = std::chrono::steady_clock::now();
-    std::vector<int32_t> candidates = entry.tactics(n.kind, n.attrs, in, out, env);
-    const double list_s = seconds_since(node_start);
     int32_t best = -1;
     double best_ms = 1e30, setup_s = 0;
     std::string report;
@@ -216,12 +323,12 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
       env.tactic = tactic;
       env.state = &state;
       try {
-        const size_t ws = entry.workspace ? entry.workspace(n.kind, n.attrs, in, out, env) : 0;
+        const size_t ws = entry.workspace ? entry.workspace(n.kind, n.attrs, b.in, b.out, env) : 0;
         DeviceBuf workspace(ws);
         env.workspace = workspace.p;
         env.workspace_bytes = ws;
         double first_s = 0;
-        const double ms = time_tactic(entry, n, in, out, env, stream, &first_s);
+        const double ms = time_tactic(entry, n, b.in, b.out, env, stream, &first_s);
         setup_s += first_s;
         report += fmt::format(" {}:{:.4f}", tactic, ms);
         if (ms < best_ms) best_ms = ms, best = tactic;
@@ -236,17 +343,16 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     ++measured;
     setup_total += setup_s;
     if (options.log)
-      options.log(fmt::format("tactic for '{}' ({}): {} of{} ({:.2f} s: {:.2f} s listing, {:.2f} s first launches)",
-                              n.name, op_name(n.kind), best, report, seconds_since(node_start), list_s, setup_s));
+      options.log(fmt::format("tactic for '{}' ({}): {} of{} ({:.2f} s listing, {:.2f} s timing, of which {:.2f} s "
+                              "first launches)",
+                              n.name, op_name(n.kind), best, report, list_s, seconds_since(node_start), setup_s));
   }
   if (tty) fmt::print(stderr, "\r\033[K");
-  cublasLtDestroy(lt);
-  cudnnDestroy(cudnn);
-  cudaStreamDestroy(stream);
   if (options.log)
-    options.log(fmt::format("choose-tactics: {} nodes timed, {} from the timing cache, {:.1f} s ({:.1f} s in the "
-                            "candidates' first launches)",
-                            measured, cached, seconds_since(start), setup_total));
+    options.log(fmt::format("choose-tactics: {} nodes timed, {} from the timing cache, {:.1f} s ({:.1f} s listing "
+                            "the candidates on {} threads, {:.1f} s in their first launches)",
+                            measured, cached, seconds_since(start), listing_s, listing_threads(to_list.size()),
+                            setup_total));
   if (!options.timing_cache.empty()) {
     std::ofstream f(options.timing_cache);
     if (!(f << nlohmann::json{{"format", 1}, {"entries", cache}}.dump(1) << "\n"))
