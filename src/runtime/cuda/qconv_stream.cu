@@ -354,6 +354,15 @@ bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 using Tile0 = Tile<128, 128, 2, 4, 2>;
 using Tile1 = Tile<64, 128, 2, 4, 3>;
 using Tile2 = Tile<64, 256, 2, 4, 2>;
+// Channel tiles of 96, 144, 32 and 64 for M = 96 or 144 (MobileNet's 16 -> 96 and 24 -> 144
+// expansions), 32 (its 192 -> 32 projections), 64 and their multiples: with 128 or 256 channels per
+// tile they computed and finished a tile of which 25% to 75% were past M, and the epilogue's cost
+// follows the computed outputs.
+using Tile3 = Tile<128, 96, 4, 2, 2>;
+using Tile4 = Tile<64, 144, 2, 3, 2>;
+using Tile5 = Tile<64, 96, 2, 2, 3>;
+using Tile6 = Tile<128, 32, 4, 1, 3>;
+using Tile7 = Tile<128, 64, 4, 2, 2>;
 
 }  // namespace
 
@@ -374,7 +383,9 @@ bool fits(const QConvNhwcArgs& a) {
 
 int shared_memory(int C) {
   const int row_bytes = row_bytes_of(C);
-  return std::max({Tile0::smem(row_bytes, 2), Tile1::smem(row_bytes, 2), Tile2::smem(row_bytes, 2)});
+  return std::max({Tile0::smem(row_bytes, 2), Tile1::smem(row_bytes, 2), Tile2::smem(row_bytes, 2),
+                   Tile3::smem(row_bytes, 2), Tile4::smem(row_bytes, 2), Tile5::smem(row_bytes, 2),
+                   Tile6::smem(row_bytes, 2), Tile7::smem(row_bytes, 2)});
 }
 
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
@@ -383,6 +394,11 @@ void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
     case 0: return launch<Tile0>(a, stream);
     case 1: return launch<Tile1>(a, stream);
     case 2: return launch<Tile2>(a, stream);
+    case 3: return launch<Tile3>(a, stream);
+    case 4: return launch<Tile4>(a, stream);
+    case 5: return launch<Tile5>(a, stream);
+    case 6: return launch<Tile6>(a, stream);
+    case 7: return launch<Tile7>(a, stream);
     default: throw Error("NhwcQConv: no streaming tile shape " + std::to_string(config));
   }
 }

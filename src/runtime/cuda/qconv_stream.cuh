@@ -10,8 +10,9 @@
 
 namespace kiln::gpu::extra::stream {
 
-// Tile shapes (output pixels x output channels) the builder chooses from: 128x128, 64x128, 64x256.
-inline constexpr int kConfigs = 3;
+// Tile shapes (output pixels x output channels) the builder chooses from: 128x128, 64x128, 64x256,
+// 128x96, 64x144, 64x96, 128x32, 128x64.
+inline constexpr int kConfigs = 8;
 
 // Whether the kernel takes this convolution: 1x1, stride 1, no padding; C of 16, 24 or 32
 // (MobileNet's expansions, rows padded to 64 bytes in shared memory) or a multiple of 32 from 64 to
