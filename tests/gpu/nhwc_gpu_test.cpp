@@ -204,6 +204,12 @@ std::vector<NhwcCase> cases() {
       {"MaxPool3x3UnevenPads", MP, pool({3, 3}, {2, 2}, {0, 1, 2, 0}), kF, pool_input({2, 9, 8, 16})},
       {"MaxPool8BitEmptyWindow", MP, pool({2, 1}, {1, 1}, {1, 0, 1, 0}, 0, 0, {3, 1}), k8,
        int8_pool_input({1, 2, 3, 16})},
+      // The unrolled 3x3 kernel on windows entirely outside the image: rows -1, 2 and 5 of a
+      // 2-row image (dilation 3), so every output is the empty window's value.
+      {"MaxPool3x3EmptyWindows", MP, pool({3, 3}, {1, 2}, {1, 1, 4, 1}, 0, 0, {3, 1}), kF,
+       pool_input({2, 2, 9, 16})},
+      {"MaxPool8Bit3x3EmptyWindows", MP, pool({3, 3}, {1, 2}, {1, 1, 4, 1}, 0, 0, {3, 1}), k8,
+       int8_pool_input({2, 2, 9, 32})},
   };
 }
 
