@@ -217,31 +217,18 @@ std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView
   if (present(in, 9) && present(in, 10)) p->z_scale = host_float(env, 10, "NhwcQConv");
   // Graphs are made with a handle of their own per device, which lives as long as the process, and
   // run with the step's handle (cuDNN 9's plans are not tied to the handle that made them). The
-  // cache is never freed: at exit it would outlive the CUDA context. Each key's graph is made once,
-  // under the key's own lock, so that threads listing other steps' tactics make theirs meanwhile.
-  struct Slot {
-    std::mutex mu;
-    std::shared_ptr<const Built> built;
-  };
+  // cache is never freed: at exit it would outlive the CUDA context.
   static std::mutex mu;
-  static auto* cache = new std::map<std::pair<std::vector<int64_t>, int>, std::shared_ptr<Slot>>;
+  static auto* cache = new std::map<std::pair<std::vector<int64_t>, int>, std::shared_ptr<const Built>>;
   static auto* handles = new std::map<int, cudnnHandle_t>;
   int device = 0;
   check_cuda(cudaGetDevice(&device), "NhwcQConv");
-  cudnnHandle_t h = nullptr;
-  std::shared_ptr<Slot> slot;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    cudnnHandle_t& dh = (*handles)[device];
-    if (!dh) check_cudnn(cudnnCreate(&dh), "NhwcQConv: creating the cuDNN handle for its graphs");
-    h = dh;
-    std::shared_ptr<Slot>& s = (*cache)[{p->key, device}];
-    if (!s) s = std::make_shared<Slot>();
-    slot = s;
-  }
-  std::lock_guard<std::mutex> lock(slot->mu);
-  if (!slot->built) slot->built = make_graph(a, in, out, p->shapes, h);
-  p->built = slot->built;
+  std::lock_guard<std::mutex> lock(mu);
+  cudnnHandle_t& h = (*handles)[device];
+  if (!h) check_cudnn(cudnnCreate(&h), "NhwcQConv: creating the cuDNN handle for its graphs");
+  std::shared_ptr<const Built>& b = (*cache)[{p->key, device}];
+  if (!b) b = make_graph(a, in, out, p->shapes, h);
+  p->built = b;
   return p;
 }
 
