@@ -173,7 +173,6 @@ int absorb_quantizers(graph::Graph& g, std::vector<char>& removed) {
     f.inputs[8] = zero_of(*q);
     if (f.inputs[8] == kNoValue) f.inputs[8] = qdq::add_q8(g, "y_zero", g.value(y).dtype, {}, {0});
     f.outputs = {y};
-    f.origin = joined_origin(c, *q);
     try {
       const std::vector<OutputType> t = infer_shapes(f.kind, f.attrs, input_views(g, f), 1);
       if (t[0].dtype != g.value(y).dtype || t[0].shape != g.value(y).shape) continue;
@@ -239,7 +238,7 @@ PassResult fuse_qresidual(graph::Graph& g, const BuildOptions&) {
     }
   g.nodes = std::move(kept);
   sort_nodes(g, kept_key);
-  return {fused, std::to_string(fused) + " residual Add(s) into kiln.QConv, " + std::to_string(with_relu) +
+  return {fused + absorbed, std::to_string(fused) + " residual Add(s) into kiln.QConv, " + std::to_string(with_relu) +
                      " with Relu; " + std::to_string(dequantized) + " DequantizeLinear added for other readers; " + std::to_string(absorbed) +
                      " QuantizeLinear into the kiln.QConv or kiln.QMatMul before it"};
 }

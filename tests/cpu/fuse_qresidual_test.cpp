@@ -216,6 +216,18 @@ TEST(FuseQresidual, ShortcutThatIsAGraphOutputKeepsItsQuantizeLinear) {
   EXPECT_EQ(int8_output_of(f, "conv0"), 0);
 }
 
+// The shortcut h0 has a float reader besides its QuantizeLinear (a Neg): conv0 keeps writing float.
+TEST(FuseQresidual, ShortcutWithAFloatReaderKeepsItsQuantizeLinear) {
+  OnnxModel m = two_blocks();
+  m.node("Neg", "neg", {"h0"}, {"n"});
+  m.output("n");
+  TempDir dir;
+  const Built f = build(m, int8_options(dir));
+  EXPECT_EQ(f.count("Add"), 0);
+  EXPECT_TRUE(has(f.details.at("fuse-qresidual"), "0 QuantizeLinear into")) << f.details.at("fuse-qresidual");
+  EXPECT_EQ(int8_output_of(f, "conv0"), 0);
+}
+
 TEST(FuseQresidual, DisablePassKeepsTheAdds) {
   TempDir dir;
   const Built u = build(two_blocks(), int8_options(dir, {"fuse-qresidual"}));
