@@ -4,13 +4,13 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cstring>
 
 #include "calib/data_source.h"
 #include "kiln/engine.h"
 #include "passes/engine_writer.h"
 #include "passes/pass.h"
+#include "passes/stopwatch.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace kiln::passes {
@@ -48,7 +48,7 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
       if (g.inputs[i] == tensors[t]) from_input[t] = static_cast<int>(i);
     if (from_input[t] < 0 && !cg.is_graph_output(tensors[t])) cg.outputs.push_back(tensors[t]);
   }
-  const auto setup_start = std::chrono::steady_clock::now();
+  Stopwatch timer;
   CalibrationRun run;
   run.stats.resize(tensors.size());
   std::shared_ptr<const Engine> engine;
@@ -59,21 +59,15 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
     ctx = engine->create_context();
   }
 
-  const double setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
+  const double setup_s = timer.lap();
   std::vector<std::vector<uint8_t>> inputs;
   cpu::ThreadPool pool(0);
   // Seconds reading the data, running the float model, and updating the statistics (-v).
   double read_s = 0, model_s = 0, stats_s = 0;
-  auto seconds = [t = std::chrono::steady_clock::now()]() mutable {
-    const auto now = std::chrono::steady_clock::now();
-    const double s = std::chrono::duration<double>(now - t).count();
-    t = now;
-    return s;
-  };
   for (int b = 0; b < planned; ++b) {
-    seconds();
+    timer.lap();
     const int64_t got = calib::next_batch(*source, specs, batch, inputs);
-    read_s += seconds();
+    read_s += timer.lap();
     if (got < batch) {  // the data ran out: a partial batch is dropped
       if (b == 0)
         throw Error(source->describe() + ": " + std::to_string(got) + " calibration samples, fewer than one batch of " +
@@ -84,7 +78,7 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
       for (size_t i = 0; i < specs.size(); ++i) ctx->set_input(specs[i].name, inputs[i].data(), inputs[i].size());
       ctx->run();
     }
-    model_s += seconds();
+    model_s += timer.lap();
     pool.parallel_for(static_cast<int64_t>(tensors.size()), [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         std::span<const std::byte> bytes =
@@ -93,7 +87,7 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
         run.stats[t].add({reinterpret_cast<const float*>(bytes.data()), bytes.size() / sizeof(float)});
       }
     });
-    stats_s += seconds();
+    stats_s += timer.lap();
     ++run.batches;
     run.samples += batch;
     if (co.progress) co.progress(b + 1, planned);

@@ -13,15 +13,16 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "core/attrs_codec.h"
+#include "passes/stopwatch.h"
 
 #if defined(KILN_HAVE_CUDA)
 #define XXH_INLINE_ALL
@@ -74,12 +75,16 @@ class SampleData {
   std::map<DataType, std::unique_ptr<DeviceBuf>> blocks_;
 };
 
+// Part of every timing-cache key: raised when a kernel's list of candidates grows (2: the streaming
+// 1x1 kernel's tiles 2103-2107), so that a cache written before does not hide the new candidates.
+constexpr int kCandidatesVersion = 2;
+
 std::string device_name() {
   int dev = 0;
   cudaDeviceProp prop{};
   check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
   check_cuda(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
-  return std::string(prop.name) + " cudnn " + std::to_string(cudnnGetVersion());
+  return fmt::format("{} cudnn {} candidates {}", prop.name, cudnnGetVersion(), kCandidatesVersion);
 }
 
 std::string node_key(const graph::Graph& g, const graph::Node& n) {
@@ -100,9 +105,6 @@ std::string node_key(const graph::Graph& g, const graph::Node& n) {
   return k;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Device buffers of one node's shapes: constants hold their values, the other inputs kiln bench's
 // kind of data (zeros where samples is null: listing candidates reads no data), outputs zeros.
@@ -131,6 +133,9 @@ struct NodeBuffers {
       host_in.push_back(v != graph::kNoValue && g.value(v).is_constant() ? g.value(v).data->data() : nullptr);
     }
     for (graph::ValueId v : n.outputs) out.push_back(make(v, true));
+    // The fills ran on the legacy stream, which the non-blocking streams the kernels run on do not
+    // wait for.
+    check_cuda(cudaDeviceSynchronize(), "choosing kernels: filling the test buffers");
   }
 };
 
@@ -141,19 +146,24 @@ struct Handles {
   cublasLtHandle_t lt = nullptr;
   DeviceBuf error{sizeof(int)};
 
-  Handles() {
+  Handles() try {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     gpu::check_cudnn(cudnnCreate(&cudnn), "cudnnCreate");
     gpu::check_cudnn(cudnnSetStream(cudnn, stream), "cudnnSetStream");
     gpu::check_cublas(cublasLtCreate(&lt), "cublasLtCreate");
+  } catch (...) {
+    release();
+    throw;
   }
-  ~Handles() {
-    cublasLtDestroy(lt);
-    cudnnDestroy(cudnn);
-    cudaStreamDestroy(stream);
-  }
+  ~Handles() { release(); }
   Handles(const Handles&) = delete;
   Handles& operator=(const Handles&) = delete;
+
+  void release() {
+    if (lt) cublasLtDestroy(lt);
+    if (cudnn) cudnnDestroy(cudnn);
+    if (stream) cudaStreamDestroy(stream);
+  }
 
   gpu::GpuEnv env(const NodeBuffers& b) const {
     gpu::GpuEnv e;
@@ -171,11 +181,10 @@ size_t listing_threads(size_t nodes) {
   return std::min<size_t>(nodes, std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
 }
 
-// One node's candidate tactics, or the error listing them raised.
+// One node's candidate tactics.
 struct Listed {
-  bool done = false;  // false: no thread could list it (it had no handles)
+  bool done = false;  // false: not listed (an error, or no thread had handles): the timing loop lists it
   std::vector<int32_t> tactics;
-  std::exception_ptr error;
   double seconds = 0;
 };
 
@@ -195,24 +204,28 @@ std::map<size_t, Listed> list_candidates(const graph::Graph& g, const std::vecto
       Handles h;
       for (size_t i; (i = next++) < nodes.size();) {
         Listed& l = listed.at(nodes[i]);
-        const auto t0 = std::chrono::steady_clock::now();
+        const Stopwatch timer;
+        // An error (out of memory with several nodes' buffers at once, say) leaves the node to the
+        // timing loop, which lists it alone and reports a real error where it did before.
         try {
           const graph::Node& n = g.nodes[nodes[i]];
           const NodeBuffers b(g, n, nullptr);
           gpu::GpuEnv env = h.env(b);
           l.tactics = gpu::gpu_kernel_entry(n.kind)->tactics(n.kind, n.attrs, b.in, b.out, env);
+          l.seconds = timer.seconds();
+          l.done = true;
         } catch (...) {
-          l.error = std::current_exception();
+          (void)cudaGetLastError();
         }
-        l.seconds = seconds_since(t0);
-        l.done = true;
       }
-    } catch (const Error&) {  // no handles on this thread: the others, or the timing loop, list its nodes
+    } catch (...) {  // no handles on this thread: the others, or the timing loop, list its nodes
     }
   };
-  const size_t threads = listing_threads(nodes.size());
   std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  try {
+    for (size_t t = 1; t < listing_threads(nodes.size()); ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {  // fewer threads, then
+  }
   work();
   for (std::thread& t : pool) t.join();
   return listed;
@@ -226,10 +239,10 @@ double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::
   check_cuda(cudaEventCreate(&a), "cudaEventCreate");
   check_cuda(cudaEventCreate(&b), "cudaEventCreate");
   double best = 1e30;
-  const auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch timer;
   entry.fn(n.kind, n.attrs, in, out, env);  // warm-up (and per-step state)
   check_cuda(cudaStreamSynchronize(stream), "the first launch of a kernel");
-  *setup_s = seconds_since(t0);
+  *setup_s = timer.seconds();
   for (int round = 0; round < 3; ++round) {
     check_cuda(cudaEventRecord(a, stream), "cudaEventRecord");
     for (int i = 0; i < 5; ++i) entry.fn(n.kind, n.attrs, in, out, env);
@@ -282,10 +295,11 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     }
   }
   const bool tty = isatty(2);
-  const auto start = std::chrono::steady_clock::now();
-  if (tty) fmt::print(stderr, "\rchoosing kernels on the GPU: listing the candidates of {} nodes ", to_list.size());
-  const std::map<size_t, Listed> listed = list_candidates(g, to_list);
-  const double listing_s = seconds_since(start);
+  const Stopwatch total;
+  if (tty && !to_list.empty())
+    fmt::print(stderr, "\rchoosing kernels on the GPU: listing the candidates of {} nodes\033[K", to_list.size());
+  const std::map<size_t, Listed> listed = to_list.empty() ? std::map<size_t, Listed>{} : list_candidates(g, to_list);
+  const double listing_s = total.seconds();
   const Handles handles;
   const cudaStream_t stream = handles.stream;
   SampleData samples;
@@ -294,7 +308,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
   for (size_t t = 0; t < todo.size(); ++t) {
     const graph::Node& n = g.nodes[todo[t]];
     const gpu::GpuKernelEntry& entry = *gpu::gpu_kernel_entry(n.kind);
-    if (tty) fmt::print(stderr, "\rchoosing kernels on the GPU: {}/{} ", t + 1, todo.size());
+    if (tty) fmt::print(stderr, "\rchoosing kernels on the GPU: {}/{}\033[K", t + 1, todo.size());
     const std::string key = device + " | " + node_key(g, n);
     if (cache.contains(key)) {
       tactics[todo[t]] = cache[key].at("tactic").get<int32_t>();
@@ -306,15 +320,14 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     std::vector<int32_t> candidates;
     double list_s = 0;
     if (const auto l = listed.find(todo[t]); l != listed.end() && l->second.done) {
-      if (l->second.error) std::rethrow_exception(l->second.error);
       candidates = l->second.tactics;
       list_s = l->second.seconds;
     } else {
-      const auto list_start = std::chrono::steady_clock::now();
+      const Stopwatch listing;
       candidates = entry.tactics(n.kind, n.attrs, b.in, b.out, env);
-      list_s = seconds_since(list_start);
+      list_s = listing.seconds();
     }
-    const auto node_start = std::chrono::steady_clock::now();
+    const Stopwatch timing;
     int32_t best = -1;
     double best_ms = 1e30, setup_s = 0;
     std::string report;
@@ -345,13 +358,13 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     if (options.log)
       options.log(fmt::format("tactic for '{}' ({}): {} of{} ({:.2f} s listing, {:.2f} s timing, of which {:.2f} s "
                               "first launches)",
-                              n.name, op_name(n.kind), best, report, list_s, seconds_since(node_start), setup_s));
+                              n.name, op_name(n.kind), best, report, list_s, timing.seconds(), setup_s));
   }
   if (tty) fmt::print(stderr, "\r\033[K");
   if (options.log)
     options.log(fmt::format("choose-tactics: {} nodes timed, {} from the timing cache, {:.1f} s ({:.1f} s listing "
                             "the candidates on {} threads, {:.1f} s in their first launches)",
-                            measured, cached, seconds_since(start), listing_s, listing_threads(to_list.size()),
+                            measured, cached, total.seconds(), listing_s, listing_threads(to_list.size()),
                             setup_total));
   if (!options.timing_cache.empty()) {
     std::ofstream f(options.timing_cache);

@@ -7,11 +7,11 @@
 #include "passes/int8_choice.h"
 
 #include <algorithm>
-#include <chrono>
 #include <string>
 #include <vector>
 
 #include "kiln/engine.h"
+#include "passes/stopwatch.h"
 #include "runtime/sample_inputs.h"
 
 #if defined(KILN_HAVE_CUDA)
@@ -96,9 +96,9 @@ double median_run_ms(std::span<const uint8_t> engine, int runs) {
   for (int i = 0; i < 3; ++i) ctx->run();
   std::vector<double> ms;
   for (int i = 0; i < runs; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch timer;
     ctx->run();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(timer.ms());
   }
   return median(std::move(ms));
 }

@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 
-#include <chrono>
 #include <set>
 #include <string>
 
@@ -8,6 +7,7 @@
 #include "passes/engine_writer.h"
 #include "passes/int8_choice.h"
 #include "passes/pass.h"
+#include "passes/stopwatch.h"
 #include "passes/view_plan.h"
 
 namespace kiln::passes {
@@ -99,36 +99,33 @@ std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, Bu
       options.log(p.name + ": " + std::to_string(p.changes) + " change" + (p.changes == 1 ? "" : "s") +
                   (p.detail.empty() ? "" : " (" + p.detail + ")") + time);
   };
-  auto ms_since = [](std::chrono::steady_clock::time_point t0) {
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return ", " + std::to_string(static_cast<int>(ms)) + " ms";
-  };
+  auto ms_of = [](const Stopwatch& t) { return ", " + std::to_string(static_cast<int>(t.ms())) + " ms"; };
   for (const Pass& p : kPipeline) {
     if (disabled.count(p.name)) {
       if (p.required) throw Error(std::string("pass ") + p.name + " is required and cannot be disabled");
       continue;
     }
-    auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch timer;
     PassResult res = p.run(g, options);
     r.passes.push_back({p.name, res.changes, res.detail});
-    log(r.passes.back(), ms_since(t0));
+    log(r.passes.back(), ms_of(timer));
     graph::verify(g, p.run != bind_inputs);
   }
   r.nodes_out = g.nodes.size();
   // The view stages (view_plan.h) come after every rewrite: they decide where values live, which
   // any later change to the graph would invalidate. Kernels are chosen for the steps that remain.
-  auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch views;
   EngineProgram program = plan_views(g, options);
-  const std::string time = ms_since(t0);
+  const std::string time = ms_of(views);
   for (size_t k = 0; k < program.stages.size(); ++k) {
     r.passes.push_back(program.stages[k]);
     log(program.stages[k], k + 1 == program.stages.size() ? time + " for the view stages" : "");
   }
   const std::vector<int32_t> tactics = choose_tactics(program.graph, options);
-  t0 = std::chrono::steady_clock::now();
+  const Stopwatch write;
   std::vector<uint8_t> bytes = write_engine(program, options.target, tactics, &r);
   r.engine_bytes = bytes.size();
-  if (options.log) options.log("write-engine: " + std::to_string(bytes.size()) + " bytes" + ms_since(t0));
+  if (options.log) options.log("write-engine: " + std::to_string(bytes.size()) + " bytes" + ms_of(write));
   return bytes;
 }
 

@@ -26,7 +26,6 @@
 #include "passes/quantize_int8.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -35,6 +34,7 @@
 #include "core/infer/nn_geometry.h"
 #include "passes/calibrate.h"
 #include "passes/pass.h"
+#include "passes/stopwatch.h"
 #include "passes/qdq_util.h"
 #include "runtime/cpu/thread_pool.h"
 
@@ -113,7 +113,7 @@ std::vector<double> ranges(const graph::Graph& g, const std::vector<graph::Value
   c.graph_hash = hash;
   c.method = co.method;
   c.samples = run.samples;
-  const auto search_start = std::chrono::steady_clock::now();
+  const Stopwatch search;
   cpu::ThreadPool pool(0);  // the entropy and mse searches take ~0.1 s per tensor
   pool.parallel_for(static_cast<int64_t>(tensors.size()), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) amax[t] = run.stats[t].amax(co.method, co.percentile);
@@ -121,8 +121,7 @@ std::vector<double> ranges(const graph::Graph& g, const std::vector<graph::Value
   if (o.log)
     o.log("calibration: " + std::to_string(tensors.size()) + " ranges searched (" +
           std::string(calib::method_name(co.method)) + ") on " + std::to_string(pool.size()) + " threads in " +
-          std::to_string(static_cast<int>(
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - search_start).count())) +
+          std::to_string(static_cast<int>(search.ms())) +
           " ms");
   for (size_t t = 0; t < tensors.size(); ++t)
     c.tensors[g.value(tensors[t]).name] = {amax[t], run.stats[t].min(), run.stats[t].max()};
