@@ -134,6 +134,37 @@ TEST(ToFp16, ReductionOfFloat32InputStaysFloat32) {
   EXPECT_EQ(yh.at("z"), yf.at("z"));  // maxima of float16 values are exact
 }
 
+// A ReduceSum with its axes as an input and keepdims 0 stays float32 too (the axes keep int64); a
+// reduction that keeps every value (over an axis of size 1) is no smaller, so it goes float16.
+TEST(ToFp16, ReductionWithAxesInputAndANonReducingOne) {
+  OnnxModel m("rs");
+  m.input("x", {2, 8, 4, 4});
+  m.input("u", {2, 8, 1, 4});
+  m.output("y");
+  m.output("z");
+  auto* axes = m.g()->add_initializer();
+  axes->set_name("axes");
+  axes->set_data_type(onnx::TensorProto::INT64);
+  axes->add_dims(2);
+  for (int64_t v : {2, 3}) axes->add_int64_data(v);
+  attr_int(m.node("ReduceSum", "sum", {"x", "axes"}, {"s"}), "keepdims", 0);
+  m.node("Relu", "relu", {"s"}, {"y"});
+  attr_ints(m.node("ReduceMax", "max", {"u"}, {"mu"}), "axes", {2});
+  m.node("Neg", "neg", {"mu"}, {"z"});
+  Built h = build(m, true), f = build(m, false);
+  EXPECT_EQ(h.dtypes["s"], DataType::kFloat32);
+  EXPECT_EQ(h.dtypes["axes"], DataType::kInt64);
+  EXPECT_EQ(h.dtypes["mu"], DataType::kFloat16);
+  std::vector<float> x = random_vec(256, 4), u = random_vec(64, 5);
+  for (std::vector<float>* v : {&x, &u})
+    for (float& e : *v) e = Half::to_float(Half::from_float(e));
+  const auto yh = run_engine(h.engine, {{"x", x}, {"u", u}}, {"y", "z"});
+  const auto yf = run_engine(f.engine, {{"x", x}, {"u", u}}, {"y", "z"});
+  ASSERT_EQ(yh.at("y").size(), 16u);
+  for (size_t i = 0; i < 16; ++i) EXPECT_NEAR(yh.at("y")[i], yf.at("y")[i], 1e-2) << i;
+  EXPECT_EQ(yh.at("z"), yf.at("z"));
+}
+
 // Resize's scales determine the output shape: they keep float32 while X becomes float16.
 TEST(ToFp16, ShapeInputsKeepTheirType) {
   OnnxModel m("resize");
