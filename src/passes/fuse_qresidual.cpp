@@ -88,8 +88,27 @@ std::optional<Match> match(graph::Graph& g, const qdq::Uses& u, size_t i) {
   return m;
 }
 
-// The fused node for m, or nullopt when its inferred output type is not Y's. May add a constant
-// (Q's zero point when Q has none: QuantizeLinear then means uint8, kiln.QConv int8).
+// Gives f (a kiln.QConv or kiln.QMatMul, with at least 9 input slots) q's scale and zero point as
+// y_scale and y_zero. May add a constant: Q's zero point when Q has none (QuantizeLinear then means
+// uint8, the fused ops int8).
+void take_quantizer(graph::Graph& g, graph::Node& f, const graph::Node& q) {
+  ValueId y_zero = zero_of(q);
+  if (y_zero == kNoValue) y_zero = qdq::add_q8(g, "y_zero", g.value(q.outputs[0]).dtype, {}, {0});
+  f.inputs[7] = q.inputs[1];
+  f.inputs[8] = y_zero;
+}
+
+// Whether f's inferred output has y's type and shape.
+bool infers_as(const graph::Graph& g, const graph::Node& f, ValueId y) {
+  try {
+    const std::vector<OutputType> t = infer_shapes(f.kind, f.attrs, input_views(g, f), 1);
+    return t[0].dtype == g.value(y).dtype && t[0].shape == g.value(y).shape;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// The fused node for m, or nullopt when its inferred output type is not Y's.
 std::optional<graph::Node> fused_node(graph::Graph& g, const Match& m) {
   ValueId y = m.t;  // without a QuantizeLinear, the fused node writes T itself, in float32
   graph::Node f = g.nodes[m.conv];
@@ -97,10 +116,7 @@ std::optional<graph::Node> fused_node(graph::Graph& g, const Match& m) {
   if (m.quant >= 0) {
     const graph::Node& q = g.nodes[static_cast<size_t>(m.quant)];
     y = q.outputs[0];
-    ValueId y_zero = zero_of(q);
-    if (y_zero == kNoValue) y_zero = qdq::add_q8(g, "y_zero", g.value(y).dtype, {}, {0});
-    f.inputs[7] = q.inputs[1];
-    f.inputs[8] = y_zero;
+    take_quantizer(g, f, q);
   }
   f.inputs[9] = m.z.q;
   f.inputs[10] = m.z.scale;
@@ -110,12 +126,7 @@ std::optional<graph::Node> fused_node(graph::Graph& g, const Match& m) {
   if (m.relu >= 0) std::get<QConvAttrs>(f.attrs).activation = QActivation::kRelu;
   f.origin = joined_origin(f, g.nodes[static_cast<size_t>(m.add)]);
   if (m.relu >= 0) f.origin += " + " + origin_of(g.nodes[static_cast<size_t>(m.relu)]);
-  try {
-    const std::vector<OutputType> t = infer_shapes(f.kind, f.attrs, input_views(g, f), 1);
-    if (t[0].dtype != g.value(y).dtype || t[0].shape != g.value(y).shape) return std::nullopt;
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  if (!infers_as(g, f, y)) return std::nullopt;
   return f;
 }
 
@@ -168,17 +179,9 @@ int absorb_quantizers(graph::Graph& g, std::vector<char>& removed) {
     if (!q || q->inputs[0] != c.outputs[0] || !qdq::per_tensor(g, *q)) continue;
     graph::Node f = c;
     if (f.inputs.size() < 9) f.inputs.resize(9, kNoValue);
-    const ValueId y = q->outputs[0];
-    f.inputs[7] = q->inputs[1];
-    f.inputs[8] = zero_of(*q);
-    if (f.inputs[8] == kNoValue) f.inputs[8] = qdq::add_q8(g, "y_zero", g.value(y).dtype, {}, {0});
-    f.outputs = {y};
-    try {
-      const std::vector<OutputType> t = infer_shapes(f.kind, f.attrs, input_views(g, f), 1);
-      if (t[0].dtype != g.value(y).dtype || t[0].shape != g.value(y).shape) continue;
-    } catch (const Error&) {
-      continue;
-    }
+    take_quantizer(g, f, *q);
+    f.outputs = {q->outputs[0]};
+    if (!infers_as(g, f, f.outputs[0])) continue;
     remove_node(g, static_cast<size_t>(qi), removed);
     g.nodes[i] = std::move(f);
     ++moved;
@@ -238,9 +241,10 @@ PassResult fuse_qresidual(graph::Graph& g, const BuildOptions&) {
     }
   g.nodes = std::move(kept);
   sort_nodes(g, kept_key);
-  return {fused + absorbed, std::to_string(fused) + " residual Add(s) into kiln.QConv, " + std::to_string(with_relu) +
-                     " with Relu; " + std::to_string(dequantized) + " DequantizeLinear added for other readers; " + std::to_string(absorbed) +
-                     " QuantizeLinear into the kiln.QConv or kiln.QMatMul before it"};
+  return {fused + absorbed,
+          std::to_string(fused) + " residual Add(s) into kiln.QConv, " + std::to_string(with_relu) + " with Relu; " +
+              std::to_string(dequantized) + " DequantizeLinear added for other readers; " + std::to_string(absorbed) +
+              " QuantizeLinear into the kiln.QConv or kiln.QMatMul before it"};
 }
 
 }  // namespace kiln::passes
