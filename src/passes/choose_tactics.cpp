@@ -105,7 +105,6 @@ std::string node_key(const graph::Graph& g, const graph::Node& n) {
   return k;
 }
 
-
 // Device buffers of one node's shapes: constants hold their values, the other inputs kiln bench's
 // kind of data (zeros where samples is null: listing candidates reads no data), outputs zeros.
 struct NodeBuffers {

@@ -34,8 +34,8 @@
 #include "core/infer/nn_geometry.h"
 #include "passes/calibrate.h"
 #include "passes/pass.h"
-#include "passes/stopwatch.h"
 #include "passes/qdq_util.h"
+#include "passes/stopwatch.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace kiln::passes {
@@ -121,8 +121,7 @@ std::vector<double> ranges(const graph::Graph& g, const std::vector<graph::Value
   if (o.log)
     o.log("calibration: " + std::to_string(tensors.size()) + " ranges searched (" +
           std::string(calib::method_name(co.method)) + ") on " + std::to_string(pool.size()) + " threads in " +
-          std::to_string(static_cast<int>(search.ms())) +
-          " ms");
+          std::to_string(static_cast<int>(search.ms())) + " ms");
   for (size_t t = 0; t < tensors.size(); ++t)
     c.tensors[g.value(tensors[t]).name] = {amax[t], run.stats[t].min(), run.stats[t].max()};
   *how =

@@ -8,9 +8,9 @@
 // scales, ...) keep their type. Casts are inserted where a float16 value meets a float32 reader and
 // vice versa, one per value; constants read in float16 are converted once. A reduction of a float32
 // tensor not yet converted (an INT8 layer's float output) stays float32, and its smaller result
-// is what gets cast. QuantizeLinear reads a
-// float16 x without a Cast (its kernels convert to float32 exactly). The graph's inputs and
-// outputs keep their types: the user's data does not change.
+// is what gets cast. QuantizeLinear reads a float16 x without a Cast (its kernels convert to
+// float32 exactly). The graph's inputs and outputs keep their types: the user's data does not
+// change.
 #include <cstring>
 #include <map>
 #include <set>
@@ -115,9 +115,9 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
     const ValueId x = n.inputs[0];
     if (x == graph::kNoValue) return false;
     const graph::Value& xv = g.value(x);
+    const int64_t out = g.value(n.outputs[0]).view().numel();
     return xv.dtype == DataType::kFloat32 && !now_half[static_cast<size_t>(x)] && !half_of.count(x) &&
-           !xv.is_constant() && g.value(n.outputs[0]).view().numel() >= 0 &&
-           g.value(n.outputs[0]).view().numel() < xv.view().numel();
+           !xv.is_constant() && out >= 0 && out < xv.view().numel();
   };
 
   for (graph::Node& n : g.nodes) {
