@@ -151,8 +151,7 @@ void BM_IgemmConv(benchmark::State& state) {
   if (extra::igemm::fits(a))
     for (int c = 0; c < extra::igemm::kConfigs; ++c)
       candidates.emplace_back(2000 + c, [&a, &r, c] { extra::igemm::run(c, a, r.stream); });
-  if (extra::stream::fits(a))
-    for (int c = 0; c < extra::stream::kConfigs; ++c)
+  for (int c = 0; c < extra::stream::configs(a); ++c)
       candidates.emplace_back(2100 + c, [&a, &r, c] { extra::stream::run(c, a, r.stream); });
   size_t best = 0;
   double best_s = 1e30;

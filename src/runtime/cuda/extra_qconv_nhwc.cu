@@ -359,7 +359,7 @@ Choice chosen(const Plan& p, int32_t tactic, const QConvNhwcArgs& args) {
   if (tactic == kDirectTactic) return {Choice::kDirect};
   if (tactic >= kIgemmTactic && tactic < kIgemmTactic + igemm::kConfigs && igemm::fits(args))
     return {Choice::kIgemm, static_cast<size_t>(tactic - kIgemmTactic)};
-  if (tactic >= kStreamTactic && tactic < kStreamTactic + stream::kConfigs && stream::fits(args))
+  if (tactic >= kStreamTactic && tactic < kStreamTactic + stream::configs(args))
     return {Choice::kStream, static_cast<size_t>(tactic - kStreamTactic)};
   if (!p.built->graph) return {Choice::kDirect};
   const cg::Graph& g = *p.built->graph;
@@ -438,8 +438,7 @@ std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<co
   const QConvNhwcArgs args = args_of(p.shapes, a, in, out, env);
   if (igemm::fits(args))
     for (int i = 0; i < igemm::kConfigs; ++i) t.push_back(kIgemmTactic + i);
-  if (stream::fits(args))
-    for (int i = 0; i < stream::kConfigs; ++i) t.push_back(kStreamTactic + i);
+  for (int i = 0; i < stream::configs(args); ++i) t.push_back(kStreamTactic + i);
   return t;
 }
 

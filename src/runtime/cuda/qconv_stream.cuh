@@ -10,9 +10,11 @@
 
 namespace kiln::gpu::extra::stream {
 
-// Tile shapes (output pixels x output channels) the builder chooses from: 128x128, 64x128, 64x256,
-// 128x96, 64x144, 64x96, 128x32, 128x64.
-inline constexpr int kConfigs = 8;
+// Tile shapes (output pixels x output channels) the builder chooses from: on mma.sync 128x128,
+// 64x128, 64x256, 128x96, 64x144, 64x96, 128x32, 128x64 (configs 0 .. 7); on wgmma 128x128, 128x64,
+// 64x256, 128x256, 64x128, 64x64 (configs 8 .. 13: compute capability 9.0, C of 64 to 256).
+inline constexpr int kSyncConfigs = 8;
+inline constexpr int kConfigs = 14;
 
 // Whether the kernel takes this convolution: 1x1, stride 1, no padding; C of 16, 24 or 32
 // (MobileNet's expansions, rows padded to 64 bytes in shared memory) or a multiple of 32 from 64 to
@@ -24,7 +26,11 @@ bool fits(const QConvNhwcArgs& a);
 // shortest pipeline: 133 KB for C = 256, so GPUs with 99 KB per CTA take C up to 128.
 int shared_memory(int C);
 
-// Runs tile shape `config` (0 .. kConfigs - 1). The epilogue is the tensor-core kernel's (fused
+// How many tile shapes this GPU runs for this convolution (configs 0 .. configs(a) - 1): 0 where
+// it does not fit, kSyncConfigs, or kConfigs with the wgmma ones.
+int configs(const QConvNhwcArgs& a);
+
+// Runs tile shape `config` (0 .. configs(a) - 1). The epilogue is the tensor-core kernel's (fused
 // multiply-adds in units of y's step), so int8 outputs may differ from the CPU's by one step.
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream);
 
