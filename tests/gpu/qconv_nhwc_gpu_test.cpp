@@ -35,15 +35,22 @@ struct Case {
   int64_t n, h, w, c, m, k, stride, pad, dilation = 1;
 };
 
-// The streaming tile shapes a convolution the kernel takes gets on this GPU, with C input
-// channels: the wgmma ones too on compute capability 9.0 where C >= 64 (qconv_stream.cuh).
-int stream_tiles(int64_t C) {
+// Whether the GPU runs sm_90a code (compute capability 9.0), where Kiln's tensor-core kernels have
+// wgmma tile shapes too.
+bool hopper() {
   int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-    return 0;
-  return major == 9 && minor == 0 && C >= 64 ? gpu::extra::stream::kConfigs : gpu::extra::stream::kSyncConfigs;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
+         minor == 0;
+}
+
+// The tile shapes a convolution the kernel takes gets on this GPU: the implicit GEMM's, and the
+// streaming kernel's with C input channels (its wgmma ones where C >= 64); qconv_igemm.cuh and
+// qconv_stream.cuh.
+int igemm_tiles() { return hopper() ? gpu::extra::igemm::kConfigs : gpu::extra::igemm::kSyncConfigs; }
+int stream_tiles(int64_t C) {
+  return hopper() && C >= 64 ? gpu::extra::stream::kConfigs : gpu::extra::stream::kSyncConfigs;
 }
 
 const Case kCases[] = {
@@ -190,7 +197,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
   auto offered = [&](int32_t lo, int32_t hi) {
     return std::count_if(tactics.begin(), tactics.end(), [&](int32_t t) { return t >= lo && t < hi; });
   };
-  EXPECT_EQ(offered(kIgemmTactic, kStreamTactic), igemm ? gpu::extra::igemm::kConfigs : 0)
+  EXPECT_EQ(offered(kIgemmTactic, kStreamTactic), igemm ? igemm_tiles() : 0)
       << what << ": tensor-core tile shapes offered";
   EXPECT_EQ(offered(kStreamTactic, kStreamTactic + 100), stream ? stream_tiles(C) : 0)
       << what << ": streaming tile shapes offered";

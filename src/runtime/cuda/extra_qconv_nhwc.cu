@@ -357,7 +357,7 @@ struct Choice {
 
 Choice chosen(const Plan& p, int32_t tactic, const QConvNhwcArgs& args) {
   if (tactic == kDirectTactic) return {Choice::kDirect};
-  if (tactic >= kIgemmTactic && tactic < kIgemmTactic + igemm::kConfigs && igemm::fits(args))
+  if (tactic >= kIgemmTactic && tactic < kIgemmTactic + igemm::configs(args))
     return {Choice::kIgemm, static_cast<size_t>(tactic - kIgemmTactic)};
   if (tactic >= kStreamTactic && tactic < kStreamTactic + stream::configs(args))
     return {Choice::kStream, static_cast<size_t>(tactic - kStreamTactic)};
@@ -436,8 +436,7 @@ std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<co
       if (p.built->graph->usable(i) == i) t.push_back(static_cast<int32_t>(i));
   }
   const QConvNhwcArgs args = args_of(p.shapes, a, in, out, env);
-  if (igemm::fits(args))
-    for (int i = 0; i < igemm::kConfigs; ++i) t.push_back(kIgemmTactic + i);
+  for (int i = 0; i < igemm::configs(args); ++i) t.push_back(kIgemmTactic + i);
   for (int i = 0; i < stream::configs(args); ++i) t.push_back(kStreamTactic + i);
   return t;
 }

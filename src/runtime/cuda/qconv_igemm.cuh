@@ -30,14 +30,21 @@ struct QConvNhwcArgs {
 
 namespace igemm {
 
-// Tile shapes (output pixels x output channels) the builder chooses from: 128x128, 128x64, 64x64.
-inline constexpr int kConfigs = 3;
+// Tile shapes (output pixels x output channels) the builder chooses from: on mma.sync 128x128,
+// 128x64, 64x64 (configs 0 .. 2); on wgmma 128x64, 128x128, 64x64, 64x128 (configs 3 .. 6: compute
+// capability 9.0).
+inline constexpr int kSyncConfigs = 3;
+inline constexpr int kConfigs = 7;
 
 // Whether the kernels take this convolution: C a multiple of 64, M of 8, x and w 16-byte aligned,
 // y and z aligned to vectors of 8 elements, sizes within 32-bit index arithmetic per image.
 bool fits(const QConvNhwcArgs& a);
 
-// Runs tile shape `config` (0 .. kConfigs - 1). The epilogue rounds like cuDNN's (fused
+// How many tile shapes this GPU runs for this convolution (configs 0 .. configs(a) - 1): 0 where
+// it does not fit, kSyncConfigs, or kConfigs with the wgmma ones.
+int configs(const QConvNhwcArgs& a);
+
+// Runs tile shape `config` (0 .. configs(a) - 1). The epilogue rounds like cuDNN's (fused
 // multiply-adds in units of y's step), so int8 outputs may differ from the CPU's by one step.
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream);
 

@@ -33,6 +33,22 @@ inline bool device_supported() {
   return cudaGetDevice(&device) == cudaSuccess && device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 8;
 }
 
+// Whether the current device is compute capability 9.0, the only one sm_90a code runs on; asked
+// once per device (run() is called on every step).
+inline bool runs_sm90a() {
+  static std::atomic<int> known[kMaxDevices] = {};  // 0: not asked yet, 1: no, 2: yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (device < kMaxDevices)
+    if (const int v = known[device].load(std::memory_order_relaxed); v != 0) return v == 2;
+  int major = 0, minor = 0;
+  const bool yes = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+                   major == 9 && minor == 0;
+  if (device < kMaxDevices) known[device].store(yes ? 2 : 1, std::memory_order_relaxed);
+  return yes;
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -100,5 +116,30 @@ __device__ __forceinline__ void mma_step(int32_t (&acc)[MT][NT][4], uint32_t a_t
 #pragma unroll
     for (int j = 0; j < NT; ++j) mma_s8(acc[i][j], af[i], bf[j][0], bf[j][1]);
 }
+
+// How a tile's warps multiply its A rows (pixels) by its B rows (weights), one k32 step of
+// swizzled [rows][64] tiles at a time: mma.m16n8k32 from ldmatrix fragments (sm_80 and later), for
+// the kernels' Tile types (WM x WN warp tiles). The wgmma form (sm90a/wgmma.cuh) has the same
+// members.
+struct MmaSync {
+  static constexpr int kAlign = 128;  // bytes the operand tiles' base address needs
+  static constexpr int kInFlight = 0;  // steps' multiplies that may still run after end()
+  // After a stage's cp.async copies have landed, before the barrier that publishes them.
+  __device__ static void operands_landed() {}
+  template <int MT, int NT>
+  __device__ static void begin(int32_t (&)[MT][NT][4]) {}
+  // acc += the step's products (first: the tile's first step; acc is zeroed before it here).
+  template <class T, int MT, int NT>
+  __device__ static void step(int32_t (&acc)[MT][NT][4], uint32_t a_tile, uint32_t b_tile, int warp_m, int warp_n,
+                              int ks, int lane, bool first) {
+    mma_step(acc, a_tile, b_tile, warp_m * T::WM, warp_n * T::WN, ks, lane);
+  }
+  // After a stage's (or a tile's) steps: at most kInFlight stages' multiplies still run.
+  template <int MT, int NT>
+  __device__ static void end(int32_t (&)[MT][NT][4]) {}
+  // Before the accumulators are read: every multiply has finished.
+  template <int MT, int NT>
+  __device__ static void drain(int32_t (&)[MT][NT][4]) {}
+};
 
 }  // namespace kiln::gpu::extra::mma

@@ -16,22 +16,6 @@ namespace {
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Whether the current device is compute capability 9.0, the only one sm_90a code runs on; asked
-// once per device (run() is called on every step).
-bool runs_sm90a() {
-  static std::atomic<int> known[kMaxDevices] = {};  // 0: not asked yet, 1: no, 2: yes
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (device < kMaxDevices)
-    if (const int v = known[device].load(std::memory_order_relaxed); v != 0) return v == 2;
-  int major = 0, minor = 0;
-  const bool yes = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-                   major == 9 && minor == 0;
-  if (device < kMaxDevices) known[device].store(yes ? 2 : 1, std::memory_order_relaxed);
-  return yes;
-}
-
 using Tile0 = Tile<128, 128, 2, 4, 2>;
 using Tile1 = Tile<64, 128, 2, 4, 3>;
 using Tile2 = Tile<64, 256, 2, 4, 2>;
@@ -73,7 +57,7 @@ int configs(const QConvNhwcArgs& a) {
   if (!fits(a)) return 0;
   // wgmma: sm_90a code (no other GPU runs it), and C whose rows fill whole 64-byte sub-tiles or
   // halves of them; every compute capability 9.0 GPU has the 227 KB per CTA its tiles ask for.
-  return runs_sm90a() && a.C >= 64 ? kConfigs : kSyncConfigs;
+  return mma::runs_sm90a() && a.C >= 64 ? kConfigs : kSyncConfigs;
 }
 
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {

@@ -41,25 +41,6 @@ using namespace mma;
 // int8 values stay within exact_float's 2^22 (256 * 128 * 128 = 2^22).
 constexpr int kMaxC = 256;
 
-// How the warps multiply a pixel tile's x rows by the weights, one k32 step of a [rows][64]
-// sub-tile at a time: mma.m16n8k32 from ldmatrix fragments (sm_80 and later). The wgmma form
-// (sm90a/qconv_stream_wgmma.cu) has the same members.
-struct MmaSync {
-  static constexpr int kAlign = 128;  // bytes the operand tiles' base address needs
-  // After the tile's cp.async copies have landed, before the barrier that publishes them.
-  __device__ static void operands_landed() {}
-  template <int MT, int NT>
-  __device__ static void begin(int32_t (&)[MT][NT][4]) {}
-  // acc += the step's products (first: the tile's first step; acc is zeroed before it here).
-  template <class T, int MT, int NT>
-  __device__ static void step(int32_t (&acc)[MT][NT][4], uint32_t a_tile, uint32_t b_tile, int warp_m, int warp_n,
-                              int ks, int lane, bool first) {
-    mma_step(acc, a_tile, b_tile, warp_m * T::WM, warp_n * T::WN, ks, lane);
-  }
-  template <int MT, int NT>
-  __device__ static void end(int32_t (&)[MT][NT][4]) {}
-};
-
 template <int BM_, int BN_, int WARPS_M, int WARPS_N, int MIN_BLOCKS, class Mma_ = MmaSync>
 struct Tile {
   using Mma = Mma_;
@@ -286,6 +267,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
                                  lane, s == 0 && ks == 0);
       }
     T::Mma::end(acc);
+    T::Mma::drain(acc);
 
     uint8_t* const z_s = buf + b * buf_bytes + T::BM * row_bytes;
     const int row0 = warp_m * T::WM + (lane >> 2), col0 = warp_n * T::WN + (lane & 3) * 2;

@@ -5,152 +5,20 @@
 // 1,980 through wgmma. Compiled for sm_90a only (CMakeLists.txt), and offered on compute
 // capability 9.0 only (qconv_stream.cu).
 //
-// The operand tiles need no new layout: the kernel's [rows][64]-byte sub-tiles, 16-byte chunks
-// XOR-swizzled by (row / 2) % 4, are wgmma's K-major layout with 64-byte swizzling (8-row groups
-// of 512 bytes), given bases aligned to 512 bytes (the policy asks for 1024). A warpgroup (4 warps)
-// multiplies its 64 pixel rows by the tile's BN weight rows; the accumulators come back in the
-// mma.sync fragments' order (warp w of the group: rows 16 w .. 16 w + 15), so the epilogue is the
-// same.
+// The multiply is sm90a/wgmma.cuh's policy; the kernel's operand tiles are already in wgmma's
+// layout, and the epilogue is the same.
 #include <cstdint>
 
 #include "runtime/cuda/qconv_stream_kernel.cuh"
+#include "runtime/cuda/sm90a/wgmma.cuh"
 
 namespace kiln::gpu::extra::stream {
 
 namespace {
 
-// A shared-memory matrix descriptor: start address in 16-byte units, leading byte offset 1 (not
-// used by swizzled K-major tiles whose k32 step stays within one 64-byte row), stride byte offset
-// 512 (one 8-row group), layout type 2 (64-byte swizzle) in bits 62-63.
-__device__ __forceinline__ uint64_t descriptor(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{512 >> 4} << 32) |
-         (uint64_t{2} << 62);
-}
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// d (m64 x N int32, the warpgroup's fragment) = a b^T + (scale_d ? d : 0), k = 32.
-__device__ __forceinline__ void wgmma_m64n64(int32_t* d, uint64_t a, uint64_t b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, %32, %33, p;\n}\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
-        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
-      : "l"(a), "l"(b), "r"(scale_d));
-}
-
-__device__ __forceinline__ void wgmma_m64n128(int32_t* d, uint64_t a, uint64_t b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p;\n}\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
-        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
-        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
-        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
-        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
-        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
-      : "l"(a), "l"(b), "r"(scale_d));
-}
-
-__device__ __forceinline__ void wgmma_m64n256(int32_t* d, uint64_t a, uint64_t b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-      "}, %128, %129, p;\n}\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
-        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
-        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
-        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
-        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
-        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]),
-        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]),
-        "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]),
-        "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]),
-        "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]),
-        "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]),
-        "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]),
-        "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]),
-        "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
-      : "l"(a), "l"(b), "r"(scale_d));
-}
-#endif
-
-// Keeps the compiler from moving accesses of the accumulators across the asynchronous multiply.
-template <int MT, int NT>
-__device__ __forceinline__ void pin(int32_t (&acc)[MT][NT][4]) {
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(acc[i][j][k])::"memory");
-}
-
-struct Wgmma {
-  static constexpr int kAlign = 1024;
-  // cp.async wrote the operands through the generic proxy; wgmma reads them through the async one.
-  __device__ static void operands_landed() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-  }
-  template <int MT, int NT>
-  __device__ static void begin(int32_t (&acc)[MT][NT][4]) {
-    pin(acc);
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-  }
-  template <class T, int MT, int NT>
-  __device__ static void step(int32_t (&acc)[MT][NT][4], uint32_t a_tile, uint32_t b_tile, int warp_m, int, int ks,
-                              int, bool first) {
-    static_assert(MT == 1 && T::WM == 16 && T::kWarpsN == 1, "a warp holds 16 rows of its warpgroup's m64 tile");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    const uint64_t a = descriptor(a_tile + (warp_m / 4) * 64 * kBK + ks * 32);  // the warpgroup's 64 rows
-    const uint64_t b = descriptor(b_tile + ks * 32);
-    int32_t* const d = &acc[0][0][0];
-    if constexpr (T::BN == 64) wgmma_m64n64(d, a, b, first ? 0 : 1);
-    else if constexpr (T::BN == 128) wgmma_m64n128(d, a, b, first ? 0 : 1);
-    else wgmma_m64n256(d, a, b, first ? 0 : 1);
-#endif
-  }
-  template <int MT, int NT>
-  __device__ static void end(int32_t (&acc)[MT][NT][4]) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
-    pin(acc);
-  }
-};
-
 // Channel tiles of 64, 128 and 256 (wgmma's N); a warpgroup per 64 pixels.
 template <int BM, int BN, int MIN_BLOCKS>
-using WTile = Tile<BM, BN, BM / 16, 1, MIN_BLOCKS, Wgmma>;
+using WTile = Tile<BM, BN, BM / 16, 1, MIN_BLOCKS, mma::Wgmma>;
 using WTile0 = WTile<128, 128, 2>;
 using WTile1 = WTile<128, 64, 2>;
 using WTile2 = WTile<64, 256, 2>;

@@ -1,0 +1,45 @@
+// The tensor-core INT8 implicit GEMM (qconv_igemm_kernel.cuh) on Hopper's wgmma
+// (sm90a/wgmma.cuh): the mma.sync tiles reach about 370 TOPS on compute-bound layers, where cuDNN's
+// Hopper kernels reach 900 to 1,300. Each reduction stage's multiplies finish before the barrier
+// that lets the stage be refilled, so the pipeline is the mma.sync one. Compiled for sm_90a only
+// (CMakeLists.txt), and offered on compute capability 9.0 only (qconv_igemm.cu).
+#include <string>
+
+#include "runtime/cuda/qconv_igemm_kernel.cuh"
+#include "runtime/cuda/sm90a/wgmma.cuh"
+
+namespace kiln::gpu::extra::igemm {
+
+namespace {
+
+// A warpgroup per 64 pixels, all of the tile's channels per instruction.
+template <int BM, int BN>
+using WTile = Tile<BM, BN, BM / 16, 1, mma::Wgmma>;
+
+// Every operand tile starts on a 512-byte boundary of the 1024-aligned base: the stages ((BM + BN)
+// x 64 bytes), their B tiles (after BM x 64) and each warpgroup's A rows (64 x 64).
+template <class T>
+constexpr bool aligned_tiles() {
+  return T::kStageBytes % 512 == 0 && (T::BM * kBK) % 512 == 0;
+}
+
+using WTile0 = WTile<128, 64>;
+using WTile1 = WTile<128, 128>;
+using WTile2 = WTile<64, 64>;
+using WTile3 = WTile<64, 128>;
+static_assert(aligned_tiles<WTile0>() && aligned_tiles<WTile1>() && aligned_tiles<WTile2>() &&
+              aligned_tiles<WTile3>());
+
+}  // namespace
+
+void run_wgmma(int config, const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream) {
+  switch (config) {
+    case 0: return launch<WTile0>(a, g, stream);
+    case 1: return launch<WTile1>(a, g, stream);
+    case 2: return launch<WTile2>(a, g, stream);
+    case 3: return launch<WTile3>(a, g, stream);
+    default: throw Error("NhwcQConv: no wgmma tensor-core tile shape " + std::to_string(config));
+  }
+}
+
+}  // namespace kiln::gpu::extra::igemm
