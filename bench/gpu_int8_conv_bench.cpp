@@ -148,10 +148,10 @@ void BM_IgemmConv(benchmark::State& state) {
   a.epi.z_scale = 0.05f;
   // Every tile shape of both kernels, as NhwcQConv's tactics number them.
   std::vector<std::pair<int, std::function<void()>>> candidates;
-  for (int c = 0; c < extra::igemm::configs(a); ++c)
-      candidates.emplace_back(2000 + c, [&a, &r, c] { extra::igemm::run(c, a, r.stream); });
-  for (int c = 0; c < extra::stream::configs(a); ++c)
-      candidates.emplace_back(2100 + c, [&a, &r, c] { extra::stream::run(c, a, r.stream); });
+  for (int c = 0, n = extra::igemm::configs(a); c < n; ++c)
+    candidates.emplace_back(2000 + c, [&a, &r, c] { extra::igemm::run(c, a, r.stream); });
+  for (int c = 0, n = extra::stream::configs(a); c < n; ++c)
+    candidates.emplace_back(2100 + c, [&a, &r, c] { extra::stream::run(c, a, r.stream); });
   size_t best = 0;
   double best_s = 1e30;
   for (size_t c = 0; c < candidates.size(); ++c) {

@@ -436,8 +436,8 @@ std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<co
       if (p.built->graph->usable(i) == i) t.push_back(static_cast<int32_t>(i));
   }
   const QConvNhwcArgs args = args_of(p.shapes, a, in, out, env);
-  for (int i = 0; i < igemm::configs(args); ++i) t.push_back(kIgemmTactic + i);
-  for (int i = 0; i < stream::configs(args); ++i) t.push_back(kStreamTactic + i);
+  for (int i = 0, n = igemm::configs(args); i < n; ++i) t.push_back(kIgemmTactic + i);
+  for (int i = 0, n = stream::configs(args); i < n; ++i) t.push_back(kStreamTactic + i);
   return t;
 }
 

@@ -57,7 +57,9 @@ void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
   g.k_tiles = static_cast<int>(a.KH * a.KW) * g.c_tiles;
   g.P = a.N * a.OH * a.OW;
   g.K = a.KH * a.KW * a.C;
+#if KILN_HAVE_SM90A
   if (config >= kSyncConfigs) return run_wgmma(config - kSyncConfigs, a, g, stream);
+#endif
   switch (config) {
     case 0: return launch<Tile<128, 128, 2, 4>>(a, g, stream);
     case 1: return launch<Tile<128, 64, 2, 2>>(a, g, stream);

@@ -21,7 +21,8 @@
 // residual's bytes; this kernel is one more candidate the builder times per layer.
 //
 // This header is the kernel itself (qconv_igemm.cuh says what it takes), for the files that
-// instantiate its tile shapes: qconv_igemm.cu (mma.sync) and sm90a/qconv_igemm_wgmma.cu (wgmma).
+// instantiate its tile shapes: qconv_igemm.cu (mma.sync, as described above) and
+// sm90a/qconv_igemm_wgmma.cu (wgmma), through the tile's Mma policy.
 #pragma once
 
 #include <algorithm>
@@ -160,9 +161,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks)  // two k32 steps per stage
       T::Mma::template step<T>(acc, a_tile, b_tile, warp_m, warp_n, ks, lane, kt == 0 && ks == 0);
-    T::Mma::end(acc);  // at most kInFlight stages' multiplies still running
+    T::Mma::end(acc);
+    T::Mma::template wait<T::Mma::kInFlight>(acc);
   }
-  T::Mma::drain(acc);
+  T::Mma::template wait<0>(acc);
   cp_async_wait<0>();
   __syncthreads();  // the pipeline's buffers become the staging tile
 
@@ -275,8 +277,9 @@ void launch(const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream) {
 
 }  // namespace
 
-// The wgmma tile shapes (sm90a/qconv_igemm_wgmma.cu): config 0 .. kWgmmaConfigs - 1, on compute
-// capability 9.0 only (run() in qconv_igemm.cu checks).
+// The wgmma tile shapes (sm90a/qconv_igemm_wgmma.cu, built where KILN_HAVE_SM90A): config 0 ..
+// kConfigs - kSyncConfigs - 1, on compute capability 9.0 (configs() and run() in qconv_igemm.cu
+// check).
 void run_wgmma(int config, const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream);
 
 }  // namespace kiln::gpu::extra::igemm

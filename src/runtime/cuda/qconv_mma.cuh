@@ -1,6 +1,8 @@
-// Device helpers of Kiln's tensor-core convolutions (qconv_igemm.cu, qconv_stream.cu, and the
-// float16 conv_small_c.cu): cp.async copies into shared memory, ldmatrix, int8 mma.m16n8k32 and
-// float16 mma.m16n8k16, and the XOR swizzle of [rows][64]-byte operand tiles. sm_80 and later.
+// Device helpers of Kiln's tensor-core convolutions (qconv_igemm_kernel.cuh,
+// qconv_stream_kernel.cuh, and the float16 conv_small_c.cu): cp.async copies into shared memory,
+// ldmatrix, int8 mma.m16n8k32 and float16 mma.m16n8k16, the XOR swizzle of [rows][64]-byte operand
+// tiles, and the int8 kernels' mma.sync multiply policy. sm_80 and later (the wgmma policy, for
+// sm_90a, is sm90a/wgmma.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,20 +35,26 @@ inline bool device_supported() {
   return cudaGetDevice(&device) == cudaSuccess && device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 8;
 }
 
-// Whether the current device is compute capability 9.0, the only one sm_90a code runs on; asked
-// once per device (run() is called on every step).
+// Whether Kiln's sm_90a kernels (sm90a/) were built and the current device runs them (compute
+// capability 9.0 only); asked once per device (run() is called on every step), a failed query
+// not remembered.
 inline bool runs_sm90a() {
+#if KILN_HAVE_SM90A
   static std::atomic<int> known[kMaxDevices] = {};  // 0: not asked yet, 1: no, 2: yes
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0) return false;
   if (device < kMaxDevices)
     if (const int v = known[device].load(std::memory_order_relaxed); v != 0) return v == 2;
   int major = 0, minor = 0;
-  const bool yes = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-                   major == 9 && minor == 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return false;
+  const bool yes = major == 9 && minor == 0;
   if (device < kMaxDevices) known[device].store(yes ? 2 : 1, std::memory_order_relaxed);
   return yes;
+#else
+  return false;
+#endif
 }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -123,7 +131,7 @@ __device__ __forceinline__ void mma_step(int32_t (&acc)[MT][NT][4], uint32_t a_t
 // members.
 struct MmaSync {
   static constexpr int kAlign = 128;  // bytes the operand tiles' base address needs
-  static constexpr int kInFlight = 0;  // steps' multiplies that may still run after end()
+  static constexpr int kInFlight = 0;  // stages' multiplies worth keeping in flight (wait<kInFlight>)
   // After a stage's cp.async copies have landed, before the barrier that publishes them.
   __device__ static void operands_landed() {}
   template <int MT, int NT>
@@ -134,12 +142,12 @@ struct MmaSync {
                               int ks, int lane, bool first) {
     mma_step(acc, a_tile, b_tile, warp_m * T::WM, warp_n * T::WN, ks, lane);
   }
-  // After a stage's (or a tile's) steps: at most kInFlight stages' multiplies still run.
+  // After a stage's (or a tile's) steps: they form one group.
   template <int MT, int NT>
   __device__ static void end(int32_t (&)[MT][NT][4]) {}
-  // Before the accumulators are read: every multiply has finished.
-  template <int MT, int NT>
-  __device__ static void drain(int32_t (&)[MT][NT][4]) {}
+  // Until at most N groups' multiplies still run (N = 0: the accumulators can be read).
+  template <int N, int MT, int NT>
+  __device__ static void wait(int32_t (&)[MT][NT][4]) {}
 };
 
 }  // namespace kiln::gpu::extra::mma

@@ -2,12 +2,10 @@
 // which convolutions it takes, and the tile shape a tactic runs; the wgmma ones are in
 // sm90a/qconv_stream_wgmma.cu.
 #include <algorithm>
-#include <atomic>
 #include <string>
 
 #include "kiln/types.h"
 #include "runtime/cuda/gpu_kernels.h"
-#include "runtime/cuda/qconv_mma.cuh"
 #include "runtime/cuda/qconv_stream_kernel.cuh"
 
 namespace kiln::gpu::extra::stream {
@@ -55,16 +53,24 @@ int shared_memory(int C) {
 
 int configs(const QConvNhwcArgs& a) {
   if (!fits(a)) return 0;
-  // wgmma: sm_90a code (no other GPU runs it), and C whose rows fill whole 64-byte sub-tiles or
-  // halves of them; every compute capability 9.0 GPU has the 227 KB per CTA its tiles ask for.
-  return mma::runs_sm90a() && a.C >= 64 ? kConfigs : kSyncConfigs;
+  // wgmma: sm_90a code (no other GPU runs it), C whose rows fill whole 64-byte sub-tiles or halves
+  // of them, and the shared memory its tiles ask for.
+#if KILN_HAVE_SM90A
+  int device = 0;
+  if (mma::runs_sm90a() && a.C >= 64 && cudaGetDevice(&device) == cudaSuccess &&
+      wgmma_shared_memory(static_cast<int>(a.C)) <= device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device))
+    return kConfigs;
+#endif
+  return kSyncConfigs;
 }
 
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
   if (config < 0 || config >= configs(a))
     throw Error("NhwcQConv: the streaming kernel does not take this convolution with tile shape " +
                 std::to_string(config));
+#if KILN_HAVE_SM90A
   if (config >= kSyncConfigs) return run_wgmma(config - kSyncConfigs, a, stream);
+#endif
   switch (config) {
     case 0: return launch<Tile0>(a, stream);
     case 1: return launch<Tile1>(a, stream);

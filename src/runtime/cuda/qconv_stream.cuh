@@ -19,11 +19,12 @@ inline constexpr int kConfigs = 14;
 // Whether the kernel takes this convolution: 1x1, stride 1, no padding; C of 16, 24 or 32
 // (MobileNet's expansions, rows padded to 64 bytes in shared memory) or a multiple of 32 from 64 to
 // 256 (sums of more int8 products would pass the epilogue's exact conversion), M a multiple of 16; no activation, ReLU or Clip; an int8 y, and an int8 residual or none; x, w, y and z 16-byte
-// aligned; sm_80 and later, with the shared memory every tile shape needs for C (shared_memory(C)).
+// aligned; sm_80 and later, with the shared memory every mma.sync tile shape needs for C
+// (shared_memory(C); configs() checks the wgmma ones).
 bool fits(const QConvNhwcArgs& a);
 
-// The shared memory per CTA every tile shape needs with C input channels (16 to 256) and the
-// shortest pipeline: 133 KB for C = 256, so GPUs with 99 KB per CTA take C up to 128.
+// The shared memory per CTA every mma.sync tile shape needs with C input channels (16 to 256) and
+// the shortest pipeline: 133 KB for C = 256, so GPUs with 99 KB per CTA take C up to 128.
 int shared_memory(int C);
 
 // How many tile shapes this GPU runs for this convolution (configs 0 .. configs(a) - 1): 0 where

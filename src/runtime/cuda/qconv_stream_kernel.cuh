@@ -19,8 +19,8 @@
 //
 // This header is the kernel itself (qconv_stream.cuh says what it takes), for the files that
 // instantiate its tile shapes: qconv_stream.cu (mma.sync, sm_80 and later) and
-// sm90a/qconv_stream_wgmma.cu (wgmma, sm_90a). The multiply is the tile's Mma policy; everything
-// else (the pipeline, the epilogue, the launch shape) is shared.
+// sm90a/qconv_stream_wgmma.cu (wgmma, sm_90a). The multiply (mma.sync above) is the tile's Mma
+// policy; everything else (the pipeline, the epilogue, the launch shape) is shared.
 #pragma once
 
 #include <algorithm>
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
                                  lane, s == 0 && ks == 0);
       }
     T::Mma::end(acc);
-    T::Mma::drain(acc);
+    T::Mma::template wait<0>(acc);
 
     uint8_t* const z_s = buf + b * buf_bytes + T::BM * row_bytes;
     const int row0 = warp_m * T::WM + (lane >> 2), col0 = warp_n * T::WN + (lane & 3) * 2;
@@ -367,8 +367,11 @@ void launch(const QConvNhwcArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-// The wgmma tile shapes (sm90a/qconv_stream_wgmma.cu): config 0 .. kWgmmaConfigs - 1, C of 64 to
-// 256 on compute capability 9.0 only (fits() and run() in qconv_stream.cu check).
+// The wgmma tile shapes (sm90a/qconv_stream_wgmma.cu, built where KILN_HAVE_SM90A): config 0 ..
+// kConfigs - kSyncConfigs - 1, for C of 64 to 256 on compute capability 9.0 (configs() and run()
+// in qconv_stream.cu check), and the shared memory per CTA they need with C input channels and the
+// shortest pipeline (up to 199 KB for C = 256).
 void run_wgmma(int config, const QConvNhwcArgs& a, cudaStream_t stream);
+int wgmma_shared_memory(int C);
 
 }  // namespace kiln::gpu::extra::stream

@@ -1,8 +1,9 @@
 // The tensor-core INT8 implicit GEMM (qconv_igemm_kernel.cuh) on Hopper's wgmma
 // (sm90a/wgmma.cuh): the mma.sync tiles reach about 370 TOPS on compute-bound layers, where cuDNN's
-// Hopper kernels reach 900 to 1,300. Each reduction stage's multiplies finish before the barrier
-// that lets the stage be refilled, so the pipeline is the mma.sync one. Compiled for sm_90a only
-// (CMakeLists.txt), and offered on compute capability 9.0 only (qconv_igemm.cu).
+// Hopper kernels reach 900 to 1,300. One stage's multiplies stay in flight while the next one's
+// are issued, and the kernel loads two stages ahead instead of three (Wgmma::kInFlight). Compiled
+// for sm_90a only (CMakeLists.txt), and offered on compute capability 9.0 only (qconv_igemm.cu).
+// Their shared memory (at most 70 KB per CTA) fits every such GPU.
 #include <string>
 
 #include "runtime/cuda/qconv_igemm_kernel.cuh"

@@ -11,6 +11,13 @@
 // its epilogue.
 #pragma once
 
+// Without the arch-specific features the policy's instructions would not exist and the kernels
+// would compute nothing: such a build must fail, not run (CMakeLists.txt compiles sm90a/ for
+// sm_90a alone).
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "sm90a/wgmma.cuh needs -gencode arch=compute_90a,code=sm_90a"
+#endif
+
 #include <cstdint>
 
 #include "runtime/cuda/qconv_mma.cuh"
@@ -25,7 +32,6 @@ __device__ __forceinline__ uint64_t descriptor(uint32_t addr) {
          (uint64_t{2} << 62);
 }
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // d (m64 x N int32, the warpgroup's fragment) = a b^T + (scale_d ? d : 0), k = 32.
 __device__ __forceinline__ void wgmma_m64n64(int32_t* d, uint64_t a, uint64_t b, int scale_d) {
   asm volatile(
@@ -95,7 +101,6 @@ __device__ __forceinline__ void wgmma_m64n256(int32_t* d, uint64_t a, uint64_t b
         "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
       : "l"(a), "l"(b), "r"(scale_d));
 }
-#endif
 
 // Keeps the compiler from moving accesses of the accumulators across the asynchronous multiply.
 template <int MT, int NT>
@@ -112,44 +117,31 @@ struct Wgmma {
   static constexpr int kAlign = 1024;
   static constexpr int kInFlight = 1;
   // cp.async wrote the operands through the generic proxy; wgmma reads them through the async one.
-  __device__ static void operands_landed() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-  }
+  __device__ static void operands_landed() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
   template <int MT, int NT>
   __device__ static void begin(int32_t (&acc)[MT][NT][4]) {
     pin(acc);
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
   }
   template <class T, int MT, int NT>
   __device__ static void step(int32_t (&acc)[MT][NT][4], uint32_t a_tile, uint32_t b_tile, int warp_m, int, int ks,
                               int, bool first) {
     static_assert(MT == 1 && T::WM == 16 && T::kWarpsN == 1, "a warp holds 16 rows of its warpgroup's m64 tile");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const uint64_t a = descriptor(a_tile + (warp_m / 4) * 64 * kBK + ks * 32);  // the warpgroup's 64 rows
     const uint64_t b = descriptor(b_tile + ks * 32);
     int32_t* const d = &acc[0][0][0];
     if constexpr (T::BN == 64) wgmma_m64n64(d, a, b, first ? 0 : 1);
     else if constexpr (T::BN == 128) wgmma_m64n128(d, a, b, first ? 0 : 1);
     else wgmma_m64n256(d, a, b, first ? 0 : 1);
-#endif
   }
   template <int MT, int NT>
-  __device__ static void end(int32_t (&acc)[MT][NT][4]) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __device__ static void end(int32_t (&)[MT][NT][4]) {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-#endif
   }
-  template <int MT, int NT>
-  __device__ static void drain(int32_t (&acc)[MT][NT][4]) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
-    pin(acc);
+  template <int N, int MT, int NT>
+  __device__ static void wait(int32_t (&acc)[MT][NT][4]) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+    if constexpr (N == 0) pin(acc);
   }
 };
 
