@@ -8,9 +8,10 @@
 // reported: time per call, TOPS (2 * N * P * K * C * R * S per second), and `plans`, the candidates.
 // Args: channels in, channels out, kernel size, stride, input size, int8 (0/1).
 // BM_IgemmConv times Kiln's own tensor-core INT8 kernels on the same step (per-channel scale, bias,
-// ReLU, int8 out): the implicit GEMM (runtime/cuda/qconv_igemm.cu) and, on the 1x1 layers, the
-// streaming kernel (qconv_stream.cu); every tile shape timed, as the counter us<tactic> (2000 + i,
-// 2100 + i), the fastest reported. With `residual` 1 it also adds an int8 residual, ResNet's block
+// ReLU, int8 out): the implicit GEMM (runtime/cuda/qconv_igemm.cu), on the 1x1 layers the
+// streaming kernel (qconv_stream.cu), and on Hopper's 3x3 stride-1 layers with 64 or 128 channels
+// the window kernel (qconv_halo.cuh); every tile shape timed, as the counter us<tactic> (2000 + i,
+// 2100 + i, 2200 + i), the fastest reported. With `residual` 1 it also adds an int8 residual, ResNet's block
 // ending. BM_IgemmConv/mobilenet_v2 times MobileNetV2's 1x1 expansions and a projection likewise.
 // BM_LtInt8Conv1x1 times the 1x1 stride-1 shapes as one cuBLASLt INT8 GEMM (IMMA: int8 A and B,
 // int32 sums, float scale per output channel as an alpha vector, float bias and ReLU in the
@@ -34,6 +35,7 @@
 #include "runtime/cuda/cudnn_graph.cuh"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/qconv_depthwise.cuh"
+#include "runtime/cuda/qconv_halo.cuh"
 #include "runtime/cuda/qconv_igemm.cuh"
 #include "runtime/cuda/qconv_stream.cuh"
 
@@ -146,12 +148,14 @@ void BM_IgemmConv(benchmark::State& state) {
   a.epi.quantize = true;
   a.epi.y_scale = 0.1f;
   a.epi.z_scale = 0.05f;
-  // Every tile shape of both kernels, as NhwcQConv's tactics number them.
+  // Every tile shape of Kiln's kernels, as NhwcQConv's tactics number them.
   std::vector<std::pair<int, std::function<void()>>> candidates;
   for (int c = 0, n = extra::igemm::configs(a); c < n; ++c)
     candidates.emplace_back(2000 + c, [&a, &r, c] { extra::igemm::run(c, a, r.stream); });
   for (int c = 0, n = extra::stream::configs(a); c < n; ++c)
     candidates.emplace_back(2100 + c, [&a, &r, c] { extra::stream::run(c, a, r.stream); });
+  for (int c = 0, n = extra::halo::configs(a); c < n; ++c)
+    candidates.emplace_back(2200 + c, [&a, &r, c] { extra::halo::run(c, a, r.stream); });
   size_t best = 0;
   double best_s = 1e30;
   for (size_t c = 0; c < candidates.size(); ++c) {

@@ -6,9 +6,10 @@
 // float32 rounding. Tactic 1000 asks for the direct kernel (the fallback where cuDNN has no engine),
 // which shares the CPU's epilogue: it must match bit for bit. The tensor-core kernel (tactics 2000 +
 // tile shape, qconv_igemm.cu, offered where C % 64 == 0 and M % 8 == 0) rounds like cuDNN, and so
-// does the streaming 1x1 kernel (tactics 2100 + tile shape, qconv_stream.cu). The
-// channels-last pass's RGB stem (3
-// channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded convolution.
+// do the streaming 1x1 kernel (tactics 2100 + tile shape, qconv_stream.cu) and, on compute
+// capability 9.0, the 3x3 window kernel (tactics 2200 +, qconv_halo.cuh). The channels-last pass's
+// RGB stem (3 channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded
+// convolution.
 // Depthwise steps (group = C = M: Kiln's direct depthwise kernel, qconv_depthwise.cu, one tactic)
 // must match the CPU (bit for bit for float32 outputs, as cuDNN for int8 ones): each kernel-size
 // path, strides, pads, dilation, bias or not, each activation, int8 and float32 outputs and
@@ -19,6 +20,7 @@
 #include <cmath>
 
 #include "gpu_harness.h"
+#include "runtime/cuda/qconv_halo.cuh"
 #include "runtime/cuda/qconv_igemm.cuh"
 #include "runtime/cuda/qconv_stream.cuh"
 
@@ -30,6 +32,7 @@ using Inputs = std::vector<HostTensor>;
 constexpr int32_t kDirectTactic = 1000;  // extra_qconv_nhwc.cu's direct kernel
 constexpr int32_t kIgemmTactic = 2000;   // and its tensor-core kernel's first tile shape
 constexpr int32_t kStreamTactic = 2100;  // and its streaming 1x1 kernel's
+constexpr int32_t kHaloTactic = 2200;    // and its 3x3 window kernel's
 
 struct Case {
   int64_t n, h, w, c, m, k, stride, pad, dilation = 1;
@@ -68,6 +71,10 @@ const Case kCases[] = {
     {2, 9, 9, 16, 96, 1, 1, 0}, {1, 10, 11, 24, 144, 1, 1, 0}, {1, 7, 9, 32, 48, 1, 1, 0},
     {1, 7, 7, 96, 576, 1, 1, 0}, {2, 5, 5, 160, 48, 1, 1, 0}, {1, 6, 7, 192, 32, 1, 1, 0},
     {1, 6, 6, 224, 144, 1, 1, 0}, {1, 5, 5, 288, 32, 1, 1, 0},
+    // The 3x3 window kernel's (3x3, stride 1, pads 1, C of 64 or 128, M % 64 == 0): a partial last
+    // tile over two images of odd width; 128 channels and three channel tiles; images so small
+    // that one window spans all three.
+    {2, 9, 11, 64, 64, 3, 1, 1}, {1, 12, 13, 128, 192, 3, 1, 1}, {3, 3, 4, 64, 64, 3, 1, 1},
 };
 
 enum class Residual { kNone, kInt8, kFloat };
@@ -194,6 +201,10 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
                       a.kernel_shape == std::vector<int64_t>{1, 1} &&
                       a.strides == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
                       int8_y && !float_z;
+  const int64_t W = in[0].shape[2];
+  const bool halo = hopper() && (C == 64 || C == 128) && M % 64 == 0 && a.kernel_shape == std::vector<int64_t>{3, 3} &&
+                    a.strides == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{1, 1, 1, 1} &&
+                    a.dilations == std::vector<int64_t>{1, 1} && gpu::extra::halo::shared_memory(C, W) <= smem;
   auto offered = [&](int32_t lo, int32_t hi) {
     return std::count_if(tactics.begin(), tactics.end(), [&](int32_t t) { return t >= lo && t < hi; });
   };
@@ -201,6 +212,8 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
       << what << ": tensor-core tile shapes offered";
   EXPECT_EQ(offered(kStreamTactic, kStreamTactic + 100), stream ? stream_tiles(C) : 0)
       << what << ": streaming tile shapes offered";
+  EXPECT_EQ(offered(kHaloTactic, kHaloTactic + 100), halo ? gpu::extra::halo::kConfigs : 0)
+      << what << ": 3x3 window tile shapes offered";
   tactics.push_back(kDirectTactic);
   for (int32_t t : tactics) {
     const bool direct = t == kDirectTactic;
@@ -258,6 +271,15 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyTiles) {
   rng().seed(53);
   const Case c{8, 115, 115, 64, 144, 1, 1, 0};
   check_case(c, {true, true, Residual::kInt8, QActivation::kRelu}, c.h, c.w, true, "streaming: many tiles");
+}
+
+// The 3x3 window kernel walks several tiles per CTA (a grid of at most one wave: 264 CTAs on an
+// H100 or H200), refilling both window buffers, on ResNet's 56x56 layer with its step's epilogue.
+TEST(GpuNhwcQConv, WindowKernelWalksManyTiles) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(67);
+  const Case c{12, 56, 56, 64, 64, 3, 1, 1};
+  check_case(c, {true, true, Residual::kNone, QActivation::kRelu}, c.h, c.w, true, "3x3 window: many tiles");
 }
 
 // The same for a narrow expansion (MobileNetV2's 24 -> 144 with ReLU6 and int8 output): every

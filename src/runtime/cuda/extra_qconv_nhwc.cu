@@ -18,7 +18,8 @@
 // next to cuDNN's plans where the channels are multiples of 64, one tactic per tile shape; it wins
 // where cuDNN's residual epilogue is slow (ResNet-50's stage-1 and stage-2 block ends on an H100).
 // So is the streaming kernel (qconv_stream.cu, rounding the same way) for 1x1 stride-1 layers with
-// 64, 128 or 256 input channels and an int8 output, the memory-bound ones.
+// 64, 128 or 256 input channels and an int8 output, the memory-bound ones, and on Hopper the 3x3
+// window kernel (qconv_halo.cuh, the same epilogue) for 3x3 stride-1 layers with 64 or 128.
 // Where cuDNN has no engine for a step (older GPUs, unusual shapes), a direct kernel (one thread per
 // output, exact integer sums, the CPU's epilogue) computes it instead. Tactic kDirectTactic asks for
 // it too (the tests do, to reach it on any GPU); the builder never times it, it is never faster.
@@ -35,6 +36,7 @@
 #include "runtime/cuda/extra_internal.cuh"
 #include "runtime/cuda/nn_internal.cuh"
 #include "runtime/cuda/qconv_depthwise.cuh"
+#include "runtime/cuda/qconv_halo.cuh"
 #include "runtime/cuda/qconv_igemm.cuh"
 #include "runtime/cuda/qconv_stream.cuh"
 #include "runtime/qfused_math.h"
@@ -48,6 +50,7 @@ namespace cg = cudnn_graph;
 constexpr int32_t kDirectTactic = 1000;
 constexpr int32_t kIgemmTactic = 2000;   // 2000 + i: the tensor-core kernel's tile shape i
 constexpr int32_t kStreamTactic = 2100;  // 2100 + i: the streaming 1x1 kernel's tile shape i
+constexpr int32_t kHaloTactic = 2200;    // 2200 + i: the 3x3 window kernel's tile shape i
 constexpr int32_t kDepthwiseTactic = 3000;
 
 // The largest workspace a candidate plan may ask for.
@@ -351,7 +354,7 @@ void check_inputs(const QConvAttrs& a, std::span<const TensorView> in, std::span
 // a tensor-core tile shape the convolution fits), else cuDNN's first plan that builds; the direct
 // kernel where there is none, or for kDirectTactic.
 struct Choice {
-  enum Kind { kCudnn, kIgemm, kStream, kDirect } kind;
+  enum Kind { kCudnn, kIgemm, kStream, kHalo, kDirect } kind;
   size_t index = 0;
 };
 
@@ -361,6 +364,8 @@ Choice chosen(const Plan& p, int32_t tactic, const QConvNhwcArgs& args) {
     return {Choice::kIgemm, static_cast<size_t>(tactic - kIgemmTactic)};
   if (tactic >= kStreamTactic && tactic < kStreamTactic + stream::configs(args))
     return {Choice::kStream, static_cast<size_t>(tactic - kStreamTactic)};
+  if (tactic >= kHaloTactic && tactic < kHaloTactic + halo::configs(args))
+    return {Choice::kHalo, static_cast<size_t>(tactic - kHaloTactic)};
   if (!p.built->graph) return {Choice::kDirect};
   const cg::Graph& g = *p.built->graph;
   if (tactic >= 0 && static_cast<size_t>(tactic) < g.candidates() && g.builds(static_cast<size_t>(tactic)))
@@ -384,6 +389,7 @@ void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
   if (c.kind == Choice::kDirect) return run_direct(args, env);
   if (c.kind == Choice::kIgemm) return igemm::run(static_cast<int>(c.index), args, env.stream);
   if (c.kind == Choice::kStream) return stream::run(static_cast<int>(c.index), args, env.stream);
+  if (c.kind == Choice::kHalo) return halo::run(static_cast<int>(c.index), args, env.stream);
   if (p.built->graph->workspace(c.index) > env.workspace_bytes)
     throw Error("NhwcQConv: the workspace is smaller than the kernel asked for");
   std::vector<void*> data;
@@ -414,7 +420,7 @@ size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorVi
   if (c.kind == Choice::kCudnn) return p.built->graph->workspace(c.index);
   // Kiln's kernels need none, but they fall back to cuDNN's first plan where the data pointers
   // bound at run time are not aligned for them (a context sizes its workspace before that).
-  if ((c.kind == Choice::kIgemm || c.kind == Choice::kStream) && p.built->graph)
+  if (c.kind != Choice::kCudnn && c.kind != Choice::kDirect && p.built->graph)
     if (const std::optional<size_t> first = p.built->graph->usable(0)) return p.built->graph->workspace(*first);
   return 0;
 }
@@ -438,6 +444,7 @@ std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<co
   const QConvNhwcArgs args = args_of(p.shapes, a, in, out, env);
   for (int i = 0, n = igemm::configs(args); i < n; ++i) t.push_back(kIgemmTactic + i);
   for (int i = 0, n = stream::configs(args); i < n; ++i) t.push_back(kStreamTactic + i);
+  for (int i = 0, n = halo::configs(args); i < n; ++i) t.push_back(kHaloTactic + i);
   return t;
 }
 

@@ -11,19 +11,11 @@
 
 namespace kiln::gpu::extra::igemm {
 
-namespace {
-
-bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
-}  // namespace
-
 bool fits(const QConvNhwcArgs& a) {
   constexpr int64_t kMax = int64_t{1} << 30;
   if (!mma::device_supported()) return false;
   if (a.C % kBK != 0 || a.M % 8 != 0 || a.C <= 0 || a.M <= 0) return false;
-  if (!aligned(a.x, 16) || !aligned(a.w, 16)) return false;
-  const uintptr_t vec = a.epi.quantize ? 8 : 16;
-  if (!aligned(a.y, vec) || (a.z && !aligned(a.z, a.z_float ? 16 : 8))) return false;
+  if (!operands_aligned(a)) return false;
   // Per-image sizes, the weights and the window arithmetic in 32 bits.
   return a.H * a.W * a.C < kMax && a.OH * a.OW * a.M < kMax && a.M * a.KH * a.KW * a.C < kMax &&
          a.KH * a.dh < (1 << 20) && a.KW * a.dw < (1 << 20) && a.sh < (1 << 20) && a.sw < (1 << 20) &&

@@ -36,6 +36,14 @@ namespace igemm {
 inline constexpr int kSyncConfigs = 3;
 inline constexpr int kConfigs = 7;
 
+// Whether x and w are 16-byte aligned and y and z aligned to vectors of 8 elements, as the
+// kernels that finish their tiles with the shared epilogue (qconv_epilogue.cuh) need.
+inline bool operands_aligned(const QConvNhwcArgs& a) {
+  auto aligned = [](const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  const uintptr_t vec = a.epi.quantize ? 8 : 16;
+  return aligned(a.x, 16) && aligned(a.w, 16) && aligned(a.y, vec) && (!a.z || aligned(a.z, a.z_float ? 16 : 8));
+}
+
 // Whether the kernels take this convolution: C a multiple of 64, M of 8, x and w 16-byte aligned,
 // y and z aligned to vectors of 8 elements, sizes within 32-bit index arithmetic per image.
 bool fits(const QConvNhwcArgs& a);

@@ -8,13 +8,10 @@
 // kernel tap (hence C % 64 == 0): cp.async brings the A rows (zero-filled outside the image) and
 // the B rows of the next stages into shared memory while the warps multiply the current one
 // (kStages buffers). Tiles are XOR-swizzled by 16-byte chunk so that the 8 rows one ldmatrix phase
-// reads fall in distinct banks. At the end the int32 sums go through shared memory so that each
-// thread finishes 8 consecutive channels of one pixel, reading the residual and writing y in 8- or
-// 32-byte vectors, coalesced. The epilogue works in units of y's quantization step (scale, bias,
-// residual scale and clip bounds divided by y_scale once per channel) with one fused multiply-add
-// per term, as cuDNN's does, rather than the CPU's exact sequence of float32 operations (an IEEE
-// division per value made it cost more than the convolution on the 56x56 layers): int8 outputs
-// may differ from the CPU's by one step at rounding ties.
+// reads fall in distinct banks. At the end the int32 sums go through shared memory to the
+// epilogue (qconv_epilogue.cuh), which rounds like cuDNN's: in units of y's step, with fused
+// multiply-adds (an IEEE division per value made it cost more than the convolution on the 56x56
+// layers), so int8 outputs may differ from the CPU's by one step at rounding ties.
 //
 // Why not only cuDNN: its INT8 plans are about twice its FP16 ones on most of ResNet-50's layers,
 // but not on the 56x56 layers with 64 channels, and its residual epilogue costs more than the
@@ -31,6 +28,7 @@
 
 #include "kiln/types.h"
 #include "runtime/cuda/gpu_kernels.h"
+#include "runtime/cuda/qconv_epilogue.cuh"
 #include "runtime/cuda/qconv_igemm.cuh"
 #include "runtime/cuda/qconv_mma.cuh"
 
@@ -59,22 +57,16 @@ struct Tile {
   static constexpr int kARows = BM * 4 / kThreads;            // 16-byte chunks a thread loads per stage
   static constexpr int kBRows = BN * 4 / kThreads;
   static constexpr int kStageBytes = (BM + BN) * kBK;
-  static constexpr int kAccStride = BN + 8;  // int32s per staged row: 64-bit stores without conflicts
   static constexpr int kPad = Mma::kAlign > 128 ? Mma::kAlign : 0;  // to align the base beyond 128 bytes
-  static constexpr int kSmem = std::max(kStages * kStageBytes, BM* kAccStride * 4) + kPad;
+  static constexpr int kSmem = std::max(kStages * kStageBytes, epilogue::Tile<BM, BN, kThreads>::kStagedBytes) + kPad;
   // Shared memory for k_tiles reduction stages: fewer pipeline buffers when there are fewer
   // stages than buffers (1x1 layers with 64 or 128 channels), so that more CTAs fit on an SM.
   static int smem(int k_tiles) {
-    return std::max(std::min(kStages, k_tiles) * kStageBytes, BM * kAccStride * 4) + kPad;
+    return std::max(std::min(kStages, k_tiles) * kStageBytes, epilogue::Tile<BM, BN, kThreads>::kStagedBytes) + kPad;
   }
   static_assert(WM % 16 == 0 && WN % 16 == 0 && kARows >= 1 && kBRows >= 1);
   static_assert((BM * 4) % kThreads == 0 && (BN * 4) % kThreads == 0);
 };
-
-// Signed byte k (0..7) of 8 bytes held as an int2.
-__device__ __forceinline__ int32_t byte_of(int2 v, int k) {
-  return static_cast<int8_t>(static_cast<uint32_t>(k < 4 ? v.x : v.y) >> (8 * (k % 4)));
-}
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConvNhwcArgs a, Geometry g) {
@@ -168,87 +160,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
   cp_async_wait<0>();
   __syncthreads();  // the pipeline's buffers become the staging tile
 
-  // The epilogue's channels: each thread finishes the same 8 channels of several pixels; their
-  // scale and bias are read now, while the sums go through shared memory.
-  constexpr int kVecs = T::BN / 8, kPasses = T::BM * kVecs / T::kThreads;
-  static_assert(T::kThreads % kVecs == 0 && (T::BM * kVecs) % T::kThreads == 0);
-  const int em = m0 + (tid % kVecs) * 8;
-  // In units of y's quantization step for an int8 y: one fused multiply-add per value, as cuDNN does.
-  const bool quantize = a.epi.quantize;
-  const float out_scale = quantize ? 1.0f / a.epi.y_scale : 1.0f, z_scale = a.epi.z_scale * out_scale;
-  const float clip_lo = a.epi.act_alpha * out_scale, clip_hi = a.epi.act_beta * out_scale;
-  float alpha[8], bias[8];
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const bool in = em + k < g.M;
-    alpha[k] = in ? a.x_scale * __ldg(a.w_scale + (a.w_scale_per_channel ? em + k : 0)) * out_scale : 0.0f;
-    bias[k] = in && a.bias ? __ldg(a.bias + em + k) * out_scale : 0.0f;
-  }
-
+  // The epilogue (qconv_epilogue.cuh): the channels' scales are read while the sums go through
+  // shared memory.
+  using Epi = epilogue::Tile<T::BM, T::BN, T::kThreads>;
+  const Epi epi(a, g.M, m0);
   int32_t* staged = reinterpret_cast<int32_t*>(smem);
-#pragma unroll
-  for (int i = 0; i < T::MT; ++i)
-#pragma unroll
-    for (int j = 0; j < T::NT; ++j) {
-      const int row = warp_m * T::WM + i * 16 + (lane >> 2), col = warp_n * T::WN + j * 8 + (lane & 3) * 2;
-      *reinterpret_cast<int2*>(staged + row * T::kAccStride + col) = make_int2(acc[i][j][0], acc[i][j][1]);
-      *reinterpret_cast<int2*>(staged + (row + 8) * T::kAccStride + col) = make_int2(acc[i][j][2], acc[i][j][3]);
-    }
+  Epi::stage(staged, acc, warp_m * T::WM, warp_n * T::WN, lane);
   __syncthreads();
-
-  if (em >= g.M) return;
-  // int8 residuals of every pass first (8 bytes each), so that their loads overlap.
-  int2 zq[kPasses] = {};
-  if (a.z && !a.z_float) {
-#pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      const int64_t p = p0 + (tid + i * T::kThreads) / kVecs;
-      zq[i] = p < g.P ? __ldg(reinterpret_cast<const int2*>(static_cast<const int8_t*>(a.z) + p * g.M + em))
-                      : make_int2(0, 0);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kPasses; ++i) {
-    const int row = (tid + i * T::kThreads) / kVecs;
-    const int64_t p = p0 + row;
-    if (p >= g.P) break;
-    const int32_t* s = staged + row * T::kAccStride + (tid % kVecs) * 8;
-    const int4 lo = *reinterpret_cast<const int4*>(s), hi = *reinterpret_cast<const int4*>(s + 4);
-    const int32_t sums[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    const int64_t e = p * g.M + em;  // y's (and z's) element index of the first channel
-    float zf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (a.z && a.z_float) {
-      const float4* zp = reinterpret_cast<const float4*>(static_cast<const float*>(a.z) + e);
-      const float4 z0 = __ldg(zp), z1 = __ldg(zp + 1);
-      const float t[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
-#pragma unroll
-      for (int k = 0; k < 8; ++k) zf[k] = t[k];
-    }
-    float out[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      float r = fmaf(static_cast<float>(sums[k]), alpha[k], bias[k]);
-      if (a.z) r = a.z_float ? r + zf[k] * out_scale : fmaf(static_cast<float>(byte_of(zq[i], k)), z_scale, r);
-      switch (a.epi.act) {
-        case 1: r = fmaxf(r, 0.0f); break;
-        case 2: r = fminf(fmaxf(r, clip_lo), clip_hi); break;
-        case 3: r = r < 0.0f ? r * a.epi.act_alpha : r; break;
-        default: break;
-      }
-      out[k] = r;
-    }
-    if (quantize) {
-      uint32_t q[2] = {0, 0};
-#pragma unroll
-      for (int k = 0; k < 8; ++k)
-        q[k / 4] |= (static_cast<uint32_t>(min(max(__float2int_rn(out[k]), -128), 127)) & 0xffu) << (8 * (k % 4));
-      *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + e) = make_uint2(q[0], q[1]);
-    } else {
-      float4* yp = reinterpret_cast<float4*>(static_cast<float*>(a.y) + e);
-      yp[0] = make_float4(out[0], out[1], out[2], out[3]);
-      yp[1] = make_float4(out[4], out[5], out[6], out[7]);
-    }
-  }
+  epi.finish(a, g.M, staged, [&](int row) { return p0 + row < g.P ? p0 + row : int64_t{-1}; });
 #endif
 }
 

@@ -102,6 +102,24 @@ __device__ __forceinline__ void wgmma_m64n256(int32_t* d, uint64_t a, uint64_t b
       : "l"(a), "l"(b), "r"(scale_d));
 }
 
+// The same for m64n64 with A from registers: the warp's 16 rows in mma.m16n8k32's A fragment
+// order (ldmatrix.x4 of a [rows][64]-byte tile, as mma_step loads it). The registers must stay
+// unchanged until the multiply's group is waited for, and a wgmma.fence must follow their load.
+__device__ __forceinline__ void wgmma_m64n64_rs(int32_t* d, const uint32_t (&a)[4], uint64_t b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p;\n}\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));
+}
+
 // Keeps the compiler from moving accesses of the accumulators across the asynchronous multiply.
 template <int MT, int NT>
 __device__ __forceinline__ void pin(int32_t (&acc)[MT][NT][4]) {
