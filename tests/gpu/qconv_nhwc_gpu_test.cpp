@@ -273,12 +273,14 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyTiles) {
   check_case(c, {true, true, Residual::kInt8, QActivation::kRelu}, c.h, c.w, true, "streaming: many tiles");
 }
 
-// The 3x3 window kernel walks several tiles per CTA (a grid of at most one wave: 264 CTAs on an
-// H100 or H200), refilling both window buffers, on ResNet's 56x56 layer with its step's epilogue.
+// The 3x3 window kernel walks several tiles per CTA (a grid of one wave in all, shared by the
+// channel tiles: 264 CTAs on an H100 or H200, 66 per channel tile here, about 4.6 tiles each), so
+// that both window buffers and output-pixel slots are refilled, on ResNet's 56x56 layer with its
+// step's epilogue and four channel tiles.
 TEST(GpuNhwcQConv, WindowKernelWalksManyTiles) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(67);
-  const Case c{12, 56, 56, 64, 64, 3, 1, 1};
+  const Case c{12, 56, 56, 64, 256, 3, 1, 1};
   check_case(c, {true, true, Residual::kNone, QActivation::kRelu}, c.h, c.w, true, "3x3 window: many tiles");
 }
 

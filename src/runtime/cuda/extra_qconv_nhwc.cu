@@ -19,7 +19,8 @@
 // where cuDNN's residual epilogue is slow (ResNet-50's stage-1 and stage-2 block ends on an H100).
 // So is the streaming kernel (qconv_stream.cu, rounding the same way) for 1x1 stride-1 layers with
 // 64, 128 or 256 input channels and an int8 output, the memory-bound ones, and on Hopper the 3x3
-// window kernel (qconv_halo.cuh, the same epilogue) for 3x3 stride-1 layers with 64 or 128.
+// window kernel (qconv_halo.cuh, the same epilogue) for 3x3 stride-1 layers with pads of 1, 64 or
+// 128 input channels and a multiple of 64 output channels.
 // Where cuDNN has no engine for a step (older GPUs, unusual shapes), a direct kernel (one thread per
 // output, exact integer sums, the CPU's epilogue) computes it instead. Tactic kDirectTactic asks for
 // it too (the tests do, to reach it on any GPU); the builder never times it, it is never faster.

@@ -8,20 +8,20 @@
 // bottom pad of one image and the top pad of the next. Over the view, the convolution is nine
 // shifted matrix products with no bounds to check.
 //
-// A CTA (two warpgroups, 64 view positions each; two CTAs per SM for 64 channels) walks tiles of
-// 128 consecutive positions by 64 output channels. Its channels' weights stay in shared memory (9
-// taps x C bytes per channel, in wgmma's K-major tiles with 64-byte swizzling, read through
-// descriptors). For each tile a thread per row copies the window the nine taps read, 128 + 2 Wp + 2
-// positions of C bytes (padding as zeros), once, with cp.async while the previous tile computes;
-// each warp then loads its 16 rows of A for a tap with ldmatrix from the window shifted by the
-// tap's offset, and multiplies with A from registers (tap t loads while tap t - 1 multiplies). The
-// positions that are padding compute sums nobody stores (3% of the work at 56x56, 13% at 14x14).
-// The int32 sums go to the shared epilogue (qconv_epilogue.cuh), which rounds like the implicit
-// GEMM's.
+// A CTA (two warpgroups, 64 view positions each; two CTAs per SM for 64 channels up to W = 86)
+// walks tiles of 128 consecutive positions by 64 output channels. Its channels' weights stay in
+// shared memory (9 taps x C bytes per channel, in wgmma's K-major tiles with 64-byte swizzling,
+// read through descriptors). For each tile a thread per row copies the window the nine taps read,
+// 128 + 2 Wp + 2 positions of C bytes (padding as zeros), once, with cp.async while the previous
+// tile computes; each warp then loads its 16 rows of A for a tap with ldmatrix from the window
+// shifted by the tap's offset, and multiplies with A from registers (tap t loads while tap t - 1
+// multiplies). The positions that are padding compute sums nobody stores (3% of the work at 56x56,
+// 13% at 14x14). The int32 sums go to the shared epilogue (qconv_epilogue.cuh), which rounds like
+// the implicit GEMM's.
 //
 // Why: the implicit GEMM copies each input pixel once per tap through its pipeline, with a barrier
-// per 64-channel stage; on ResNet-50's 56x56 3x3 layers (64 channels, batch 256, an H100) it takes
-// 0.19-0.20 ms and cuDNN about 0.185 ms; this kernel 0.112 ms. What bounds it now: the epilogue and
+// per 64-channel stage; on ResNet-50's 56x56 3x3 layers (64 channels, batch 256, an H100) it and
+// cuDNN take 0.18-0.20 ms; this kernel 0.110-0.112 ms. What bounds it now: the epilogue and
 // the window copies do not overlap the multiplies (each phase alone takes 40-50 us), and wgmma's
 // n64 shape reads its B tile once per 32 k-bytes for only 64 channels.
 #include <algorithm>
@@ -187,7 +187,7 @@ void launch(const QConvNhwcArgs& a, cudaStream_t stream) {
     std::call_once(asked[device], ask);
   else
     ask();
-  // A persistent grid: one wave of CTAs per channel tile.
+  // A persistent grid: one wave of CTAs in all, shared among the channel tiles.
   int per_sm = 0;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, halo_kernel<C>, kThreads, smem),
              "NhwcQConv: the 3x3 window kernel's occupancy");

@@ -1,7 +1,8 @@
 // The wgmma form of the tensor-core kernels' multiply (qconv_mma.cuh's MmaSync has the same
-// members), for sm_90a code: wgmma.mma_async reads both operands from shared memory, where
-// mma.sync needs every fragment loaded into registers with ldmatrix first, and a warpgroup (4
-// warps) multiplies its 64 A rows by all of the tile's BN B rows (64, 128 or 256) per instruction.
+// members), for sm_90a code: wgmma.mma_async reads both operands from shared memory (or A from
+// registers: wgmma_m64n64_rs), where mma.sync needs every fragment loaded into registers with
+// ldmatrix first, and a warpgroup (4 warps) multiplies its 64 A rows by all of the tile's BN B rows
+// (64, 128 or 256) per instruction.
 //
 // The operand tiles need no new layout: the kernels' [rows][64]-byte tiles, 16-byte chunks
 // XOR-swizzled by (row / 2) % 4 (qconv_mma.cuh's swizzled()), are wgmma's K-major layout with
