@@ -60,6 +60,12 @@ inline bool runs_sm90a() {
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+// The dynamic shared memory at `raw` moved up to the next multiple of kAlign bytes (a power of
+// two); a kernel reserves kAlign bytes beyond its layout for the move.
+template <uint32_t kAlign>
+__device__ __forceinline__ uint8_t* aligned_smem(uint8_t* raw) {
+  return raw + ((0u - smem_u32(raw)) & (kAlign - 1));
+}
 // 16 bytes from global memory, or 16 zero bytes where !valid (src is then not read).
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   const int bytes = valid ? 16 : 0;

@@ -146,7 +146,7 @@ template <class T, int NP>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QConvNhwcArgs a, Geometry g) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // cp.async, ldmatrix and int8 mma.m16n8k32
   extern __shared__ __align__(128) uint8_t smem_raw[];
-  uint8_t* const smem = smem_raw + ((0u - smem_u32(smem_raw)) & (T::Mma::kAlign - 1));
+  uint8_t* const smem = aligned_smem<T::Mma::kAlign>(smem_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / T::kWarpsN, warp_n = warp % T::kWarpsN;
   const int m0 = static_cast<int>(blockIdx.x % g.n_tiles) * T::BN;

@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, C == 64 ? 2 : 1) halo_kernel(QConvNh
   constexpr int kSteps = C / 32;  // k32 steps per tap
   constexpr int kWeightBytes = kTaps * C * kBN;
   extern __shared__ __align__(128) uint8_t smem_raw[];
-  uint8_t* const smem = smem_raw + ((0u - smem_u32(smem_raw)) & 1023u);
+  uint8_t* const smem = aligned_smem<1024>(smem_raw);
   const uint32_t weights = smem_u32(smem), windows = weights + kWeightBytes;
   const int window_bytes = kSlabs * p.rows * kBK;
   int32_t* const staged = reinterpret_cast<int32_t*>(smem + kWeightBytes + 2 * window_bytes);
