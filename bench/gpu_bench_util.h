@@ -136,12 +136,14 @@ class HeldTimer {
   double hold_s_ = kMinHold;
 };
 
-// One input: random values in [-1, 1] of its element type (float32 or float16), or the given
-// integers (a constant input, such as ReduceMean's axes, which kernels read from its host copy).
+// One input: random values of its element type (float32 or float16 in [-1, 1], 8-bit types in
+// 0 .. 15), or the given integers (a constant input, such as ReduceMean's axes, which kernels
+// read from its host copy), or none (an omitted optional input).
 struct Input {
   DataType dtype;
   std::vector<int64_t> shape;
-  std::vector<int64_t> constant = {};
+  std::vector<int64_t> constant = {};  // the tensor's bytes (a scalar: its value's bits), host-known
+  bool absent = false;                 // an omitted optional input
 };
 
 inline std::unique_ptr<DeviceMem> upload(const Input& in, uint32_t seed) {
@@ -160,9 +162,11 @@ inline std::unique_ptr<DeviceMem> upload(const Input& in, uint32_t seed) {
       if (in.dtype == DataType::kFloat16) {
         const Half h(u(rng));
         std::memcpy(bytes.data() + at, &h, 2);
-      } else {
+      } else if (es == 4) {
         const float f = u(rng);
         std::memcpy(bytes.data() + at, &f, 4);
+      } else {  // 8-bit types: small values, 0 .. 15
+        bytes[at] = static_cast<uint8_t>(rng() % 16);
       }
     }
     for (size_t at = block; at < bytes.size(); at += block)

@@ -69,6 +69,12 @@ void run_op(benchmark::State& state, OpKind kind, const Attrs& attrs, const std:
   std::vector<const void*> host_in;
   double bytes = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].absent) {
+      in.push_back(absent_tensor());
+      shape_only.push_back(absent_tensor());
+      host_in.push_back(nullptr);
+      continue;
+    }
     bufs.push_back(upload(inputs[i], static_cast<uint32_t>(i + 1)));
     if (!bufs.back()->p) {
       state.SkipWithError("out of GPU memory");
@@ -181,8 +187,8 @@ void conv_shapes(benchmark::internal::Benchmark* b) {
 // Stems channels last in float16, with bias and activation (the NhwcConv steps of the FP16 and
 // --best engines): ResNet-50's 7x7 / 2 to 64 channels with Relu and MobileNetV2's 3x3 / 2 to 32
 // with ReLU6 (Clip), at batch n.
-// Args: n, kernel, out channels. The fastest tactic runs: Kiln's small-channel kernel (300) or
-// one of cuDNN's (KILN_BENCH_TACTICS=1 prints each).
+// Args: n, kernel, out channels. The fastest tactic runs: Kiln's small-channel kernel (300, or 301
+// on wgmma) or one of cuDNN's (KILN_BENCH_TACTICS=1 prints each).
 void BM_NhwcConvStem(benchmark::State& state) {
   const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   FusedConvAttrs a;
@@ -193,6 +199,25 @@ void BM_NhwcConvStem(benchmark::State& state) {
   const DataType h = DataType::kFloat16;
   const double flops = 2.0 * n * m * 112 * 112 * 3 * k * k;
   run_op(state, OpKind::kNhwcConv, a, {{h, {n, 224, 224, 3}}, {h, {m, k, k, 3}}, {h, {m}}}, {flops, kPeakFp16Tflops});
+}
+
+// ResNet-50's stem as the --best engine runs it: with the fused QuantizeLinear of its output to
+// int8 (y_scale 0.01, zero point 0; fuse-conv-quantize), at batch 256.
+void BM_NhwcConvStemQuant(benchmark::State& state) {
+  FusedConvAttrs a;
+  a.pads.assign(4, 3);
+  a.strides = {2, 2};
+  a.activation = Activation::kRelu;
+  const DataType h = DataType::kFloat16;
+  const double flops = 2.0 * 256 * 64 * 112 * 112 * 3 * 49;
+  run_op(state, OpKind::kNhwcConv, a,
+         {{h, {256, 224, 224, 3}},
+          {h, {64, 7, 7, 3}},
+          {h, {64}},
+          {h, {}, {}, true},
+          {DataType::kFloat32, {}, {0x3C23D70A}},  // the bits of 0.01f
+          {DataType::kInt8, {}, {0}}},
+         {flops, kPeakFp16Tflops});
 }
 
 // ---- memory-bound ---------------------------------------------------------------------------------
@@ -306,6 +331,7 @@ BENCHMARK(BM_ReduceMeanSpatial)->Apply(memory_bound);
 BENCHMARK(BM_ReduceMeanRows)->Apply(memory_bound);
 BENCHMARK(BM_Softmax)->Apply(memory_bound);
 BENCHMARK(BM_TransposeInput)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_NhwcConvStemQuant)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_QuantizeStem)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_NhwcMaxPoolStem)->ArgNames({"int8"})->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 

@@ -25,7 +25,7 @@ struct NhwcCase {
   std::vector<DT> dtypes;
   std::function<Inputs(DT)> inputs;
   bool tactics = false;
-  int32_t only_tactic = -1;  // >= 0: the tactics test runs this tactic alone
+  bool small_c_only = false;  // only the small-channel kernel's tactics run (300, and 301 on Hopper)
 };
 
 const std::vector<DT> kF = {DT::kFloat32, DT::kFloat16};
@@ -112,10 +112,11 @@ std::vector<NhwcCase> cases() {
       // The stem: 7x7, stride 2, 3 input channels.
       {"Stem7x7Stride2Relu", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), kF,
        conv_inputs({2, 16, 16, 3}, {8, 7, 7, 3}, true, {}), true},
-      // Kiln's small-channel stem kernel (tactic 300, float16): ResNet's 7x7 with 64 channels, an
-      // odd number of output rows and a partial pixel tile, asymmetric pads, MobileNet's 3x3 with
-      // 32, no bias and SiLU; infinities in the input (the kernel's dummy slots must not read them
-      // into a NaN; cuDNN's algorithms differ from the CPU there, so only tactic 300 is checked).
+      // Kiln's small-channel stem kernel (tactics 300 and 301, float16): ResNet's 7x7 with 64
+      // channels, an odd number of output rows and a partial pixel tile, asymmetric pads,
+      // MobileNet's 3x3 with 32, no bias and SiLU; infinities in the input (the kernel's dummy
+      // slots must not read them into a NaN; cuDNN's algorithms differ from the CPU there, so only
+      // Kiln's tactics are checked).
       {"SmallCStem7x7Relu", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), kF,
        conv_inputs({2, 30, 32, 3}, {64, 7, 7, 3}, true, {}), true},
       {"SmallCStem7x7PartialTiles", C, nhwc_conv(none, none, {3, 3, 3, 3}, {2, 2}), kF,
@@ -133,8 +134,15 @@ std::vector<NhwcCase> cases() {
        conv_inputs({160, 16, 16, 3}, {32, 7, 7, 3}, true, {}), true},
       {"SmallCStem3x3M64ManyItems", C, nhwc_conv(none, none, {1, 1, 1, 1}, {2, 2}), {DT::kFloat16},
        conv_inputs({200, 16, 16, 3}, {64, 3, 3, 3}, true, {}), true},
+      // The wgmma form's work items of 4 output rows (odd pixel tiles per row): many more than
+      // resident CTAs; and of 2 rows in an image of 3, whose 6 tiles leave two warps of the
+      // second round of four with no tile.
+      {"SmallCStem7x7M64ManyItemsOf4Rows", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), {DT::kFloat16},
+       conv_inputs({800, 16, 16, 3}, {64, 7, 7, 3}, true, {}), true},
+      {"SmallCStem7x7ShortImage", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), {DT::kFloat16},
+       conv_inputs({3, 6, 72, 3}, {64, 7, 7, 3}, true, {}), true},
       // Near misses, where tactic 300 must not be offered: an even left pad, a row over the
-      // staging buffer's 48 KiB.
+      // staging buffer's 48 KiB (which the wgmma form, 301, takes).
       {"NotSmallCEvenPad", C, nhwc_conv(relu, none, {2, 2, 2, 2}, {2, 2}), {DT::kFloat16},
        conv_inputs({1, 16, 16, 3}, {64, 7, 7, 3}, true, {}), true},
       {"NotSmallCWideRow", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), {DT::kFloat16},
@@ -145,7 +153,18 @@ std::vector<NhwcCase> cases() {
          for (int64_t i = 5; i < x.numel(); i += 97) set(x, i, std::numeric_limits<double>::infinity());
          return Inputs{std::move(x), rand_tensor(dt, {64, 7, 7, 3}, -1, 1), rand_tensor(dt, {64}, -1, 1)};
        },
-       true, 300},
+       true, true},
+      // Infinities into a quantized output with no activation: +inf and -inf saturate, and NaN
+      // (+inf and -inf in one window) gives the zero point, which the clamp alone would not.
+      {"SmallCInfinitiesQuantized", C, nhwc_conv(none, none, {3, 3, 3, 3}, {2, 2}), {DT::kFloat16},
+       [](DT dt) {
+         const double inf = std::numeric_limits<double>::infinity();
+         HostTensor x = rand_tensor(dt, {1, 16, 40, 3}, -1, 1);
+         for (int64_t i = 5, k = 0; i < x.numel(); i += 97, ++k) set(x, i, k % 2 ? -inf : inf);
+         return Inputs{std::move(x), rand_tensor(dt, {64, 7, 7, 3}, -1, 1), rand_tensor(dt, {64}, -1, 1), absent(),
+                       make(DT::kFloat32, {}, {0.05}), make(DT::kInt8, {}, {3})};
+       },
+       true, true},
       // A quantized output (fuse-conv-quantize: the stem's QuantizeLinear): tactic 300 quantizes in
       // its epilogue (int8 and uint8, ResNet's 7x7 and MobileNet's 3x3 with ReLU6, partial tiles,
       // scales that saturate part of the range); the other tactics, and tactic 300 on misaligned
@@ -233,6 +252,19 @@ void check_nhwc(const NhwcCase& c, const Inputs& in, GpuMode mode, int32_t tacti
 
 void PrintTo(const NhwcCase& c, std::ostream* os) { *os << c.name; }
 
+// Compute capability 9.0, where the small-channel kernel's wgmma form (tactic 301) is built (CUDA
+// 12 and later) and offered.
+bool hopper() {
+  int device = 0, major = 0, minor = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
+         minor == 0;
+}
+
+// The small-channel kernel's tactics on this device.
+std::vector<int32_t> small_c_tactics() { return hopper() ? std::vector<int32_t>{300, 301} : std::vector<int32_t>{300}; }
+
 class NhwcGpu : public testing::TestWithParam<NhwcCase> {};
 
 TEST_P(NhwcGpu, MatchesCpu) {
@@ -243,11 +275,11 @@ TEST_P(NhwcGpu, MatchesCpu) {
     SCOPED_TRACE(std::string("dtype ") + std::string(dtype_name(dt)));
     const Inputs in = c.inputs(dt);
     for (GpuMode mode : {GpuMode::kDirect, GpuMode::kMisaligned, GpuMode::kCaptured}) {
-      check_nhwc(c, in, mode, c.only_tactic);
-      // The small-channel kernel under capture, and its fallback to the direct kernel with
+      check_nhwc(c, in, mode, c.small_c_only ? 300 : -1);
+      // The small-channel kernels under capture, and their fallback to the direct kernel with
       // misaligned pointers.
       if (c.name.rfind("SmallC", 0) == 0 && dt == DT::kFloat16 && mode != GpuMode::kDirect)
-        check_nhwc(c, in, mode, 300);
+        for (int32_t t : small_c_tactics()) check_nhwc(c, in, mode, t);
     }
   }
 }
@@ -284,22 +316,21 @@ TEST_P(NhwcGpuTactics, EveryTacticMatchesCpu) {
       const bool gemm = std::any_of(tactics.begin(), tactics.end(), [](int32_t t) { return t >= 100 && t < 200; });
       EXPECT_TRUE(gemm) << c.name << ": no GEMM tactic";
     }
-    const bool small_c = std::find(tactics.begin(), tactics.end(), 300) != tactics.end();
-    if (c.name.rfind("SmallC", 0) == 0 && dt == DT::kFloat16) {
-      EXPECT_TRUE(small_c) << c.name << ": the small-channel kernel is not offered";
-    }
-    if (c.name.rfind("NotSmallC", 0) == 0) {
-      EXPECT_FALSE(small_c) << c.name << ": tactic 300 offered";
-    }
+    auto offered = [&](int32_t t) { return std::find(tactics.begin(), tactics.end(), t) != tactics.end(); };
+    const bool small_c = c.name.rfind("SmallC", 0) == 0 && dt == DT::kFloat16;
+    EXPECT_EQ(offered(300), small_c) << c.name << ": tactic 300";
+    // The wgmma form has no 48 KiB staging bound: it takes the wide row too.
+    const bool wide = c.name == "NotSmallCWideRow";
+    EXPECT_EQ(offered(301), hopper() && (small_c || wide)) << c.name << ": tactic 301";
     for (int32_t t : tactics)
-      if (c.only_tactic < 0 || t == c.only_tactic) check_nhwc(c, in, GpuMode::kDirect, t);
+      if (!c.small_c_only || t == 300 || t == 301) check_nhwc(c, in, GpuMode::kDirect, t);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Nhwc, NhwcGpuTactics, testing::ValuesIn(tactic_cases()),
                          [](const testing::TestParamInfo<NhwcCase>& info) { return info.param.name; });
 
-// Tactic 300's quantized output is QuantizeLinear (round(y / s) + z, saturated; computed here on the
+// Tactics 300's and 301's quantized output is QuantizeLinear (round(y / s) + z, saturated; computed here on the
 // host) of its float output y before the float16 rounding: so it equals the quantized float16
 // output except where that rounding moved y across a half step, and then by one step, with the
 // half step within half a float16 unit of y. The cases saturate part of the range.
@@ -311,34 +342,37 @@ TEST(NhwcGpuQuant, SmallCIsItsFloatOutputQuantized) {
     rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
     const Inputs in = c.inputs(DT::kFloat16);
     const Inputs float_in(in.begin(), in.begin() + 4);
-    const GpuRunOptions run{300, kModeShift, 1};
-    const std::vector<OutputType> ft = infer_shapes(c.kind, c.attrs, infer_views(c.kind, float_in), 1);
-    const std::vector<OutputType> qt = infer_shapes(c.kind, c.attrs, infer_views(c.kind, in), 1);
-    const HostTensor y = run_gpu(c.kind, c.attrs, float_in, ft, GpuMode::kDirect, run)[0];
-    const HostTensor q = run_gpu(c.kind, c.attrs, in, qt, GpuMode::kDirect, run)[0];
-    const double s = get(in[4], 0), z = get(in[5], 0);
-    const double lo = q.dtype == DT::kInt8 ? -128 : 0, hi = q.dtype == DT::kInt8 ? 127 : 255;
-    ASSERT_EQ(q.numel(), y.numel());
-    int bad = 0, saturated = 0, moved = 0;
-    for (int64_t i = 0; i < y.numel() && bad < 5; ++i) {
-      const double u = get(y, i) / s, want = std::clamp(std::nearbyint(u) + z, lo, hi), got = get(q, i);
-      saturated += want == lo || want == hi;
-      if (got == want) continue;
-      // The half step between got and want, and half a float16 unit of y (normal values), in steps.
-      const double half_step = std::min(got, want) - z + 0.5;
-      const double half_unit = std::ldexp(1.0, std::ilogb(std::max(std::abs(get(y, i)), 6.2e-5)) - 11) / s;
-      ++moved;
-      if (std::abs(got - want) != 1 || std::abs(u - half_step) > 1.01 * half_unit) {
-        ++bad;
-        ADD_FAILURE() << "element " << i << ": quantized " << got << ", float16 output " << get(y, i)
-                      << " quantizes to " << want;
+    for (int32_t tactic : small_c_tactics()) {
+      SCOPED_TRACE("tactic " + std::to_string(tactic));
+      const GpuRunOptions run{tactic, kModeShift, 1};
+      const std::vector<OutputType> ft = infer_shapes(c.kind, c.attrs, infer_views(c.kind, float_in), 1);
+      const std::vector<OutputType> qt = infer_shapes(c.kind, c.attrs, infer_views(c.kind, in), 1);
+      const HostTensor y = run_gpu(c.kind, c.attrs, float_in, ft, GpuMode::kDirect, run)[0];
+      const HostTensor q = run_gpu(c.kind, c.attrs, in, qt, GpuMode::kDirect, run)[0];
+      const double s = get(in[4], 0), z = get(in[5], 0);
+      const double lo = q.dtype == DT::kInt8 ? -128 : 0, hi = q.dtype == DT::kInt8 ? 127 : 255;
+      ASSERT_EQ(q.numel(), y.numel());
+      int bad = 0, saturated = 0, moved = 0;
+      for (int64_t i = 0; i < y.numel() && bad < 5; ++i) {
+        const double u = get(y, i) / s, want = std::clamp(std::nearbyint(u) + z, lo, hi), got = get(q, i);
+        saturated += want == lo || want == hi;
+        if (got == want) continue;
+        // The half step between got and want, and half a float16 unit of y (normal values), in steps.
+        const double half_step = std::min(got, want) - z + 0.5;
+        const double half_unit = std::ldexp(1.0, std::ilogb(std::max(std::abs(get(y, i)), 6.2e-5)) - 11) / s;
+        ++moved;
+        if (std::abs(got - want) != 1 || std::abs(u - half_step) > 1.01 * half_unit) {
+          ++bad;
+          ADD_FAILURE() << "element " << i << ": quantized " << got << ", float16 output " << get(y, i)
+                        << " quantizes to " << want;
+        }
       }
+      EXPECT_GT(saturated, 0) << "the case does not reach the type's range";
+      EXPECT_LT(moved, y.numel() / 20) << "too many values one step off";
+      // The staged fallback quantizes the float16 output itself, so it moves nothing: some moved
+      // values show that the kernel quantized in its epilogue.
+      EXPECT_GT(moved, 0) << "the kernel did not quantize in its epilogue";
     }
-    EXPECT_GT(saturated, 0) << "the case does not reach the type's range";
-    EXPECT_LT(moved, y.numel() / 20) << "too many values one step off";
-    // The staged fallback quantizes the float16 output itself, so it moves nothing: some moved
-    // values show that the kernel quantized in its epilogue.
-    EXPECT_GT(moved, 0) << "tactic 300 did not quantize in its epilogue";
   }
 }
 

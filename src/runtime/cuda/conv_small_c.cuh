@@ -1,7 +1,8 @@
 // Kiln's tensor-core kernel for channels-last float16 convolutions with three input channels and a
 // stride of 2: the stems of image networks (ResNet's 7x7, MobileNet's and EfficientNet's 3x3),
 // which cuDNN runs at a small fraction of the tensor cores' rate (ResNet-50's stem: 0.59 ms of a
-// 6.0 ms INT8 engine at batch 256 on an H100). NhwcConv tactic kSmallCTactic (nn_conv_plan.cu).
+// 6.0 ms INT8 engine at batch 256 on an H100). NhwcConv tactics kSmallCTactic (mma.sync) and
+// kSmallCWgmmaTactic (wgmma, compute capability 9.0; nn_conv_plan.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +17,10 @@ namespace kiln::gpu::nn {
 // channels, no residual, an input row of a whole number of 16-byte chunks, and a staging buffer
 // within 48 KiB (input rows up to about 376 pixels for 7x7, 704 for 3x3); sm_80 and later.
 bool small_c_conv_fits(const DirectConv& g, DataType dt, bool has_z);
+// The same shapes for the wgmma form (sm90a/conv_small_c_wgmma.cu), on compute capability 9.0
+// where it was built, with its shared memory within the device's opt-in limit (the 48 KiB bound
+// does not apply).
+bool small_c_wgmma_fits(const DirectConv& g, DataType dt, bool has_z);
 
 // A quantized output (NhwcConv's y_scale and y_zero_point, device pointers to one value each): Y is
 // QuantizeLinear of the float output (before float16 rounding, multiplied by the scale's
@@ -26,9 +31,10 @@ struct SmallCQuant {
   DataType type;
 };
 
-// Y = epilogue(conv(X, W) + B) for a convolution small_c_conv_fits accepts, quantized if `quant` is
-// not null; B may be null. X, W and Y must be 16-byte aligned.
+// Y = epilogue(conv(X, W) + B) for a convolution small_c_conv_fits (or with `wgmma`,
+// small_c_wgmma_fits) accepts, quantized if `quant` is not null; B may be null. X, W and Y must be
+// 16-byte aligned.
 void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, const void* w, const void* b, void* y,
-                  const SmallCQuant* quant, cudaStream_t stream);
+                  const SmallCQuant* quant, bool wgmma, cudaStream_t stream);
 
 }  // namespace kiln::gpu::nn

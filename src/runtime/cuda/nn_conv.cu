@@ -20,7 +20,8 @@
 // The tactics: 100 + i for the GEMM form of a 1x1 Conv with cuBLASLt algorithm i (the default where
 // it exists), then cuDNN's algorithm ids, best heuristic guess first; for FusedConv also 200 + id,
 // the same algorithm with the epilogue kernel where cuDNN could have fused it (timing decides);
-// 300, Kiln's kernel for float16 stems with 3 input channels (conv_small_c.cuh), where it fits.
+// 300 and 301, Kiln's kernels for float16 stems with 3 input channels (conv_small_c.cuh; 301 on
+// wgmma), where they fit.
 // NhwcConv with y_scale and y_zero_point quantizes its output (below).
 #include <algorithm>
 #include <initializer_list>
@@ -62,7 +63,7 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   }
   const bool aligned = aligned_16({X.data, W.data, Y.data, B, Z});
   if (p.small_c && aligned)
-    return small_c_conv(p.geometry, epi ? *epi : plain, X.data, W.data, B, Y.data, nullptr, env.stream);
+    return small_c_conv(p.geometry, epi ? *epi : plain, X.data, W.data, B, Y.data, nullptr, p.small_c_wgmma, env.stream);
   if (p.direct || !aligned) {
     direct_conv(p.geometry, p.dtype, X.data, W.data, B, Y.data, env.stream, op);
     return finish(nullptr);
@@ -166,7 +167,7 @@ void quantized_conv_kernel(OpKind kind, const Attrs& attrs, std::span<const Tens
     const EpilogueAttrs* epi = conv_epilogue(kind, attrs);
     const SmallCQuant quant{static_cast<const float*>(in[4].data), in[5].data, out[0].dtype};
     return small_c_conv(q.plan->geometry, *epi, in[0].data, in[1].data, has_input(in, 2) ? in[2].data : nullptr,
-                        out[0].data, &quant, env.stream);
+                        out[0].data, &quant, q.plan->small_c_wgmma, env.stream);
   }
   // The workspace was sized for the fused kernel when the tensors were aligned then: a caller's
   // buffer bound later (set_output_device) is not 16-byte aligned.

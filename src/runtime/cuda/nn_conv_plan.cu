@@ -356,13 +356,20 @@ std::unique_ptr<ConvPlan> build_library_plan(OpKind kind, const Attrs& attrs, st
   return p;
 }
 
-// The library plan, plus Kiln's small-channel kernel as one more tactic where it takes the shape.
+// The library plan, plus Kiln's small-channel kernels as more tactics where they take the shape.
 std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                                      std::span<const TensorView> out, GpuEnv& env) {
   std::unique_ptr<ConvPlan> p = build_library_plan(kind, attrs, in, out, env);
-  if (!p->empty && !p->bias_only && small_c_conv_fits(p->geometry, p->dtype, has_input(in, 3))) {
+  if (p->empty || p->bias_only) return p;
+  const bool has_z = has_input(in, 3);
+  if (small_c_conv_fits(p->geometry, p->dtype, has_z)) {
     p->tactics.push_back(kSmallCTactic);
     p->small_c = env.tactic == kSmallCTactic;
+  }
+  if (small_c_wgmma_fits(p->geometry, p->dtype, has_z)) {
+    p->tactics.push_back(kSmallCWgmmaTactic);
+    p->small_c_wgmma = env.tactic == kSmallCWgmmaTactic;
+    p->small_c = p->small_c || p->small_c_wgmma;
   }
   return p;
 }

@@ -43,8 +43,10 @@ struct Candidate {
 // kUnfusedTactic + id: cuDNN algorithm id, then the epilogue kernel, where the fused call could run.
 inline constexpr int32_t kGemmTactic = 100;
 inline constexpr int32_t kUnfusedTactic = 200;
-// Kiln's small-channel stem kernel (conv_small_c.cuh), where it takes the shape.
+// Kiln's small-channel stem kernel (conv_small_c.cuh), where it takes the shape: on mma.sync, and
+// on wgmma (compute capability 9.0).
 inline constexpr int32_t kSmallCTactic = 300;
+inline constexpr int32_t kSmallCWgmmaTactic = 301;
 
 struct ConvPlan final : StepState {
   std::vector<int64_t> key;
@@ -52,7 +54,8 @@ struct ConvPlan final : StepState {
   bool empty = false;          // Y has no elements: nothing to do
   bool bias_only = false;      // no element of X reaches Y (no input channels, or X empty): Y = B or 0
   bool direct = false;         // cuDNN cannot take these shapes: the direct kernel runs
-  bool small_c = false;        // tactic kSmallCTactic: the small-channel stem kernel runs
+  bool small_c = false;        // tactic kSmallCTactic or kSmallCWgmmaTactic: the stem kernel runs
+  bool small_c_wgmma = false;  // its wgmma form
   bool channels_last = false;  // NhwcConv: X, Y and Z [N, spatial..., C], W [M, k..., C/group]
   DirectConv geometry;         // for the direct kernel (also used at run time with misaligned pointers)
   DataType dtype = DataType::kFloat32;
