@@ -139,6 +139,9 @@ const std::vector<ReduceShape> kReduceShapes = {
     {{50000, 3}, {0}},
     {{6, 9000}, {1}},
     {{256, 7, 7}, {1, 2}},
+    {{3, 7, 7, 64}, {1, 2}},  // a channels-last global pool: 16-byte loads of neighbouring channels
+    {{5, 9, 48}, {1}},
+    {{2, 5, 12}, {1}},  // 12 channels: 16-byte loads for 4-byte types only
     {{7, 20}, {1}},
     {{100, 300}, {1}},
     {{100, 600}, {-1}},
@@ -177,6 +180,7 @@ Case reduce_case(OpKind k, ReduceAttrs attrs, std::string variant, std::vector<D
             if (specials && is_float(dt)) {
               s.push_back({attrs, {special_tensor(dt, {5, 37}, lo, hi), i64({1})}, 37});
               s.push_back({attrs, {special_tensor(dt, {37, 5}, lo, hi), i64({0})}, 37});
+              s.push_back({attrs, {special_tensor(dt, {37, 16}, lo, hi), i64({0})}, 37});
               s.push_back({attrs, {special_tensor(dt, {3, 5000}, lo, hi), i64({1})}, 5000});
             }
             return s;

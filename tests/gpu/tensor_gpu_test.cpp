@@ -118,6 +118,8 @@ Runs transpose_runs(DT dt) {
       {{1, 3, 10, 10}, {0, 2, 3, 1}},  // 3 channels: narrow inner dim (one thread per pixel)
       {{3, 3, 17, 13}, {0, 2, 3, 1}},  // ... with a batch and a ragged last block
       {{2, 7, 5, 9}, {0, 2, 3, 1}},    // 7 channels, the widest the per-pixel kernel takes
+      {{2, 3, 8, 12}, {0, 2, 3, 1}},   // 3 channels, 96 pixels: 16-byte runs of pixels per thread
+      {{3, 5, 4, 8}, {0, 2, 3, 1}},    // ... 5 channels, 32 pixels
       {{4, 5, 40}, {0, 2, 1}},         // the last two dims swapped, 5 inner elements
       {{1, 10, 10, 3}, {0, 3, 1, 2}},
       {{3, 4, 5, 6}, {2, 0, 3, 1}},

@@ -190,6 +190,48 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The same with 16-byte words: a thread moves V = 16 / sizeof(W) consecutive positions of dim a,
+// one 16-byte load from each of the NB rows of b and NB 16-byte stores of their interleaving
+// (ResNet-50's float16 input at batch 256: 0.081 ms with 2-byte accesses). Where dim a directly
+// precedes b in Y and every offset keeps the words aligned (vector_fits).
+template <class I, class W, int NB>
+__global__ void __launch_bounds__(kThreads)
+    small_inner_vec_kernel(const W* __restrict__ src, W* __restrict__ dst, TilePlan p, I items) {
+  constexpr int V = static_cast<int>(16 / sizeof(W));
+  const I step = static_cast<I>(grid_threads()), runs = static_cast<I>(p.na / V);
+  for (I t = static_cast<I>(global_thread()); t < items; t += step) {
+    const I rem = t / runs;
+    const auto a = static_cast<int64_t>(t - rem * runs) * V;
+    int64_t so = p.base + a, dof = a * NB;
+    add_batch_offsets(p, rem, so, dof);
+    alignas(16) W v[NB][V];
+#pragma unroll
+    for (int b = 0; b < NB; ++b) *reinterpret_cast<uint4*>(v[b]) = *reinterpret_cast<const uint4*>(src + so + b * p.b_src);
+    alignas(16) W out[NB * V];
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+#pragma unroll
+      for (int b = 0; b < NB; ++b) out[i * NB + b] = v[b][i];
+#pragma unroll
+    for (int k = 0; k < NB; ++k) reinterpret_cast<uint4*>(dst + dof)[k] = reinterpret_cast<const uint4*>(out)[k];
+  }
+}
+
+// Whether small_inner_vec_kernel takes the plan: dim a right before b in Y, and the runs of V
+// positions 16-byte aligned in X and in Y.
+template <class W>
+bool vector_fits(const TilePlan& p, const void* src, const void* dst) {
+  if constexpr (sizeof(W) > 4) {
+    return false;
+  } else {
+    constexpr int64_t V = 16 / sizeof(W);
+    if (p.a_dst != p.nb || p.na % V != 0 || p.b_src % V != 0 || p.base % V != 0) return false;
+    for (int d = 0; d < p.batch_rank; ++d)
+      if (p.batch_src[d] % V != 0 || p.batch_dst[d] % V != 0) return false;
+    return reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+  }
+}
+
 template <class W>
 void launch_small_inner(const Dims& s, const Dims& st, size_t a, const void* src, int64_t base, void* dst,
                         GpuEnv& env, const char* op) {
@@ -198,8 +240,21 @@ void launch_small_inner(const Dims& s, const Dims& st, size_t a, const void* src
   for (int d = 0; d < p.batch_rank; ++d) items *= p.batch_shape[d];
   const W* sp = static_cast<const W*>(src);
   W* dp = static_cast<W*>(dst);
+  const bool vec = vector_fits<W>(p, src, dst);
   auto launch = [&](auto nb_tag) {
     constexpr int NB = decltype(nb_tag)::value;
+    if constexpr (sizeof(W) <= 4) {
+      if (vec) {
+        const int64_t runs = items / static_cast<int64_t>(16 / sizeof(W));
+        if (runs < k32Bit)
+          small_inner_vec_kernel<uint32_t, W, NB>
+              <<<blocks_for(runs), kThreads, 0, env.stream>>>(sp, dp, p, static_cast<uint32_t>(runs));
+        else
+          small_inner_vec_kernel<uint64_t, W, NB>
+              <<<blocks_for(runs), kThreads, 0, env.stream>>>(sp, dp, p, static_cast<uint64_t>(runs));
+        return;
+      }
+    }
     if (items < k32Bit)
       small_inner_kernel<uint32_t, W, NB>
           <<<blocks_for(items), kThreads, 0, env.stream>>>(sp, dp, p, static_cast<uint32_t>(items));
