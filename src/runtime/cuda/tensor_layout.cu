@@ -206,7 +206,8 @@ __global__ void __launch_bounds__(kThreads)
     add_batch_offsets(p, rem, so, dof);
     alignas(16) W v[NB][V];
 #pragma unroll
-    for (int b = 0; b < NB; ++b) *reinterpret_cast<uint4*>(v[b]) = *reinterpret_cast<const uint4*>(src + so + b * p.b_src);
+    for (int b = 0; b < NB; ++b)
+      *reinterpret_cast<uint4*>(v[b]) = *reinterpret_cast<const uint4*>(src + so + b * p.b_src);
     alignas(16) W out[NB * V];
 #pragma unroll
     for (int i = 0; i < V; ++i)
@@ -233,8 +234,8 @@ bool vector_fits(const TilePlan& p, const void* src, const void* dst) {
 }
 
 template <class W>
-void launch_small_inner(const Dims& s, const Dims& st, size_t a, const void* src, int64_t base, void* dst,
-                        GpuEnv& env, const char* op) {
+void launch_small_inner(const Dims& s, const Dims& st, size_t a, const void* src, int64_t base, void* dst, GpuEnv& env,
+                        const char* op) {
   const TilePlan p = tile_plan(s, st, a, base);
   int64_t items = p.na;
   for (int d = 0; d < p.batch_rank; ++d) items *= p.batch_shape[d];
