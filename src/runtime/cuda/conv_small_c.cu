@@ -37,45 +37,26 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
 
   // This warp's B fragments: weights of channels cg * 32 + nt * 8 + g at slots k, k + 1.
   uint32_t bf[L::kSteps][4][2];
-  float bias[4][2];
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
-    const int n = cg * 32 + nt * 8 + g;
+  for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int ks = 0; ks < L::kSteps; ++ks)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int k = ks * 16 + h * 8 + 2 * q;
+        const int n = cg * 32 + nt * 8 + g, k = ks * 16 + h * 8 + 2 * q;
         bf[ks][nt][h] = pack(L::weight(p.w, n, k), L::weight(p.w, n, k + 1));
       }
-    const int c = cg * 32 + nt * 8 + 2 * q;
-    bias[nt][0] = p.b ? __half2float(p.b[c]) : 0.0f;
-    bias[nt][1] = p.b ? __half2float(p.b[c + 1]) : 0.0f;
-  }
   uint32_t keep[L::kSegGroups];
   L::keep_masks(q, keep);
   // Element of slot 0 of kernel row 0 for output pixel 0 of the item's first row, plus this lane's
   // column pair; even.
   const int base0 = kDataStart - p.pad_left * kC - D + 2 * q;
   const Quant quant = quant_of<A>(p);
-  if (quant.folded)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-      bias[nt][0] = __fmul_rn(bias[nt][0], quant.r), bias[nt][1] = __fmul_rn(bias[nt][1], quant.r);
+  float bias[4][2];
+  lane_bias(p, quant, cg * 32, q, bias);
   __syncthreads();
 
-  int buf = 0;
-  if (blockIdx.x < p.items) stage_rows<R>(p, blockIdx.x, stages);
-  mma::cp_async_commit();
-  for (int64_t item = blockIdx.x; item < p.items; item += gridDim.x) {
-    const int64_t next = item + gridDim.x;
-    if (next < p.items) stage_rows<R>(p, next, stages + (buf ^ 1) * stage_len);
-    mma::cp_async_commit();
-    mma::cp_async_wait<1>();
-    __syncthreads();
-    const __half* stage = stages + buf * stage_len;
-    const int64_t n_img = item / p.row_groups;
-    const int oh0 = static_cast<int>(item % p.row_groups) * kRows;
+  walk_items<R>(p, stages, stage_len, [&](const __half* stage, int64_t n_img, int oh0) {
     for (int u = first_unit; u < kRows * p.m_tiles; u += kWarpsPerGroup) {
       const int qr = u / p.m_tiles, mt = u - qr * p.m_tiles, oh = oh0 + qr;
       if (oh >= p.OH) break;
@@ -93,10 +74,7 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
       }
       store_tile<4, A>(p, quant, acc, bias, out_tile, n_img, oh, mt, cg * 32);
     }
-    __syncthreads();
-    buf ^= 1;
-  }
-  mma::cp_async_wait<0>();
+  });
 #endif
 }
 // The kernels: kernel size 3 or 7 (a dummy slot leading each row: odd left pads), 32 or 64 output

@@ -105,6 +105,27 @@ __device__ __forceinline__ void stage_rows(const Params& p, int64_t item, __half
   }
 }
 
+// The persistent CTA's walk over its work items (blockIdx.x, then every gridDim.x-th): item k + 1's
+// rows are copied into the other of two staging buffers while body(stage, image, first output
+// row) computes item k from its buffer.
+template <int R, class Body>
+__device__ __forceinline__ void walk_items(const Params& p, __half* stages, int stage_len, Body&& body) {
+  int buf = 0;
+  if (blockIdx.x < p.items) stage_rows<R>(p, blockIdx.x, stages);
+  mma::cp_async_commit();
+  for (int64_t item = blockIdx.x; item < p.items; item += gridDim.x) {
+    const int64_t next = item + gridDim.x;
+    if (next < p.items) stage_rows<R>(p, next, stages + (buf ^ 1) * stage_len);
+    mma::cp_async_commit();
+    mma::cp_async_wait<1>();
+    __syncthreads();
+    body(stages + buf * stage_len, item / p.row_groups, static_cast<int>(item % p.row_groups) * p.rows);
+    __syncthreads();  // every warp is done with this buffer before it is refilled
+    buf ^= 1;
+  }
+  mma::cp_async_wait<0>();
+}
+
 template <int A>
 __device__ __forceinline__ float activate(const EpilogueAttrs& e, float v) {
   if constexpr (A == static_cast<int>(Activation::kNone))
@@ -186,6 +207,19 @@ __device__ __forceinline__ Quant quant_of(const Params& p) {
   else
     quant.add_z = z;
   return quant;
+}
+
+// This lane's bias pairs for NT 8-channel tiles from channel c0 (channels c0 + 8 nt + 2 q, + 1),
+// pre-scaled by r where the activation folds into the quantization's clamp.
+template <int NT>
+__device__ __forceinline__ void lane_bias(const Params& p, const Quant& quant, int c0, int q, float (&bias)[NT][2]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const float b = p.b ? __half2float(p.b[c0 + nt * 8 + 2 * q + k]) : 0.0f;
+      bias[nt][k] = quant.folded ? __fmul_rn(b, quant.r) : b;
+    }
 }
 
 template <int R, int S, int D>

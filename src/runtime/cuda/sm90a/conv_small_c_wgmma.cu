@@ -64,39 +64,19 @@ __global__ void __launch_bounds__(kThreads) small_c_wgmma_kernel(Params p) {
     }
     *reinterpret_cast<uint4*>(w_s + s * N * 64 + mma::swizzled(n, chunk)) = make_uint4(v[0], v[1], v[2], v[3]);
   }
-  float bias[NT][2];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int c = nt * 8 + 2 * q;
-    bias[nt][0] = p.b ? __half2float(p.b[c]) : 0.0f;
-    bias[nt][1] = p.b ? __half2float(p.b[c + 1]) : 0.0f;
-  }
   uint32_t keep[L::kSegGroups];
   L::keep_masks(q, keep);
   const int base0 = kDataStart - p.pad_left * kC - D + 2 * q;
   const Quant quant = quant_of<A>(p);
-  if (quant.folded)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      bias[nt][0] = __fmul_rn(bias[nt][0], quant.r), bias[nt][1] = __fmul_rn(bias[nt][1], quant.r);
+  float bias[NT][2];
+  lane_bias(p, quant, 0, q, bias);
   // The weights were written through the generic proxy; wgmma reads them through the async one.
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
 
   const uint32_t weights = mma::smem_u32(w_s);
   const int units = p.rows * p.m_tiles;  // 16-pixel tiles of a work item
-  int buf = 0;
-  if (blockIdx.x < p.items) stage_rows<R>(p, blockIdx.x, stages);
-  mma::cp_async_commit();
-  for (int64_t item = blockIdx.x; item < p.items; item += gridDim.x) {
-    const int64_t next = item + gridDim.x;
-    if (next < p.items) stage_rows<R>(p, next, stages + (buf ^ 1) * stage_len);
-    mma::cp_async_commit();
-    mma::cp_async_wait<1>();
-    __syncthreads();
-    const __half* stage = stages + buf * stage_len;
-    const int64_t n_img = item / p.row_groups;
-    const int oh0 = static_cast<int>(item % p.row_groups) * p.rows;
+  walk_items<R>(p, stages, stage_len, [&](const __half* stage, int64_t n_img, int oh0) {
     // Rounds of four tiles, one per warp; a warp past the last tile multiplies the round's first
     // again (wgmma takes the whole warpgroup) and stores nothing.
     for (int u0 = 0; u0 < units; u0 += 4) {
@@ -126,10 +106,7 @@ __global__ void __launch_bounds__(kThreads) small_c_wgmma_kernel(Params p) {
       mma::pin(acc);
       if (live && oh < p.OH) store_tile<NT, A>(p, quant, acc, bias, out_tile, n_img, oh, mt, 0);
     }
-    __syncthreads();
-    buf ^= 1;
-  }
-  mma::cp_async_wait<0>();
+  });
 #endif
 }
 
