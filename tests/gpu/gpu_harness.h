@@ -54,6 +54,16 @@ inline std::string no_gpu_reason() {
                    << "); GPU tests run on the GPU machine through bench/gpu_tests.sh"; \
   } while (0)
 
+// Whether the GPU runs sm_90a code (compute capability 9.0), where Kiln's tensor-core kernels have
+// wgmma forms too (built with CUDA 12 and later).
+inline bool hopper() {
+  int device = 0, major = 0, minor = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
+         minor == 0;
+}
+
 #define KILN_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
 
 inline bool is_float(DT t) { return t == DT::kFloat32 || t == DT::kFloat64 || t == DT::kFloat16 || t == DT::kBFloat16; }

@@ -252,18 +252,10 @@ void check_nhwc(const NhwcCase& c, const Inputs& in, GpuMode mode, int32_t tacti
 
 void PrintTo(const NhwcCase& c, std::ostream* os) { *os << c.name; }
 
-// Compute capability 9.0, where the small-channel kernel's wgmma form (tactic 301) is built (CUDA
-// 12 and later) and offered.
-bool hopper() {
-  int device = 0, major = 0, minor = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
-         minor == 0;
-}
-
 // The small-channel kernel's tactics on this device.
-std::vector<int32_t> small_c_tactics() { return hopper() ? std::vector<int32_t>{300, 301} : std::vector<int32_t>{300}; }
+std::vector<int32_t> small_c_tactics() {
+  return hopper() ? std::vector<int32_t>{300, 301} : std::vector<int32_t>{300};
+}
 
 class NhwcGpu : public testing::TestWithParam<NhwcCase> {};
 

@@ -38,16 +38,6 @@ struct Case {
   int64_t n, h, w, c, m, k, stride, pad, dilation = 1;
 };
 
-// Whether the GPU runs sm_90a code (compute capability 9.0), where Kiln's tensor-core kernels have
-// wgmma tile shapes too.
-bool hopper() {
-  int device = 0, major = 0, minor = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
-         minor == 0;
-}
-
 // The tile shapes a convolution the kernel takes gets on this GPU: the implicit GEMM's, and the
 // streaming kernel's with C input channels (its wgmma ones where C >= 64); qconv_igemm.cuh and
 // qconv_stream.cuh.
