@@ -48,9 +48,6 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
       }
   uint32_t keep[L::kSegGroups];
   L::keep_masks(q, keep);
-  // Element of slot 0 of kernel row 0 for output pixel 0 of the item's first row, plus this lane's
-  // column pair; even.
-  const int base0 = kDataStart - p.pad_left * kC - D + 2 * q;
   const Quant quant = quant_of<A>(p);
   float bias[4][2];
   lane_bias(p, quant, cg * 32, q, bias);
@@ -61,9 +58,7 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
       const int qr = u / p.m_tiles, mt = u - qr * p.m_tiles, oh = oh0 + qr;
       if (oh >= p.OH) break;
       const __half* rows[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        rows[r] = stage + (qr * kStride + r) * p.row_len + base0 + kStride * kC * (mt * 16 + g);
+      L::row_starts(p, stage, qr, mt, g, q, rows);
       float acc[4][4] = {};
 #pragma unroll
       for (int ks = 0; ks < L::kSteps; ++ks) {
@@ -143,11 +138,11 @@ bool shape_fits(const DirectConv& g, DataType dt, bool has_z) {
   return g.batch * g.in[0] * g.in[1] * kC < (int64_t{1} << 40) && mma::device_supported();
 }
 
-// The wgmma form's output rows per work item: 4 where a work item's 16-pixel tiles then fill every
-// round of four (one per warp) and 2 would not, else 2.
+// The wgmma form's output rows per work item: 4 where a row has an odd number of 16-pixel tiles
+// (2 rows would leave the last round of four, one tile per warp, short), else 2.
 int wgmma_rows(const DirectConv& g) {
   const int64_t m_tiles = (g.out[1] + 15) / 16;
-  return (2 * m_tiles) % 4 != 0 && g.out[0] >= 4 ? 4 : 2;
+  return m_tiles % 2 != 0 && g.out[0] >= 4 ? 4 : 2;
 }
 
 Params params_of(const DirectConv& g, int rows) {

@@ -245,6 +245,15 @@ struct Layout {
       keep[i] = (s0 >= 0 && s0 < kTaps ? 0x0000ffffu : 0u) | (s0 + 1 >= 0 && s0 + 1 < kTaps ? 0xffff0000u : 0u);
     }
   }
+  // Where kernel row r starts in `stage` for lane (g, q)'s pixel g of 16-pixel tile mt of the
+  // item's output row qr: the row's first slot (element kDataStart is the row's pixel 0, channel 0),
+  // plus the lane's column pair; even.
+  __device__ static void row_starts(const Params& p, const __half* stage, int qr, int mt, int g, int q,
+                                    const __half* (&rows)[R]) {
+    const int base = kDataStart - p.pad_left * kC - D + 2 * q + kStride * kC * (mt * 16 + g);
+#pragma unroll
+    for (int r = 0; r < R; ++r) rows[r] = stage + (qr * kStride + r) * p.row_len + base;
+  }
   // k16 step ks's A fragment (mma.m16n8k16's order) for the warp's 16 pixels, whose kernel row r
   // starts at rows[r] for pixel g; pixel g + 8 is kStride * kC * 8 elements further.
   __device__ static void a_fragment(const __half* const (&rows)[R], const uint32_t (&keep)[kSegGroups], int ks,

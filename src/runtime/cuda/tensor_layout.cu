@@ -229,7 +229,7 @@ bool vector_fits(const TilePlan& p, const void* src, const void* dst) {
     if (p.a_dst != p.nb || p.na % V != 0 || p.b_src % V != 0 || p.base % V != 0) return false;
     for (int d = 0; d < p.batch_rank; ++d)
       if (p.batch_src[d] % V != 0 || p.batch_dst[d] % V != 0) return false;
-    return reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+    return aligned_to(src, 16) && aligned_to(dst, 16);
   }
 }
 

@@ -66,7 +66,6 @@ __global__ void __launch_bounds__(kThreads) small_c_wgmma_kernel(Params p) {
   }
   uint32_t keep[L::kSegGroups];
   L::keep_masks(q, keep);
-  const int base0 = kDataStart - p.pad_left * kC - D + 2 * q;
   const Quant quant = quant_of<A>(p);
   float bias[NT][2];
   lane_bias(p, quant, 0, q, bias);
@@ -84,9 +83,7 @@ __global__ void __launch_bounds__(kThreads) small_c_wgmma_kernel(Params p) {
       const int u = live ? u0 + warp : u0;
       const int qr = u / p.m_tiles, mt = u - qr * p.m_tiles, oh = oh0 + qr;
       const __half* rows[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        rows[r] = stage + (qr * kStride + r) * p.row_len + base0 + kStride * kC * (mt * 16 + g);
+      L::row_starts(p, stage, qr, mt, g, q, rows);
       uint32_t af[L::kSteps][4];
 #pragma unroll
       for (int ks = 0; ks < L::kSteps; ++ks) L::a_fragment(rows, keep, ks, af[ks]);
