@@ -274,6 +274,15 @@ TEST(GpuNhwcQConv, WindowKernelWalksManyTiles) {
   check_case(c, {true, true, Residual::kNone, QActivation::kRelu}, c.h, c.w, true, "3x3 window: many tiles");
 }
 
+// The same for 256 input channels (ResNet's layer3 expansions; the x rows' copies step by whole
+// rows per pass of the threads) and a partial second channel tile of 16 channels.
+TEST(GpuNhwcQConv, StreamingKernelWalksManyDeepTiles) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(71);
+  const Case c{8, 57, 57, 256, 272, 1, 1, 0};
+  check_case(c, {true, true, Residual::kInt8, QActivation::kRelu}, c.h, c.w, true, "streaming: many deep tiles");
+}
+
 // The same for a narrow expansion (MobileNetV2's 24 -> 144 with ReLU6 and int8 output): every
 // buffer's zero padding must survive its refills.
 TEST(GpuNhwcQConv, StreamingKernelWalksManyNarrowTiles) {

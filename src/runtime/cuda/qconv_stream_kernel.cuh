@@ -120,8 +120,12 @@ __device__ __forceinline__ void finish(const int32_t (&acc)[T::MT][T::NT][4], ui
 // divides a tile's chunk indices i exactly, i / chunks = i * chunk_div >> 20: the rounding error
 // i * (chunk_div * chunks - 2^20) / 2^20 stays below 1 for i * (chunks - 1) < 2^20 (i < 256 rows
 // * 16 chunks here), and i * chunk_div below 2^31.
+// row_shift: log2(chunks) where chunks is a power of two that divides the CTA's threads (C of 64,
+// 128 or 256), so that every pass of the threads over a tile's x chunks covers whole rows and a
+// thread copies the same chunk column of rows r, r + step, ... (step a multiple of 8, where the
+// swizzle repeats, and a divisor of BM); else -1 (the general split).
 struct Geometry {
-  int C, M, n_tiles, p_tiles, stages, chunks, chunk_div;
+  int C, M, n_tiles, p_tiles, stages, chunks, chunk_div, row_shift;
   int64_t P;
 };
 
@@ -211,11 +215,44 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
   }
   const bool general = __syncthreads_or(wild) != 0;
 
+  // f(offset in y and z, offset in the shared output tile, in range) for each of the thread's
+  // 16-byte chunks of pixel tile p0's output (or residual) tile. Where the tile's rows have a
+  // whole number of chunks per pass of the threads, the thread's chunk column and rows follow
+  // from tid once, and the offsets step by a constant.
+  auto out_chunks = [&](int64_t p0, auto&& f) {
+    constexpr int kChunks = T::BN / 16;
+    if constexpr (T::kThreads % kChunks == 0) {
+      constexpr int kStep = T::kThreads / kChunks;
+      static_assert(T::BM % kStep == 0);
+      const int row = tid / kChunks, cc = tid % kChunks;
+      const bool col_in = m0 + cc * 16 < g.M;
+      const int64_t offset = (p0 + row) * g.M + m0 + cc * 16;
+#pragma unroll
+      for (int k = 0; k < T::BM / kStep; ++k)
+        f(offset + static_cast<int64_t>(k * kStep) * g.M, (row + k * kStep) * T::kZStride + cc * 16,
+          col_in && p0 + row + k * kStep < g.P);
+    } else {
+      for (int i = tid; i < T::BM * kChunks; i += T::kThreads) {
+        const int row = i / kChunks, cc = i % kChunks;
+        f((p0 + row) * g.M + m0 + cc * 16, row * T::kZStride + cc * 16, p0 + row < g.P && m0 + cc * 16 < g.M);
+      }
+    }
+  };
+
   // Pixel tile pt's x rows (zeros past P) and residual into buffer b.
   auto load_tile = [&](int b, int pt) {
     const int64_t p0 = static_cast<int64_t>(pt) * T::BM;
     uint8_t* const x_s = buf + b * buf_bytes;
-    if constexpr (kNarrow) {
+    if (!kNarrow && g.row_shift >= 0) {
+      // Whole rows per pass: the thread's chunk column and first row once, then a constant step
+      // (a multiple of 8 rows, so the swizzle of the column repeats).
+      const int step = T::kThreads >> g.row_shift, cc = tid & (chunks - 1);
+      int64_t p = p0 + (tid >> g.row_shift);
+      const int8_t* src = a.x + p * g.C + cc * 16;
+      uint32_t dst = smem_u32(x_s) + (cc / 4) * T::BM * kBK + swizzled(tid >> g.row_shift, cc % 4);
+      for (int r = 0; r < T::BM; r += step, p += step, src += step * g.C, dst += step * kBK)
+        cp_async16(dst, p < g.P ? src : a.x, p < g.P);
+    } else if constexpr (kNarrow) {
       for (int i = tid; i < T::BM * NP; i += T::kThreads) {
         const int row = i / NP, j = i % NP;
         const bool ok = p0 + row < g.P;
@@ -233,12 +270,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
     }
     if (!has_z) return;
     uint8_t* const z_s = x_s + T::BM * row_bytes;
-    for (int i = tid; i < T::BM * T::BN / 16; i += T::kThreads) {
-      const int row = i / (T::BN / 16), cc = i % (T::BN / 16);
-      const bool ok = p0 + row < g.P && m0 + cc * 16 < g.M;
-      cp_async16(smem_u32(z_s) + row * T::kZStride + cc * 16,
-                 ok ? static_cast<const int8_t*>(a.z) + (p0 + row) * g.M + m0 + cc * 16 : a.x, ok);
-    }
+    out_chunks(p0, [&](int64_t offset, int s_offset, bool ok) {
+      cp_async16(smem_u32(z_s) + s_offset, ok ? static_cast<const int8_t*>(a.z) + offset : a.x, ok);
+    });
   };
 
   // The first stages - 1 tiles ahead (one copy group each, the weights in the first), then one more
@@ -248,9 +282,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
     if (pt + s * step < g.p_tiles) load_tile(s, pt + s * step);
     cp_async_commit();
   }
-  for (int t = 0; pt < g.p_tiles; ++t, pt += step) {
-    const int b = t % g.stages, ahead = pt + (g.stages - 1) * step;
-    if (ahead < g.p_tiles) load_tile((t + g.stages - 1) % g.stages, ahead);
+  // b: this tile's buffer; the one stages - 1 tiles ahead is the one before it.
+  for (int b = 0; pt < g.p_tiles; b = b + 1 == g.stages ? 0 : b + 1, pt += step) {
+    const int ahead = pt + (g.stages - 1) * step;
+    if (ahead < g.p_tiles) load_tile(b == 0 ? g.stages - 1 : b - 1, ahead);
     cp_async_commit();
     wait_all_but(g.stages);
     T::Mma::operands_landed();
@@ -279,13 +314,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
               : finish<T, false, false>(acc, z_s, alpha_s, bias_s, e, row0, col0);
     __syncthreads();  // the output tile is complete
 
-    const int64_t p0 = static_cast<int64_t>(pt) * T::BM;
-    for (int i = tid; i < T::BM * T::BN / 16; i += T::kThreads) {
-      const int row = i / (T::BN / 16), cc = i % (T::BN / 16);
-      if (p0 + row < g.P && m0 + cc * 16 < g.M)
-        *reinterpret_cast<int4*>(static_cast<int8_t*>(a.y) + (p0 + row) * g.M + m0 + cc * 16) =
-            *reinterpret_cast<const int4*>(z_s + row * T::kZStride + cc * 16);
-    }
+    out_chunks(static_cast<int64_t>(pt) * T::BM, [&](int64_t offset, int s_offset, bool ok) {
+      if (ok)
+        *reinterpret_cast<int4*>(static_cast<int8_t*>(a.y) + offset) = *reinterpret_cast<const int4*>(z_s + s_offset);
+    });
     __syncthreads();  // every thread has read this buffer before the next iteration refills it
   }
   cp_async_wait<0>();
@@ -336,6 +368,11 @@ void launch_with(const QConvNhwcArgs& a, cudaStream_t stream) {
   g.C = static_cast<int>(a.C);
   g.chunks = g.C / 16;
   g.chunk_div = ((1 << 20) + g.chunks - 1) / g.chunks;
+  g.row_shift = -1;
+  for (int sh = 0; sh <= 4; ++sh) {  // chunks of 1 .. 16
+    const int step = T::kThreads >> sh;  // rows per pass
+    if (g.chunks == 1 << sh && T::kThreads % g.chunks == 0 && step % 8 == 0 && T::BM % step == 0) g.row_shift = sh;
+  }
   const int row_bytes = row_bytes_of(g.C);  // in shared memory
   g.M = static_cast<int>(a.M);
   g.P = a.N * a.OH * a.OW;
