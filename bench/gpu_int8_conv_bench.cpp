@@ -289,12 +289,14 @@ void BM_DepthwiseQConv(benchmark::State& state) {
 }
 
 // ResNet-50's convolutions (C, K, kernel, stride, input size): the bottleneck's 1x1 reduce, 3x3 and
-// 1x1 expand in each stage, and the strided 3x3; the last argument is named `flag`.
+// 1x1 expand in each stage, the strided 3x3 and the second stage's strided 1x1 downsample; the last
+// argument is named `flag`.
 void conv_shapes(benchmark::internal::Benchmark* b, const char* flag) {
   const std::vector<std::vector<int64_t>> shapes{
       {256, 64, 1, 1, 56},   {64, 64, 3, 1, 56},   {64, 256, 1, 1, 56},  {128, 128, 3, 2, 56},
       {128, 128, 3, 1, 28},  {512, 128, 1, 1, 28}, {128, 512, 1, 1, 28}, {256, 256, 3, 1, 14},
-      {1024, 256, 1, 1, 14}, {256, 1024, 1, 1, 14}, {512, 512, 3, 1, 7},  {2048, 512, 1, 1, 7}};
+      {1024, 256, 1, 1, 14}, {256, 1024, 1, 1, 14}, {512, 512, 3, 1, 7},  {2048, 512, 1, 1, 7},
+      {256, 512, 1, 2, 56}};
   for (const auto& s : shapes)
     for (int64_t f : {0, 1}) b->Args({s[0], s[1], s[2], s[3], s[4], f});
   b->ArgNames({"C", "K", "R", "stride", "H", flag});

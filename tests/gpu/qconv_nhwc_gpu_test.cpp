@@ -188,8 +188,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
   const bool int8_y = in.size() > 7 && in[7].exists, float_z = in.size() > 9 && in[9].dtype == DT::kFloat32;
   const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || (C % 32 == 0 && C >= 64 && C <= 256)) &&
                       gpu::extra::stream::shared_memory(static_cast<int>(C)) <= smem && M % 16 == 0 &&
-                      a.kernel_shape == std::vector<int64_t>{1, 1} &&
-                      a.strides == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
+                      a.kernel_shape == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
                       int8_y && !float_z;
   const int64_t W = in[0].shape[2];
   const bool halo = hopper() && (C == 64 || C == 128) && M % 64 == 0 && a.kernel_shape == std::vector<int64_t>{3, 3} &&
@@ -281,6 +280,25 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyDeepTiles) {
   rng().seed(71);
   const Case c{8, 57, 57, 256, 272, 1, 1, 0};
   check_case(c, {true, true, Residual::kInt8, QActivation::kRelu}, c.h, c.w, true, "streaming: many deep tiles");
+}
+
+// A strided 1x1 layer (ResNet's 256 -> 512 downsample, here of an odd 57 x 55 map with
+// strides 2 and 3): each pixel's input row found by division, over many tiles.
+TEST(GpuNhwcQConv, StreamingKernelWalksManyStridedTiles) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(73);
+  const Case c{4, 57, 55, 256, 512, 1, 2, 0};
+  const QConvAttrs a = [&] {
+    QConvAttrs at = attrs_of(c, QActivation::kNone);
+    at.strides = {2, 3};
+    return at;
+  }();
+  const Variant v{true, true, Residual::kInt8, QActivation::kNone};
+  const Inputs in = inputs(c, v, 29, 19);
+  const std::vector<OutputType> types = output_types(a, in);
+  ASSERT_EQ(types[0].shape, (std::vector<int64_t>{4, 29, 19, 512}));
+  const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
+  check_tactics(a, in, types, want[0], true, "streaming: many strided tiles");
 }
 
 // The same for a narrow expansion (MobileNetV2's 24 -> 144 with ReLU6 and int8 output): every

@@ -17,7 +17,7 @@
 // Kiln's own tensor-core kernel (qconv_igemm.cu: an implicit GEMM, rounding like cuDNN) is timed
 // next to cuDNN's plans where the channels are multiples of 64, one tactic per tile shape; it wins
 // where cuDNN's residual epilogue is slow (ResNet-50's stage-1 and stage-2 block ends on an H100).
-// So is the streaming kernel (qconv_stream.cu, rounding the same way) for 1x1 stride-1 layers with
+// So is the streaming kernel (qconv_stream.cu, rounding the same way) for 1x1 layers (any stride) with
 // 64, 128 or 256 input channels and an int8 output, the memory-bound ones, and on Hopper the 3x3
 // window kernel (qconv_halo.cuh, the same epilogue) for 3x3 stride-1 layers with pads of 1, 64 or
 // 128 input channels and a multiple of 64 output channels.

@@ -16,7 +16,7 @@ namespace kiln::gpu::extra::stream {
 inline constexpr int kSyncConfigs = 8;
 inline constexpr int kConfigs = 14;
 
-// Whether the kernel takes this convolution: 1x1, stride 1, no padding; C of 16, 24 or 32
+// Whether the kernel takes this convolution: 1x1, any stride (P < 2^31 where strided), no padding; C of 16, 24 or 32
 // (MobileNet's expansions, rows padded to 64 bytes in shared memory) or a multiple of 32 from 64 to
 // 256 (sums of more int8 products would pass the epilogue's exact conversion), M a multiple of 16; no activation, ReLU or Clip; an int8 y, and an int8 residual or none; x, w, y and z 16-byte
 // aligned; sm_80 and later, with the shared memory every mma.sync tile shape needs for C

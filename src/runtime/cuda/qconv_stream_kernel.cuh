@@ -1,6 +1,6 @@
 // Kiln's streaming INT8 1x1 convolution over channels-last tensors:
 //   y[p, m] = epilogue(sum_c x[p, c] * w[m, c], z[p, m])
-// for 1x1, stride-1 layers whose input rows are short (C = 16 .. 256): a GEMM with a small
+// for 1x1 layers whose input rows are short (C = 16 .. 256): a GEMM with a small
 // reduction, where every output byte costs more memory traffic than multiply-adds. The implicit
 // GEMM (qconv_igemm.cu) runs one tile per CTA: it waits for its operands, then for its residual,
 // then stores, and its int32 staging tile leaves room for two or three CTAs per SM, so too few
@@ -124,9 +124,36 @@ __device__ __forceinline__ void finish(const int32_t (&acc)[T::MT][T::NT][4], ui
 // 128 or 256), so that every pass of the threads over a tile's x chunks covers whole rows and a
 // thread copies the same chunk column of rows r, r + step, ... (step a multiple of 8, where the
 // swizzle repeats, and a divisor of BM); else -1 (the general split).
+// n / d for 0 <= n < 2^31 and d >= 1 by a multiply-high and a shift (the round-up method, as in
+// CUTLASS's FastDivmod): a division by a run-time divisor otherwise takes three passes through the
+// quarter-rate conversion unit, which bounded the strided copies (154 us where 84 moved as many
+// output bytes).
+struct FastDiv {
+  uint32_t mul = 0, shift = 0;  // mul 0: d is 1
+  static FastDiv of(int d) {
+    FastDiv f;
+    if (d > 1) {
+      int l = 0;  // ceil(log2(d))
+      while ((int64_t{1} << l) < d) ++l;
+      f.mul = static_cast<uint32_t>(((uint64_t{1} << (31 + l)) + d - 1) / static_cast<uint64_t>(d));
+      f.shift = static_cast<uint32_t>(l - 1);
+    }
+    return f;
+  }
+  __device__ __forceinline__ int operator()(int n) const {
+    return mul == 0 ? n : static_cast<int>(__umulhi(static_cast<uint32_t>(n), mul) >> shift);
+  }
+};
+
+// strided: a stride above 1 (downsampling 1x1 layers), where output pixel p = (n, oh, ow) of the
+// OH x OW map (OHW = OH * OW pixels an image) reads input pixel (n, oh * sh, ow * sw) of H x W;
+// such convolutions have P < 2^31 (fits()).
 struct Geometry {
   int C, M, n_tiles, p_tiles, stages, chunks, chunk_div, row_shift;
   int64_t P;
+  bool strided;
+  int H, W, OW, OHW, sh, sw;
+  FastDiv by_ow, by_ohw;
 };
 
 // Bytes of an x or w row in shared memory: C of 16 to 32 padded to 64 (a sub-tile), others to a
@@ -239,6 +266,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
     }
   };
 
+  // The offset in x of output pixel p's input row.
+  auto x_row = [&](int64_t p) -> int64_t {
+    if (!g.strided) return p * g.C;
+    const int n = g.by_ohw(static_cast<int>(p)), r = static_cast<int>(p) - n * g.OHW, oh = g.by_ow(r), ow = r - oh * g.OW;
+    return ((static_cast<int64_t>(n) * g.H + oh * g.sh) * g.W + static_cast<int64_t>(ow) * g.sw) * g.C;
+  };
+
   // Pixel tile pt's x rows (zeros past P) and residual into buffer b.
   auto load_tile = [&](int b, int pt) {
     const int64_t p0 = static_cast<int64_t>(pt) * T::BM;
@@ -248,16 +282,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
       // (a multiple of 8 rows, so the swizzle of the column repeats).
       const int step = T::kThreads >> g.row_shift, cc = tid & (chunks - 1);
       int64_t p = p0 + (tid >> g.row_shift);
-      const int8_t* src = a.x + p * g.C + cc * 16;
       uint32_t dst = smem_u32(x_s) + (cc / 4) * T::BM * kBK + swizzled(tid >> g.row_shift, cc % 4);
-      for (int r = 0; r < T::BM; r += step, p += step, src += step * g.C, dst += step * kBK)
-        cp_async16(dst, p < g.P ? src : a.x, p < g.P);
+      if (!g.strided) {
+        const int8_t* src = a.x + p * g.C + cc * 16;
+        for (int r = 0; r < T::BM; r += step, p += step, src += step * g.C, dst += step * kBK)
+          cp_async16(dst, p < g.P ? src : a.x, p < g.P);
+      } else {
+        for (int r = 0; r < T::BM; r += step, p += step, dst += step * kBK)
+          cp_async16(dst, p < g.P ? a.x + x_row(p) + cc * 16 : a.x, p < g.P);
+      }
     } else if constexpr (kNarrow) {
       for (int i = tid; i < T::BM * NP; i += T::kThreads) {
         const int row = i / NP, j = i % NP;
         const bool ok = p0 + row < g.P;
-        cp_async8(smem_u32(x_s) + swizzled(row, j >> 1) + (j & 1) * 8, ok ? a.x + (p0 + row) * g.C + j * 8 : a.x,
-                  ok);
+        cp_async8(smem_u32(x_s) + swizzled(row, j >> 1) + (j & 1) * 8, ok ? a.x + x_row(p0 + row) + j * 8 : a.x, ok);
       }
     } else {
       for (int i = tid; i < T::BM * chunks; i += T::kThreads) {
@@ -265,7 +303,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
         split(i, row, cc);
         const bool ok = p0 + row < g.P;
         cp_async16(smem_u32(x_s) + (cc / 4) * T::BM * kBK + swizzled(row, cc % 4),
-                   ok ? a.x + (p0 + row) * g.C + cc * 16 : a.x, ok);
+                   ok ? a.x + x_row(p0 + row) + cc * 16 : a.x, ok);
       }
     }
     if (!has_z) return;
@@ -376,6 +414,10 @@ void launch_with(const QConvNhwcArgs& a, cudaStream_t stream) {
   const int row_bytes = row_bytes_of(g.C);  // in shared memory
   g.M = static_cast<int>(a.M);
   g.P = a.N * a.OH * a.OW;
+  g.strided = a.sh != 1 || a.sw != 1;
+  g.H = static_cast<int>(a.H), g.W = static_cast<int>(a.W), g.OW = static_cast<int>(a.OW);
+  g.OHW = static_cast<int>(a.OH * a.OW), g.sh = static_cast<int>(a.sh), g.sw = static_cast<int>(a.sw);
+  g.by_ow = FastDiv::of(g.OW), g.by_ohw = FastDiv::of(g.OHW);
   g.n_tiles = (g.M + T::BN - 1) / T::BN;
   const int64_t p_tiles = (g.P + T::BM - 1) / T::BM;
   // Tile indices stay in 32 bits: a CTA's look-ahead reaches below 4 * p_tiles.
