@@ -52,15 +52,16 @@ const Case kCases[] = {
     // The tensor-core kernel's: partial tiles of pixels and channels, several 64-channel stages per
     // tap, strides, padding and dilation.
     {2, 9, 11, 64, 72, 3, 2, 1}, {1, 5, 6, 192, 24, 3, 1, 1, 2}, {3, 15, 15, 128, 136, 1, 1, 0},
-    // The streaming kernel's (1x1, stride 1, C of 16, 24, 32 or a multiple of 32 from 64 to 256,
-    // M % 16 == 0): a partial channel tile, two channel tiles; MobileNetV2's narrow expansions (C
-    // of 16, 24 and 32, rows of 2 to 4 8-byte pieces); rows of 6, 10, 12 and 14 chunks (C of 96,
-    // 160 and 224 end in half a sub-tile); 288 channels, which it must not be offered (its sums
-    // would pass the epilogue's exact range).
+    // The streaming kernel's (1x1, C of 16, 24, 32 or a multiple of 32 from 64 to 256, M % 16 ==
+    // 0): a partial channel tile, two channel tiles; MobileNetV2's narrow expansions (C of 16, 24
+    // and 32, rows of 2 to 4 8-byte pieces); rows of 6, 10, 12 and 14 chunks (C of 96, 160 and 224
+    // end in half a sub-tile); 288 channels, which it must not be offered (its sums would pass the
+    // epilogue's exact range); strided narrow and 6-chunk rows on odd maps.
     {2, 9, 9, 64, 80, 1, 1, 0}, {2, 9, 9, 128, 256, 1, 1, 0}, {1, 10, 10, 256, 32, 1, 1, 0},
     {2, 9, 9, 16, 96, 1, 1, 0}, {1, 10, 11, 24, 144, 1, 1, 0}, {1, 7, 9, 32, 48, 1, 1, 0},
     {1, 7, 7, 96, 576, 1, 1, 0}, {2, 5, 5, 160, 48, 1, 1, 0}, {1, 6, 7, 192, 32, 1, 1, 0},
-    {1, 6, 6, 224, 144, 1, 1, 0}, {1, 5, 5, 288, 32, 1, 1, 0},
+    {1, 6, 6, 224, 144, 1, 1, 0}, {1, 5, 5, 288, 32, 1, 1, 0}, {2, 9, 11, 24, 48, 1, 2, 0},
+    {3, 11, 9, 96, 32, 1, 2, 0},
     // The 3x3 window kernel's (3x3, stride 1, pads 1, C of 64 or 128, M % 64 == 0): a partial last
     // tile over two images of odd width; 128 channels and three channel tiles; images so small
     // that one window spans all three.
@@ -186,11 +187,14 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
   ASSERT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
   const bool igemm = major >= 8 && C % 64 == 0 && M % 8 == 0;
   const bool int8_y = in.size() > 7 && in[7].exists, float_z = in.size() > 9 && in[9].dtype == DT::kFloat32;
+  // 1x1 with no leading pads, and an output of (H - 1) / stride + 1 rows and columns (a trailing
+  // pad that no output reads is allowed).
+  const int64_t H = in[0].shape[1], W = in[0].shape[2];
+  const std::vector<int64_t>& ys = types[0].shape;
   const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || (C % 32 == 0 && C >= 64 && C <= 256)) &&
                       gpu::extra::stream::shared_memory(static_cast<int>(C)) <= smem && M % 16 == 0 &&
-                      a.kernel_shape == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
-                      int8_y && !float_z;
-  const int64_t W = in[0].shape[2];
+                      a.kernel_shape == std::vector<int64_t>{1, 1} && a.pads[0] == 0 && a.pads[1] == 0 &&
+                      ys[1] == (H - 1) / a.strides[0] + 1 && ys[2] == (W - 1) / a.strides[1] + 1 && int8_y && !float_z;
   const bool halo = hopper() && (C == 64 || C == 128) && M % 64 == 0 && a.kernel_shape == std::vector<int64_t>{3, 3} &&
                     a.strides == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{1, 1, 1, 1} &&
                     a.dilations == std::vector<int64_t>{1, 1} && gpu::extra::halo::shared_memory(C, W) <= smem;
@@ -283,11 +287,11 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyDeepTiles) {
 }
 
 // A strided 1x1 layer (ResNet's 256 -> 512 downsample, here of an odd 57 x 55 map with
-// strides 2 and 3): each pixel's input row found by division, over many tiles.
+// strides 2 and 3): each pixel's input row found by division, over several tiles per CTA.
 TEST(GpuNhwcQConv, StreamingKernelWalksManyStridedTiles) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(73);
-  const Case c{4, 57, 55, 256, 512, 1, 2, 0};
+  const Case c{32, 57, 55, 256, 512, 1, 2, 0};
   const QConvAttrs a = [&] {
     QConvAttrs at = attrs_of(c, QActivation::kNone);
     at.strides = {2, 3};
@@ -296,7 +300,7 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyStridedTiles) {
   const Variant v{true, true, Residual::kInt8, QActivation::kNone};
   const Inputs in = inputs(c, v, 29, 19);
   const std::vector<OutputType> types = output_types(a, in);
-  ASSERT_EQ(types[0].shape, (std::vector<int64_t>{4, 29, 19, 512}));
+  ASSERT_EQ(types[0].shape, (std::vector<int64_t>{32, 29, 19, 512}));
   const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
   check_tactics(a, in, types, want[0], true, "streaming: many strided tiles");
 }

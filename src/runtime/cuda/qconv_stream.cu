@@ -34,8 +34,7 @@ bool fits(const QConvNhwcArgs& a) {
   if (a.KH != 1 || a.KW != 1 || a.sh < 1 || a.sw < 1 || a.ph != 0 || a.pw != 0) return false;
   if (a.OH != (a.H - 1) / a.sh + 1 || a.OW != (a.W - 1) / a.sw + 1) return false;
   // Strided layers find each pixel's input row by 32-bit division.
-  if ((a.sh != 1 || a.sw != 1) && (a.N * a.OH * a.OW >= (int64_t{1} << 31) || a.H * a.W >= (int64_t{1} << 31)))
-    return false;
+  if ((a.sh != 1 || a.sw != 1) && a.N * a.OH * a.OW >= (int64_t{1} << 31)) return false;
   const bool narrow = a.C == 16 || a.C == 24 || a.C == 32;
   if ((!narrow && (a.C % 32 != 0 || a.C < 64 || a.C > kMaxC)) || a.M % 16 != 0 || a.M <= 0 || a.M >= (1 << 30))
     return false;

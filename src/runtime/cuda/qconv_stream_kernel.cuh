@@ -284,9 +284,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
       int64_t p = p0 + (tid >> g.row_shift);
       uint32_t dst = smem_u32(x_s) + (cc / 4) * T::BM * kBK + swizzled(tid >> g.row_shift, cc % 4);
       if (!g.strided) {
-        const int8_t* src = a.x + p * g.C + cc * 16;
-        for (int r = 0; r < T::BM; r += step, p += step, src += step * g.C, dst += step * kBK)
-          cp_async16(dst, p < g.P ? src : a.x, p < g.P);
+        int64_t offset = p * g.C + cc * 16;
+        for (int r = 0; r < T::BM; r += step, p += step, offset += step * g.C, dst += step * kBK)
+          cp_async16(dst, p < g.P ? a.x + offset : a.x, p < g.P);
       } else {
         for (int r = 0; r < T::BM; r += step, p += step, dst += step * kBK)
           cp_async16(dst, p < g.P ? a.x + x_row(p) + cc * 16 : a.x, p < g.P);
