@@ -292,11 +292,8 @@ TEST(GpuNhwcQConv, StreamingKernelWalksManyStridedTiles) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(73);
   const Case c{32, 57, 55, 256, 512, 1, 2, 0};
-  const QConvAttrs a = [&] {
-    QConvAttrs at = attrs_of(c, QActivation::kNone);
-    at.strides = {2, 3};
-    return at;
-  }();
+  QConvAttrs a = attrs_of(c, QActivation::kNone);
+  a.strides = {2, 3};
   const Variant v{true, true, Residual::kInt8, QActivation::kNone};
   const Inputs in = inputs(c, v, 29, 19);
   const std::vector<OutputType> types = output_types(a, in);

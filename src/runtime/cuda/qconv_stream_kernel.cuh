@@ -116,14 +116,6 @@ __device__ __forceinline__ void finish(const int32_t (&acc)[T::MT][T::NT][4], ui
   }
 }
 
-// chunks: 16-byte chunks of an x or w row (C / 16), and chunk_div = ceil(2^20 / chunks), which
-// divides a tile's chunk indices i exactly, i / chunks = i * chunk_div >> 20: the rounding error
-// i * (chunk_div * chunks - 2^20) / 2^20 stays below 1 for i * (chunks - 1) < 2^20 (i < 256 rows
-// * 16 chunks here), and i * chunk_div below 2^31.
-// row_shift: log2(chunks) where chunks is a power of two that divides the CTA's threads (C of 64,
-// 128 or 256), so that every pass of the threads over a tile's x chunks covers whole rows and a
-// thread copies the same chunk column of rows r, r + step, ... (step a multiple of 8, where the
-// swizzle repeats, and a divisor of BM); else -1 (the general split).
 // n / d for 0 <= n < 2^31 and d >= 1 by a multiply-high and a shift (the round-up method, as in
 // CUTLASS's FastDivmod): a division by a run-time divisor otherwise takes three passes through the
 // quarter-rate conversion unit, which bounded the strided copies (154 us where 84 moved as many
@@ -145,6 +137,14 @@ struct FastDiv {
   }
 };
 
+// chunks: 16-byte chunks of an x or w row (C / 16), and chunk_div = ceil(2^20 / chunks), which
+// divides a tile's chunk indices i exactly, i / chunks = i * chunk_div >> 20: the rounding error
+// i * (chunk_div * chunks - 2^20) / 2^20 stays below 1 for i * (chunks - 1) < 2^20 (i < 256 rows
+// * 16 chunks here), and i * chunk_div below 2^31.
+// row_shift: log2(chunks) where chunks is a power of two that divides the CTA's threads (C of 64,
+// 128 or 256), so that every pass of the threads over a tile's x chunks covers whole rows and a
+// thread copies the same chunk column of rows r, r + step, ... (step a multiple of 8, where the
+// swizzle repeats, and a divisor of BM); else -1 (the general split).
 // strided: a stride above 1 (downsampling 1x1 layers), where output pixel p = (n, oh, ow) of the
 // OH x OW map (OHW = OH * OW pixels an image) reads input pixel (n, oh * sh, ow * sw) of H x W;
 // such convolutions have P < 2^31 (fits()).
