@@ -1,6 +1,7 @@
 // The whole-network kernel's host side (whole_net.cu): a plan's layer table uploaded to the device
-// once, and the launch that runs the whole engine as one kernel, one thread block per sample
-// (whole_net_plan.h says which engines and how the shared memory is laid out).
+// once, and the launch that runs the whole engine as one kernel, one cluster of thread blocks per
+// sample (one block before Hopper; whole_net_plan.h says which engines and how the shared memory
+// is laid out).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -26,7 +27,10 @@ class WholeNet {
   const WholeNetPlan& plan() const { return plan_; }
 
  private:
+  int cluster_size(int device) const;
+
   WholeNetPlan plan_;
+  int cluster_ = 1;  // blocks per sample (cluster_size)
   WnLayer* table_ = nullptr;  // device copy of plan_.layers
 };
 

@@ -16,11 +16,12 @@
 // Identity / Reshape / Flatten / Squeeze / Unsqueeze left as steps (copies). Anything else: the
 // plan says why not, and the engine runs step by step as before.
 //
-// Memory: sample n of the batch is one thread block. Its activations live in one shared-memory
-// region of the size of the largest (input + output) pair of consecutive layers: a layer reads its
-// input from one end of the region and writes its output at the other end, so the two never
-// overlap and the ends alternate (the engine input is first copied to the low end). The last layer
-// writes the engine output to global memory.
+// Memory: sample n of the batch is one thread block cluster on Hopper (whole_net.cu), one block
+// elsewhere; every block of it holds the whole activation. The activations live in one
+// shared-memory region of the size of the largest (input + output) pair of consecutive layers: a
+// layer reads its input from one end of the region and writes its output at the other end, so the
+// two never overlap and the ends alternate (the engine input is first copied to the low end). The
+// last layer writes the engine output to global memory.
 #pragma once
 
 #include <cstddef>
@@ -37,7 +38,7 @@ struct EngineImpl;
 
 namespace kiln::gpu {
 
-inline constexpr int64_t kWholeNetMaxBatch = 8;  // one block per sample: beyond this the step path wins
+inline constexpr int64_t kWholeNetMaxBatch = 8;  // a cluster per sample: beyond this the step path wins
 inline constexpr int kWholeNetThreads = 1024;    // threads per block
 
 enum class WnOp : uint8_t {
