@@ -78,8 +78,9 @@ class SampleData {
 // Part of every timing-cache key: raised when a kernel's list of candidates grows (2: the streaming
 // 1x1 kernel's tiles 2103-2107; 3: the wgmma tiles 2003-2006 and 2108-2113; 4: the 3x3 window
 // kernel's 2200; 5: NhwcConv's wgmma stem kernel 301; 6: the streaming 1x1 kernel on strided
-// layers), so that a cache written before does not hide the new candidates.
-constexpr int kCandidatesVersion = 6;
+// layers; 7: the implicit GEMM's split tiles 2007-2012), so that a cache written before does not
+// hide the new candidates.
+constexpr int kCandidatesVersion = 7;
 
 std::string device_name() {
   int dev = 0;

@@ -38,10 +38,18 @@ struct Case {
   int64_t n, h, w, c, m, k, stride, pad, dilation = 1;
 };
 
-// The tile shapes a convolution the kernel takes gets on this GPU: the implicit GEMM's, and the
+// The tile shapes a convolution the kernel takes gets on this GPU: the implicit GEMM's for P output
+// pixels and M channels (the split ones where 64x64 tiles leave SMs without two CTAs), and the
 // streaming kernel's with C input channels (its wgmma ones where C >= 64); qconv_igemm.cuh and
 // qconv_stream.cuh.
-int igemm_tiles() { return hopper() ? gpu::extra::igemm::kConfigs : gpu::extra::igemm::kSyncConfigs; }
+int igemm_tiles(int64_t P, int64_t M) {
+  if (!hopper()) return gpu::extra::igemm::kSyncConfigs;
+  int device = 0, sms = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  const bool few = (P + 63) / 64 * ((M + 63) / 64) < 2 * sms;
+  return gpu::extra::igemm::kConfigs + (few ? gpu::extra::igemm::kSplitConfigs : 0);
+}
 int stream_tiles(int64_t C) {
   return hopper() && C >= 64 ? gpu::extra::stream::kConfigs : gpu::extra::stream::kSyncConfigs;
 }
@@ -201,7 +209,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
   auto offered = [&](int32_t lo, int32_t hi) {
     return std::count_if(tactics.begin(), tactics.end(), [&](int32_t t) { return t >= lo && t < hi; });
   };
-  EXPECT_EQ(offered(kIgemmTactic, kStreamTactic), igemm ? igemm_tiles() : 0)
+  EXPECT_EQ(offered(kIgemmTactic, kStreamTactic), igemm ? igemm_tiles(ys[0] * ys[1] * ys[2], M) : 0)
       << what << ": tensor-core tile shapes offered";
   EXPECT_EQ(offered(kStreamTactic, kStreamTactic + 100), stream ? stream_tiles(C) : 0)
       << what << ": streaming tile shapes offered";
@@ -253,6 +261,20 @@ TEST(GpuNhwcQConv, EveryTacticMatchesCpu) {
       check_case(c, v, oh, ow, c.c % 4 == 0, what);
     }
   }
+}
+
+// The implicit GEMM's split tiles (a cluster of 2, 4 or 8 CTAs per tile, each a share of the
+// reduction, summed through distributed shared memory) on ResNet-50's batch-1 layers with deep
+// reductions: layer4's 3x3 (72 stages, 9 per CTA at 8) and layer3's, and layer4's 2048 -> 512 1x1.
+// ResNet's step: bias, an int8 residual, ReLU, int8 output; and float output with a float residual.
+TEST(GpuNhwcQConv, SplitTilesMatchCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(79);
+  const Case cases[] = {{1, 7, 7, 512, 512, 3, 1, 1}, {1, 14, 14, 256, 256, 3, 1, 1}, {1, 7, 7, 2048, 512, 1, 1, 0}};
+  for (const Case& c : cases)
+    for (const Variant& v : {Variant{true, true, Residual::kInt8, QActivation::kRelu},
+                             Variant{true, false, Residual::kFloat, QActivation::kNone}})
+      check_case(c, v, c.h, c.w, true, "split tiles: c=" + std::to_string(c.c) + " k=" + std::to_string(c.k));
 }
 
 // The streaming kernel walks several pixel tiles per CTA through a pipeline of up to 4 buffers (a

@@ -24,7 +24,12 @@ bool fits(const QConvNhwcArgs& a) {
 
 int configs(const QConvNhwcArgs& a) {
   if (!fits(a)) return 0;
-  return mma::runs_sm90a() ? kConfigs : kSyncConfigs;
+  if (!mma::runs_sm90a()) return kSyncConfigs;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return kConfigs;
+  const int64_t tiles = (a.N * a.OH * a.OW + 63) / 64 * ((a.M + 63) / 64);
+  const bool few = tiles < 2 * int64_t{mma::device_attribute<cudaDevAttrMultiProcessorCount>(device)};
+  return few ? kConfigs + kSplitConfigs : kConfigs;
 }
 
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {

@@ -32,9 +32,11 @@ namespace igemm {
 
 // Tile shapes (output pixels x output channels) the builder chooses from: on mma.sync 128x128,
 // 128x64, 64x64 (configs 0 .. 2); on wgmma 128x64, 128x128, 64x64, 64x128 (configs 3 .. 6: compute
-// capability 9.0).
+// capability 9.0); and for layers with few tiles (batch 1), wgmma 64x64 and 64x128 tiles whose
+// reduction is split over a cluster of 2, 4 or 8 CTAs (configs 7 .. 12).
 inline constexpr int kSyncConfigs = 3;
 inline constexpr int kConfigs = 7;
+inline constexpr int kSplitConfigs = 6;
 
 // Whether x and w are 16-byte aligned and y and z aligned to vectors of 8 elements, as the
 // kernels that finish their tiles with the shared epilogue (qconv_epilogue.cuh) need.
@@ -49,7 +51,8 @@ inline bool operands_aligned(const QConvNhwcArgs& a) {
 bool fits(const QConvNhwcArgs& a);
 
 // How many tile shapes this GPU runs for this convolution (configs 0 .. configs(a) - 1): 0 where
-// it does not fit, kSyncConfigs, or kConfigs with the wgmma ones.
+// it does not fit, kSyncConfigs, kConfigs with the wgmma ones, or kConfigs + kSplitConfigs where
+// 64x64 tiles would not give every SM two CTAs.
 int configs(const QConvNhwcArgs& a);
 
 // Runs tile shape `config` (0 .. configs(a) - 1). The epilogue rounds like cuDNN's (fused

@@ -17,16 +17,25 @@
 // but not on the 56x56 layers with 64 channels, and its residual epilogue costs more than the
 // residual's bytes; this kernel is one more candidate the builder times per layer.
 //
+// Split reduction (kSplit > 1, Hopper): where a layer has too few tiles to fill the GPU (batch 1),
+// a cluster of kSplit CTAs computes one tile, each CTA a contiguous share of the reduction's
+// stages. Each stages its sums in its own shared memory; after a cluster barrier CTA r adds up rows
+// [r, r + 1) * BM / kSplit of all kSplit tiles through distributed shared memory and finishes
+// those rows, so the epilogue is split too and the partial sums never leave the cluster.
+//
 // This header is the kernel itself (qconv_igemm.cuh says what it takes), for the files that
 // instantiate its tile shapes: qconv_igemm.cu (mma.sync, as described above) and
 // sm90a/qconv_igemm_wgmma.cu (wgmma), through the tile's Mma policy.
 #pragma once
+
+#include <cooperative_groups.h>
 
 #include <algorithm>
 #include <mutex>
 #include <string>
 
 #include "kiln/types.h"
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/gpu_kernels.h"
 #include "runtime/cuda/qconv_epilogue.cuh"
 #include "runtime/cuda/qconv_igemm.cuh"
@@ -68,7 +77,42 @@ struct Tile {
   static_assert((BM * 4) % kThreads == 0 && (BN * 4) % kThreads == 0);
 };
 
-template <class T>
+// Sums rows [r0, r1) of the kSplit staged tiles of the cluster into this CTA's (after a cluster
+// barrier: every CTA has staged its tile).
+template <int kSplit, int BN, int kThreads, int kStride>
+__device__ void add_cluster_rows(int32_t* staged, int r0, int r1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  constexpr int kVecs = BN / 4;  // int4s per row
+  for (int i = threadIdx.x; i < (r1 - r0) * kVecs; i += kThreads) {
+    const int off = (r0 + i / kVecs) * kStride + (i % kVecs) * 4;
+    int4 sum = make_int4(0, 0, 0, 0);
+#pragma unroll
+    for (int q = 0; q < kSplit; ++q) {
+      const int4 v = *reinterpret_cast<const int4*>(cluster.map_shared_rank(staged + off, q));
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    *reinterpret_cast<int4*>(staged + off) = sum;
+  }
+#endif
+}
+
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+template <class T, int kSplit = 1>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConvNhwcArgs a, Geometry g) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // cp.async, ldmatrix and int8 mma.m16n8k32
   extern __shared__ __align__(128) uint8_t smem_raw[];
@@ -76,8 +120,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / T::kWarpsN, warp_n = warp % T::kWarpsN;
   const int n_tiles = (g.M + T::BN - 1) / T::BN;
-  const int64_t p0 = static_cast<int64_t>(blockIdx.x / n_tiles) * T::BM;
-  const int m0 = static_cast<int>(blockIdx.x % n_tiles) * T::BN;
+  // With kSplit > 1 the cluster's CTAs (consecutive blocks) share one tile: CTA `slice` reduces
+  // stages [kt0, kt0 + k_count).
+  const int tile = static_cast<int>(blockIdx.x) / kSplit, slice = static_cast<int>(blockIdx.x) % kSplit;
+  const int kt0 = slice * g.k_tiles / kSplit, k_count = (slice + 1) * g.k_tiles / kSplit - kt0;
+  const int64_t p0 = static_cast<int64_t>(tile / n_tiles) * T::BM;
+  const int m0 = (tile % n_tiles) * T::BN;
   const int chunk = tid & 3;  // the same 16-byte chunk of every row this thread loads
 
   // The A rows (output pixels) this thread loads: image offset and the window's corner.
@@ -104,7 +152,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
     b_row[i] = a.w + (b_ok[i] ? m : 0) * g.K + chunk * 16;
   }
 
-  auto load_stage = [&](int stage, int kt) {
+  auto load_a = [&](int stage, int kt) {
     const uint32_t base = smem_u32(smem) + stage * T::kStageBytes;
     const int tap = kt / g.c_tiles, c0 = (kt - tap * g.c_tiles) * kBK;
     const int kh = tap / g.KW, kw = tap - kh * g.KW;
@@ -116,6 +164,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
       const int8_t* src = ok ? a.x + a_img[i] + (static_cast<int64_t>(ih) * g.W + iw) * g.C + c0 + chunk * 16 : a.x;
       cp_async16(base + swizzled(row, chunk), src, ok);
     }
+  };
+  auto load_b = [&](int stage, int kt) {
+    const uint32_t base = smem_u32(smem) + stage * T::kStageBytes;
 #pragma unroll
     for (int i = 0; i < T::kBRows; ++i) {
       const int row = (tid + i * T::kThreads) >> 2;
@@ -134,19 +185,28 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
 
   // Stages loaded ahead: with stages' multiplies still in flight after their iteration (wgmma), the
   // buffer refilled at iteration kt is the one stage kt - 1 - kInFlight read, which every warp has
-  // finished (it waited for it before the barrier).
+  // finished (it waited for it before the barrier). The weights of those stages first, while the
+  // previous kernel may still be writing x; they join the first stage's copy group.
   constexpr int kAhead = kStages - 1 - T::Mma::kInFlight;
 #pragma unroll
+  for (int s = 0; s < kAhead; ++s)
+    if (s < k_count) load_b(s, kt0 + s);
+  wait_for_inputs();
+  start_next_kernel();  // only now: one kernel ahead at most (dependent_launch.cuh)
+#pragma unroll
   for (int s = 0; s < kAhead; ++s) {
-    if (s < g.k_tiles) load_stage(s, s);
+    if (s < k_count) load_a(s, kt0 + s);
     cp_async_commit();
   }
-  for (int kt = 0; kt < g.k_tiles; ++kt) {
+  for (int kt = 0; kt < k_count; ++kt) {
     cp_async_wait<kAhead - 1>();
     T::Mma::operands_landed();
     __syncthreads();  // stage kt has landed, and every warp is done with the stage refilled next
     const int next = kt + kAhead;
-    if (next < g.k_tiles) load_stage(next % kStages, next);
+    if (next < k_count) {
+      load_a(next % kStages, kt0 + next);
+      load_b(next % kStages, kt0 + next);
+    }
     cp_async_commit();
     const uint32_t a_tile = smem_u32(smem) + (kt % kStages) * T::kStageBytes, b_tile = a_tile + T::BM * kBK;
     T::Mma::begin(acc);
@@ -166,14 +226,25 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
   const Epi epi(a, g.M, m0);
   int32_t* staged = reinterpret_cast<int32_t*>(smem);
   Epi::stage(staged, acc, warp_m * T::WM, warp_n * T::WN, lane);
+  int r0 = 0, r1 = T::BM;  // the rows this CTA finishes
+  if constexpr (kSplit > 1) {
+    static_assert(T::BM % kSplit == 0);
+    r0 = slice * (T::BM / kSplit);
+    r1 = r0 + T::BM / kSplit;
+    cluster_arrive();
+    cluster_wait();  // every CTA of the cluster has staged its sums
+    add_cluster_rows<kSplit, T::BN, T::kThreads, Epi::kAccStride>(staged, r0, r1);
+    cluster_arrive();  // done reading the others' tiles (waited for before leaving)
+  }
   __syncthreads();
-  epi.finish(a, g.M, staged, [&](int row) { return p0 + row < g.P ? p0 + row : int64_t{-1}; });
+  epi.finish(a, g.M, staged, [&](int row) { return row >= r0 && row < r1 && p0 + row < g.P ? p0 + row : int64_t{-1}; });
+  if constexpr (kSplit > 1) cluster_wait();  // no CTA leaves while another may read its tile
 #endif
 }
 
-template <class T>
+template <class T, int kSplit = 1>
 void launch(const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream) {
-  const int64_t blocks = (g.P + T::BM - 1) / T::BM * ((g.M + T::BN - 1) / T::BN);
+  const int64_t blocks = (g.P + T::BM - 1) / T::BM * ((g.M + T::BN - 1) / T::BN) * kSplit;
   if (blocks >= int64_t{1} << 31)
     throw Error("NhwcQConv: the convolution has too many output pixels for the tensor-core kernel");
   // Above 48 KiB of shared memory a kernel must ask for it, once per device (before any capture:
@@ -183,15 +254,17 @@ void launch(const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream) {
   int device = 0;
   check_cuda(cudaGetDevice(&device), "NhwcQConv");
   auto ask = [] {
-    check_cuda(cudaFuncSetAttribute(igemm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
+    check_cuda(cudaFuncSetAttribute(igemm_kernel<T, kSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
                "NhwcQConv: asking for the tensor-core kernel's shared memory");
   };
   if (device < kMaxDevices)
     std::call_once(asked[device], ask);
   else
     ask();
-  igemm_kernel<T><<<static_cast<unsigned>(blocks), T::kThreads, T::smem(g.k_tiles), stream>>>(a, g);
-  check_launch("NhwcQConv");
+  const int k_tiles = (g.k_tiles + kSplit - 1) / kSplit;  // the most stages one CTA reduces
+  launch_dependent(igemm_kernel<T, kSplit>, dim3(static_cast<unsigned>(blocks)), T::kThreads,
+                   static_cast<size_t>(T::smem(k_tiles)), stream, kSplit, "NhwcQConv: launching the tensor-core kernel",
+                   a, g);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "kiln/types.h"
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/gpu_kernels.h"
 #include "runtime/cuda/qconv_mma.cuh"
 #include "runtime/cuda/qconv_stream.cuh"
@@ -314,7 +315,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
   };
 
   // The first stages - 1 tiles ahead (one copy group each, the weights in the first), then one more
-  // per tile.
+  // per tile; x and z once the previous kernel has written them (the weights and constants above
+  // overlap its end).
+  wait_for_inputs();
+  start_next_kernel();  // only now: one kernel ahead at most (dependent_launch.cuh)
   int pt = static_cast<int>(blockIdx.x / g.n_tiles);
   for (int s = 0; s < g.stages - 1; ++s) {
     if (pt + s * step < g.p_tiles) load_tile(s, pt + s * step);
@@ -430,8 +434,9 @@ void launch_with(const QConvNhwcArgs& a, cudaStream_t stream) {
   const Launch l = launch_shape<T, NP>(device, row_bytes);
   g.stages = l.stages;
   const int64_t blocks = std::min<int64_t>(p_tiles, std::max(1, l.ctas / g.n_tiles)) * g.n_tiles;
-  stream_kernel<T, NP><<<static_cast<unsigned>(blocks), T::kThreads, T::smem(row_bytes, g.stages), stream>>>(a, g);
-  check_launch("NhwcQConv");
+  launch_dependent(stream_kernel<T, NP>, dim3(static_cast<unsigned>(blocks)), T::kThreads,
+                   static_cast<size_t>(T::smem(row_bytes, g.stages)), stream, 1,
+                   "NhwcQConv: launching the streaming kernel", a, g);
 }
 
 template <class T>

@@ -29,6 +29,7 @@
 #include <string>
 
 #include "kiln/types.h"
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/gpu_kernels.h"
 #include "runtime/cuda/qconv_epilogue.cuh"
 #include "runtime/cuda/qconv_halo.cuh"
@@ -113,6 +114,8 @@ __global__ void __launch_bounds__(kThreads, C == 64 ? 2 : 1) halo_kernel(QConvNh
       if (r >= 0 && r < kBM) out_pixels[(k & 1) * kBM + r] = px;
     }
   };
+  wait_for_inputs();  // the weights' copies above overlap the previous kernel's end
+  start_next_kernel();  // only now: one kernel ahead at most (dependent_launch.cuh)
   if (blockIdx.x < p.tiles) fill(blockIdx.x, 0);
   cp_async_commit();
 
@@ -195,8 +198,8 @@ void launch(const QConvNhwcArgs& a, cudaStream_t stream) {
   const int64_t wave = std::max<int64_t>(1, int64_t{std::max(per_sm, 1)} *
                                                 device_attribute<cudaDevAttrMultiProcessorCount>(device) / m_tiles);
   const dim3 grid(static_cast<unsigned>(std::min(p.tiles, wave)), static_cast<unsigned>(m_tiles));
-  halo_kernel<C><<<grid, kThreads, smem, stream>>>(a, p);
-  check_launch("NhwcQConv");
+  launch_dependent(halo_kernel<C>, grid, kThreads, static_cast<size_t>(smem), stream, 1,
+                   "NhwcQConv: launching the 3x3 window kernel", a, p);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // Hopper kernels reach 900 to 1,300. One stage's multiplies stay in flight while the next one's
 // are issued, and the kernel loads two stages ahead instead of three (Wgmma::kInFlight). Compiled
 // for sm_90a only (CMakeLists.txt), and offered on compute capability 9.0 only (qconv_igemm.cu).
-// Their shared memory (at most 70 KB per CTA) fits every such GPU.
+// Their shared memory (at most 70 KB per CTA) fits every such GPU. Configs 4 .. 9 split the
+// reduction of 64-pixel tiles over clusters (qconv_igemm_kernel.cuh).
 #include <string>
 
 #include "runtime/cuda/qconv_igemm_kernel.cuh"
@@ -39,6 +40,12 @@ void run_wgmma(int config, const QConvNhwcArgs& a, const Geometry& g, cudaStream
     case 1: return launch<WTile1>(a, g, stream);
     case 2: return launch<WTile2>(a, g, stream);
     case 3: return launch<WTile3>(a, g, stream);
+    case 4: return launch<WTile2, 2>(a, g, stream);
+    case 5: return launch<WTile2, 4>(a, g, stream);
+    case 6: return launch<WTile2, 8>(a, g, stream);
+    case 7: return launch<WTile3, 2>(a, g, stream);
+    case 8: return launch<WTile3, 4>(a, g, stream);
+    case 9: return launch<WTile3, 8>(a, g, stream);
     default: throw Error("NhwcQConv: no wgmma tensor-core tile shape " + std::to_string(config));
   }
 }

@@ -1,0 +1,71 @@
+// Programmatic dependent launch for Kiln's tensor-core convolutions (qconv_igemm_kernel.cuh,
+// qconv_stream_kernel.cuh, sm90a/qconv_halo_wgmma.cu). On compute capability 9.0 and later a
+// kernel launched with launch_dependent() may start while the kernel before it in the stream (or
+// in the CUDA graph captured from it) still runs, once every CTA of that one has called
+// start_next_kernel() or finished. Until it calls wait_for_inputs(), which returns when the kernel
+// before it has finished and its writes are visible, it may only read constants (weights, scales,
+// bias) and its own shared memory: so a layer's launch and its weight loads overlap the previous
+// layer's last tiles. At batch 1, where a layer takes a few microseconds, that overlap is a large
+// share of the time.
+//
+// The rule that keeps it correct: every kernel launched this way calls wait_for_inputs() before it
+// reads an activation or writes global memory. A kernel that follows without the attribute (cuDNN,
+// the elementwise kernels, a copy) waits for the whole previous kernel as usual.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "runtime/cuda/gpu_kernels.h"
+#include "runtime/cuda/qconv_mma.cuh"
+
+namespace kiln::gpu::extra {
+
+// Lets the next kernel in the stream start (its CTAs wait in wait_for_inputs()).
+__device__ __forceinline__ void start_next_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Until the kernel before this one in the stream has finished and its writes are visible.
+__device__ __forceinline__ void wait_for_inputs() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, threads, smem, stream>>>(args...), as a programmatic dependent launch where the
+// current device has it (compute capability 9.0 and later), in clusters of `cluster` CTAs along x
+// where cluster > 1. `what` names the step in an error.
+template <class... Params, class... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cudaStream_t stream,
+                      int cluster, const char* what, Args&&... args) {
+  cudaLaunchAttribute attrs[2];
+  unsigned n = 0;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), what);
+  if (mma::device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 9) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (cluster > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), what);
+}
+
+}  // namespace kiln::gpu::extra
