@@ -10,11 +10,15 @@
 //
 // The rule that keeps it correct: every kernel launched this way calls wait_for_inputs() before it
 // reads an activation or writes global memory. A kernel that follows without the attribute (cuDNN,
-// the elementwise kernels, a copy) waits for the whole previous kernel as usual.
+// the elementwise kernels, a copy) waits for the whole previous kernel as usual. The attribute is
+// set only where the kernel's code was compiled for compute capability 9.0 or later (its PTX
+// version), since older code has no wait in it: a build for sm_80 that an H100 JIT-compiles runs
+// without it.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <utility>
 
 #include "runtime/cuda/gpu_kernels.h"
@@ -36,17 +40,34 @@ __device__ __forceinline__ void wait_for_inputs() {
 #endif
 }
 
+// Whether `kernel` runs code compiled for compute capability 9.0 or later on `device` (so that its
+// wait_for_inputs() and cluster code exist); asked once per device, a failed query not remembered.
+template <auto kernel>
+bool runs_sm90_code(int device) {
+  static std::atomic<int> known[mma::kMaxDevices] = {};  // 0: not asked yet, 1: no, 2: yes
+  if (device >= 0 && device < mma::kMaxDevices)
+    if (const int v = known[device].load(std::memory_order_relaxed); v != 0) return v == 2;
+  cudaFuncAttributes attr = {};
+  if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  const bool yes = attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
+  if (device >= 0 && device < mma::kMaxDevices) known[device].store(yes ? 2 : 1, std::memory_order_relaxed);
+  return yes;
+}
+
 // kernel<<<grid, threads, smem, stream>>>(args...), as a programmatic dependent launch where the
-// current device has it (compute capability 9.0 and later), in clusters of `cluster` CTAs along x
-// where cluster > 1. `what` names the step in an error.
-template <class... Params, class... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cudaStream_t stream,
-                      int cluster, const char* what, Args&&... args) {
+// kernel's code has the wait (runs_sm90_code), in clusters of `cluster` CTAs along x where
+// cluster > 1 (only kernels compiled for sm_90a ask for that). `what` names the step in an error.
+template <auto kernel, class... Args>
+void launch_dependent(dim3 grid, int threads, size_t smem, cudaStream_t stream, int cluster, const char* what,
+                      Args&&... args) {
   cudaLaunchAttribute attrs[2];
   unsigned n = 0;
   int device = 0;
   check_cuda(cudaGetDevice(&device), what);
-  if (mma::device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 9) {
+  if (runs_sm90_code<kernel>(device)) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
@@ -65,7 +86,11 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, int threads, size_t 
   cfg.stream = stream;
   cfg.attrs = attrs;
   cfg.numAttrs = n;
-  check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), what);
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // so that a later check_launch does not report it again
+    check_cuda(err, what);
+  }
 }
 
 }  // namespace kiln::gpu::extra

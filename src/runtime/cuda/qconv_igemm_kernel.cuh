@@ -238,7 +238,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
   }
   __syncthreads();
   epi.finish(a, g.M, staged, [&](int row) { return row >= r0 && row < r1 && p0 + row < g.P ? p0 + row : int64_t{-1}; });
-  if constexpr (kSplit > 1) cluster_wait();  // no CTA leaves while another may read its tile
+  if constexpr (kSplit > 1) {
+    __syncwarp();   // the warp reconverged after finish()'s branches, for the aligned barrier
+    cluster_wait();  // no CTA leaves while another may read its tile
+  }
 #endif
 }
 
@@ -262,9 +265,9 @@ void launch(const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream) {
   else
     ask();
   const int k_tiles = (g.k_tiles + kSplit - 1) / kSplit;  // the most stages one CTA reduces
-  launch_dependent(igemm_kernel<T, kSplit>, dim3(static_cast<unsigned>(blocks)), T::kThreads,
-                   static_cast<size_t>(T::smem(k_tiles)), stream, kSplit, "NhwcQConv: launching the tensor-core kernel",
-                   a, g);
+  launch_dependent<igemm_kernel<T, kSplit>>(dim3(static_cast<unsigned>(blocks)), T::kThreads,
+                                            static_cast<size_t>(T::smem(k_tiles)), stream, kSplit,
+                                            "NhwcQConv: launching the tensor-core kernel", a, g);
 }
 
 }  // namespace

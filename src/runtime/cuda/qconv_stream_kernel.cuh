@@ -221,6 +221,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
                  m < g.M ? a.w + static_cast<int64_t>(m) * g.C + cc * 16 : a.w, m < g.M);
     }
   }
+  // Everything below may read what the previous kernel wrote: w_scale and bias need not be
+  // constants (dependent_launch.cuh); the weights' copies above overlap that kernel's end.
+  wait_for_inputs();
+  start_next_kernel();  // only now: one kernel ahead at most (dependent_launch.cuh)
   // Epilogue constants, in units of y's step. The activation's bounds (ReLU or Clip) and int8's
   // range are one clamp in float before the conversion.
   const float out_scale = 1.0f / a.epi.y_scale;
@@ -315,10 +319,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
   };
 
   // The first stages - 1 tiles ahead (one copy group each, the weights in the first), then one more
-  // per tile; x and z once the previous kernel has written them (the weights and constants above
-  // overlap its end).
-  wait_for_inputs();
-  start_next_kernel();  // only now: one kernel ahead at most (dependent_launch.cuh)
+  // per tile.
   int pt = static_cast<int>(blockIdx.x / g.n_tiles);
   for (int s = 0; s < g.stages - 1; ++s) {
     if (pt + s * step < g.p_tiles) load_tile(s, pt + s * step);
@@ -434,9 +435,9 @@ void launch_with(const QConvNhwcArgs& a, cudaStream_t stream) {
   const Launch l = launch_shape<T, NP>(device, row_bytes);
   g.stages = l.stages;
   const int64_t blocks = std::min<int64_t>(p_tiles, std::max(1, l.ctas / g.n_tiles)) * g.n_tiles;
-  launch_dependent(stream_kernel<T, NP>, dim3(static_cast<unsigned>(blocks)), T::kThreads,
-                   static_cast<size_t>(T::smem(row_bytes, g.stages)), stream, 1,
-                   "NhwcQConv: launching the streaming kernel", a, g);
+  launch_dependent<stream_kernel<T, NP>>(dim3(static_cast<unsigned>(blocks)), T::kThreads,
+                                         static_cast<size_t>(T::smem(row_bytes, g.stages)), stream, 1,
+                                         "NhwcQConv: launching the streaming kernel", a, g);
 }
 
 template <class T>

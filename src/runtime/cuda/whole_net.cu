@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "core/epilogue.h"
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/gpu_kernels.h"
 #include "runtime/cuda/whole_net.h"
 
@@ -32,7 +33,7 @@ namespace kiln::gpu {
 
 namespace {
 
-namespace cg = cooperative_groups;
+namespace coop = cooperative_groups;
 
 constexpr int kThreads = kWholeNetThreads;
 constexpr int kWarps = kThreads / 32;
@@ -101,7 +102,7 @@ struct Out {
   __device__ __forceinline__ void put(int i, T v) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (spread) {
-      const cg::cluster_group c = cg::this_cluster();
+      const coop::cluster_group c = coop::this_cluster();
       for (unsigned r = 0; r < c.num_blocks(); ++r) *c.map_shared_rank(y + i, r) = v;
       return;
     }
@@ -379,7 +380,7 @@ __device__ void run_layer(const WnLayer& l, const unsigned char* x, unsigned cha
 __device__ __forceinline__ void team_sync(const Team& team) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (team.size > 1) {
-    cg::this_cluster().sync();
+    coop::this_cluster().sync();
     return;
   }
 #endif
@@ -406,7 +407,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(16) unsigned char smem[];
   Team team;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const cg::cluster_group cluster = cg::this_cluster();
+  const coop::cluster_group cluster = coop::this_cluster();
   team.rank = static_cast<int>(cluster.block_rank());
   team.size = static_cast<int>(cluster.num_blocks());
 #endif
@@ -460,11 +461,10 @@ size_t whole_net_max_smem(int device) {
 }
 
 // Clusters of 8 blocks (the portable maximum; 16 measured the same on LeNet-5 at batch 1 and took
-// twice as long at batch 8 on an H100), or fewer where 8 do not fit; 1 before Hopper.
+// twice as long at batch 8 on an H100), or fewer where 8 do not fit; 1 before Hopper, and where the
+// kernel runs code compiled for an older GPU (which has no cluster code in it).
 int WholeNet::cluster_size(int device) const {
-  int major = 0;
-  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "reading the GPU's version");
-  if (major < 9) return 1;
+  if (!extra::runs_sm90_code<whole_net_kernel>(device)) return 1;
   for (int s = 8; s > 1; s /= 2) {
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = launch_config(plan_, s, &attr, nullptr);
@@ -502,11 +502,14 @@ WholeNet::~WholeNet() { cudaFree(table_); }
 void WholeNet::launch(const void* input, void* output, cudaStream_t stream) const {
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = launch_config(plan_, cluster_, &attr, stream);
-  check_cuda(cudaLaunchKernelEx(&cfg, whole_net_kernel, static_cast<const WnLayer*>(table_),
-                                static_cast<int>(plan_.layers.size()), static_cast<const unsigned char*>(input),
-                                plan_.in_bytes, static_cast<unsigned char*>(output), plan_.scratch_off,
-                                plan_.layer_off),
-             "launching the whole-network kernel");
+  const cudaError_t err = cudaLaunchKernelEx(
+      &cfg, whole_net_kernel, static_cast<const WnLayer*>(table_), static_cast<int>(plan_.layers.size()),
+      static_cast<const unsigned char*>(input), plan_.in_bytes, static_cast<unsigned char*>(output),
+      plan_.scratch_off, plan_.layer_off);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // so that a later check_launch does not report it again
+    check_cuda(err, "launching the whole-network kernel");
+  }
 }
 
 }  // namespace kiln::gpu

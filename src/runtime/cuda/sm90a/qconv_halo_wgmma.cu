@@ -198,8 +198,8 @@ void launch(const QConvNhwcArgs& a, cudaStream_t stream) {
   const int64_t wave = std::max<int64_t>(1, int64_t{std::max(per_sm, 1)} *
                                                 device_attribute<cudaDevAttrMultiProcessorCount>(device) / m_tiles);
   const dim3 grid(static_cast<unsigned>(std::min(p.tiles, wave)), static_cast<unsigned>(m_tiles));
-  launch_dependent(halo_kernel<C>, grid, kThreads, static_cast<size_t>(smem), stream, 1,
-                   "NhwcQConv: launching the 3x3 window kernel", a, p);
+  launch_dependent<halo_kernel<C>>(grid, kThreads, static_cast<size_t>(smem), stream, 1,
+                                   "NhwcQConv: launching the 3x3 window kernel", a, p);
 }
 
 }  // namespace
