@@ -57,8 +57,19 @@ bool runs_sm90_code(int device) {
   return yes;
 }
 
+// Whether the CUDA runtime and driver capture programmatic dependent launches into graphs (12.3
+// and later); asked once.
+inline bool dependent_launch_supported() {
+  static const bool yes = [] {
+    int runtime = 0, driver = 0;
+    return cudaRuntimeGetVersion(&runtime) == cudaSuccess && cudaDriverGetVersion(&driver) == cudaSuccess &&
+           runtime >= 12030 && driver >= 12030;
+  }();
+  return yes;
+}
+
 // kernel<<<grid, threads, smem, stream>>>(args...), as a programmatic dependent launch where the
-// kernel's code has the wait (runs_sm90_code), in clusters of `cluster` CTAs along x where
+// runtime has it and the kernel's code has the wait (runs_sm90_code), in clusters of `cluster` CTAs along x where
 // cluster > 1 (only kernels compiled for sm_90a ask for that). `what` names the step in an error.
 template <auto kernel, class... Args>
 void launch_dependent(dim3 grid, int threads, size_t smem, cudaStream_t stream, int cluster, const char* what,
@@ -67,7 +78,7 @@ void launch_dependent(dim3 grid, int threads, size_t smem, cudaStream_t stream, 
   unsigned n = 0;
   int device = 0;
   check_cuda(cudaGetDevice(&device), what);
-  if (runs_sm90_code<kernel>(device)) {
+  if (dependent_launch_supported() && runs_sm90_code<kernel>(device)) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
