@@ -7,7 +7,10 @@
 // which shares the CPU's epilogue: it must match bit for bit. The tensor-core kernel (tactics 2000 +
 // tile shape, qconv_igemm.cu, offered where C % 64 == 0 and M % 8 == 0) rounds like cuDNN, and so
 // do the streaming 1x1 kernel (tactics 2100 + tile shape, qconv_stream.cu) and, on compute
-// capability 9.0, the 3x3 window kernel (tactics 2200 +, qconv_halo.cuh). The channels-last pass's
+// capability 9.0, the 3x3 window kernel (tactics 2200 +, qconv_halo.cuh); the implicit GEMM's
+// split tiles (2007-2012) on ResNet-50's batch-1 layers; and two of Kiln's steps chained in one
+// CUDA graph, where the second may start before the first ends (dependent_launch.cuh) and must
+// still read the first's finished output. The channels-last pass's
 // RGB stem (3 channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded
 // convolution.
 // Depthwise steps (group = C = M: Kiln's direct depthwise kernel, qconv_depthwise.cu, one tactic)
@@ -275,6 +278,108 @@ TEST(GpuNhwcQConv, SplitTilesMatchCpu) {
     for (const Variant& v : {Variant{true, true, Residual::kInt8, QActivation::kRelu},
                              Variant{true, false, Residual::kFloat, QActivation::kNone}})
       check_case(c, v, c.h, c.w, true, "split tiles: c=" + std::to_string(c.c) + " k=" + std::to_string(c.k));
+}
+
+// A step's inputs uploaded to the device (input 0, the activation, may be another step's output
+// instead) and its environment on `stream`: what an engine's context gives its kernels. The views
+// point into `in` and `outs` (their shapes), which must outlive the step.
+struct DeviceStep {
+  QConvAttrs attrs;
+  std::vector<HostTensor> outs;
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+  std::vector<TensorView> iv, ov;
+  std::vector<const void*> host_in;
+  std::unique_ptr<gpu::StepState> state;
+  gpu::GpuEnv env;
+  DeviceStep(const QConvAttrs& a, const Inputs& in, const std::vector<OutputType>& types, void* x, cudaStream_t stream,
+             int32_t tactic)
+      : attrs(a), outs(empty_outputs(types, 0)) {
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!in[i].exists || (i == 0 && x)) {
+        iv.push_back(in[i].view(i == 0 ? x : nullptr));
+      } else {
+        bufs.push_back(std::make_unique<DeviceBuffer>(in[i].bytes.size(), 0));
+        bufs.back()->upload(in[i].bytes);
+        iv.push_back(in[i].view(bufs.back()->data()));
+      }
+      const bool constant = in[i].exists && (op_info(OpKind::kNhwcQConv).const_inputs >> i & 1u);
+      host_in.push_back(constant ? in[i].bytes.data() : nullptr);
+    }
+    for (const HostTensor& t : outs) {
+      bufs.push_back(std::make_unique<DeviceBuffer>(t.bytes.size(), 0));
+      ov.push_back(t.view(bufs.back()->data()));
+    }
+    env = GpuResources::get().env(stream, host_in, &state);
+    env.tactic = tactic;
+  }
+  DeviceStep(const DeviceStep&) = delete;  // env points into host_in, the views into outs
+  DeviceStep& operator=(const DeviceStep&) = delete;
+  void run() { gpu::gpu_kernel_entry(OpKind::kNhwcQConv)->fn(OpKind::kNhwcQConv, attrs, iv, ov, env); }
+};
+
+// Two steps in one CUDA graph, the second reading the first's output (ResNet's batch-1 1x1
+// expansion, then its 1x1 reduction): with programmatic dependent launch the second may start
+// before the first ends, and must wait for it (dependent_launch.cuh). A memset node fills the
+// first output with a pattern before each replay, so a second step that read early would see it.
+// Every Kiln tactic of either step (paired round-robin), over 20 replays, must give exactly what
+// the same steps give run one at a time.
+TEST(GpuNhwcQConv, ChainedStepsWaitForTheirInputs) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(83);
+  const Case ca{1, 56, 56, 64, 256, 1, 1, 0}, cb{1, 56, 56, 256, 64, 1, 1, 0};
+  const Variant v{true, true, Residual::kNone, QActivation::kRelu};
+  const QConvAttrs aa = attrs_of(ca, v.act), ab = attrs_of(cb, v.act);
+  const Inputs in_a = inputs(ca, v, ca.h, ca.w);
+  Inputs in_b = inputs(cb, v, cb.h, cb.w);
+  const std::vector<OutputType> ta = output_types(aa, in_a), tb = output_types(ab, in_b);
+  auto kiln_tactics = [](const QConvAttrs& a, const Inputs& in, const std::vector<OutputType>& types) {
+    HostStep step(in, types);
+    std::vector<int32_t> t =
+        gpu::gpu_kernel_entry(OpKind::kNhwcQConv)->tactics(OpKind::kNhwcQConv, a, step.iv, step.ov, step.env);
+    std::erase_if(t, [](int32_t x) { return x < kIgemmTactic; });
+    return t;
+  };
+  const std::vector<int32_t> tactics_a = kiln_tactics(aa, in_a, ta), tactics_b = kiln_tactics(ab, in_b, tb);
+  ASSERT_FALSE(tactics_a.empty());
+  ASSERT_FALSE(tactics_b.empty());
+  for (size_t i = 0; i < std::max(tactics_a.size(), tactics_b.size()); ++i) {
+    const int32_t t_a = tactics_a[i % tactics_a.size()], t_b = tactics_b[i % tactics_b.size()];
+    const std::string what = "tactics " + std::to_string(t_a) + " then " + std::to_string(t_b);
+    GpuRunOptions oa, ob;
+    oa.tactic = t_a;
+    ob.tactic = t_b;
+    const std::vector<HostTensor> want_a = run_gpu(OpKind::kNhwcQConv, aa, in_a, ta, GpuMode::kDirect, oa);
+    in_b[0] = want_a[0];
+    const std::vector<HostTensor> want_b = run_gpu(OpKind::kNhwcQConv, ab, in_b, tb, GpuMode::kDirect, ob);
+
+    Stream stream;
+    DeviceStep a(aa, in_a, ta, nullptr, stream.get(), t_a);
+    void* y1 = a.bufs.back()->data();
+    DeviceStep b(ab, in_b, tb, y1, stream.get(), t_b);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the uploads ran on the legacy stream
+    a.run();  // first runs uncaptured, as an engine's first run (the kernels' one-time setup)
+    b.run();
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    ASSERT_EQ(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal), cudaSuccess);
+    const cudaError_t set = cudaMemsetAsync(y1, 0x5A, want_a[0].bytes.size(), stream.get());
+    a.run();
+    b.run();
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(stream.get(), &graph), cudaSuccess) << what;
+    ASSERT_EQ(set, cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess) << what;
+    for (int replay = 0; replay < 20; ++replay) ASSERT_EQ(cudaGraphLaunch(exec, stream.get()), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess) << what;
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    GpuResources::get().throw_if_device_error();
+    bool guards_a = false, guards_b = false;
+    const std::vector<uint8_t> got_a = a.bufs.back()->download(&guards_a), got_b = b.bufs.back()->download(&guards_b);
+    EXPECT_TRUE(guards_a && guards_b) << what << ": bytes outside the outputs were written";
+    EXPECT_EQ(got_a, want_a[0].bytes) << what << ": the first step's output";
+    EXPECT_EQ(got_b, want_b[0].bytes) << what << ": the second step read its input before it was complete";
+  }
 }
 
 // The streaming kernel walks several pixel tiles per CTA through a pipeline of up to 4 buffers (a
