@@ -3,9 +3,9 @@
 // kernel launched with launch_dependent() may start while the kernel before it in the stream (or
 // in the CUDA graph captured from it) still runs, once every CTA of that one has called
 // start_next_kernel() or finished. Until it calls wait_for_inputs(), which returns when the kernel
-// before it has finished and its writes are visible, it may only read constants (weights, scales,
-// bias) and its own shared memory: so a layer's launch and its weight loads overlap the previous
-// layer's last tiles. At batch 1, where a layer takes a few microseconds, that overlap is a large
+// before it has finished and its writes are visible, it may only read the weights (constants in
+// every engine) and its own shared memory: so a layer's launch and its weight loads overlap the
+// previous layer's last tiles. At batch 1, where a layer takes a few microseconds, that overlap is a large
 // share of the time.
 //
 // The rule that keeps it correct: every kernel launched this way calls wait_for_inputs() before it
