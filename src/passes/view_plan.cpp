@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <set>
 
+#include "passes/rewrite_util.h"
+
 namespace kiln::passes {
 
 namespace {
@@ -174,7 +176,7 @@ class Planner {
     for (size_t i = 0; i < n; ++i) {
       const OpKind k = g_.nodes[i].kind;
       bool gone = false;
-      if (reshapes_ && is_reshape_like(k)) gone = view_reshape(i);
+      if (reshapes_ && is_reshape_like(g_.nodes[i])) gone = view_reshape(i);
       if (concat_ && k == OpKind::kConcat) gone = eliminate_concat(i);
       if (split_ && k == OpKind::kSplit) gone = eliminate_split(i);
       if (!gone) emitted_[i].push_back(g_.nodes[i]);
@@ -192,7 +194,14 @@ class Planner {
   }
 
  private:
-  static bool is_reshape_like(OpKind k) {
+  // A Transpose that keeps the order of the axes longer than 1 (channels-last [N, 1, 1, C] back to
+  // [N, C, 1, 1] after a global pool, say) moves no bytes either.
+  bool is_reshape_like(const graph::Node& n) const {
+    const OpKind k = n.kind;
+    if (k == OpKind::kTranspose && !n.inputs.empty() && n.inputs[0] != kNoValue) {
+      const std::vector<int64_t>& shape = g_.value(n.inputs[0]).shape;
+      return perm_keeps_order(resolved_perm(std::get<TransposeAttrs>(n.attrs), shape.size()), shape);
+    }
     return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze ||
            k == OpKind::kIdentity;
   }

@@ -1,8 +1,9 @@
 // Views: values that live inside another activation's memory instead of having their own, so that
 // the step that would copy them disappears. Three stages decide them after the passes, each switched
 // off by name like a pass (--disable-pass):
-//   view-reshapes     Reshape, Flatten, Squeeze, Unsqueeze, Identity: the output is the input's bytes
-//                     under another shape; no step.
+//   view-reshapes     Reshape, Flatten, Squeeze, Unsqueeze, Identity, and a Transpose that keeps the
+//                     order of the axes longer than 1: the output is the input's bytes under another
+//                     shape; no step.
 //   eliminate-concat  a Concat whose inputs are contiguous slices of its output (the dims before the
 //                     axis multiply to 1: a channel concat at batch 1, any concat on axis 0): each
 //                     input's producer writes straight into its slice.

@@ -103,6 +103,34 @@ TEST(ViewReshapes, ViewOfAnEngineOutput) {
   EXPECT_EQ(view_named(views_of(on), "f")->base, "y");
 }
 
+// x [2,1,1,8] -> Relu -> Transpose (perm) -> Neg -> y.
+PassModel transpose_between(const std::vector<int64_t>& shape, const std::vector<int64_t>& perm) {
+  PassModel m("transpose");
+  m.input("x", shape);
+  m.node("Relu", "relu", {"x"}, {"r"});
+  attr_ints(m.node("Transpose", "transpose", {"r"}, {"t"}), "perm", perm);
+  m.node("Neg", "neg", {"t"}, {"y"});
+  m.output("y");
+  return m;
+}
+
+TEST(ViewReshapes, TransposeOfUnitAxesIsAView) {
+  // Channels-last [N, 1, 1, C] back to [N, C, 1, 1] (after a global pool): the same bytes. The
+  // merge pass is off so that the Transpose reaches the view stage as it is.
+  Built on = check_stage(transpose_between({2, 1, 1, 8}, {0, 3, 1, 2}), kReshapes, 1, {"y"},
+                         {"merge-transpose-reshape"});
+  EXPECT_EQ(step_ops(on.engine), (Strings{"Relu", "Neg"}));
+  ASSERT_NE(view_named(views_of(on), "t"), nullptr);
+  EXPECT_EQ(view_named(views_of(on), "t")->base, "r");
+}
+
+TEST(ViewReshapesGuards, TransposeThatMovesDataStaysAStep) {
+  // Axes 1 (3) and 3 (4) change order: the bytes move.
+  Built on = check_stage(transpose_between({2, 3, 1, 4}, {0, 3, 1, 2}), kReshapes, 0, {"y"},
+                         {"merge-transpose-reshape"});
+  EXPECT_EQ(step_ops(on.engine), (Strings{"Relu", "Transpose", "Neg"}));
+}
+
 TEST(ViewReshapesGuards, EngineInputStaysAStep) {
   PassModel m("of_input");
   m.input("x", {2, 6});
