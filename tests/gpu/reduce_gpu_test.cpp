@@ -140,6 +140,10 @@ const std::vector<ReduceShape> kReduceShapes = {
     {{6, 9000}, {1}},
     {{256, 7, 7}, {1, 2}},
     {{3, 7, 7, 64}, {1, 2}},  // a channels-last global pool: 16-byte loads of neighbouring channels
+    {{1, 7, 7, 2048}, {1, 2}},  // ResNet-50's at batch 1: a warp shares each vector's 49 rows
+    {{16, 7, 7, 512}, {1, 2}},  // 8 lanes per vector (float32), or a warp (narrower types)
+    {{64, 7, 7, 512}, {1, 2}},  // 8 lanes per vector
+    {{4, 3, 64}, {1}},          // rows too short to share: one lane per vector
     {{5, 9, 48}, {1}},
     {{2, 5, 12}, {1}},  // 12 channels: 16-byte loads for 4-byte types only
     {{7, 20}, {1}},

@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/elementwise_internal.cuh"
 #include "runtime/cuda/gpu_kernels.h"
 
@@ -251,30 +252,55 @@ __global__ void __launch_bounds__(kBlock)
 // channels-last planes): a thread owns V = 16 / sizeof(In) neighbouring outputs and reads them in
 // one 16-byte load per step (where inner is a multiple of V and x is 16-byte aligned; reduce_kernel
 // reads one element per thread and step: ResNet-50's float16 global pool at batch 256 ran at a
-// third of the memory's rate).
-template <class Op, int V>
+// third of the memory's rate). Where those outputs are few (a global pool at batch 1: 512 vectors
+// for 2048 channels, 2 blocks), a group of G lanes shares each vector's rows, so that each lane
+// adds a few rows instead of all 49. A programmatic dependent launch (dependent_launch.cuh): it
+// waits for its input first, then lets the next kernel start.
+template <class Op, int V, int G>
 __global__ void __launch_bounds__(kBlock)
     reduce_vec_kernel(const typename Op::In* __restrict__ x, typename Op::Out* __restrict__ y, RedShape s, Op op) {
   using In = typename Op::In;
   using Acc = typename Op::Acc;
+  extra::wait_for_inputs();
+  extra::start_next_kernel();
+  constexpr int kGroups = kBlock / G;
+  const int lane = static_cast<int>(threadIdx.x) % G;
   const int64_t items = s.out_count / V;
-  for (int64_t t = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x; t < items;
-       t += static_cast<int64_t>(gridDim.x) * kBlock) {
-    const int64_t o = t * V, outer = o / s.inner, in = o - outer * s.inner;
-    const In* p = x + outer * s.red_count * s.inner + in;
+  // w0 is uniform within the block, so every lane of a group takes part in its shuffles.
+  for (int64_t w0 = static_cast<int64_t>(blockIdx.x) * kGroups; w0 < items;
+       w0 += static_cast<int64_t>(gridDim.x) * kGroups) {
+    const int64_t w = w0 + threadIdx.x / G;
+    const bool valid = w < items;
     Acc a[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) a[i] = op.init();
+    const int64_t o = w * V;
+    if (valid) {
+      const int64_t outer = o / s.inner, in = o - outer * s.inner;
+      const In* p = x + outer * s.red_count * s.inner + in;
 #pragma unroll 4
-    for (int64_t r = 0; r < s.red_count; ++r) {
-      alignas(16) In v[V];
-      *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(p + r * s.inner);
+      for (int64_t r = lane; r < s.red_count; r += G) {
+        alignas(16) In v[V];
+        *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(p + r * s.inner);
 #pragma unroll
-      for (int i = 0; i < V; ++i) op.add(a[i], v[i], r);
+        for (int i = 0; i < V; ++i) op.add(a[i], v[i], r);
+      }
     }
 #pragma unroll
-    for (int i = 0; i < V; ++i) y[o + i] = op.finish(a[i], s.red_count);
+    for (int i = 0; i < V; ++i) a[i] = group_reduce<G>(a[i], op);
+    if (lane == 0 && valid) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) y[o + i] = op.finish(a[i], s.red_count);
+    }
   }
+}
+
+// Lanes per output vector of reduce_vec_kernel: one where the vectors alone fill the GPU, else 8
+// or a warp, as far as the rows go round.
+inline int vec_group(int64_t vectors, int64_t rows) {
+  if (vectors >= 16384 || rows < 4) return 1;
+  if (vectors >= 2048 || rows < 16) return 8;
+  return 32;
 }
 
 // Second pass of a split reduction: a warp per output merges its slices' partials.
@@ -325,8 +351,16 @@ void run_reduction(RedShape s, const void* x, void* y, const Op& op, GpuEnv& env
   if constexpr (sizeof(In) <= 4 && 16 % sizeof(In) == 0) {
     if (c.g == 1 && s.slices == 1 && s.simple && !s.inner_reduced && s.inner % V == 0 &&
         reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-      reduce_vec_kernel<Op, V><<<grid_for(s.out_count / V, kBlock), kBlock, 0, env.stream>>>(xp, yp, s, op);
-      return check_launch(name);
+      const int64_t vectors = s.out_count / V;
+      const int g = vec_group(vectors, s.red_count);
+      const dim3 grid(grid_for(vectors, kBlock / g));
+      if (g == 1)
+        extra::launch_dependent<reduce_vec_kernel<Op, V, 1>>(grid, kBlock, 0, env.stream, 1, name, xp, yp, s, op);
+      else if (g == 8)
+        extra::launch_dependent<reduce_vec_kernel<Op, V, 8>>(grid, kBlock, 0, env.stream, 1, name, xp, yp, s, op);
+      else
+        extra::launch_dependent<reduce_vec_kernel<Op, V, 32>>(grid, kBlock, 0, env.stream, 1, name, xp, yp, s, op);
+      return;
     }
   }
   if (c.g == 1)
