@@ -172,6 +172,13 @@ std::vector<FusedCase> gemm_cases() {
       {"GemmOddColumnsHardSwish", F, fused_gemm({"HardSwish", Activation::kHardSwish}, kNoAct, 0, 0, 1.0f, 1.0f), kF,
        gemm_inputs(7, 5, 9, 0, 0, Shape{5}, false)},
       {"GemmK0Relu", F, fused_gemm(kRelu, kRelu, 0, 0, 1.0f, 2.0f), kF, gemm_inputs(4, 8, 0, 0, 0, Shape{8}, true)},
+      // Small batches with transB = 1: the GEMV tactic computes the whole epilogue itself.
+      {"GemvBiasSiluResidualSigmoid", F, fused_gemm(silu, sigmoid, 0, 1, 1.0f, 1.0f), kFD,
+       gemm_inputs(3, 37, 64, 0, 1, Shape{37}, true), true},
+      {"GemvFullCRelu", F, fused_gemm(kRelu, kNoAct, 0, 1, 0.5f, -1.5f), kF, gemm_inputs(8, 20, 48, 0, 1, Shape{8, 20}, false),
+       true},
+      {"GemvGeluResidual", F, fused_gemm(gelu, kNoAct, 0, 1, 1.0f, 1.0f), kF, gemm_inputs(1, 300, 512, 0, 1, std::nullopt, true),
+       true},
   };
 }
 

@@ -238,6 +238,20 @@ std::vector<NnCase> gemm_cases() {
   v.push_back(
       {"GemmIntTransCCol", OpKind::kGemm, gemm(1, 1, -1.5f, 1.0f), kInts, gemm_inputs(5, 18, 17, 1, 1, Shape{5, 1})});
   v.push_back({"GemmIntK0", OpKind::kGemm, gemm(0, 0, 1.0f, 2.0f), kInts, gemm_inputs(3, 4, 0, 0, 0, Shape{4})});
+  // Small batches with transB = 1 (nn.Linear): the GEMV tactic, with every form of C. k = 264 is 33
+  // chunks of float16 (66 of float32), so the last lanes of each warp get one chunk fewer.
+  const std::vector<std::pair<std::string, std::optional<Shape>>> small_cs = {
+      {"NoC", std::nullopt}, {"CRow", Shape{37}}, {"CFull", Shape{8, 37}}, {"CCol", Shape{8, 1}}};
+  for (int64_t sm : {1, 2, 5, 8})
+    for (const auto& [cname, c] : small_cs) {
+      std::optional<Shape> cs = c;
+      if (cs && cs->size() == 2) (*cs)[0] = sm;
+      v.push_back({"GemmSmallM" + std::to_string(sm) + cname, OpKind::kGemm, gemm(0, 1, 0.5f, cname == "CRow" ? 1.0f : -1.5f),
+                   kFD, gemm_inputs(sm, 37, 264, 0, 1, cs), true});
+    }
+  // ResNet-50's classifier at batch 1 and 3.
+  v.push_back({"GemmResNetClassifier", OpKind::kGemm, gemm(0, 1), kF, gemm_inputs(1, 1000, 2048, 0, 1, Shape{1000}), true});
+  v.push_back({"GemmResNetClassifierB3", OpKind::kGemm, gemm(0, 1), kF, gemm_inputs(3, 1000, 2048, 0, 1, Shape{1000}), true});
   return v;
 }
 
@@ -355,6 +369,25 @@ TEST_P(NnGpuTactics, EveryTacticMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Nn, NnGpuTactics, testing::ValuesIn(tactic_cases()),
                          [](const testing::TestParamInfo<NnCase>& info) { return info.param.name; });
+
+// The GEMV tactic is offered exactly where nn_gemv.cu takes the product: at most 8 rows of A, W
+// transposed, k a whole number of 16-byte chunks, a float type other than float64.
+TEST(NnGpuGemv, OfferedForSmallBatchesOnly) {
+  KILN_SKIP_WITHOUT_GPU();
+  auto offered = [](int64_t m, int64_t k, int64_t ta, int64_t tb, DT dt) {
+    const std::vector<int32_t> t = tactics_of(OpKind::kGemm, gemm(ta, tb), gemm_inputs(m, 16, k, ta, tb, Shape{16})(dt));
+    return std::find(t.begin(), t.end(), gpu::kGemvTactic) != t.end();
+  };
+  EXPECT_TRUE(offered(1, 64, 0, 1, DT::kFloat16));
+  EXPECT_TRUE(offered(8, 64, 0, 1, DT::kFloat32));
+  EXPECT_TRUE(offered(4, 64, 0, 1, DT::kBFloat16));
+  EXPECT_FALSE(offered(9, 64, 0, 1, DT::kFloat16));  // a batch of 9
+  EXPECT_FALSE(offered(1, 60, 0, 1, DT::kFloat16));  // 60 halves: not whole 16-byte chunks
+  EXPECT_TRUE(offered(1, 60, 0, 1, DT::kFloat32));   // 15 chunks of float32
+  EXPECT_FALSE(offered(1, 64, 0, 0, DT::kFloat16));  // W not transposed
+  EXPECT_FALSE(offered(1, 64, 1, 1, DT::kFloat16));  // A transposed
+  EXPECT_FALSE(offered(1, 64, 0, 1, DT::kFloat64));
+}
 
 // Pointers 16-byte aligned (but not 32): cuDNN still runs (the direct kernel takes over below 16),
 // cuBLASLt with the alignment its plan assumed; at 8 bytes cuBLASLt plans again.

@@ -21,6 +21,10 @@
 
 namespace kiln::gpu {
 
+// The Gemm tactic of Kiln's GEMV for small batches (nn_gemv.cu), next to cuBLASLt's algorithm
+// indices 0-7.
+inline constexpr int32_t kGemvTactic = 64;
+
 // Workspace that lets cuBLASLt choose its fastest kernels (what NVIDIA recommends for Hopper).
 inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 

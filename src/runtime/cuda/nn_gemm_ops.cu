@@ -123,6 +123,15 @@ GemmShape gemm_shape(const GemmAttrs& a, std::span<const TensorView> in, const T
   return {Y.shape[0], Y.shape[1], a.transA ? A.shape[0] : A.shape[1], has_c, has_c ? &in[2] : nullptr};
 }
 
+// Whether the GEMV tactic runs this Gemm: a small-M product nn_gemv.cu takes, with a residual (of a
+// fused op) as large as Y.
+bool gemv_takes(OpKind kind, const GemmAttrs& a, std::span<const TensorView> in, const TensorView& Y) {
+  const GemmShape s = gemm_shape(a, in, Y);
+  const TensorView* Z = residual(kind, in);
+  if (Z && (Z->numel() != s.m * s.n || Z->dtype != Y.dtype)) return false;
+  return gemv_fits(in[0].dtype, s.m, s.n, s.k, a.transA != 0, a.transB != 0, in[0].data, in[1].data);
+}
+
 GemmStepPlan& gemm_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                         std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<GemmStepPlan>& local) {
   const GemmAttrs& a = gemm_attrs(kind, attrs);
@@ -225,6 +234,23 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   if (s.k == 0) {
     fill_from_c(s.C, Y, s.m, s.n, a.beta, env, op);
     return finish(false);
+  }
+  if (env.tactic == kGemvTactic && gemv_takes(kind, a, in, Y)) {
+    Gemv g;
+    g.m = s.m;
+    g.n = s.n;
+    g.k = s.k;
+    g.alpha = a.alpha;
+    g.beta = a.beta;
+    if (s.has_c) {
+      g.c = s.C->data;
+      const int64_t cr = s.C->rank() == 2 ? s.C->shape[0] : 1, cc = s.C->rank() >= 1 ? s.C->shape[s.C->rank() - 1] : 1;
+      g.crs = cr == 1 ? 0 : cc;
+      g.ccs = cc == 1 ? 0 : 1;
+    }
+    g.epi = epi;
+    g.z = Z ? Z->data : nullptr;
+    return gemv(g, A.dtype, A.data, B.data, Y.data, env.stream, op);
   }
   std::unique_ptr<GemmStepPlan> local;
   GemmStepPlan& p = gemm_plan(kind, attrs, in, out, env, local);
@@ -455,6 +481,7 @@ const GemmPlan* lt_plan_of(OpKind kind, const Attrs& attrs, std::span<const Tens
 
 size_t gemm_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                       GpuEnv& env) {
+  if (env.tactic == kGemvTactic) return 0;
   std::unique_ptr<StepState> local;
   const GemmPlan* g = lt_plan_of(kind, attrs, in, out, env, local);
   return g ? g->workspace(env.tactic) : 0;
@@ -466,6 +493,9 @@ std::vector<int32_t> gemm_tactics(OpKind kind, const Attrs& attrs, std::span<con
   const GemmPlan* g = lt_plan_of(kind, attrs, in, out, env, local);
   std::vector<int32_t> t;
   for (int i = 0; g && i < g->algo_count(); ++i) t.push_back(i);
+  if ((kind == OpKind::kGemm || kind == OpKind::kFusedGemm) && out[0].numel() > 0 &&
+      gemv_takes(kind, gemm_attrs(kind, attrs), in, out[0]))
+    t.push_back(kGemvTactic);
   return t;
 }
 

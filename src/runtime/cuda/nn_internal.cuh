@@ -91,6 +91,26 @@ void tiled_gemm(const TiledGemm& g, DataType dt, const void* a, const void* b, c
 void broadcast_c(const void* c, void* y, int64_t m, int64_t n, int64_t crs, int64_t ccs, float scale, DataType dt,
                  cudaStream_t stream, const char* op);
 
+// ---- GEMV for Gemm at small batch (nn_gemv.cu) ----
+// Y [m, n] = epilogue(alpha * A [m, k] W [n, k]^T + beta * C) for 1 <= m <= kGemvMaxM: a warp per
+// row of W. C element (i, j) at i * crs + j * ccs (c null: none); the epilogue, when epi is set, as
+// core/epilogue.h computes it with z [m, n] the residual (or null) and no bias. The Gemm tactic
+// kGemvTactic (nn_gemm.h).
+inline constexpr int kGemvMaxM = 8;
+struct Gemv {
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  const void* c = nullptr;
+  int64_t crs = 0, ccs = 0;
+  const EpilogueAttrs* epi = nullptr;
+  const void* z = nullptr;
+};
+// Float32, float16 or bfloat16; A not transposed, W transposed (Gemm's transB = 1); k a whole
+// number of 16-byte chunks; A and W 16-byte aligned.
+bool gemv_fits(DataType dt, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, const void* a,
+               const void* w);
+void gemv(const Gemv& p, DataType dt, const void* a, const void* w, void* y, cudaStream_t stream, const char* op);
+
 // ---- the fused epilogue through cuBLASLt (nn_gemm_ops.cu) ----
 // What cuBLASLt's epilogue, act(product + C + bias), computes of a fused op's epilogue (core/attrs.h):
 // without a residual, all of it when the activation is one of cuBLASLt's; with one, all of it when
