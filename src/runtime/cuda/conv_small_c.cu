@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "runtime/cuda/conv_small_c_kernel.cuh"
+#include "runtime/cuda/dependent_launch.cuh"
 
 namespace kiln::gpu::nn {
 
@@ -16,7 +17,7 @@ namespace {
 
 using namespace small_c;
 
-constexpr int kRows = 2;  // output rows per work item
+constexpr int kRows = 2;  // output rows per work item (1 where 2 would leave SMs idle: mma_rows)
 constexpr int kMaxSmem = 48 << 10;
 
 template <int R, int S, int D, int NG, int A>
@@ -25,7 +26,7 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
   using L = Layout<R, S, D>;
   constexpr int kWarpsPerGroup = 4 / NG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int stage_len = staged_rows(kRows, R) * p.row_len;
+  const int stage_len = staged_rows(p.rows, R) * p.row_len;
   __half* stages = reinterpret_cast<__half*>(smem_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   unsigned char* out_tile = reinterpret_cast<unsigned char*>(stages + 2 * stage_len) + warp * out_tile_bytes<4>();
@@ -48,13 +49,17 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
       }
   uint32_t keep[L::kSegGroups];
   L::keep_masks(q, keep);
+  // A dependent launch (small_c_conv): the weights above overlap the kernel before this one; the
+  // input, the quantization scale and the bias are read after it has finished.
+  extra::wait_for_inputs();
+  extra::start_next_kernel();
   const Quant quant = quant_of<A>(p);
   float bias[4][2];
   lane_bias(p, quant, cg * 32, q, bias);
   __syncthreads();
 
   walk_items<R>(p, stages, stage_len, [&](const __half* stage, int64_t n_img, int oh0) {
-    for (int u = first_unit; u < kRows * p.m_tiles; u += kWarpsPerGroup) {
+    for (int u = first_unit; u < p.rows * p.m_tiles; u += kWarpsPerGroup) {
       const int qr = u / p.m_tiles, mt = u - qr * p.m_tiles, oh = oh0 + qr;
       if (oh >= p.OH) break;
       const __half* rows[R];
@@ -85,6 +90,23 @@ const KernelFn kKernel[kKernels] = {kFour<3, 1>[0], kFour<3, 1>[1], kFour<3, 1>[
                                     kFour<3, 2>[0], kFour<3, 2>[1], kFour<3, 2>[2], kFour<3, 2>[3],
                                     kFour<7, 1>[0], kFour<7, 1>[1], kFour<7, 1>[2], kFour<7, 1>[3],
                                     kFour<7, 2>[0], kFour<7, 2>[1], kFour<7, 2>[2], kFour<7, 2>[3]};
+// Their launches, as programmatic dependent launches (dependent_launch.cuh), in the same order.
+using LaunchFn = void (*)(unsigned blocks, int smem, cudaStream_t stream, const Params& p);
+template <int R, int NG, int A>
+void launch_one(unsigned blocks, int smem, cudaStream_t stream, const Params& p) {
+  extra::launch_dependent<small_c_kernel<R, R, 1, NG, A>>(dim3(blocks), kThreads, static_cast<size_t>(smem), stream, 1,
+                                                          "NhwcConv", p);
+}
+template <int R, int NG>
+constexpr LaunchFn kLaunchFour[4] = {launch_one<R, NG, static_cast<int>(Activation::kNone)>,
+                                     launch_one<R, NG, static_cast<int>(Activation::kRelu)>,
+                                     launch_one<R, NG, static_cast<int>(Activation::kClip)>,
+                                     launch_one<R, NG, kGeneric>};
+const LaunchFn kLaunch[kKernels] = {
+    kLaunchFour<3, 1>[0], kLaunchFour<3, 1>[1], kLaunchFour<3, 1>[2], kLaunchFour<3, 1>[3],
+    kLaunchFour<3, 2>[0], kLaunchFour<3, 2>[1], kLaunchFour<3, 2>[2], kLaunchFour<3, 2>[3],
+    kLaunchFour<7, 1>[0], kLaunchFour<7, 1>[1], kLaunchFour<7, 1>[2], kLaunchFour<7, 1>[3],
+    kLaunchFour<7, 2>[0], kLaunchFour<7, 2>[1], kLaunchFour<7, 2>[2], kLaunchFour<7, 2>[3]};
 int kernel_index(int64_t k, int64_t pad_left, int64_t M, Activation a) {
   if ((k != 3 && k != 7) || (pad_left * kC) % 2 != 1 || (M != 32 && M != 64)) return -1;
   const int act = a == Activation::kNone ? 0 : a == Activation::kRelu ? 1 : a == Activation::kClip ? 2 : 3;
@@ -145,6 +167,16 @@ int wgmma_rows(const DirectConv& g) {
   return m_tiles % 2 != 0 && g.out[0] >= 4 ? 4 : 2;
 }
 
+// The mma.sync form's output rows per work item: kRows, or 1 where work items of kRows would not
+// give every SM one (ResNet-50's stem at batch 1: 56 items of 2 rows on 132 SMs). Staging
+// buffers are sized for kRows.
+int mma_rows(const DirectConv& g) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "NhwcConv");
+  const int64_t sms = mma::device_attribute<cudaDevAttrMultiProcessorCount>(device);
+  return g.batch * ((g.out[0] + kRows - 1) / kRows) < sms ? 1 : kRows;
+}
+
 Params params_of(const DirectConv& g, int rows) {
   Params p{};
   p.H = static_cast<int>(g.in[0]);
@@ -179,7 +211,7 @@ bool small_c_wgmma_fits(const DirectConv& g, DataType dt, bool has_z) {
 
 void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, const void* w, const void* b, void* y,
                   const SmallCQuant* quant, bool wgmma, cudaStream_t stream) {
-  Params p = params_of(g, wgmma ? wgmma_rows(g) : kRows);
+  Params p = params_of(g, wgmma ? wgmma_rows(g) : mma_rows(g));
   p.x = static_cast<const __half*>(x);
   p.w = static_cast<const __half*>(w);
   p.b = static_cast<const __half*>(b);
@@ -195,8 +227,7 @@ void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, co
 #endif
   const int which = kernel_index(g.kernel[1], g.pads[1], g.M, e.activation);
   const int64_t blocks = std::min<int64_t>(p.items, resident_ctas(which));
-  kKernel[which]<<<static_cast<unsigned>(blocks), kThreads, smem_bytes(g), stream>>>(p);
-  check_launch("NhwcConv");
+  kLaunch[which](static_cast<unsigned>(blocks), smem_bytes(g), stream, p);
 }
 
 }  // namespace kiln::gpu::nn
