@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/shape_infer.h"
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/gpu_kernels.h"
 
 namespace kiln::gpu::ew {
@@ -195,6 +196,8 @@ __device__ __forceinline__ int64_t grid_threads() { return static_cast<int64_t>(
 template <class TI, class TO, class F>
 __global__ void __launch_bounds__(kThreads) unary_kernel(const TI* in, TO* out, int64_t n, bool vec, F f) {
   constexpr int N = kVecWidth<TI, TO>;
+  extra::wait_for_inputs();  // a dependent launch (launch_unary)
+  extra::start_next_kernel();
   f.init();
   const int64_t tid = global_thread(), step = grid_threads();
   int64_t done = 0;
@@ -220,9 +223,11 @@ void launch_unary(const TensorView& in, const TensorView& out, GpuEnv& env, cons
   if (n == 0) return;
   constexpr int N = kVecWidth<TI, TO>;
   const bool vec = aligned_to(in.data, sizeof(TI) * N) && aligned_to(out.data, sizeof(TO) * N);
-  unary_kernel<TI, TO, F><<<blocks_for(vec ? std::max<int64_t>(n / N, 1) : n), kThreads, 0, env.stream>>>(
-      static_cast<const TI*>(in.data), static_cast<TO*>(out.data), n, vec, f);
-  check_launch(op);
+  // A programmatic dependent launch (dependent_launch.cuh): the kernel waits for its input first,
+  // then lets the next kernel start, so that neither launch adds a gap (a Cast between layers).
+  extra::launch_dependent<unary_kernel<TI, TO, F>>(dim3(blocks_for(vec ? std::max<int64_t>(n / N, 1) : n)), kThreads,
+                                                   0, env.stream, 1, op, static_cast<const TI*>(in.data),
+                                                   static_cast<TO*>(out.data), n, vec, f);
 }
 
 // ---- broadcast plan ------------------------------------------------------------------------

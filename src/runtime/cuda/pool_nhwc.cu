@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "core/infer/nn_geometry.h"
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/pool_internal.cuh"
 
 namespace kiln::gpu::pool {
@@ -181,6 +182,8 @@ template <class T, int K>
 __global__ void __launch_bounds__(kThreads)
     max_pool_2d_kernel(NhwcPool p, const uint4* __restrict__ x, uint4* __restrict__ y, int32_t items) {
   constexpr int V = 16 / sizeof(T);
+  extra::wait_for_inputs();  // a dependent launch (nhwc_pool)
+  extra::start_next_kernel();
   const int groups = static_cast<int>(p.channels / V);
   const int H = static_cast<int>(p.in[0]), W = static_cast<int>(p.in[1]);
   const int OH = static_cast<int>(p.out[0]), OW = static_cast<int>(p.out[1]);
@@ -268,9 +271,9 @@ void nhwc_pool(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, 
     const unsigned blocks = ew::blocks_for(items);
     if constexpr (kPackedMax<T>) {
       if (p.is_max && vec && narrow && rank == 2 && p.kernel[0] == 3 && p.kernel[1] == 3) {
-        max_pool_2d_kernel<T, 3><<<blocks, kThreads, 0, env.stream>>>(p, static_cast<const uint4*>(X.data),
-                                                                        static_cast<uint4*>(Y.data),
-                                                                        static_cast<int32_t>(items));
+        extra::launch_dependent<max_pool_2d_kernel<T, 3>>(dim3(blocks), kThreads, 0, env.stream, 1, op, p,
+                                                          static_cast<const uint4*>(X.data),
+                                                          static_cast<uint4*>(Y.data), static_cast<int32_t>(items));
         return;
       }
     }

@@ -16,6 +16,7 @@
 //     and each part picks its own word width (a misaligned part does not slow the others down).
 #include <vector>
 
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/tensor_internal.cuh"
 
 namespace kiln {
@@ -198,6 +199,8 @@ template <class I, class W, int NB>
 __global__ void __launch_bounds__(kThreads)
     small_inner_vec_kernel(const W* __restrict__ src, W* __restrict__ dst, TilePlan p, I items) {
   constexpr int V = static_cast<int>(16 / sizeof(W));
+  extra::wait_for_inputs();  // a dependent launch (launch_small_inner)
+  extra::start_next_kernel();
   const I step = static_cast<I>(grid_threads()), runs = static_cast<I>(p.na / V);
   for (I t = static_cast<I>(global_thread()); t < items; t += step) {
     const I rem = t / runs;
@@ -247,12 +250,15 @@ void launch_small_inner(const Dims& s, const Dims& st, size_t a, const void* src
     if constexpr (sizeof(W) <= 4) {
       if (vec) {
         const int64_t runs = items / static_cast<int64_t>(16 / sizeof(W));
+        // A programmatic dependent launch (dependent_launch.cuh): an image's channels-last
+        // transpose before the stem, say.
+        const dim3 grid(blocks_for(runs));
         if (runs < k32Bit)
-          small_inner_vec_kernel<uint32_t, W, NB>
-              <<<blocks_for(runs), kThreads, 0, env.stream>>>(sp, dp, p, static_cast<uint32_t>(runs));
+          extra::launch_dependent<small_inner_vec_kernel<uint32_t, W, NB>>(grid, kThreads, 0, env.stream, 1, op, sp,
+                                                                           dp, p, static_cast<uint32_t>(runs));
         else
-          small_inner_vec_kernel<uint64_t, W, NB>
-              <<<blocks_for(runs), kThreads, 0, env.stream>>>(sp, dp, p, static_cast<uint64_t>(runs));
+          extra::launch_dependent<small_inner_vec_kernel<uint64_t, W, NB>>(grid, kThreads, 0, env.stream, 1, op, sp,
+                                                                           dp, p, static_cast<uint64_t>(runs));
         return;
       }
     }
