@@ -97,7 +97,9 @@ TEST(ChannelsLast, ResNetRunsChannelsLastBetweenTwoTransposes) {
   EXPECT_EQ(b.count("FusedConv") + b.count("Conv"), 0);
   EXPECT_EQ(b.count("NhwcMaxPool"), 1);
   EXPECT_EQ(b.count("ReduceMean"), 1);
-  EXPECT_EQ(b.count("Transpose"), 2);  // into the region after the input's Cast, out of it after the pool
+  // Two transposes: into the region after the input's Cast, out of it after the pool. The one out
+  // ([2, 1, 1, C] to [2, C, 1, 1]) moves no bytes, so view-reshapes makes it a view: one step.
+  EXPECT_EQ(b.count("Transpose"), 1);
   EXPECT_EQ(b.layout.changes, 7) << b.layout.detail;  // 5 convs, the MaxPool, the GlobalAveragePool
   EXPECT_NE(b.layout.detail.find("2 transposes"), std::string::npos) << b.layout.detail;
   bool named = false;

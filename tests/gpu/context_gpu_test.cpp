@@ -132,14 +132,15 @@ TEST(GpuContext, FusedResidualBlockMatchesCpu) {
   for (bool fp16 : {false, true}) {
     SCOPED_TRACE(fp16 ? "float16" : "float32");
     auto gpu = build(m.m, gpu::gpu_target(), fp16);
-    // float16: channels-last, with one Transpose in (after the input's Cast) and one out (after the pool).
+    // float16: channels-last, with one Transpose in (after the input's Cast); the one out, after the
+    // pool ([2, 1, 1, 4] to [2, 4, 1, 1]), moves no bytes and is a view.
     int fused = 0, transposes = 0;
     for (const StepInfo& s : gpu->summary().steps) {
       fused += s.op == (fp16 ? "NhwcConv" : "FusedConv");
       transposes += s.op == "Transpose";
     }
     EXPECT_EQ(fused, 2);
-    EXPECT_EQ(transposes, fp16 ? 2 : 0);
+    EXPECT_EQ(transposes, fp16 ? 1 : 0);
     expect_close(run(*gpu), run(*cpu), fp16 ? 1e-2 : 1e-5);
   }
 }
