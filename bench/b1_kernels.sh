@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (device tool), with build-dev/ unpacked: ResNet-50 `--best --force-int8`
+# at batch 1, built once, then (1) its steps (kiln inspect), (2) the per-layer profile and the CUDA
+# graph's GPU compute, (3) each kernel's own duration under Nsight Compute (one inference launched
+# step by step, after warm-up). Shows where batch 1's time goes: kernels against the gaps between them.
+# Usage: bash bench/b1_kernels.sh [torchvision model, default resnet50]. Nsight Compute keeps the
+# caches warm between kernels (as in the graph); NCU_CACHE=all flushes them before each kernel.
+# Writes $OUT/build_b1.txt, inspect_b1.txt, prof_b1.txt, ncu_b1.csv; prints the kernel table.
+set -uo pipefail
+source bench/device_env.sh
+PY=/opt/torch/.venv/bin/python
+NCU=/opt/nvidia/nsight-compute/2025.3.1/ncu
+work=$(mktemp -d)
+model=${1:-resnet50}
+$PY - "$work" "$model" <<'PYEOF'
+import sys, numpy as np, torch, torchvision
+work, m = sys.argv[1], sys.argv[2]
+np.save(f"{work}/calib.npy", np.random.default_rng(0).normal(0, 1, (256, 3, 224, 224)).astype(np.float32))
+net = getattr(torchvision.models, m)().eval()
+torch.onnx.export(net, torch.randn(1, 3, 224, 224), f"{work}/{m}.onnx", opset_version=17,
+                  input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}}, dynamo=False)
+PYEOF
+mkdir -p "$work/calib" && mv "$work/calib.npy" "$work/calib/"
+e="$work/$model.kiln"
+build-dev/kiln optimize "$work/$model.onnx" --device gpu --batch 1 --best --force-int8 --calib "$work/calib" \
+  --timing-cache "$work/tc.json" -v -o "$e" > "$OUT/build_b1.txt" 2>&1 || { tail "$OUT/build_b1.txt"; exit 1; }
+build-dev/kiln inspect "$e" > "$OUT/inspect_b1.txt" 2>&1
+build-dev/kiln bench "$e" --device gpu --cuda-graph --no-transfers --duration 1 --profile > "$OUT/prof_b1.txt" 2>&1
+steps=$(grep -cE '^ +[0-9]+ +[A-Za-z]' "$OUT/prof_b1.txt")
+# Warm-up inferences are launched step by step without a graph: skip 10 of them, time the 11th.
+"$NCU" --clock-control none --cache-control ${NCU_CACHE:-none} --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv \
+  --launch-skip $((steps * 10)) --launch-count $((steps * 3)) \
+  build-dev/kiln bench "$e" --device gpu --no-transfers --warmup 12 --iterations 1 --duration 0 \
+  > "$OUT/ncu_b1.csv" 2> "$OUT/ncu_b1.err"
+$PY - "$OUT/ncu_b1.csv" <<'PYEOF'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+hdr = rows[0]; rows = rows[1:]
+ki, mi, vi = hdr.index("Kernel Name"), hdr.index("Metric Name"), hdr.index("Metric Value")
+ii = hdr.index("ID")
+k = collections.OrderedDict()
+for r in rows:
+    d = k.setdefault(r[ii], {"name": r[ki][:70]})
+    d[r[mi]] = r[vi]
+tot = 0.0
+for i, d in k.items():
+    ns = float(d.get("gpu__time_duration.sum", "0").replace(",", ""))
+    tot += ns
+    print(f"{i:>4} {ns/1000:8.2f} us  grid {d.get('launch__grid_size','?'):>6} blk {d.get('launch__block_size','?'):>4}  {d['name']}")
+print(f"kernels {len(k)}  sum {tot/1000:.1f} us")
+PYEOF
+grep -E '^GPU compute' "$OUT/prof_b1.txt"
