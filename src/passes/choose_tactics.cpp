@@ -238,64 +238,91 @@ std::map<size_t, Listed> list_candidates(const graph::Graph& g, const std::vecto
 // layers take 4 to 10 us), so that timing stream launches measured mostly the host and the
 // choice among Kiln's tiles came out differently from build to build. Back to back in one graph,
 // a dependent-launched kernel overlaps the one before it as it does in the engine. Null where the
-// kernel cannot be captured (the caller then times stream launches).
-cudaGraphExec_t capture_launches(const gpu::GpuKernelEntry& entry, const graph::Node& n,
-                                 std::span<const TensorView> in, std::span<const TensorView> out,
-                                 gpu::GpuEnv& env, cudaStream_t stream, int launches) {
+// kernel cannot be captured; the capture is always ended, whatever the kernel throws.
+struct GraphExec {
+  cudaGraphExec_t exec = nullptr;
+  GraphExec() = default;
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  ~GraphExec() {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+};
+
+void capture_launches(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::span<const TensorView> in,
+                      std::span<const TensorView> out, gpu::GpuEnv& env, cudaStream_t stream, int launches,
+                      GraphExec& g) {
   if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
     (void)cudaGetLastError();
-    return nullptr;
+    return;
   }
   bool ok = true;
   try {
     for (int i = 0; i < launches; ++i) entry.fn(n.kind, n.attrs, in, out, env);
-  } catch (const Error&) {
+  } catch (...) {
     ok = false;
   }
   cudaGraph_t graph = nullptr;
   ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && ok;
-  cudaGraphExec_t exec = nullptr;
-  ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  ok = ok && cudaGraphInstantiate(&g.exec, graph, 0) == cudaSuccess;
   if (graph) cudaGraphDestroy(graph);
   if (!ok) {
     (void)cudaGetLastError();
-    if (exec) cudaGraphExecDestroy(exec);
-    return nullptr;
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+    g.exec = nullptr;
   }
-  return exec;
 }
 
-// Median-free but robust enough: the best of 3 rounds of kLaunches launches each (one graph
-// launch, or stream launches where capture fails), in milliseconds per launch.
+struct Events {
+  cudaEvent_t a = nullptr, b = nullptr;
+  Events() {
+    check_cuda(cudaEventCreate(&a), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&b), "cudaEventCreate");
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  ~Events() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+};
+
+// Median-free but robust enough: the best of 3 rounds of kLaunches launches each, in milliseconds
+// per launch: one graph launch each where `in_graph` (false if the kernel could not be captured:
+// the caller then times every candidate of the node with stream launches, so that they compare
+// alike), else stream launches.
 // *setup_s: the seconds of the first launch, which makes the step's state (cuDNN's plans, say).
 double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::span<const TensorView> in,
-                   std::span<const TensorView> out, gpu::GpuEnv env, cudaStream_t stream, double* setup_s) {
+                   std::span<const TensorView> out, gpu::GpuEnv env, cudaStream_t stream, double* setup_s,
+                   bool* in_graph) {
   constexpr int kLaunches = 10;
-  cudaEvent_t a, b;
-  check_cuda(cudaEventCreate(&a), "cudaEventCreate");
-  check_cuda(cudaEventCreate(&b), "cudaEventCreate");
+  const Events ev;
   double best = 1e30;
   const Stopwatch timer;
   entry.fn(n.kind, n.attrs, in, out, env);  // warm-up (and per-step state)
   check_cuda(cudaStreamSynchronize(stream), "the first launch of a kernel");
   *setup_s = timer.seconds();
-  cudaGraphExec_t exec = capture_launches(entry, n, in, out, env, stream, kLaunches);
-  if (exec) check_cuda(cudaGraphLaunch(exec, stream), "a captured kernel");  // uploads the graph
+  GraphExec g;
+  if (*in_graph) {
+    capture_launches(entry, n, in, out, env, stream, kLaunches, g);
+    if (!g.exec) {
+      *in_graph = false;
+      return best;
+    }
+    check_cuda(cudaGraphLaunch(g.exec, stream), "a captured kernel");  // uploads the graph
+  }
   for (int round = 0; round < 3; ++round) {
-    check_cuda(cudaEventRecord(a, stream), "cudaEventRecord");
-    if (exec)
-      check_cuda(cudaGraphLaunch(exec, stream), "a captured kernel");
+    check_cuda(cudaEventRecord(ev.a, stream), "cudaEventRecord");
+    if (g.exec)
+      check_cuda(cudaGraphLaunch(g.exec, stream), "a captured kernel");
     else
       for (int i = 0; i < kLaunches; ++i) entry.fn(n.kind, n.attrs, in, out, env);
-    check_cuda(cudaEventRecord(b, stream), "cudaEventRecord");
-    check_cuda(cudaEventSynchronize(b), "timing a kernel");
+    check_cuda(cudaEventRecord(ev.b, stream), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(ev.b), "timing a kernel");
     float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    check_cuda(cudaEventElapsedTime(&ms, ev.a, ev.b), "cudaEventElapsedTime");
     best = std::min(best, static_cast<double>(ms) / kLaunches);
   }
-  if (exec) cudaGraphExecDestroy(exec);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   return best;
 }
 
@@ -373,23 +400,33 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     int32_t best = -1;
     double best_ms = 1e30, setup_s = 0;
     std::string report;
-    for (int32_t tactic : candidates) {
-      std::unique_ptr<gpu::StepState> state;
-      env.tactic = tactic;
-      env.state = &state;
-      try {
-        const size_t ws = entry.workspace ? entry.workspace(n.kind, n.attrs, b.in, b.out, env) : 0;
-        DeviceBuf workspace(ws);
-        env.workspace = workspace.p;
-        env.workspace_bytes = ws;
-        double first_s = 0;
-        const double ms = time_tactic(entry, n, b.in, b.out, env, stream, &first_s);
-        setup_s += first_s;
-        report += fmt::format(" {}:{:.4f}", tactic, ms);
-        if (ms < best_ms) best_ms = ms, best = tactic;
-      } catch (const Error& e) {
-        (void)cudaGetLastError();
-        report += fmt::format(" {}:failed", tactic);
+    // Every candidate in a graph; if one cannot be captured, all of them again as stream launches.
+    bool in_graph = true;
+    for (bool graphs : {true, false}) {
+      if (!graphs && in_graph) break;
+      best = -1;
+      best_ms = 1e30;
+      report = graphs ? "" : " (stream launches)";
+      for (int32_t tactic : candidates) {
+        std::unique_ptr<gpu::StepState> state;
+        env.tactic = tactic;
+        env.state = &state;
+        try {
+          const size_t ws = entry.workspace ? entry.workspace(n.kind, n.attrs, b.in, b.out, env) : 0;
+          DeviceBuf workspace(ws);
+          env.workspace = workspace.p;
+          env.workspace_bytes = ws;
+          double first_s = 0;
+          const double ms = time_tactic(entry, n, b.in, b.out, env, stream, &first_s, &in_graph);
+          setup_s += first_s;
+          if (graphs && !in_graph) break;
+          report += fmt::format(" {}:{:.4f}", tactic, ms);
+          if (ms < best_ms) best_ms = ms, best = tactic;
+        } catch (const Error& e) {
+          (void)cudaGetLastError();
+          report += fmt::format(" {}:failed", tactic);
+        }
+        env.state = nullptr;
       }
       env.state = nullptr;
     }

@@ -200,7 +200,11 @@ class Planner {
     const OpKind k = n.kind;
     if (k == OpKind::kTranspose && !n.inputs.empty() && n.inputs[0] != kNoValue) {
       const std::vector<int64_t>& shape = g_.value(n.inputs[0]).shape;
-      return perm_keeps_order(resolved_perm(std::get<TransposeAttrs>(n.attrs), shape.size()), shape);
+      const std::vector<int64_t> perm = resolved_perm(std::get<TransposeAttrs>(n.attrs), shape.size());
+      if (perm.size() != shape.size()) return false;
+      for (int64_t a : perm)
+        if (a < 0 || a >= static_cast<int64_t>(shape.size())) return false;
+      return perm_keeps_order(perm, shape);
     }
     return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze ||
            k == OpKind::kIdentity;

@@ -36,6 +36,11 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
   // zero-filled by cp.async.
   for (int i = threadIdx.x; i < 2 * stage_len; i += kThreads) stages[i] = __float2half_rn(0.0f);
 
+  // A dependent launch (small_c_conv): everything from global memory, the weights included (an
+  // engine may compute them), is read after the kernel before this one has finished.
+  extra::wait_for_inputs();
+  extra::start_next_kernel();
+
   // This warp's B fragments: weights of channels cg * 32 + nt * 8 + g at slots k, k + 1.
   uint32_t bf[L::kSteps][4][2];
 #pragma unroll
@@ -49,10 +54,6 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
       }
   uint32_t keep[L::kSegGroups];
   L::keep_masks(q, keep);
-  // A dependent launch (small_c_conv): the weights above overlap the kernel before this one; the
-  // input, the quantization scale and the bias are read after it has finished.
-  extra::wait_for_inputs();
-  extra::start_next_kernel();
   const Quant quant = quant_of<A>(p);
   float bias[4][2];
   lane_bias(p, quant, cg * 32, q, bias);

@@ -481,10 +481,11 @@ const GemmPlan* lt_plan_of(OpKind kind, const Attrs& attrs, std::span<const Tens
 
 size_t gemm_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                       GpuEnv& env) {
-  if (env.tactic == kGemvTactic) return 0;
   std::unique_ptr<StepState> local;
   const GemmPlan* g = lt_plan_of(kind, attrs, in, out, env, local);
-  return g ? g->workspace(env.tactic) : 0;
+  // The GEMV needs none; but where it cannot run (pointers bound at run time that are not 16-byte
+  // aligned), cuBLASLt's first algorithm runs instead, with its workspace.
+  return g ? g->workspace(env.tactic == kGemvTactic ? 0 : env.tactic) : 0;
 }
 
 std::vector<int32_t> gemm_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
