@@ -426,9 +426,8 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
           (void)cudaGetLastError();
           report += fmt::format(" {}:failed", tactic);
         }
-        env.state = nullptr;
       }
-      env.state = nullptr;
+      env.state = nullptr;  // it pointed at the last candidate's state
     }
     tactics[todo[t]] = best;
     cache[key] = {{"tactic", best}, {"ms", best_ms}};
