@@ -5,7 +5,9 @@
 # step by step, after warm-up). Shows where batch 1's time goes: kernels against the gaps between them.
 # Usage: bash bench/b1_kernels.sh [torchvision model, default resnet50]. Nsight Compute keeps the
 # caches warm between kernels (as in the graph); NCU_CACHE=all flushes them before each kernel.
-# Writes $OUT/build_b1.txt, inspect_b1.txt, prof_b1.txt, ncu_b1.csv; prints the kernel table.
+# Then (4) the graph with and without the side stream (`--no-side-stream`), alternated three times.
+# Writes $OUT/build_b1.txt, inspect_b1.txt, prof_b1.txt, ncu_b1.csv, side_b1.txt; prints the kernel
+# table and the comparison.
 set -uo pipefail
 source bench/device_env.sh
 PY=/opt/torch/.venv/bin/python
@@ -50,3 +52,12 @@ for i, d in k.items():
 print(f"kernels {len(k)}  sum {tot/1000:.1f} us")
 PYEOF
 grep -E '^GPU compute' "$OUT/prof_b1.txt"
+echo "side steps: $(grep -c 'side stream' "$OUT/inspect_b1.txt")"
+for r in 1 2 3; do
+  for mode in side --no-side-stream; do
+    flag=$([ "$mode" = side ] || echo "$mode")
+    m=$(build-dev/kiln bench "$e" --device gpu --cuda-graph --no-transfers --duration 2 $flag 2>&1 | tee -a "$OUT/side_b1.txt" |
+        awk '/^GPU compute/ {print $6}')
+    echo "round $r  ${mode#--}  GPU compute median $m ms"
+  done
+done

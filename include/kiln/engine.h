@@ -50,6 +50,10 @@ struct ContextOptions {
   // profiling. Off by default: on an H200 the kernel is slower than the steps for LeNet-5 at batch 1
   // (0.048 against 0.034 ms; bench/RESULTS.md).
   bool whole_network = false;
+  // GPU engines: run steps that need nothing from the steps just before them (ResNet's downsample
+  // convolutions) on a second stream beside those, where the builder's memory plan keeps their
+  // bytes apart. Not while profiling.
+  bool side_stream = true;
 };
 
 // One step's time in the runs since profiling started (Context::step_times).
@@ -67,6 +71,9 @@ struct StepInfo {
   std::vector<std::string> inputs;  // tensor names ("" for an omitted optional input)
   std::vector<std::string> outputs;
   int tactic = -1;                  // GPU engines: the implementation chosen by timing (-1: default)
+  // GPU engines: the step runs on a context's side stream, after main-stream step side_after (-1:
+  // at the start), unless ContextOptions::side_stream is off. -2: on the main stream.
+  int side_after = -2;
 };
 
 // A tensor that shares another's memory (`kiln inspect`: "view of BASE at +OFFSET bytes"): the
@@ -163,6 +170,8 @@ class Context {
   // GPU engines: true when this context runs the engine as one whole-network kernel
   // (ContextOptions::whole_network and an engine it can run).
   bool whole_network() const;
+  // GPU engines: how many steps this context runs on its side stream (ContextOptions::side_stream).
+  size_t side_steps() const;
 
   const Engine& engine() const { return *engine_; }
 

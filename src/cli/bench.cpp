@@ -70,6 +70,7 @@ struct StreamResult {
   std::vector<Sample> samples;
   double window_s = 0;         // wall time of the measured loop (after warm-up)
   bool whole_network = false;  // GPU: the context ran the whole-network kernel
+  size_t side_steps = 0;       // GPU: steps on the context's side stream
 };
 
 // One stream's loop: warm-up, then at least `iterations` inferences and `duration_s` seconds.
@@ -182,7 +183,7 @@ StreamResult gpu_loop(const Engine& e, const Plan& p, const ContextOptions& co,
   for (void* h : h_in) cudaFreeHost(h);
   for (void* h : h_out) cudaFreeHost(h);
   cudaStreamDestroy(stream);
-  return {std::move(out), window_s, ctx->whole_network()};
+  return {std::move(out), window_s, ctx->whole_network(), ctx->side_steps()};
 }
 #endif
 
@@ -220,6 +221,7 @@ int run_bench(const BenchOptions& o) {
   co.cuda_graph = o.cuda_graph;
   co.cpu_threads = o.threads;
   co.whole_network = o.whole_net;
+  co.side_stream = !o.no_side_stream;
 
   std::vector<StreamResult> per_stream(static_cast<size_t>(o.streams));
   std::vector<std::string> errors(static_cast<size_t>(o.streams));
@@ -269,6 +271,8 @@ int run_bench(const BenchOptions& o) {
   if (gpu) {
     std::string how = "whole network: " + summary.whole_network;
     if (!whole && !o.whole_net) how = "step by step";
+    const size_t side = per_stream.empty() ? 0 : per_stream[0].side_steps;
+    if (!whole && side > 0) how += fmt::format(", {} on a side stream", side);
     if (!whole && o.whole_net)
       how = "step by step (whole network " +
             (summary.whole_network.starts_with("not used") ? summary.whole_network
@@ -292,6 +296,7 @@ int run_bench(const BenchOptions& o) {
                       {"streams", o.streams},
                       {"cuda_graph", o.cuda_graph},
                       {"whole_network", whole},
+                      {"side_steps", per_stream.empty() ? 0 : per_stream[0].side_steps},
                       {"transfers", !o.no_transfers},
                       {"inferences", lat.size()},
                       {"measured_s", window_s},

@@ -58,6 +58,7 @@ struct BenchOptions {
   bool no_transfers = false;
   bool profile = false;
   bool whole_net = false;
+  bool no_side_stream = false;
   std::string json;
   int threads = 0;
   ModelOptions build;

@@ -26,7 +26,8 @@ int inspect_engine(const InspectOptions& o) {
     for (const StepInfo& st : s.steps)
       steps.push_back(
           {{"op", st.op}, {"name", st.name}, {"attrs", st.attrs}, {"inputs", st.inputs}, {"outputs", st.outputs},
-           {"tactic", st.tactic}});
+           {"tactic", st.tactic},
+           {"side_after", st.side_after}});
     nlohmann::json views = nlohmann::json::array();
     for (const ViewInfo& v : s.views)
       views.push_back({{"name", v.name}, {"base", v.base}, {"offset", v.offset}, {"bytes", v.bytes}});
@@ -62,9 +63,12 @@ int inspect_engine(const InspectOptions& o) {
   fmt::print("steps      {}\n", s.steps.size());
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const StepInfo& st = s.steps[i];
-    fmt::print("  {:>4}  {:<20} {:<28} {} -> {}{}{}\n", i, st.op, st.name, fmt::join(st.inputs, ", "),
+    fmt::print("  {:>4}  {:<20} {:<28} {} -> {}{}{}{}\n", i, st.op, st.name, fmt::join(st.inputs, ", "),
                fmt::join(st.outputs, ", "), st.attrs.empty() ? "" : "  {" + st.attrs + "}",
-               st.tactic < 0 ? "" : fmt::format("  [tactic {}]", st.tactic));
+               st.tactic < 0 ? "" : fmt::format("  [tactic {}]", st.tactic),
+               st.side_after < -1 ? ""
+               : st.side_after < 0 ? "  [side stream, from the start]"
+                                   : fmt::format("  [side stream, after step {}]", st.side_after));
   }
   if (!s.views.empty()) fmt::print("views      {} (tensors in another's memory: no step, no copy)\n", s.views.size());
   for (const ViewInfo& v : s.views)

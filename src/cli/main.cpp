@@ -115,6 +115,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   benchc->add_flag("--no-transfers", bench.no_transfers, "GPU: leave out the input and output copies");
   benchc->add_flag("--profile", bench.profile, "Per-layer times and shares");
+  benchc->add_flag("--no-side-stream", bench.no_side_stream,
+                   "GPU: run every step on one stream (by default steps that need nothing from the steps just "
+                   "before them run beside those on a second stream)");
   benchc->add_flag("--whole-net", bench.whole_net,
                    "GPU: run a small network as one whole-network kernel where it can (slower than the steps on an H200)");
   benchc->add_option("--json", bench.json, "Write every figure to this JSON file");

@@ -1,7 +1,9 @@
 // Tensor order in the file: engine inputs, then weights and activations in order of first use (a
 // view's root just before the view). Everything is derived from the program's order, so the same
 // graph always gives the same bytes. A root and its views get one lifetime in the memory plan: from
-// the first step that writes any of them to the last that reads any of them.
+// the first step that writes any of them to the last that reads any of them. On a GPU, a side step's
+// (runtime/side_steps.h) tensors live across its whole window, from the step after its fork to the
+// step before its join, so that the steps it runs beside use other bytes.
 #include "passes/engine_writer.h"
 
 #include <engine_schema_generated.h>
@@ -10,8 +12,47 @@
 #include "kiln/engine.h"
 #include "passes/memory_plan.h"
 #include "runtime/engine_format.h"
+#include "runtime/side_steps.h"
 
 namespace kiln::passes {
+
+namespace {
+
+// Stretches the lifetimes (per root value) of each side step's tensors over its window.
+void keep_side_steps_apart(const EngineProgram& p, std::vector<int>* first, std::vector<int>* last) {
+  const graph::Graph& g = p.graph;
+  detail::TensorPlace place;
+  place.root.resize(g.values.size());
+  place.pinned.resize(g.values.size());
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    place.root[v] = static_cast<int32_t>(p.root[v]);
+    place.pinned[v] = g.is_graph_output(static_cast<graph::ValueId>(v));
+  }
+  std::vector<bool> is_input(g.values.size(), false);
+  for (graph::ValueId v : g.inputs) is_input[static_cast<size_t>(v)] = true;
+  std::vector<detail::StepIo> io;
+  for (const graph::Node& n : g.nodes) {
+    detail::StepIo s;
+    for (graph::ValueId v : n.inputs)
+      if (v != graph::kNoValue && !g.value(v).is_constant() && !is_input[static_cast<size_t>(v)]) s.reads.push_back(v);
+    for (graph::ValueId v : n.outputs)
+      if (v != graph::kNoValue) s.writes.push_back(v);
+    io.push_back(std::move(s));
+  }
+  for (const detail::SideStep& s : detail::find_side_steps(io, place)) {
+    const detail::StepIo& x = io[static_cast<size_t>(s.step)];
+    for (graph::ValueId v : x.reads) {
+      int& l = (*last)[static_cast<size_t>(p.root[static_cast<size_t>(v)])];
+      l = std::max(l, s.join - 1);
+    }
+    for (graph::ValueId v : x.writes) {
+      int& f = (*first)[static_cast<size_t>(p.root[static_cast<size_t>(v)])];
+      f = std::min(f, s.fork + 1);
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& target,
                                   const std::vector<int32_t>& tactics, BuildReport* report) {
@@ -76,6 +117,7 @@ std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& tar
       last[r] = std::max(last[r], s);
     }
   }
+  if (target != "cpu") keep_side_steps_apart(p, &first, &last);  // the CPU runs steps in order
   std::vector<Lifetime> lifetimes;
   std::vector<size_t> lifetime_rec;
   for (size_t k = 0; k < recs.size(); ++k) {

@@ -165,6 +165,7 @@ std::vector<StepTime> Context::step_times() const {
 }
 
 bool Context::whole_network() const { return state_->gpu && state_->gpu->whole_network(); }
+size_t Context::side_steps() const { return state_->gpu ? state_->gpu->side_steps() : 0; }
 
 void Context::set_output(std::string_view name, void* data, size_t bytes) {
   const detail::EngineImpl& e = *state_->e;

@@ -5,6 +5,7 @@
 #include "runtime/cuda/whole_net_plan.h"
 #include "runtime/engine_format.h"
 #include "runtime/engine_impl.h"
+#include "runtime/side_steps.h"
 
 namespace kiln {
 
@@ -91,7 +92,10 @@ EngineSummary Engine::summary() const {
     const detail::TensorRec& t = e.tensors[static_cast<size_t>(v)];
     s.views.push_back({t.name, e.tensors[static_cast<size_t>(t.base)].name, t.offset, t.bytes});
   }
-  if (is_gpu()) s.whole_network = gpu::plan_whole_network(e, gpu::whole_net_smem_for_target(e.target)).describe();
+  if (is_gpu()) {
+    s.whole_network = gpu::plan_whole_network(e, gpu::whole_net_smem_for_target(e.target)).describe();
+    for (const detail::SideStep& x : detail::engine_side_steps(e)) s.steps[static_cast<size_t>(x.step)].side_after = x.fork;
+  }
   return s;
 }
 

@@ -1,6 +1,7 @@
 // Small ONNX networks of the kind the whole-network GPU kernel runs (runtime/cuda/whole_net_plan.h),
 // shared by its CPU plan test and its GPU test: LeNet-5, an MLP, two CNNs of odd shapes, and two
-// that it must refuse. Weights are uniform in +-1/sqrt(fan_in), so that activations stay near 1.
+// that it must refuse. Also ResNet's bottleneck, whose downsample runs on a side stream
+// (runtime/side_steps.h). Weights are uniform in +-1/sqrt(fan_in), so that activations stay near 1.
 #pragma once
 
 #include <cmath>
@@ -184,6 +185,26 @@ inline SmallNet big_cnn(int64_t batch) {
   m.output("y");
   attr_ints(m.conv("conv", "x", "c", 64, 64, {3, 3}), "pads", {1, 1, 1, 1});
   m.node("Relu", "relu", {"c"}, {"y"});
+  return m;
+}
+
+// ResNet-50's bottleneck with a downsample: 1x1 (c -> c/2), relu, 3x3 (stride s), relu, 1x1 (-> 2c),
+// plus the downsample's 1x1 of x (stride s), relu, then a global pool.
+inline SmallNet bottleneck(int64_t batch, int64_t c, int64_t hw, int64_t stride) {
+  SmallNet m("bottleneck");
+  m.input("x", {batch, c, hw, hw});
+  m.output("y");
+  m.conv("conv1", "x", "c1", c, c / 2, {1, 1});
+  m.node("Relu", "relu1", {"c1"}, {"r1"});
+  onnx::NodeProto* c2 = m.conv("conv2", "r1", "c2", c / 2, c / 2, {3, 3});
+  attr_ints(c2, "pads", {1, 1, 1, 1});
+  attr_ints(c2, "strides", {stride, stride});
+  m.node("Relu", "relu2", {"c2"}, {"r2"});
+  m.conv("conv3", "r2", "c3", c / 2, 2 * c, {1, 1});
+  attr_ints(m.conv("downsample", "x", "d", c, 2 * c, {1, 1}), "strides", {stride, stride});
+  m.node("Add", "add", {"c3", "d"}, {"s"});
+  m.node("Relu", "relu3", {"s"}, {"r3"});
+  m.node("GlobalAveragePool", "pool", {"r3"}, {"y"});
   return m;
 }
 

@@ -17,10 +17,8 @@
 
 #include "core/epilogue.h"
 #include "core/half.h"
-#include "passes/engine_writer.h"
-#include "passes/pass.h"
-#include "passes/view_plan.h"
 #include "runtime/engine_impl.h"
+#include "sm90_build.h"
 #include "small_nets.h"
 
 namespace kiln {
@@ -29,25 +27,9 @@ namespace {
 using gpu::WholeNetPlan;
 using gpu::WnLayer;
 using gpu::WnOp;
+using test::build_sm90;
 
 constexpr size_t kSm90Smem = 232448;
-
-// The build pipeline's passes (passes/pipeline.cpp) for an sm_90 engine, written without tactics.
-std::vector<uint8_t> build_sm90(const test::OnnxModel& m, bool fp16) {
-  graph::Graph g = m.import();
-  passes::BuildOptions o;
-  o.target = "sm_90";
-  o.fp16 = fp16;
-  using passes::PassFn;
-  for (PassFn pass : {passes::bind_inputs, passes::infer_and_fold, passes::remove_noop, passes::merge_transpose_reshape,
-                      passes::fuse_layernorm, passes::fuse_gelu, passes::fold_pad, passes::fold_batchnorm,
-                      passes::fold_scale_shift, passes::remove_identity, passes::fuse_epilogue, passes::fuse_siblings,
-                      passes::remove_dead_nodes, passes::to_fp16, passes::channels_last, passes::materialize_outputs}) {
-    pass(g, o);
-    graph::verify(g, pass != passes::bind_inputs);
-  }
-  return passes::write_engine(passes::plan_views(g, o), o.target, {}, nullptr);
-}
 
 WholeNetPlan plan_of(const std::vector<uint8_t>& engine, size_t smem = kSm90Smem) {
   auto e = detail::parse_engine(engine, "test");

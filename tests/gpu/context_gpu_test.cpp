@@ -3,7 +3,8 @@
 // device bindings; CUDA graph replay and re-recording after a rebind; several contexts on several
 // threads; device data errors reported by check(); wrong architecture; profiling; tactics and the
 // timing cache; an engine with views (a Concat written in place into a device-bound output, a view
-// of that output read by a later step, a free Split) under CUDA graphs, rebound. Skips without a GPU.
+// of that output read by a later step, a free Split) under CUDA graphs, rebound; a bottleneck whose
+// downsample runs on the side stream against one stream. Skips without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "../cpu/onnx_model_util.h"
+#include "../cpu/small_nets.h"
 #include "kiln/engine.h"
 #include "passes/build.h"
 #include "runtime/cuda/device.h"
@@ -142,6 +144,47 @@ TEST(GpuContext, FusedResidualBlockMatchesCpu) {
     EXPECT_EQ(fused, 2);
     EXPECT_EQ(transposes, fp16 ? 1 : 0);
     expect_close(run(*gpu), run(*cpu), fp16 ? 1e-2 : 1e-5);
+  }
+}
+
+// ResNet's bottleneck at batch 1: its downsample runs on the context's side stream beside conv1 and
+// conv2 (runtime/side_steps.h). Direct runs and CUDA graph replays, each with a new input, give the
+// bits of a context that runs every step on one stream, and the CPU's values.
+TEST(GpuContext, SideStreamMatchesOneStream) {
+  SKIP_WITHOUT_GPU();
+  for (auto [fp16, stride] : {std::pair{false, 1}, std::pair{true, 1}, std::pair{true, 2}}) {
+    SCOPED_TRACE(std::string(fp16 ? "float16" : "float32") + ", stride " + std::to_string(stride));
+    const test::SmallNet m = test::bottleneck(1, 64, 28, stride);
+    auto cpu = build(m.m, "cpu");
+    auto gpu = build(m.m, gpu::gpu_target(), fp16);
+    int marked = 0;
+    for (const StepInfo& st : gpu->summary().steps) marked += st.side_after >= -1;
+    EXPECT_EQ(marked, 1);
+    for (bool graph : {false, true}) {
+      SCOPED_TRACE(graph ? "CUDA graph" : "direct");
+      ContextOptions o, one;
+      o.cuda_graph = one.cuda_graph = graph;
+      one.side_stream = false;
+      auto side = gpu->create_context(o);
+      auto ref = gpu->create_context(one);
+      EXPECT_EQ(side->side_steps(), 1u);
+      EXPECT_EQ(ref->side_steps(), 0u);
+      std::vector<float> x(64 * 28 * 28);
+      for (uint32_t seed = 0; seed < 6; ++seed) {
+        x = test::random_vec(x.size(), 100 + seed);
+        auto out = [&](Context& c) {
+          c.set_input("x", x.data(), x.size() * 4);
+          c.run();
+          auto bytes = c.output("y");
+          return std::vector<std::byte>(bytes.begin(), bytes.end());
+        };
+        const std::vector<std::byte> got = out(*side);
+        ASSERT_EQ(got, out(*ref)) << "run " << seed;
+        std::vector<float> y(got.size() / 4);
+        std::memcpy(y.data(), got.data(), got.size());
+        expect_close(y, run_host(*cpu, x), fp16 ? 2e-2 : 1e-4);
+      }
+    }
   }
 }
 

@@ -9,7 +9,10 @@
 // buffer), so they are resolved again after each binding, before the steps see them; the graph's key
 // (the bound pointers) then covers them too. An engine that whole_net_plan.h accepts runs as one
 // kernel instead of its steps (ContextOptions::whole_network), recorded into the graph the same way;
-// profiling always runs the steps, which it times one by one.
+// profiling always runs the steps, which it times one by one. Steps that runtime/side_steps.h puts
+// beside the others run on a second stream of the context's (with their own cuDNN handle and
+// workspace): each waits for an event recorded after its fork step, and the main-stream steps that
+// need it wait for an event recorded after it; the graph records that as a fork and a join.
 #include "runtime/cuda/gpu_context.h"
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 
 #include "kiln/types.h"
 #include "runtime/engine_impl.h"
+#include "runtime/side_steps.h"
 
 #if defined(KILN_HAVE_CUDA)
 #include "runtime/cuda/device.h"
@@ -89,6 +93,9 @@ struct Step {
   std::vector<TensorView> in, out;
   std::vector<const void*> host_in;
   std::unique_ptr<StepState> state;
+  int side = -1;          // its index among the side steps, or -1: on the main stream
+  int wait = -1;          // main stream: the last side step to wait for before it (-1: none)
+  bool fork = false;      // main stream: record the fork event after it (a side step starts there)
 };
 
 // A host output copy done by the stream (cudaLaunchHostFunc) once the data is in staging.
@@ -169,11 +176,13 @@ class GpuContextImpl final : public GpuContext {
     out_dev_.assign(e.output_ids.size(), nullptr);
     host_copies_.resize(e.output_ids.size());
 
+    if (!opt_.profile && !whole_ && opt_.side_stream) plan_side_steps();
+
     errors_ = device_alloc(std::max<size_t>(1, steps_.size()) * sizeof(int), "error flags");
     check_cuda(cudaMemset(errors_.get(), 0, std::max<size_t>(1, steps_.size()) * sizeof(int)), "cudaMemset");
 
     // Step views, host copies of constant inputs, and the largest workspace any step asks for.
-    size_t workspace = 0;
+    size_t workspace = 0, side_workspace = 0;
     for (size_t k = 0; k < steps_.size(); ++k) {
       Step& s = steps_[k];
       auto view_of = [&](int32_t id) {
@@ -190,7 +199,8 @@ class GpuContextImpl final : public GpuContext {
       if (s.entry->workspace) {
         GpuEnv env = env_for(k, own_stream_);
         try {
-          workspace = std::max(workspace, s.entry->workspace(s.rec->kind, s.rec->attrs, s.in, s.out, env));
+          size_t& w = s.side >= 0 ? side_workspace : workspace;
+          w = std::max(w, s.entry->workspace(s.rec->kind, s.rec->attrs, s.in, s.out, env));
         } catch (const Error& err) {
           throw Error(step_name(k) + ": " + err.what());
         }
@@ -198,6 +208,8 @@ class GpuContextImpl final : public GpuContext {
     }
     workspace_bytes_ = align_up(workspace);
     workspace_ = device_alloc(workspace_bytes_, "the workspace");
+    side_workspace_bytes_ = align_up(side_workspace);
+    side_workspace_ = device_alloc(side_workspace_bytes_, "the side stream's workspace");
     if (opt_.profile) {
       events_.resize(steps_.size() + 1);
       for (cudaEvent_t& ev : events_) check_cuda(cudaEventCreate(&ev), "cudaEventCreate");
@@ -209,6 +221,10 @@ class GpuContextImpl final : public GpuContext {
     cudaStreamSynchronize(own_stream_);
     if (exec_) cudaGraphExecDestroy(exec_);
     for (cudaEvent_t ev : events_) cudaEventDestroy(ev);
+    for (cudaEvent_t ev : fork_events_) cudaEventDestroy(ev);
+    for (cudaEvent_t ev : side_events_) cudaEventDestroy(ev);
+    if (cudnn_side_) cudnnDestroy(cudnn_side_);
+    if (side_stream_) cudaStreamDestroy(side_stream_);
     if (staged_) cudaEventDestroy(staged_);
     if (cudnn_) cudnnDestroy(cudnn_);
     if (lt_) cublasLtDestroy(lt_);
@@ -312,6 +328,8 @@ class GpuContextImpl final : public GpuContext {
 
   bool whole_network() const override { return whole_ != nullptr; }
 
+  size_t side_steps() const override { return side_events_.size(); }
+
   std::vector<StepTime> step_times() override {
     flush_profile();
     std::vector<StepTime> r;
@@ -329,11 +347,12 @@ class GpuContextImpl final : public GpuContext {
   GpuEnv env_for(size_t k, cudaStream_t stream) {
     Step& s = steps_[k];
     GpuEnv env;
-    env.stream = stream;
-    env.cudnn = cudnn_;
+    const bool side = s.side >= 0;
+    env.stream = side ? side_stream_ : stream;
+    env.cudnn = side ? cudnn_side_ : cudnn_;
     env.cublaslt = lt_;
-    env.workspace = workspace_.get();
-    env.workspace_bytes = workspace_bytes_;
+    env.workspace = side ? side_workspace_.get() : workspace_.get();
+    env.workspace_bytes = side ? side_workspace_bytes_ : workspace_bytes_;
     env.error = static_cast<int*>(errors_.get()) + k;
     env.host_in = s.host_in;
     env.tactic = s.rec->tactic;
@@ -359,15 +378,64 @@ class GpuContextImpl final : public GpuContext {
   void run_steps(cudaStream_t stream, bool timed) {
     check_cudnn(cudnnSetStream(cudnn_, stream), "cudnnSetStream");
     if (timed) check_cuda(cudaEventRecord(events_[0], stream), "cudaEventRecord");
+    if (start_slot_ >= 0)
+      check_cuda(cudaEventRecord(fork_events_[static_cast<size_t>(start_slot_)], stream), "cudaEventRecord");
+    int joined = -1;  // side steps [0, joined] are joined into `stream`
     for (size_t k = 0; k < steps_.size(); ++k) {
       Step& s = steps_[k];
+      if (s.side >= 0)
+        check_cuda(cudaStreamWaitEvent(side_stream_, fork_events_[static_cast<size_t>(side_fork_[s.side])]),
+                   "cudaStreamWaitEvent");
+      if (s.wait > joined) {
+        check_cuda(cudaStreamWaitEvent(stream, side_events_[static_cast<size_t>(s.wait)]), "cudaStreamWaitEvent");
+        joined = s.wait;
+      }
       GpuEnv env = env_for(k, stream);
       try {
         s.entry->fn(s.rec->kind, s.rec->attrs, s.in, s.out, env);
       } catch (const Error& err) {
         throw Error(step_name(k) + " failed: " + err.what());
       }
+      if (s.side >= 0) check_cuda(cudaEventRecord(side_events_[static_cast<size_t>(s.side)], side_stream_), "cudaEventRecord");
+      if (s.fork) check_cuda(cudaEventRecord(fork_events_[static_cast<size_t>(fork_slot_[k])], stream), "cudaEventRecord");
       if (timed) check_cuda(cudaEventRecord(events_[k + 1], stream), "cudaEventRecord");
+    }
+    const int sides = static_cast<int>(side_events_.size());
+    if (joined < sides - 1)  // side steps no main step waited for: a captured graph must join them
+      check_cuda(cudaStreamWaitEvent(stream, side_events_.back()), "cudaStreamWaitEvent");
+  }
+
+  // Which steps run on the side stream (runtime/side_steps.h), checked against the arena's bytes.
+  void plan_side_steps() {
+    std::vector<int> waits;
+    const std::vector<detail::SideStep> sides = detail::engine_side_steps(e_, &waits);
+    if (sides.empty()) return;
+    check_cuda(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cudnn(cudnnCreate(&cudnn_side_), "cudnnCreate");
+    check_cudnn(cudnnSetStream(cudnn_side_, side_stream_), "cudnnSetStream");
+    fork_slot_.assign(steps_.size(), -1);
+    auto new_event = [](std::vector<cudaEvent_t>& v) {
+      v.push_back(nullptr);
+      check_cuda(cudaEventCreateWithFlags(&v.back(), cudaEventDisableTiming), "cudaEventCreate");
+      return static_cast<int>(v.size()) - 1;
+    };
+    for (size_t k = 0; k < steps_.size(); ++k) steps_[k].wait = waits[k];
+    for (size_t i = 0; i < sides.size(); ++i) {
+      const detail::SideStep& x = sides[i];
+      steps_[static_cast<size_t>(x.step)].side = static_cast<int>(i);
+      new_event(side_events_);
+      int slot = -1;
+      if (x.fork < 0) {
+        if (start_slot_ < 0) start_slot_ = new_event(fork_events_);
+        slot = start_slot_;
+      } else if (fork_slot_[static_cast<size_t>(x.fork)] >= 0) {
+        slot = fork_slot_[static_cast<size_t>(x.fork)];
+      } else {
+        slot = new_event(fork_events_);
+        fork_slot_[static_cast<size_t>(x.fork)] = slot;
+        steps_[static_cast<size_t>(x.fork)].fork = true;
+      }
+      side_fork_.push_back(slot);
     }
   }
 
@@ -430,6 +498,16 @@ class GpuContextImpl final : public GpuContext {
   std::shared_ptr<void> weights_, arena_, workspace_, device_in_, pinned_, errors_;
   size_t workspace_bytes_ = 0;
   cudaStream_t own_stream_ = nullptr, capture_stream_ = nullptr;
+  // Side steps: their stream, cuDNN handle and workspace; an event after each, and one per fork
+  // step (and one at the run's start, start_slot_, when a side step forks there).
+  cudaStream_t side_stream_ = nullptr;
+  cudnnHandle_t cudnn_side_ = nullptr;
+  std::shared_ptr<void> side_workspace_;
+  size_t side_workspace_bytes_ = 0;
+  std::vector<cudaEvent_t> side_events_, fork_events_;
+  std::vector<int> side_fork_;  // per side step: its fork event's slot
+  std::vector<int> fork_slot_;  // per step: its fork event's slot, or -1
+  int start_slot_ = -1;
   cudaEvent_t staged_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;

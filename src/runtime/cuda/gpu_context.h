@@ -30,6 +30,7 @@ class GpuContext {
   virtual const std::byte* host_output(size_t i) const = 0;  // null if bound to device memory
   virtual std::vector<StepTime> step_times() = 0;
   virtual bool whole_network() const = 0;  // the engine runs as one kernel (whole_net.h)
+  virtual size_t side_steps() const = 0;   // steps on the side stream (runtime/side_steps.h)
 };
 
 }  // namespace kiln::gpu
