@@ -45,9 +45,10 @@ void keep_side_steps_apart(const EngineProgram& p, std::vector<int>* first, std:
       int& l = (*last)[static_cast<size_t>(p.root[static_cast<size_t>(v)])];
       l = std::max(l, s.join - 1);
     }
-    for (graph::ValueId v : x.writes) {
-      int& f = (*first)[static_cast<size_t>(p.root[static_cast<size_t>(v)])];
-      f = std::min(f, s.fork + 1);
+    for (graph::ValueId v : x.writes) {  // from the step after the fork, and kept until the join
+      const size_t r = static_cast<size_t>(p.root[static_cast<size_t>(v)]);
+      (*first)[r] = std::min((*first)[r], s.fork + 1);
+      (*last)[r] = std::max((*last)[r], s.join - 1);
     }
   }
 }

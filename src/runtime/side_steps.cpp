@@ -33,7 +33,7 @@ Decision decide(const std::vector<StepIo>& steps, const TensorPlace& place, cons
     for (int32_t t : s.reads) fork = std::max(fork, main_w[root(t)]);
     for (int32_t t : s.writes) {
       fork = std::max({fork, main_w[root(t)], main_r[root(t)]});
-      pinned = pinned || place.pinned[static_cast<size_t>(t)];
+      pinned = pinned || place.pinned[static_cast<size_t>(t)] || place.pinned[root(t)];  // or a view of one
     }
     const int mains_before = k > 0 ? mains_through[static_cast<size_t>(k - 1)] : 0;
     const int mains_between = mains_before - (fork >= 0 ? mains_through[static_cast<size_t>(fork)] : 0);
@@ -68,11 +68,10 @@ bool overlap(const std::pair<uint64_t, uint64_t>& a, const std::pair<uint64_t, u
 }
 
 // True when side step `s` shares bytes with a main-stream step it may run beside (both reading aside).
-bool meets_main(const SideStep& s, const Decision& d, const std::vector<StepIo>& steps, const TensorPlace& place) {
+bool meets_main(const SideStep& s, const std::vector<bool>& is_side, const std::vector<StepIo>& steps,
+                const TensorPlace& place) {
   auto bytes = [&](int32_t t) { return place.bytes[static_cast<size_t>(t)]; };
   const StepIo& side = steps[static_cast<size_t>(s.step)];
-  std::vector<bool> is_side(steps.size(), false);
-  for (const SideStep& x : d.sides) is_side[static_cast<size_t>(x.step)] = true;
   for (int m = s.fork + 1; m < s.join; ++m) {
     if (is_side[static_cast<size_t>(m)]) continue;
     const StepIo& main = steps[static_cast<size_t>(m)];
@@ -97,9 +96,11 @@ std::vector<SideStep> find_side_steps(const std::vector<StepIo>& steps, const Te
   for (;;) {
     Decision d = decide(steps, place, keep_main);
     int bad = -1;
+    std::vector<bool> is_side(steps.size(), false);
+    for (const SideStep& x : d.sides) is_side[static_cast<size_t>(x.step)] = true;
     if (!place.bytes.empty())
       for (const SideStep& s : d.sides)
-        if (meets_main(s, d, steps, place)) {
+        if (meets_main(s, is_side, steps, place)) {
           bad = s.step;
           break;
         }

@@ -2,9 +2,10 @@
 // ResNet's bottleneck with a downsample (the downsample goes beside the block's first two layers),
 // a chain (none), each guard (an engine output, no main step to overlap, a main step between fork
 // and step that touches the same memory, bytes shared with a step in the window), a fork at the
-// start, two side steps in one window, a side step nothing on the main stream reads, and an
-// engine written for sm_90: the builder keeps the downsample's bytes apart from the steps beside
-// it, which the check by bytes confirms independently.
+// start, two side steps in one window, a step kept by its bytes (the decision made again after it),
+// a side step nothing on the main stream reads, and an engine written for sm_90: the builder keeps
+// the downsample's bytes apart from the steps beside it, which the check by bytes confirms
+// independently.
 #include "runtime/side_steps.h"
 
 #include <gtest/gtest.h>
@@ -58,6 +59,29 @@ TEST(SideSteps, EngineOutputStaysOnTheMainStream) {
   TensorPlace p = plain(5);
   p.pinned[3] = true;  // the downsample writes an engine output
   EXPECT_TRUE(detail::find_side_steps(block_steps(), p).empty());
+  TensorPlace q = plain(6);
+  q.pinned[5] = true;
+  q.root[3] = 5;  // a view of an engine output (a slice of a concatenated output, written in place)
+  EXPECT_TRUE(detail::find_side_steps(block_steps(), q).empty());
+}
+
+TEST(SideSteps, AStepKeptByItsBytesDecidesTheNextAgain) {
+  // Two steps beside one block, 3 and 4, both reading x. When 3's output shares bytes with conv2's
+  // input, 3 stays on the main stream and the decision is made again: 4 still goes to the side,
+  // after the stem, and the conv that reads it waits for it as the first side step.
+  const std::vector<StepIo> steps = {{{}, {0}}, {{0}, {1}}, {{1}, {2}}, {{0}, {3}}, {{0}, {4}}, {{2, 3, 4}, {5}}};
+  TensorPlace p = plain(6);
+  p.bytes = {{0, 64}, {64, 128}, {128, 192}, {192, 256}, {256, 320}, {320, 384}};
+  std::vector<SideStep> s = detail::find_side_steps(steps, p);
+  ASSERT_EQ(s.size(), 2u);  // apart: both move
+  p.bytes[3] = {64, 128};   // 3 writes over conv1's output, which conv2 still reads
+  std::vector<int> waits;
+  s = detail::find_side_steps(steps, p, &waits);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].step, 4);
+  EXPECT_EQ(s[0].fork, 0);
+  EXPECT_EQ(s[0].join, 5);
+  EXPECT_EQ(waits, (std::vector<int>{-1, -1, -1, -1, -1, 0}));
 }
 
 TEST(SideSteps, NeedsAMainStepToOverlap) {

@@ -381,28 +381,42 @@ class GpuContextImpl final : public GpuContext {
     if (start_slot_ >= 0)
       check_cuda(cudaEventRecord(fork_events_[static_cast<size_t>(start_slot_)], stream), "cudaEventRecord");
     int joined = -1;  // side steps [0, joined] are joined into `stream`
-    for (size_t k = 0; k < steps_.size(); ++k) {
-      Step& s = steps_[k];
-      if (s.side >= 0)
-        check_cuda(cudaStreamWaitEvent(side_stream_, fork_events_[static_cast<size_t>(side_fork_[s.side])]),
-                   "cudaStreamWaitEvent");
-      if (s.wait > joined) {
-        check_cuda(cudaStreamWaitEvent(stream, side_events_[static_cast<size_t>(s.wait)]), "cudaStreamWaitEvent");
-        joined = s.wait;
+    try {
+      for (size_t k = 0; k < steps_.size(); ++k) {
+        Step& s = steps_[k];
+        if (s.side >= 0)
+          check_cuda(cudaStreamWaitEvent(side_stream_, fork_events_[static_cast<size_t>(side_fork_[s.side])]),
+                     "cudaStreamWaitEvent");
+        if (s.wait > joined) {
+          check_cuda(cudaStreamWaitEvent(stream, side_events_[static_cast<size_t>(s.wait)]), "cudaStreamWaitEvent");
+          joined = s.wait;
+        }
+        GpuEnv env = env_for(k, stream);
+        try {
+          s.entry->fn(s.rec->kind, s.rec->attrs, s.in, s.out, env);
+        } catch (const Error& err) {
+          throw Error(step_name(k) + " failed: " + err.what());
+        }
+        if (s.side >= 0)
+          check_cuda(cudaEventRecord(side_events_[static_cast<size_t>(s.side)], side_stream_), "cudaEventRecord");
+        if (s.fork)
+          check_cuda(cudaEventRecord(fork_events_[static_cast<size_t>(fork_slot_[k])], stream), "cudaEventRecord");
+        if (timed) check_cuda(cudaEventRecord(events_[k + 1], stream), "cudaEventRecord");
       }
-      GpuEnv env = env_for(k, stream);
-      try {
-        s.entry->fn(s.rec->kind, s.rec->attrs, s.in, s.out, env);
-      } catch (const Error& err) {
-        throw Error(step_name(k) + " failed: " + err.what());
-      }
-      if (s.side >= 0) check_cuda(cudaEventRecord(side_events_[static_cast<size_t>(s.side)], side_stream_), "cudaEventRecord");
-      if (s.fork) check_cuda(cudaEventRecord(fork_events_[static_cast<size_t>(fork_slot_[k])], stream), "cudaEventRecord");
-      if (timed) check_cuda(cudaEventRecord(events_[k + 1], stream), "cudaEventRecord");
+    } catch (...) {
+      join_side_stream(stream);  // the caller's next work must not meet side steps still running
+      throw;
     }
     const int sides = static_cast<int>(side_events_.size());
     if (joined < sides - 1)  // side steps no main step waited for: a captured graph must join them
       check_cuda(cudaStreamWaitEvent(stream, side_events_.back()), "cudaStreamWaitEvent");
+  }
+
+  // Makes `stream` wait for everything enqueued on the side stream (after a failed step).
+  void join_side_stream(cudaStream_t stream) {
+    if (!side_stream_) return;
+    cudaEventRecord(side_events_.back(), side_stream_);
+    cudaStreamWaitEvent(stream, side_events_.back());
   }
 
   // Which steps run on the side stream (runtime/side_steps.h), checked against the arena's bytes.
