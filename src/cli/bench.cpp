@@ -268,10 +268,10 @@ int run_bench(const BenchOptions& o) {
   fmt::print("run           {} stream(s), {} inferences in {:.2f} s{}{}\n", o.streams, lat.size(), window_s,
              o.cuda_graph ? ", CUDA graph" : "", gpu && o.no_transfers ? ", no transfers" : "");
   const bool whole = !per_stream.empty() && per_stream[0].whole_network;
+  const size_t side = per_stream.empty() ? 0 : per_stream[0].side_steps;
   if (gpu) {
     std::string how = "whole network: " + summary.whole_network;
     if (!whole && !o.whole_net) how = "step by step";
-    const size_t side = per_stream.empty() ? 0 : per_stream[0].side_steps;
     if (!whole && side > 0) how += fmt::format(", {} on a side stream", side);
     if (!whole && o.whole_net)
       how = "step by step (whole network " +
@@ -296,7 +296,7 @@ int run_bench(const BenchOptions& o) {
                       {"streams", o.streams},
                       {"cuda_graph", o.cuda_graph},
                       {"whole_network", whole},
-                      {"side_steps", per_stream.empty() ? 0 : per_stream[0].side_steps},
+                      {"side_steps", side},
                       {"transfers", !o.no_transfers},
                       {"inferences", lat.size()},
                       {"measured_s", window_s},

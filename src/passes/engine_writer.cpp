@@ -18,8 +18,10 @@ namespace kiln::passes {
 
 namespace {
 
-// Stretches the lifetimes (per root value) of each side step's tensors over its window.
-void keep_side_steps_apart(const EngineProgram& p, std::vector<int>* first, std::vector<int>* last) {
+// Stretches the lifetimes (per root value) of each side step's tensors over its window. io: each
+// step's activations read and written (value ids).
+void keep_side_steps_apart(const EngineProgram& p, const std::vector<detail::StepIo>& io, std::vector<int>* first,
+                           std::vector<int>* last) {
   const graph::Graph& g = p.graph;
   detail::TensorPlace place;
   place.root.resize(g.values.size());
@@ -27,17 +29,6 @@ void keep_side_steps_apart(const EngineProgram& p, std::vector<int>* first, std:
   for (size_t v = 0; v < g.values.size(); ++v) {
     place.root[v] = static_cast<int32_t>(p.root[v]);
     place.pinned[v] = g.is_graph_output(static_cast<graph::ValueId>(v));
-  }
-  std::vector<bool> is_input(g.values.size(), false);
-  for (graph::ValueId v : g.inputs) is_input[static_cast<size_t>(v)] = true;
-  std::vector<detail::StepIo> io;
-  for (const graph::Node& n : g.nodes) {
-    detail::StepIo s;
-    for (graph::ValueId v : n.inputs)
-      if (v != graph::kNoValue && !g.value(v).is_constant() && !is_input[static_cast<size_t>(v)]) s.reads.push_back(v);
-    for (graph::ValueId v : n.outputs)
-      if (v != graph::kNoValue) s.writes.push_back(v);
-    io.push_back(std::move(s));
   }
   for (const detail::SideStep& s : detail::find_side_steps(io, place)) {
     const detail::StepIo& x = io[static_cast<size_t>(s.step)];
@@ -89,6 +80,7 @@ std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& tar
   std::vector<uint8_t> weights;
   const int nsteps = static_cast<int>(g.nodes.size());
   std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
+  std::vector<detail::StepIo> io(static_cast<size_t>(nsteps));  // activations read and written, per step
   for (int s = 0; s < nsteps; ++s) {
     const graph::Node& n = g.nodes[static_cast<size_t>(s)];
     for (graph::ValueId in : n.inputs) {
@@ -109,16 +101,18 @@ std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& tar
       if (first[r] < 0) throw Error("internal: '" + v.name + "' is read but never written");
       add_activation(in);
       last[r] = std::max(last[r], s);
+      io[static_cast<size_t>(s)].reads.push_back(in);
     }
     for (graph::ValueId out : n.outputs) {
       if (out == graph::kNoValue) continue;
       add_activation(out);
+      io[static_cast<size_t>(s)].writes.push_back(out);
       const auto r = static_cast<size_t>(root_of(out));
       if (first[r] < 0) first[r] = s;
       last[r] = std::max(last[r], s);
     }
   }
-  if (target != "cpu") keep_side_steps_apart(p, &first, &last);  // the CPU runs steps in order
+  if (target != "cpu") keep_side_steps_apart(p, io, &first, &last);  // the CPU runs steps in order
   std::vector<Lifetime> lifetimes;
   std::vector<size_t> lifetime_rec;
   for (size_t k = 0; k < recs.size(); ++k) {

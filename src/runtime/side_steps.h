@@ -46,8 +46,8 @@ struct SideStep {
 // the side when the last main-stream step it depends on is at least two steps before it, with at
 // least one main-stream step in between, and it writes no pinned tensor (nor a view of one). Each
 // main-stream step waits for the side steps whose tensors it touches; main_waits[k] is the index
-// in the result of the last one step k waits for (-1: none). A side step depends on the main steps before it that
-// write what it reads, or read or write what it writes.
+// in the result of the last one step k waits for (-1: none). A side step depends on the main steps
+// before it that write what it reads, or read or write what it writes.
 std::vector<SideStep> find_side_steps(const std::vector<StepIo>& steps, const TensorPlace& place,
                                       std::vector<int>* main_waits = nullptr);
 

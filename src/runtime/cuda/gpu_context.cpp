@@ -95,7 +95,6 @@ struct Step {
   std::unique_ptr<StepState> state;
   int side = -1;          // its index among the side steps, or -1: on the main stream
   int wait = -1;          // main stream: the last side step to wait for before it (-1: none)
-  bool fork = false;      // main stream: record the fork event after it (a side step starts there)
 };
 
 // A host output copy done by the stream (cudaLaunchHostFunc) once the data is in staging.
@@ -378,8 +377,7 @@ class GpuContextImpl final : public GpuContext {
   void run_steps(cudaStream_t stream, bool timed) {
     check_cudnn(cudnnSetStream(cudnn_, stream), "cudnnSetStream");
     if (timed) check_cuda(cudaEventRecord(events_[0], stream), "cudaEventRecord");
-    if (start_slot_ >= 0)
-      check_cuda(cudaEventRecord(fork_events_[static_cast<size_t>(start_slot_)], stream), "cudaEventRecord");
+    record_fork(0, stream);
     int joined = -1;  // side steps [0, joined] are joined into `stream`
     try {
       for (size_t k = 0; k < steps_.size(); ++k) {
@@ -399,8 +397,7 @@ class GpuContextImpl final : public GpuContext {
         }
         if (s.side >= 0)
           check_cuda(cudaEventRecord(side_events_[static_cast<size_t>(s.side)], side_stream_), "cudaEventRecord");
-        if (s.fork)
-          check_cuda(cudaEventRecord(fork_events_[static_cast<size_t>(fork_slot_[k])], stream), "cudaEventRecord");
+        record_fork(k + 1, stream);
         if (timed) check_cuda(cudaEventRecord(events_[k + 1], stream), "cudaEventRecord");
       }
     } catch (...) {
@@ -410,6 +407,13 @@ class GpuContextImpl final : public GpuContext {
     const int sides = static_cast<int>(side_events_.size());
     if (joined < sides - 1)  // side steps no main step waited for: a captured graph must join them
       check_cuda(cudaStreamWaitEvent(stream, side_events_.back()), "cudaStreamWaitEvent");
+  }
+
+  // Records the fork event of fork point f (0: the run's start, k + 1: after step k), if a side step
+  // starts there.
+  void record_fork(size_t f, cudaStream_t stream) {
+    if (!fork_slot_.empty() && fork_slot_[f] >= 0)
+      check_cuda(cudaEventRecord(fork_events_[static_cast<size_t>(fork_slot_[f])], stream), "cudaEventRecord");
   }
 
   // Makes `stream` wait for everything enqueued on the side stream (after a failed step).
@@ -427,7 +431,7 @@ class GpuContextImpl final : public GpuContext {
     check_cuda(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cudnn(cudnnCreate(&cudnn_side_), "cudnnCreate");
     check_cudnn(cudnnSetStream(cudnn_side_, side_stream_), "cudnnSetStream");
-    fork_slot_.assign(steps_.size(), -1);
+    fork_slot_.assign(steps_.size() + 1, -1);
     auto new_event = [](std::vector<cudaEvent_t>& v) {
       v.push_back(nullptr);
       check_cuda(cudaEventCreateWithFlags(&v.back(), cudaEventDisableTiming), "cudaEventCreate");
@@ -438,17 +442,8 @@ class GpuContextImpl final : public GpuContext {
       const detail::SideStep& x = sides[i];
       steps_[static_cast<size_t>(x.step)].side = static_cast<int>(i);
       new_event(side_events_);
-      int slot = -1;
-      if (x.fork < 0) {
-        if (start_slot_ < 0) start_slot_ = new_event(fork_events_);
-        slot = start_slot_;
-      } else if (fork_slot_[static_cast<size_t>(x.fork)] >= 0) {
-        slot = fork_slot_[static_cast<size_t>(x.fork)];
-      } else {
-        slot = new_event(fork_events_);
-        fork_slot_[static_cast<size_t>(x.fork)] = slot;
-        steps_[static_cast<size_t>(x.fork)].fork = true;
-      }
+      int& slot = fork_slot_[static_cast<size_t>(x.fork + 1)];
+      if (slot < 0) slot = new_event(fork_events_);
       side_fork_.push_back(slot);
     }
   }
@@ -513,15 +508,14 @@ class GpuContextImpl final : public GpuContext {
   size_t workspace_bytes_ = 0;
   cudaStream_t own_stream_ = nullptr, capture_stream_ = nullptr;
   // Side steps: their stream, cuDNN handle and workspace; an event after each, and one per fork
-  // step (and one at the run's start, start_slot_, when a side step forks there).
+  // point (the run's start or a step) where a side step starts.
   cudaStream_t side_stream_ = nullptr;
   cudnnHandle_t cudnn_side_ = nullptr;
   std::shared_ptr<void> side_workspace_;
   size_t side_workspace_bytes_ = 0;
   std::vector<cudaEvent_t> side_events_, fork_events_;
   std::vector<int> side_fork_;  // per side step: its fork event's slot
-  std::vector<int> fork_slot_;  // per step: its fork event's slot, or -1
-  int start_slot_ = -1;
+  std::vector<int> fork_slot_;  // per fork point (0: the start, k + 1: after step k): its event's slot, or -1
   cudaEvent_t staged_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
