@@ -427,7 +427,13 @@ struct EpilogueAttrs {
                                              Field{"activation2_beta", &EpilogueAttrs::activation2_beta}};
 };
 struct FusedConvAttrs : ConvAttrs, EpilogueAttrs {
-  static constexpr auto kFields = std::tuple_cat(ConvAttrs::kFields, EpilogueAttrs::kFields);
+  // NhwcConv only (fuse-conv-input): 1 where X arrives channels-first ([N, C, spatial...]) in
+  // float32 or W's type, and the convolution reads it as its channels-last view in W's type (the
+  // Transpose and Cast it replaces). FusedConv refuses it.
+  int64_t x_channels_first = 0;
+  static constexpr auto kFields =
+      std::tuple_cat(ConvAttrs::kFields, EpilogueAttrs::kFields,
+                     std::tuple{Field{"x_channels_first", &FusedConvAttrs::x_channels_first}});
 };
 struct FusedGemmAttrs : GemmAttrs, EpilogueAttrs {
   static constexpr auto kFields = std::tuple_cat(GemmAttrs::kFields, EpilogueAttrs::kFields);

@@ -71,6 +71,9 @@ constexpr Pass kPipeline[] = {
     // After to-fp16: float16 convolutions and the INT8 ones cuDNN takes switch to the channels-last
     // layout (GPU targets only).
     {"channels-last", false, channels_last},
+    // A convolution reads the channels-first image itself where a Cast and a Transpose made its
+    // channels-last input (the stem of a float16 or INT8 engine); after channels-last.
+    {"fuse-conv-input", false, fuse_conv_input},
     // A stem's QuantizeLinear into the float16 NhwcConv before it (through ResNet's MaxPool); after
     // channels-last, which makes NhwcConv.
     {"fuse-conv-quantize", false, fuse_conv_quantize},

@@ -203,7 +203,7 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("inspect", self.engine, "--json")
         self.assertEqual(rc, 0, err)
         j = json.loads(out)
-        self.assertEqual(j["format_version"], 2)
+        self.assertEqual(j["format_version"], 3)
         self.assertEqual(j["target"], "cpu")
         self.assertEqual(j["model"], "relu_add")
         self.assertEqual(j["inputs"], [{"name": "x", "dtype": "float32", "shape": [2, 3]}])

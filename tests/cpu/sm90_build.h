@@ -21,7 +21,7 @@ inline std::vector<uint8_t> build_sm90(const OnnxModel& m, bool fp16) {
   for (PassFn pass : {passes::bind_inputs, passes::infer_and_fold, passes::remove_noop, passes::merge_transpose_reshape,
                       passes::fuse_layernorm, passes::fuse_gelu, passes::fold_pad, passes::fold_batchnorm,
                       passes::fold_scale_shift, passes::remove_identity, passes::fuse_epilogue, passes::fuse_siblings,
-                      passes::remove_dead_nodes, passes::to_fp16, passes::channels_last, passes::materialize_outputs}) {
+                      passes::remove_dead_nodes, passes::to_fp16, passes::channels_last, passes::fuse_conv_input, passes::materialize_outputs}) {
     pass(g, o);
     graph::verify(g, pass != passes::bind_inputs);
   }

@@ -5,8 +5,8 @@
 // asymmetric pads); every tactic of selected cases. The pools: vectorized along the channels or
 // one element per thread, pads, strides, dilations, ceil_mode, 1 to 3 spatial axes; NhwcMaxPool on
 // int8 and uint8 too (over their whole range, exact) and on NaN, infinities and signed zeros (the
-// packed maxima). NhwcConv with a quantized output (y_scale, y_zero_point). Every case runs direct,
-// misaligned and under stream capture.
+// packed maxima). NhwcConv with a quantized output (y_scale, y_zero_point), and reading a
+// channels-first X (x_channels_first). Every case runs direct, misaligned and under stream capture.
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -85,6 +85,26 @@ std::function<Inputs(DT)> quant_conv_inputs(Shape x, Shape w, bool bias, std::op
   };
 }
 
+// NhwcConv reading a channels-first X (fuse-conv-input's x_channels_first).
+FusedConvAttrs first(FusedConvAttrs a) {
+  a.x_channels_first = 1;
+  return a;
+}
+
+// X channels-first [N, C, S...] of type xt (float32 or the case's), W [M, k..., C/group] and B
+// (or absent) of the case's type; with a quantized output, y_scale and an int8 y_zero_point.
+std::function<Inputs(DT)> first_inputs(DT xt, Shape x, Shape w, bool bias, std::optional<float> scale = {}) {
+  return [=](DT dt) {
+    Inputs in{rand_tensor(xt, x, -1, 1), rand_tensor(dt, w, -1, 1), bias ? rand_tensor(dt, {w[0]}, -1, 1) : absent()};
+    if (scale) {
+      in.push_back(absent());
+      in.push_back(make(DT::kFloat32, {}, {*scale}));
+      in.push_back(make(DT::kInt8, {}, {-4}));
+    }
+    return in;
+  };
+}
+
 // The 8-bit types over their whole range.
 std::function<Inputs(DT)> int8_pool_input(Shape x) {
   return [=](DT dt) { return Inputs{dt == DT::kUInt8 ? rand_tensor(dt, x, 0, 255) : rand_tensor(dt, x, -128, 127)}; };
@@ -141,6 +161,21 @@ std::vector<NhwcCase> cases() {
        conv_inputs({800, 16, 16, 3}, {64, 7, 7, 3}, true, {}), true},
       {"SmallCStem7x7ShortImage", C, nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2}), {DT::kFloat16},
        conv_inputs({3, 6, 72, 3}, {64, 7, 7, 3}, true, {}), true},
+      // A channels-first X (fuse-conv-input: the float32 image, or a float16 one): tactics 300
+      // and 301 copy its rows as they are and convert them in shared memory (with many work
+      // items, while the CTA computes the one before); every other tactic, and 300 and 301 on
+      // misaligned pointers, converts X in the workspace first. Also with a quantized output,
+      // and on 16 channels, where only the conversion applies.
+      {"SmallCFirstStem7x7Relu", C, first(nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2})), {DT::kFloat16},
+       first_inputs(DT::kFloat32, {2, 3, 30, 32}, {64, 7, 7, 3}, true), true},
+      {"SmallCFirstStem3x3Relu6Float16", C, first(relu6_conv({1, 1, 1, 1}, {2, 2})), {DT::kFloat16},
+       first_inputs(DT::kFloat16, {2, 3, 18, 16}, {32, 3, 3, 3}, true), true},
+      {"SmallCFirstStem7x7M64ManyItems", C, first(nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2})), {DT::kFloat16},
+       first_inputs(DT::kFloat32, {160, 3, 16, 24}, {64, 7, 7, 3}, true), true},
+      {"SmallCQuantFirstStem7x7", C, first(nhwc_conv(relu, none, {3, 3, 3, 3}, {2, 2})), {DT::kFloat16},
+       first_inputs(DT::kFloat32, {2, 3, 30, 32}, {64, 7, 7, 3}, true, 0.03f), true},
+      {"FirstConv3x3Channels16", C, first(nhwc_conv(relu, none, p1)), {DT::kFloat16},
+       first_inputs(DT::kFloat32, {2, 16, 10, 10}, {16, 3, 3, 16}, true), true},
       // Near misses, where tactic 300 must not be offered: an even left pad, a row over the
       // staging buffer's 48 KiB (which the wgmma form, 301, takes).
       {"NotSmallCEvenPad", C, nhwc_conv(relu, none, {2, 2, 2, 2}, {2, 2}), {DT::kFloat16},

@@ -42,6 +42,7 @@ std::vector<OutputType> infer_fused(OpKind kind, const Attrs& attrs, std::span<c
     case OpKind::kFusedConv: {
       const auto& a = attrs_as<FusedConvAttrs>(attrs);
       check_epilogue(kind, a, has_z(in));
+      if (a.x_channels_first != 0) throw Error("FusedConv: x_channels_first is an attribute of NhwcConv only");
       out = infer_shapes(OpKind::kConv, Attrs{static_cast<const ConvAttrs&>(a)}, leading(in, 3), 1);
       break;
     }

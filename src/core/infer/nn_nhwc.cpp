@@ -2,7 +2,8 @@
 // internal, made by the channels-last pass): data tensors are [N, spatial..., C] and the
 // convolutions' weights are [M, k..., C/group]. Each is inferred by its channels-first twin (FusedConv, MaxPool, AveragePool) on the
 // permuted shapes, and the output permuted back; NhwcConv's optional y_scale and y_zero_point
-// make its output their 8-bit type.
+// make its output their 8-bit type. NhwcConv with x_channels_first takes X channels-first, in
+// float32 or W's type: the twin sees it in W's type.
 #include <string>
 
 #include "core/shape_infer.h"
@@ -42,19 +43,36 @@ std::vector<OutputType> infer_nhwc(OpKind kind, const Attrs& attrs, std::span<co
                       : kind == OpKind::kNhwcQConv   ? OpKind::kQConv
                       : kind == OpKind::kNhwcMaxPool ? OpKind::kMaxPool
                                                      : OpKind::kAveragePool;
+  Attrs twin_attrs = attrs;
+  bool x_first = false;
+  if (kind == OpKind::kNhwcConv) {
+    auto& a = std::get<FusedConvAttrs>(twin_attrs);
+    x_first = a.x_channels_first != 0;
+    if (a.x_channels_first != 0 && a.x_channels_first != 1) throw Error(op + ": x_channels_first must be 0 or 1");
+    a.x_channels_first = 0;
+  }
+  if (x_first) {
+    if (in.size() < 2 || in[0].rank() < 3) throw Error(op + ": a channels-first X must have rank >= 3 ([N, C, ...])");
+    const DataType x = in[0].dtype, w = in[1].dtype;
+    if (x != w && x != DataType::kFloat32)
+      throw Error(op + ": a channels-first X must be float32 or W's type " + std::string(dtype_name(w)) + ", got " +
+                  std::string(dtype_name(x)));
+    views[0].dtype = w;
+  }
   const std::vector<size_t> permuted = nhwc_permuted_inputs(kind);
-  for (size_t i : permuted) permute_input(i);
+  for (size_t i : permuted)
+    if (!(x_first && i == 0)) permute_input(i);
   size_t k = 0;
   for (size_t i : permuted)
-    if (i < in.size() && in[i].exists) views[i].shape = shapes[k++];
+    if (i < in.size() && in[i].exists && !(x_first && i == 0)) views[i].shape = shapes[k++];
   // NhwcConv's y_scale and y_zero_point: FusedConv's output, quantized.
   const bool quantized = kind == OpKind::kNhwcConv && in.size() > 4 && in[4].exists;
   if (kind == OpKind::kNhwcConv && in.size() > 4) views.resize(4);
-  std::vector<OutputType> out = infer_shapes(twin, attrs, views, n);
+  std::vector<OutputType> out = infer_shapes(twin, twin_attrs, views, n);
   for (OutputType& o : out) o.shape = to_last(o.shape);
   if (quantized) {
-    if (in[0].dtype != DataType::kFloat32 && in[0].dtype != DataType::kFloat16)
-      throw Error(op + ": a quantized output needs X of float32 or float16, got " + std::string(dtype_name(in[0].dtype)));
+    if (views[0].dtype != DataType::kFloat32 && views[0].dtype != DataType::kFloat16)
+      throw Error(op + ": a quantized output needs X of float32 or float16, got " + std::string(dtype_name(views[0].dtype)));
     if (in[4].dtype != DataType::kFloat32 || in[4].numel() != 1 || in[4].rank() > 1)
       throw Error(op + ": y_scale (input 4) must be one float32 value");
     if (in.size() < 6 || !in[5].exists || (in[5].dtype != DataType::kInt8 && in[5].dtype != DataType::kUInt8) ||

@@ -29,12 +29,15 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
   const int stage_len = staged_rows(p.rows, R) * p.row_len;
   __half* stages = reinterpret_cast<__half*>(smem_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-  unsigned char* out_tile = reinterpret_cast<unsigned char*>(stages + 2 * stage_len) + warp * out_tile_bytes<4>();
+  const int buffers = stage_buffers(p.x_first_bytes);
+  unsigned char* const tiles = reinterpret_cast<unsigned char*>(stages + buffers * stage_len);
+  unsigned char* out_tile = tiles + warp * out_tile_bytes<4>();
+  unsigned char* const raw = tiles + 4 * out_tile_bytes<4>();  // a channels-first X's rows
   const int cg = warp % NG, first_unit = warp / NG;
 
-  // Zero both buffers once: the pad columns are never written again, out-of-image rows are
+  // Zero the buffers once: the pad columns are never written again, out-of-image rows are
   // zero-filled by cp.async.
-  for (int i = threadIdx.x; i < 2 * stage_len; i += kThreads) stages[i] = __float2half_rn(0.0f);
+  for (int i = threadIdx.x; i < buffers * stage_len; i += kThreads) stages[i] = __float2half_rn(0.0f);
 
   // A dependent launch (small_c_conv): everything from global memory, the weights included (an
   // engine may compute them), is read after the kernel before this one has finished.
@@ -59,7 +62,7 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
   lane_bias(p, quant, cg * 32, q, bias);
   __syncthreads();
 
-  walk_items<R>(p, stages, stage_len, [&](const __half* stage, int64_t n_img, int oh0) {
+  walk_items<R>(p, stages, stage_len, raw, [&](const __half* stage, int64_t n_img, int oh0) {
     for (int u = first_unit; u < p.rows * p.m_tiles; u += kWarpsPerGroup) {
       const int qr = u / p.m_tiles, mt = u - qr * p.m_tiles, oh = oh0 + qr;
       if (oh >= p.OH) break;
@@ -114,9 +117,11 @@ int kernel_index(int64_t k, int64_t pad_left, int64_t M, Activation a) {
   return (k == 7 ? 8 : 0) + (M == 64 ? 4 : 0) + act;
 }
 
-int smem_bytes(const DirectConv& g) {
-  return 2 * staged_rows(kRows, static_cast<int>(g.kernel[0])) * row_len(g) * static_cast<int>(sizeof(__half)) +
-         kThreads / 32 * out_tile_bytes<4>();
+// The staging buffers are sized for kRows; a channels-first X's raw buffer for the rows used.
+int smem_bytes(const DirectConv& g, int rows) {
+  const int R = static_cast<int>(g.kernel[0]);
+  return stage_buffers(g.x_first_bytes) * staged_rows(kRows, R) * row_len(g) * static_cast<int>(sizeof(__half)) +
+         kThreads / 32 * out_tile_bytes<4>() + raw_bytes(rows, R, static_cast<int>(g.in[1]), g.x_first_bytes);
 }
 
 // The CTAs of a persistent grid: those resident at once with the most shared memory a shape may
@@ -158,6 +163,8 @@ bool shape_fits(const DirectConv& g, DataType dt, bool has_z) {
   if (g.pads[1] > 5 || kernel_index(g.kernel[1], g.pads[1], g.M, Activation::kNone) < 0) return false;
   if ((g.in[1] * kC) % 8 != 0 || g.out[0] <= 0 || g.out[1] <= 0 || g.in[0] >= (1 << 24) || g.in[1] >= (1 << 16))
     return false;
+  if (g.x_first_bytes != 0 && g.x_first_bytes != 2 && g.x_first_bytes != 4) return false;
+  if ((g.in[1] * g.x_first_bytes) % 16 != 0) return false;  // a channels-first X's rows: 16-byte chunks
   return g.batch * g.in[0] * g.in[1] * kC < (int64_t{1} << 40) && mma::device_supported();
 }
 
@@ -193,13 +200,14 @@ Params params_of(const DirectConv& g, int rows) {
   p.m_tiles = (p.OW + 15) / 16;
   p.row_groups = (p.OH + rows - 1) / rows;
   p.items = g.batch * p.row_groups;
+  p.x_first_bytes = g.x_first_bytes;
   return p;
 }
 
 }  // namespace
 
 bool small_c_conv_fits(const DirectConv& g, DataType dt, bool has_z) {
-  return shape_fits(g, dt, has_z) && smem_bytes(g) <= kMaxSmem;
+  return shape_fits(g, dt, has_z) && smem_bytes(g, mma_rows(g)) <= kMaxSmem;
 }
 
 bool small_c_wgmma_fits(const DirectConv& g, DataType dt, bool has_z) {
@@ -213,7 +221,8 @@ bool small_c_wgmma_fits(const DirectConv& g, DataType dt, bool has_z) {
 void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, const void* w, const void* b, void* y,
                   const SmallCQuant* quant, bool wgmma, cudaStream_t stream) {
   Params p = params_of(g, wgmma ? wgmma_rows(g) : mma_rows(g));
-  p.x = static_cast<const __half*>(x);
+  p.x = g.x_first_bytes ? nullptr : static_cast<const __half*>(x);
+  p.x_first = g.x_first_bytes ? x : nullptr;
   p.w = static_cast<const __half*>(w);
   p.b = static_cast<const __half*>(b);
   p.y = y;
@@ -228,7 +237,7 @@ void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, co
 #endif
   const int which = kernel_index(g.kernel[1], g.pads[1], g.M, e.activation);
   const int64_t blocks = std::min<int64_t>(p.items, resident_ctas(which));
-  kLaunch[which](static_cast<unsigned>(blocks), smem_bytes(g), stream, p);
+  kLaunch[which](static_cast<unsigned>(blocks), smem_bytes(g, p.rows), stream, p);
 }
 
 }  // namespace kiln::gpu::nn

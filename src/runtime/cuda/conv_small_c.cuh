@@ -15,7 +15,8 @@ namespace kiln::gpu::nn {
 // Whether the kernel takes this NhwcConv: float16, 3 input channels, one group, a 3x3 or 7x7
 // kernel with stride 2 and dilation 1 on both axes, an odd left pad of at most 5, 32 or 64 output
 // channels, no residual, an input row of a whole number of 16-byte chunks, and a staging buffer
-// within 48 KiB (input rows up to about 376 pixels for 7x7, 704 for 3x3); sm_80 and later.
+// within 48 KiB (input rows up to about 376 pixels for 7x7, 704 for 3x3; less for a channels-first
+// float32 X, whose raw rows are staged too); sm_80 and later.
 bool small_c_conv_fits(const DirectConv& g, DataType dt, bool has_z);
 // The same shapes for the wgmma form (sm90a/conv_small_c_wgmma.cu), on compute capability 9.0
 // where it was built, with its shared memory within the device's opt-in limit (the 48 KiB bound
@@ -33,7 +34,9 @@ struct SmallCQuant {
 
 // Y = epilogue(conv(X, W) + B) for a convolution small_c_conv_fits (or with `wgmma`,
 // small_c_wgmma_fits) accepts, quantized if `quant` is not null; B may be null. X, W and Y must be
-// 16-byte aligned.
+// 16-byte aligned. Where g.x_first_bytes is set, X is channels-first (float32 or float16), and
+// its rows of W * x_first_bytes bytes (a multiple of 16, which the fits functions check) are
+// converted to float16 channels-last as they are staged.
 void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, const void* w, const void* b, void* y,
                   const SmallCQuant* quant, bool wgmma, cudaStream_t stream);
 

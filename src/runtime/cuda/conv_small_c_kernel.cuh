@@ -14,7 +14,11 @@
 //
 // A persistent CTA of 4 warps walks work items of `rows` output rows of one image: their
 // (rows - 1) * 2 + R input rows are copied into one of two staging buffers with cp.async while the
-// other is computed. Out-of-image rows and the pad columns are zeros. A warp computes 16 output
+// other is computed. Out-of-image rows and the pad columns are zeros. A channels-first X (NhwcConv's
+// x_channels_first: the float32 image itself) is copied by cp.async as it is, three planes of the
+// rows, into a raw buffer while the previous item is computed, then converted to float16 and
+// interleaved into the staging buffer: the Cast and Transpose steps before the stem, and their
+// passes over the image, are gone. A warp computes 16 output
 // pixels at a time; the epilogue adds the bias, applies the activation in float and stores float16
 // values, or, for a quantized output, QuantizeLinear's int8 or uint8 of the float value (Quant
 // below): half the float16 output's bytes and no QuantizeLinear step.
@@ -37,6 +41,8 @@ constexpr int kDataStart = 16;  // element of (iw = 0, c = 0) in a staged row: 3
 
 struct Params {
   const __half* x;
+  const void* x_first;  // non-null: X channels-first [N, 3, H, W] of x_first_bytes per element (x unused)
+  int x_first_bytes;    // 4: float32, 2: float16
   const __half* w;
   const __half* b;
   void* y;
@@ -56,6 +62,14 @@ struct Params {
 
 // Staged input rows per work item of `rows` output rows, for a kernel of R rows.
 constexpr int staged_rows(int rows, int R) { return (rows - 1) * kStride + R; }
+// Bytes of the raw buffer for a channels-first X (host and device): the staged rows of 3 planes.
+// W * x_first_bytes is a multiple of 16 (shape_fits).
+inline __host__ __device__ int raw_bytes(int rows, int R, int W, int x_first_bytes) {
+  return x_first_bytes ? staged_rows(rows, R) * kC * W * x_first_bytes : 0;
+}
+// Staging buffers: two, or one with a channels-first X, whose raw buffer is the one filled while
+// the other is computed.
+inline __host__ __device__ int stage_buffers(int x_first_bytes) { return x_first_bytes ? 1 : 2; }
 // Slots per kernel row for S taps of kC channels and D dummy slots: whole 8-slot groups.
 constexpr int seg_slots(int S, int D) { return (S * kC + D + 7) / 8 * 8; }
 
@@ -105,11 +119,71 @@ __device__ __forceinline__ void stage_rows(const Params& p, int64_t item, __half
   }
 }
 
+// Copies work item `item`'s rows of a channels-first X into `raw` as they are (cp.async; zeros for
+// rows outside the image): plane c of staged row r at (r * 3 + c) * W elements.
+template <int R>
+__device__ __forceinline__ void stage_raw(const Params& p, int64_t item, unsigned char* raw) {
+  const int64_t n = item / p.row_groups;
+  const int ih0 = static_cast<int>(item % p.row_groups) * p.rows * kStride - p.pad_top;
+  const int chunks = p.W * p.x_first_bytes / 16;  // per plane row
+  const int total = staged_rows(p.rows, R) * kC * chunks;
+  const char* x = static_cast<const char*>(p.x_first);
+  for (int i = threadIdx.x; i < total; i += kThreads) {
+    const int rc = i / chunks, chunk = i - rc * chunks;
+    const int row = rc / kC, c = rc - row * kC, ih = ih0 + row;
+    const bool inside = ih >= 0 && ih < p.H;
+    const char* src = inside ? x + (((n * kC + c) * p.H + ih) * p.W) * p.x_first_bytes + chunk * 16 : x;
+    mma::cp_async16(mma::smem_u32(raw + (rc * chunks + chunk) * 16), src, inside);
+  }
+}
+
+// Converts `raw` (stage_raw) into the staging buffer's float16 channels-last rows: the data columns
+// only (the pad columns stay zero). Rounds to nearest even, as the Cast it replaces.
+template <int R>
+__device__ __forceinline__ void convert_raw(const Params& p, const unsigned char* raw, __half* stage) {
+  const int planes = staged_rows(p.rows, R) * kC;
+  for (int rc = 0; rc < planes; ++rc) {
+    const int row = rc / kC, c = rc - row * kC;
+    __half* dst = stage + row * p.row_len + kDataStart + c;
+    if (p.x_first_bytes == 4) {
+      const float* src = reinterpret_cast<const float*>(raw) + rc * p.W;
+      for (int iw = threadIdx.x; iw < p.W; iw += kThreads) dst[iw * kC] = __float2half_rn(src[iw]);
+    } else {
+      const __half* src = reinterpret_cast<const __half*>(raw) + rc * p.W;
+      for (int iw = threadIdx.x; iw < p.W; iw += kThreads) dst[iw * kC] = src[iw];
+    }
+  }
+}
+
+// walk_items for a channels-first X, with one staging buffer: item k + 1's rows are copied into
+// the raw buffer while body computes item k from the staging buffer; after a barrier they are
+// converted into it.
+template <int R, class Body>
+__device__ __forceinline__ void walk_items_first(const Params& p, __half* stage, unsigned char* raw, Body&& body) {
+  if (blockIdx.x < p.items) stage_raw<R>(p, blockIdx.x, raw);
+  mma::cp_async_commit();
+  mma::cp_async_wait<0>();
+  __syncthreads();
+  if (blockIdx.x < p.items) convert_raw<R>(p, raw, stage);
+  for (int64_t item = blockIdx.x; item < p.items; item += gridDim.x) {
+    const int64_t next = item + gridDim.x;
+    __syncthreads();  // the conversion is done: the staging buffer is complete and `raw` free again
+    if (next < p.items) stage_raw<R>(p, next, raw);
+    mma::cp_async_commit();
+    body(stage, item / p.row_groups, static_cast<int>(item % p.row_groups) * p.rows);
+    mma::cp_async_wait<0>();
+    __syncthreads();  // every thread's copies landed, and every warp is done with the staging buffer
+    if (next < p.items) convert_raw<R>(p, raw, stage);
+  }
+}
+
 // The persistent CTA's walk over its work items (blockIdx.x, then every gridDim.x-th): item k + 1's
 // rows are copied into the other of two staging buffers while body(stage, image, first output
-// row) computes item k from its buffer.
+// row) computes item k from its buffer. `raw`: walk_items_first's buffer, for a channels-first X.
 template <int R, class Body>
-__device__ __forceinline__ void walk_items(const Params& p, __half* stages, int stage_len, Body&& body) {
+__device__ __forceinline__ void walk_items(const Params& p, __half* stages, int stage_len, unsigned char* raw,
+                                           Body&& body) {
+  if (p.x_first) return walk_items_first<R>(p, stages, raw, body);
   int buf = 0;
   if (blockIdx.x < p.items) stage_rows<R>(p, blockIdx.x, stages);
   mma::cp_async_commit();

@@ -22,7 +22,10 @@
 // the same algorithm with the epilogue kernel where cuDNN could have fused it (timing decides);
 // 300 and 301, Kiln's kernels for float16 stems with 3 input channels (conv_small_c.cuh; 301 on
 // wgmma), where they fit.
-// NhwcConv with y_scale and y_zero_point quantizes its output (below).
+// NhwcConv with y_scale and y_zero_point quantizes its output (below). NhwcConv with
+// x_channels_first reads a channels-first X (fuse-conv-input): tactics 300 and 301 stage and
+// convert its rows themselves; 302 and 303 (the same kernels) and every other tactic run the Cast
+// and Transpose kernels into the workspace first.
 #include <algorithm>
 #include <initializer_list>
 #include <string>
@@ -42,12 +45,68 @@ bool aligned_16(std::initializer_list<const void*> ptrs) {
   return std::all_of(ptrs.begin(), ptrs.end(), [](const void* p) { return alignment_of(p, 16) == 16; });
 }
 
+// ---- NhwcConv with a channels-first X (x_channels_first) ---------------------------------------
+// The small-channel kernel reads X itself (16-byte aligned, as its other tensors); every other
+// tactic, and that one on misaligned pointers, reads X's channels-last view in W's type, which the
+// Cast and Transpose kernels make in the front of the workspace.
+bool reads_x_first(const ConvPlan& p, std::span<const TensorView> in, const void* y) {
+  return p.small_c && !p.x_converted &&
+         aligned_16({in[0].data, in[1].data, has_input(in, 2) ? in[2].data : nullptr, y});
+}
+
+// The workspace bytes that a step with plan p needs for X in front of the convolution's own.
+size_t x_convert_workspace(const ConvPlan& p, std::span<const TensorView> in, const void* y) {
+  return p.geometry.x_first_bytes && !reads_x_first(p, in, y) ? p.x_convert_bytes : 0;
+}
+
+// X's channels-last view in W's type, made at the front of env's workspace, which then starts
+// after it (env is the caller's copy).
+const void* convert_x_first(const ConvPlan& p, const TensorView& X, DataType to, GpuEnv& env) {
+  if (env.workspace_bytes < p.x_convert_bytes)
+    throw Error(
+        "NhwcConv: its channels-first input needs 16-byte aligned tensors (a device buffer bound to an input or "
+        "output is not; cudaMalloc's are)");
+  const std::vector<int64_t> last = channels_last_of(X.shape);
+  char* ws = static_cast<char*>(env.workspace);
+  GpuEnv plain = env;  // the steps below keep no state and need no workspace
+  plain.state = nullptr;
+  plain.workspace = nullptr;
+  plain.workspace_bytes = 0;
+  TensorView from = X;
+  const size_t view = align_up(static_cast<size_t>(X.numel()) * dtype_size(to));
+  if (X.dtype != to) {
+    const TensorView cast{to, X.shape, ws + view};
+    CastAttrs a;
+    a.to = to;
+    gpu_kernel_entry(OpKind::kCast)->fn(OpKind::kCast, a, {&X, 1}, {&cast, 1}, plain);
+    from = cast;
+  }
+  const TensorView moved{to, last, ws};
+  TransposeAttrs t;
+  for (size_t i = 0; i < last.size(); ++i) t.perm.push_back(i == 0 ? 0 : i + 1 < last.size() ? int64_t(i + 1) : 1);
+  gpu_kernel_entry(OpKind::kTranspose)->fn(OpKind::kTranspose, t, {&from, 1}, {&moved, 1}, plain);
+  env.workspace = ws + p.x_convert_bytes;
+  env.workspace_bytes -= p.x_convert_bytes;
+  return ws;
+}
+
 void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-                 GpuEnv& env) {
+                 GpuEnv& caller_env) {
   const char* op = op_name(kind).data();
   std::unique_ptr<ConvPlan> local;
-  ConvPlan& p = plan_for(kind, attrs, in, out, env, local);
-  const TensorView &X = in[0], &W = in[1], &Y = out[0];
+  ConvPlan& p = plan_for(kind, attrs, in, out, caller_env, local);
+  const TensorView &W = in[1], &Y = out[0];
+  GpuEnv env = caller_env;
+  TensorView X = in[0];
+  DirectConv geometry = p.geometry;
+  std::vector<int64_t> x_last;
+  if (geometry.x_first_bytes && !p.empty && !p.bias_only && !reads_x_first(p, in, Y.data)) {
+    X.data = const_cast<void*>(convert_x_first(p, in[0], W.dtype, env));
+    x_last = channels_last_of(in[0].shape);
+    X.shape = x_last;
+    X.dtype = W.dtype;
+    geometry.x_first_bytes = 0;
+  }
   const void* B = has_input(in, 2) ? in[2].data : nullptr;
   const void* Z = has_input(in, 3) ? in[3].data : nullptr;
   const EpilogueAttrs plain;
@@ -63,9 +122,9 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   }
   const bool aligned = aligned_16({X.data, W.data, Y.data, B, Z});
   if (p.small_c && aligned)
-    return small_c_conv(p.geometry, epi ? *epi : plain, X.data, W.data, B, Y.data, nullptr, p.small_c_wgmma, env.stream);
+    return small_c_conv(geometry, epi ? *epi : plain, X.data, W.data, B, Y.data, nullptr, p.small_c_wgmma, env.stream);
   if (p.direct || !aligned) {
-    direct_conv(p.geometry, p.dtype, X.data, W.data, B, Y.data, env.stream, op);
+    direct_conv(geometry, p.dtype, X.data, W.data, B, Y.data, env.stream, op);
     return finish(nullptr);
   }
   const float f1 = 1.0f, f0 = 0.0f;
@@ -121,7 +180,8 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
 size_t conv_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                       GpuEnv& env) {
   std::unique_ptr<ConvPlan> local;
-  return plan_for(kind, attrs, in, out, env, local).workspace();
+  const ConvPlan& p = plan_for(kind, attrs, in, out, env, local);
+  return x_convert_workspace(p, in, out[0].data) + p.workspace();
 }
 
 std::vector<int32_t> conv_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
@@ -141,6 +201,7 @@ struct QuantizedConv {
   TensorView y_float;                   // Y's shape in X's type (no data)
   ConvPlan* plan;
   bool fused;                           // the small-channel kernel quantizes (aligned tensors)
+  size_t fused_workspace;               // its workspace: X converted by tactics 302 and 303
   size_t conv_workspace;                // the float convolution's, aligned
 };
 
@@ -149,12 +210,14 @@ QuantizedConv quantized_conv(OpKind kind, const Attrs& attrs, std::span<const Te
   QuantizedConv q;
   q.conv_in = in.first(std::min<size_t>(in.size(), 4));
   q.y_float = out[0];
-  q.y_float.dtype = in[0].dtype;
+  q.y_float.dtype = in[1].dtype;  // the convolution's type (X's, unless X is channels-first float32)
   q.y_float.data = nullptr;
   q.plan = &plan_for(kind, attrs, q.conv_in, {&q.y_float, 1}, env, local);
-  q.fused = q.plan->small_c &&
-            aligned_16({in[0].data, in[1].data, has_input(in, 2) ? in[2].data : nullptr, out[0].data});
-  q.conv_workspace = align_up(q.plan->workspace());
+  // Tactics 302 and 303 read X converted in the workspace: its own alignment does not matter.
+  q.fused = q.plan->small_c && aligned_16({q.plan->x_converted ? nullptr : in[0].data, in[1].data,
+                                           has_input(in, 2) ? in[2].data : nullptr, out[0].data});
+  q.fused_workspace = (q.plan->x_converted ? q.plan->x_convert_bytes : 0) + q.plan->workspace();
+  q.conv_workspace = align_up(x_convert_workspace(*q.plan, q.conv_in, nullptr) + q.plan->workspace());
   return q;
 }
 
@@ -166,8 +229,15 @@ void quantized_conv_kernel(OpKind kind, const Attrs& attrs, std::span<const Tens
   if (q.fused) {
     const EpilogueAttrs* epi = conv_epilogue(kind, attrs);
     const SmallCQuant quant{static_cast<const float*>(in[4].data), in[5].data, out[0].dtype};
-    return small_c_conv(q.plan->geometry, *epi, in[0].data, in[1].data, has_input(in, 2) ? in[2].data : nullptr,
-                        out[0].data, &quant, q.plan->small_c_wgmma, env.stream);
+    DirectConv geometry = q.plan->geometry;
+    const void* x = in[0].data;
+    if (q.plan->x_converted) {
+      GpuEnv x_env = env;
+      x = convert_x_first(*q.plan, in[0], in[1].dtype, x_env);
+      geometry.x_first_bytes = 0;
+    }
+    return small_c_conv(geometry, *epi, x, in[1].data, has_input(in, 2) ? in[2].data : nullptr, out[0].data, &quant,
+                        q.plan->small_c_wgmma, env.stream);
   }
   // The workspace was sized for the fused kernel when the tensors were aligned then: a caller's
   // buffer bound later (set_output_device) is not 16-byte aligned.
@@ -194,7 +264,7 @@ size_t nhwc_conv_workspace(OpKind kind, const Attrs& attrs, std::span<const Tens
   if (!quantized_output(in)) return conv_workspace(kind, attrs, in, out, env);
   std::unique_ptr<ConvPlan> local;
   const QuantizedConv q = quantized_conv(kind, attrs, in, out, env, local);
-  return q.fused ? q.plan->workspace() : q.conv_workspace + q.y_float.bytes();
+  return q.fused ? q.fused_workspace : q.conv_workspace + q.y_float.bytes();
 }
 
 std::vector<int32_t> nhwc_conv_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,

@@ -89,7 +89,7 @@ std::optional<cudnnActivationMode_t> cudnn_activation(const EpilogueAttrs* e, bo
 std::vector<int64_t> plan_key(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                               std::span<const TensorView> out, int32_t tactic) {
   std::vector<int64_t> k{static_cast<int64_t>(kind), static_cast<int64_t>(in[0].dtype), tactic, has_input(in, 2),
-                         has_input(in, 3)};
+                         has_input(in, 3), x_channels_first(kind, attrs)};
   if (const EpilogueAttrs* e = conv_epilogue(kind, attrs)) {
     k.push_back(static_cast<int64_t>(e->activation));
     k.push_back(static_cast<int64_t>(e->activation2));
@@ -166,7 +166,17 @@ std::unique_ptr<ConvPlan> build_library_plan(OpKind kind, const Attrs& attrs, st
   p->transpose = kind == OpKind::kConvTranspose;
   p->channels_last = kind == OpKind::kNhwcConv;
   const ConvAttrs& a = conv_attrs(kind, attrs);
-  const TensorView &X = in[0], &W = in[1], &Y = out[0];
+  const TensorView &W = in[1], &Y = out[0];
+  // A channels-first X (x_channels_first): the plan is the convolution's on X's channels-last view
+  // in W's type, which the small-channel kernel makes as it stages X and other tactics in the
+  // workspace (nn_conv.cu).
+  const bool x_first = x_channels_first(kind, attrs);
+  const std::vector<int64_t> x_last = x_first ? channels_last_of(in[0].shape) : std::vector<int64_t>{};
+  TensorView X = in[0];
+  if (x_first) {
+    X.shape = x_last;
+    X.dtype = W.dtype;
+  }
   // Shapes in channels-first order (NhwcConv's W [M, k..., C/group] as [M, C/group, k...]).
   const std::vector<int64_t> xs =
       p->channels_last ? channels_first(X.shape) : std::vector(X.shape.begin(), X.shape.end());
@@ -198,6 +208,11 @@ std::unique_ptr<ConvPlan> build_library_plan(OpKind kind, const Attrs& attrs, st
                 std::to_string(kMaxDirectRank));
   dg.transpose = p->transpose;
   dg.channels_last = p->channels_last;
+  if (x_first) {
+    dg.x_first_bytes = static_cast<int>(dtype_size(in[0].dtype));
+    const size_t view = align_up(X.bytes());
+    p->x_convert_bytes = view + (in[0].dtype != X.dtype ? view : 0);
+  }
   dg.rank = static_cast<int>(n);
   dg.batch = N;
   dg.C = C;
@@ -371,6 +386,19 @@ std::unique_ptr<ConvPlan> build_plan(OpKind kind, const Attrs& attrs, std::span<
     p->small_c_wgmma = env.tactic == kSmallCWgmmaTactic;
     p->small_c = p->small_c || p->small_c_wgmma;
   }
+  // A channels-first X: the same kernels also on X converted in the workspace first (the Cast and
+  // Transpose kernels), which the timing prefers where staging the raw rows costs the kernel more
+  // than the two passes over X (large batches).
+  if (p->geometry.x_first_bytes) {
+    DirectConv converted = p->geometry;
+    converted.x_first_bytes = 0;
+    if (small_c_conv_fits(converted, p->dtype, has_z)) p->tactics.push_back(kSmallCConvertTactic);
+    if (small_c_wgmma_fits(converted, p->dtype, has_z)) p->tactics.push_back(kSmallCWgmmaConvertTactic);
+    if (env.tactic == kSmallCConvertTactic || env.tactic == kSmallCWgmmaConvertTactic) {
+      p->small_c = p->x_converted = true;
+      p->small_c_wgmma = env.tactic == kSmallCWgmmaConvertTactic;
+    }
+  }
   return p;
 }
 
@@ -383,6 +411,15 @@ const ConvAttrs& conv_attrs(OpKind kind, const Attrs& attrs) {
 const EpilogueAttrs* conv_epilogue(OpKind kind, const Attrs& attrs) {
   if (kind == OpKind::kFusedConv || kind == OpKind::kNhwcConv) return &std::get<FusedConvAttrs>(attrs);
   return nullptr;
+}
+std::vector<int64_t> channels_last_of(std::span<const int64_t> s) {
+  std::vector<int64_t> out{s[0]};
+  out.insert(out.end(), s.begin() + 2, s.end());
+  out.push_back(s[1]);
+  return out;
+}
+bool x_channels_first(OpKind kind, const Attrs& attrs) {
+  return kind == OpKind::kNhwcConv && std::get<FusedConvAttrs>(attrs).x_channels_first != 0;
 }
 
 ConvPlan& plan_for(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,

@@ -47,6 +47,10 @@ inline constexpr int32_t kUnfusedTactic = 200;
 // on wgmma (compute capability 9.0).
 inline constexpr int32_t kSmallCTactic = 300;
 inline constexpr int32_t kSmallCWgmmaTactic = 301;
+// With a channels-first X (x_channels_first), 300 and 301 read it themselves; 302 and 303 run them
+// on X converted in the workspace first.
+inline constexpr int32_t kSmallCConvertTactic = 302;
+inline constexpr int32_t kSmallCWgmmaConvertTactic = 303;
 
 struct ConvPlan final : StepState {
   std::vector<int64_t> key;
@@ -56,6 +60,7 @@ struct ConvPlan final : StepState {
   bool direct = false;         // cuDNN cannot take these shapes: the direct kernel runs
   bool small_c = false;        // tactic kSmallCTactic or kSmallCWgmmaTactic: the stem kernel runs
   bool small_c_wgmma = false;  // its wgmma form
+  bool x_converted = false;    // tactics 302 and 303: on a channels-first X converted in the workspace
   bool channels_last = false;  // NhwcConv: X, Y and Z [N, spatial..., C], W [M, k..., C/group]
   DirectConv geometry;         // for the direct kernel (also used at run time with misaligned pointers)
   DataType dtype = DataType::kFloat32;
@@ -78,6 +83,9 @@ struct ConvPlan final : StepState {
   bool staged = false;  // Conv: X padded into the workspace; ConvTranspose: Y computed there
   Window window;
   size_t staged_bytes = 0;
+  // A channels-first X converted in the workspace for tactics other than the small-channel kernel:
+  // cast to W's type (where it differs), then moved channels-last; before workspace()'s bytes.
+  size_t x_convert_bytes = 0;
 
   size_t workspace() const {
     if (empty || bias_only || direct || small_c) return 0;
@@ -91,6 +99,10 @@ inline bool has_input(std::span<const TensorView> in, size_t i) { return in.size
 // The convolution attributes and (FusedConv, NhwcConv) the epilogue of a step.
 const ConvAttrs& conv_attrs(OpKind kind, const Attrs& attrs);
 const EpilogueAttrs* conv_epilogue(OpKind kind, const Attrs& attrs);
+// NhwcConv with x_channels_first: X arrives channels-first, in float32 or W's type.
+bool x_channels_first(OpKind kind, const Attrs& attrs);
+// [N, C, S...] -> [N, S..., C]
+std::vector<int64_t> channels_last_of(std::span<const int64_t> s);
 
 // This step's plan (kept in env.state, or in *local without a slot).
 ConvPlan& plan_for(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,

@@ -30,6 +30,10 @@ struct DirectConv {
   int64_t strides[kMaxDirectRank] = {}, dilations[kMaxDirectRank] = {}, pads[kMaxDirectRank] = {};  // pads: begin
   // Channels-last Conv (not ConvTranspose): X [batch, in..., C], W [M, kernel..., C/G], Y [batch, out..., M].
   bool channels_last = false;
+  // Channels last with X channels-first ([batch, C, in...]) of this many bytes per element (4:
+  // float32, 2: the conv's float16), converted as read: only the small-channel kernel takes it
+  // (conv_small_c.cuh); 0: X as above, in the conv's type.
+  int x_first_bytes = 0;
 };
 // Y = conv(X, W) + B (B may be null); float32, float16 (float accumulation) or float64.
 void direct_conv(const DirectConv& g, DataType dt, const void* x, const void* w, const void* b, void* y,

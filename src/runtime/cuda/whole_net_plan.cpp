@@ -122,7 +122,7 @@ void set_window(WnLayer& l, const nn::WindowGeometry& g) {
   l.pw_end = static_cast<int32_t>(g.pads[3]);
 }
 
-// Conv, FusedConv, NhwcConv: X, W, optional B; no residual Z, no quantized output.
+// Conv, FusedConv, NhwcConv: X, W, optional B; no residual Z, no quantized output, no channels-first X.
 WnLayer conv_layer(const Walk& s) {
   WnLayer l;
   l.op = WnOp::kConv;
@@ -135,6 +135,7 @@ WnLayer conv_layer(const Walk& s) {
                        ? std::get<ConvAttrs>(s.step->attrs)
                        : static_cast<const ConvAttrs&>(std::get<FusedConvAttrs>(s.step->attrs));
   if (s.step->kind != OpKind::kConv) set_epilogue(l, std::get<FusedConvAttrs>(s.step->attrs));
+  if (l.nhwc && std::get<FusedConvAttrs>(s.step->attrs).x_channels_first) refuse("it reads a channels-first input");
   const std::vector<int64_t> xs = l.nhwc ? nchw_of(s.x().shape) : s.x().shape;
   const std::vector<int64_t> ws =
       l.nhwc ? std::vector<int64_t>{w.shape[0], w.shape[3], w.shape[1], w.shape[2]} : w.shape;

@@ -2,7 +2,8 @@
 // pass makes them for GPU engines, where the layout pays; here they only keep such graphs runnable
 // (and testable) everywhere: the data inputs are permuted to channels-first ([N, S..., C] ->
 // [N, C, S...], the convolutions' W and Z too), the channels-first kernel runs, and its output is permuted
-// back. Plainly correct, not fast. NhwcConv with y_scale quantizes FusedConv's output.
+// back. Plainly correct, not fast. NhwcConv with y_scale quantizes FusedConv's output; with
+// x_channels_first its X is already channels-first and is only cast to W's type.
 #include <cstring>
 #include <vector>
 
@@ -63,8 +64,24 @@ void nhwc_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   std::vector<Owned> owned;
   owned.reserve(4);
   std::vector<TensorView> ins(in.begin(), in.end());
+  Attrs conv_attrs = attrs;
+  bool x_first = false;
+  if (kind == OpKind::kNhwcConv) {
+    auto& a = std::get<FusedConvAttrs>(conv_attrs);
+    x_first = a.x_channels_first != 0;
+    a.x_channels_first = 0;
+  }
+  if (x_first && in[0].dtype != in[1].dtype) {
+    owned.push_back(Owned{{in[0].shape.begin(), in[0].shape.end()},
+                          std::vector<uint8_t>(static_cast<size_t>(in[0].numel()) * dtype_size(in[1].dtype))});
+    const TensorView xv = owned.back().view(in[1].dtype);
+    CastAttrs cast;
+    cast.to = in[1].dtype;
+    cpu_kernel(OpKind::kCast)(OpKind::kCast, cast, std::span<const TensorView>(&in[0], 1), {&xv, 1}, env);
+    ins[0] = xv;
+  }
   for (size_t i : nhwc_permuted_inputs(kind)) {
-    if (i >= in.size() || !in[i].exists) continue;
+    if (i >= in.size() || !in[i].exists || (x_first && i == 0)) continue;
     owned.push_back(to_first(in[i]));
     ins[i] = owned.back().view(in[i].dtype);
   }
@@ -76,13 +93,13 @@ void nhwc_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   const TensorView yv = y.view(Y.dtype);
   if (kind == OpKind::kNhwcConv && in.size() > 4 && in[4].exists) {
     // A quantized output: FusedConv's output in X's type, then QuantizeLinear.
-    Owned f{y.shape, std::vector<uint8_t>(static_cast<size_t>(yv.numel()) * dtype_size(in[0].dtype))};
-    const TensorView fv = f.view(in[0].dtype);
-    fused_kernel(OpKind::kFusedConv, attrs, std::span<const TensorView>(ins).first(4), {&fv, 1}, env);
+    Owned f{y.shape, std::vector<uint8_t>(static_cast<size_t>(yv.numel()) * dtype_size(ins[0].dtype))};
+    const TensorView fv = f.view(ins[0].dtype);
+    fused_kernel(OpKind::kFusedConv, conv_attrs, std::span<const TensorView>(ins).first(4), {&fv, 1}, env);
     const TensorView q_in[3] = {fv, in[4], in[5]};
     cpu_kernel(OpKind::kQuantizeLinear)(OpKind::kQuantizeLinear, QuantizeAttrs{}, std::span<const TensorView>(q_in), {&yv, 1}, env);
   } else if (kind == OpKind::kNhwcConv)
-    fused_kernel(OpKind::kFusedConv, attrs, ins, {&yv, 1}, env);
+    fused_kernel(OpKind::kFusedConv, conv_attrs, ins, {&yv, 1}, env);
   else if (kind == OpKind::kNhwcQConv)
     extra::qconv_kernel(OpKind::kQConv, attrs, ins, {&yv, 1}, env);
   else

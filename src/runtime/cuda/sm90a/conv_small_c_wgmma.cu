@@ -32,7 +32,8 @@ constexpr int weight_subtiles() {
 int shared_memory(const Params& p, int R) {
   const int subs = R == 7 ? weight_subtiles<7>() : weight_subtiles<3>();
   const int tiles = 4 * (p.M == 64 ? out_tile_bytes<8>() : out_tile_bytes<4>());
-  return 1024 + subs * p.M * 64 + 2 * staged_rows(p.rows, R) * p.row_len * 2 + tiles;
+  return 1024 + subs * p.M * 64 + stage_buffers(p.x_first_bytes) * staged_rows(p.rows, R) * p.row_len * 2 + tiles +
+         raw_bytes(p.rows, R, p.W, p.x_first_bytes);
 }
 
 template <int R, int N, int A>
@@ -47,12 +48,14 @@ __global__ void __launch_bounds__(kThreads) small_c_wgmma_kernel(Params p) {
   __half* const stages = reinterpret_cast<__half*>(w_s + kSubs * N * 64);
   const int stage_len = staged_rows(p.rows, R) * p.row_len;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-  unsigned char* const out_tile =
-      reinterpret_cast<unsigned char*>(stages + 2 * stage_len) + warp * out_tile_bytes<NT>();
+  const int buffers = stage_buffers(p.x_first_bytes);
+  unsigned char* const tiles = reinterpret_cast<unsigned char*>(stages + buffers * stage_len);
+  unsigned char* const out_tile = tiles + warp * out_tile_bytes<NT>();
+  unsigned char* const raw = tiles + 4 * out_tile_bytes<NT>();  // a channels-first X's rows
 
-  // Zero both buffers once: the pad columns are never written again, out-of-image rows are
+  // Zero the buffers once: the pad columns are never written again, out-of-image rows are
   // zero-filled by cp.async.
-  for (int i = threadIdx.x; i < 2 * stage_len; i += kThreads) stages[i] = __float2half_rn(0.0f);
+  for (int i = threadIdx.x; i < buffers * stage_len; i += kThreads) stages[i] = __float2half_rn(0.0f);
   // The weights: 16-byte chunks of 8 slots, channel n's row of sub-tile s.
   for (int i = threadIdx.x; i < kSubs * N * 4; i += kThreads) {
     const int s = i / (N * 4), n = (i / 4) % N, chunk = i % 4;
@@ -75,7 +78,7 @@ __global__ void __launch_bounds__(kThreads) small_c_wgmma_kernel(Params p) {
 
   const uint32_t weights = mma::smem_u32(w_s);
   const int units = p.rows * p.m_tiles;  // 16-pixel tiles of a work item
-  walk_items<R>(p, stages, stage_len, [&](const __half* stage, int64_t n_img, int oh0) {
+  walk_items<R>(p, stages, stage_len, raw, [&](const __half* stage, int64_t n_img, int oh0) {
     // Rounds of four tiles, one per warp; a warp past the last tile multiplies the round's first
     // again (wgmma takes the whole warpgroup) and stores nothing.
     for (int u0 = 0; u0 < units; u0 += 4) {
