@@ -14,15 +14,7 @@ PY=/opt/torch/.venv/bin/python
 NCU=/opt/nvidia/nsight-compute/2025.3.1/ncu
 work=$(mktemp -d)
 model=${1:-resnet50}
-$PY - "$work" "$model" <<'PYEOF'
-import sys, numpy as np, torch, torchvision
-work, m = sys.argv[1], sys.argv[2]
-np.save(f"{work}/calib.npy", np.random.default_rng(0).normal(0, 1, (256, 3, 224, 224)).astype(np.float32))
-net = getattr(torchvision.models, m)().eval()
-torch.onnx.export(net, torch.randn(1, 3, 224, 224), f"{work}/{m}.onnx", opset_version=17,
-                  input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}}, dynamo=False)
-PYEOF
-mkdir -p "$work/calib" && mv "$work/calib.npy" "$work/calib/"
+$PY bench/torchvision_onnx.py "$work" "$model"
 e="$work/$model.kiln"
 build-dev/kiln optimize "$work/$model.onnx" --device gpu --batch 1 --best --force-int8 --calib "$work/calib" \
   --timing-cache "$work/tc.json" -v -o "$e" > "$OUT/build_b1.txt" 2>&1 || { tail "$OUT/build_b1.txt"; exit 1; }

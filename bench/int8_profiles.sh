@@ -9,17 +9,7 @@ PY=/opt/torch/.venv/bin/python
 work=$(mktemp -d)
 models=${1:-resnet50,mobilenet_v2}
 batches=${2:-256,1}
-$PY - "$work" "$models" <<'PYEOF'
-import sys, numpy as np, torch, torchvision
-work, models = sys.argv[1], sys.argv[2].split(",")
-np.save(f"{work}/calib.npy", np.random.default_rng(0).normal(0, 1, (256, 3, 224, 224)).astype(np.float32))
-for m in models:
-    net = getattr(torchvision.models, m)().eval()
-    torch.onnx.export(net, torch.randn(1, 3, 224, 224), f"{work}/{m}.onnx", opset_version=17,
-                      input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}},
-                      dynamo=False)
-PYEOF
-mkdir -p "$work/calib" && mv "$work/calib.npy" "$work/calib/"
+$PY bench/torchvision_onnx.py "$work" "$models"
 for m in ${models//,/ }; do
   for b in ${batches//,/ }; do
     for mode in best fp16; do

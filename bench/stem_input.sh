@@ -12,15 +12,7 @@ model=${1:-resnet50}
 work=$(mktemp -d)
 logs="$OUT/stem_input"
 mkdir -p "$logs"
-$PY - "$work" "$model" <<'PYEOF'
-import sys, numpy as np, torch, torchvision
-work, m = sys.argv[1], sys.argv[2]
-np.save(f"{work}/calib.npy", np.random.default_rng(0).normal(0, 1, (256, 3, 224, 224)).astype(np.float32))
-net = getattr(torchvision.models, m)().eval()
-torch.onnx.export(net, torch.randn(1, 3, 224, 224), f"{work}/{m}.onnx", opset_version=17,
-                  input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}}, dynamo=False)
-PYEOF
-mkdir -p "$work/calib" && mv "$work/calib.npy" "$work/calib/"
+$PY bench/torchvision_onnx.py "$work" "$model"
 for b in 1 256; do
   for mode in on off; do
     flag=$([ "$mode" = on ] || echo "--disable-pass fuse-conv-input")

@@ -13,24 +13,15 @@ namespace {
 
 using namespace kiln::test;
 
-void conv(OnnxModel& m, const std::string& name, const std::string& x, const std::string& y, int64_t c_in,
-          int64_t c_out, int64_t k, int64_t pad, int64_t stride) {
-  m.init_rand(name + ".w", {c_out, c_in, k, k}, -0.4f, 0.4f);
-  m.init_rand(name + ".b", {c_out}, -0.2f, 0.2f);
-  auto* n = m.node("Conv", name, {x, name + ".w", name + ".b"}, {y});
-  attr_ints(n, "pads", {pad, pad, pad, pad});
-  attr_ints(n, "strides", {stride, stride});
-}
-
 constexpr int64_t kC = 3, kH = 20, kW = 24;
 
 // x [2, c, 20, 24] -> a k x k stem, stride `stride`, c -> 32 channels, Relu -> a 3x3 head -> "y".
 OnnxModel stem(const std::string& name, int64_t k, int64_t c = kC, int64_t stride = 2) {
   OnnxModel m(name);
   m.input("x", {2, c, kH, kW});
-  conv(m, "stem", "x", "s0", c, 32, k, k / 2, stride);
+  add_conv(m, "stem", "x", "s0", c, 32, k, k / 2, stride);
   m.node("Relu", "stem.relu", {"s0"}, {"s1"});
-  conv(m, "head", "s1", "y", 32, 4, 3, 1, 1);
+  add_conv(m, "head", "s1", "y", 32, 4, 3, 1, 1);
   m.output("y");
   return m;
 }
@@ -59,7 +50,8 @@ Built check_parity(const OnnxModel& m, const std::vector<std::string>& outputs =
   return b;
 }
 
-// The first step's attributes as `kiln inspect` shows them.
+// Whether the NhwcConv step named like step_part reads a channels-first X (its attributes as
+// `kiln inspect` shows them).
 bool reads_channels_first(const LayoutBuilt& b, const std::string& step_part) {
   for (const StepInfo& s : b.steps)
     if (s.name.find(step_part) != std::string::npos && s.op == "NhwcConv")
@@ -93,13 +85,13 @@ TEST(FuseConvInputGuard, NotAStem) {
 TEST(FuseConvInput, QuantizedStem) {
   OnnxModel m("quant_stem");
   m.input("x", {2, kC, kH, kW});
-  conv(m, "stem", "x", "s0", kC, 32, 3, 1, 2);
+  add_conv(m, "stem", "x", "s0", kC, 32, 3, 1, 2);
   m.node("Relu", "stem.relu", {"s0"}, {"s1"});
   init_floats(m, "sq", {}, {0.011f});
   init_ints(m, "zq", {}, {-3}, onnx::TensorProto::INT8);
   m.node("QuantizeLinear", "quant", {"s1", "sq", "zq"}, {"q"});
   m.node("DequantizeLinear", "dequant", {"q", "sq", "zq"}, {"d"});
-  conv(m, "head", "d", "y", 32, 4, 3, 1, 1);
+  add_conv(m, "head", "d", "y", 32, 4, 3, 1, 1);
   m.output("y");
   BuildOptions o;
   o.fp16 = true;
@@ -117,7 +109,7 @@ TEST(FuseConvInput, QuantizedStem) {
 // Guard: two convolutions read the transposed image: it stays, and so does the Cast.
 TEST(FuseConvInputGuard, TransposedImageReadTwice) {
   OnnxModel m = stem("two_readers", 3);
-  conv(m, "side", "x", "z", kC, 32, 3, 1, 2);
+  add_conv(m, "side", "x", "z", kC, 32, 3, 1, 2);
   m.output("z");
   const Built b = check_parity(m, {"y", "z"});
   EXPECT_EQ(b.on.after.changes, 0);

@@ -12,20 +12,11 @@ namespace {
 
 using namespace kiln::test;
 
-void conv(OnnxModel& m, const std::string& name, const std::string& x, const std::string& y, int64_t c_in,
-          int64_t c_out, int64_t k, int64_t pad, int64_t stride) {
-  m.init_rand(name + ".w", {c_out, c_in, k, k}, -0.4f, 0.4f);
-  m.init_rand(name + ".b", {c_out}, -0.2f, 0.2f);
-  auto* n = m.node("Conv", name, {x, name + ".w", name + ".b"}, {y});
-  attr_ints(n, "pads", {pad, pad, pad, pad});
-  attr_ints(n, "strides", {stride, stride});
-}
-
 // x [2, 3, 20, 20] and a stem of `k` x `k`, stride 2, 3 -> 8 channels, with a Relu.
 OnnxModel stem(const std::string& name, int64_t k) {
   OnnxModel m(name);
   m.input("x", {2, 3, 20, 20});
-  conv(m, "stem", "x", "s0", 3, 8, k, k / 2, 2);
+  add_conv(m, "stem", "x", "s0", 3, 8, k, k / 2, 2);
   m.node("Relu", "stem.relu", {"s0"}, {"s1"});
   return m;
 }
@@ -52,7 +43,7 @@ void quantize(OnnxModel& m, const std::string& v, bool zero_point = true) {
 
 // "d" -> a 3x3 convolution -> the graph's output "y".
 void head(OnnxModel& m) {
-  conv(m, "head", "d", "y", 8, 4, 3, 1, 1);
+  add_conv(m, "head", "d", "y", 8, 4, 3, 1, 1);
   m.output("y");
 }
 
@@ -106,7 +97,7 @@ TEST(FuseConvQuantize, ResNetStemThroughMaxPool) {
 TEST(FuseConvQuantize, MobileNetStem) {
   OnnxModel m("mobilenet_stem");
   m.input("x", {2, 3, 20, 20});
-  conv(m, "stem", "x", "s0", 3, 8, 3, 1, 2);
+  add_conv(m, "stem", "x", "s0", 3, 8, 3, 1, 2);
   init_floats(m, "zero", {}, {0.f});
   init_floats(m, "six", {}, {6.f});
   m.node("Clip", "stem.relu6", {"s0", "zero", "six"}, {"s1"});

@@ -18,6 +18,16 @@
 
 namespace kiln::test {
 
+// A k x k Conv with random weights and bias, c_in -> c_out channels, `pad` on every side.
+inline void add_conv(OnnxModel& m, const std::string& name, const std::string& x, const std::string& y, int64_t c_in,
+                     int64_t c_out, int64_t k, int64_t pad, int64_t stride) {
+  m.init_rand(name + ".w", {c_out, c_in, k, k}, -0.4f, 0.4f);
+  m.init_rand(name + ".b", {c_out}, -0.2f, 0.2f);
+  auto* n = m.node("Conv", name, {x, name + ".w", name + ".b"}, {y});
+  attr_ints(n, "pads", {pad, pad, pad, pad});
+  attr_ints(n, "strides", {stride, stride});
+}
+
 struct LayoutBuilt {
   std::vector<uint8_t> engine;
   std::vector<StepInfo> steps;

@@ -221,8 +221,7 @@ bool small_c_wgmma_fits(const DirectConv& g, DataType dt, bool has_z) {
 void small_c_conv(const DirectConv& g, const EpilogueAttrs& e, const void* x, const void* w, const void* b, void* y,
                   const SmallCQuant* quant, bool wgmma, cudaStream_t stream) {
   Params p = params_of(g, wgmma ? wgmma_rows(g) : mma_rows(g));
-  p.x = g.x_first_bytes ? nullptr : static_cast<const __half*>(x);
-  p.x_first = g.x_first_bytes ? x : nullptr;
+  p.x = x;
   p.w = static_cast<const __half*>(w);
   p.b = static_cast<const __half*>(b);
   p.y = y;

@@ -40,9 +40,8 @@ constexpr int kThreads = 128;   // 4 warps
 constexpr int kDataStart = 16;  // element of (iw = 0, c = 0) in a staged row: 32 bytes, 16-byte aligned
 
 struct Params {
-  const __half* x;
-  const void* x_first;  // non-null: X channels-first [N, 3, H, W] of x_first_bytes per element (x unused)
-  int x_first_bytes;    // 4: float32, 2: float16
+  const void* x;       // [N, H, W, 3] float16, or with x_first_bytes channels-first [N, 3, H, W]
+  int x_first_bytes;    // 0: channels last; a channels-first X of 4 (float32) or 2 (float16) bytes
   const __half* w;
   const __half* b;
   void* y;
@@ -114,7 +113,8 @@ __device__ __forceinline__ void stage_rows(const Params& p, int64_t item, __half
     const int row = i / p.chunks, chunk = i - row * p.chunks;
     const int ih = ih0 + row;
     const bool inside = ih >= 0 && ih < p.H;
-    const __half* src = inside ? p.x + ((n * p.H + ih) * p.W) * kC + chunk * 8 : p.x;
+    const __half* x = static_cast<const __half*>(p.x);
+    const __half* src = inside ? x + ((n * p.H + ih) * p.W) * kC + chunk * 8 : x;
     mma::cp_async16(mma::smem_u32(stage + row * p.row_len + kDataStart + chunk * 8), src, inside);
   }
 }
@@ -127,7 +127,7 @@ __device__ __forceinline__ void stage_raw(const Params& p, int64_t item, unsigne
   const int ih0 = static_cast<int>(item % p.row_groups) * p.rows * kStride - p.pad_top;
   const int chunks = p.W * p.x_first_bytes / 16;  // per plane row
   const int total = staged_rows(p.rows, R) * kC * chunks;
-  const char* x = static_cast<const char*>(p.x_first);
+  const char* x = static_cast<const char*>(p.x);
   for (int i = threadIdx.x; i < total; i += kThreads) {
     const int rc = i / chunks, chunk = i - rc * chunks;
     const int row = rc / kC, c = rc - row * kC, ih = ih0 + row;
@@ -183,7 +183,7 @@ __device__ __forceinline__ void walk_items_first(const Params& p, __half* stage,
 template <int R, class Body>
 __device__ __forceinline__ void walk_items(const Params& p, __half* stages, int stage_len, unsigned char* raw,
                                            Body&& body) {
-  if (p.x_first) return walk_items_first<R>(p, stages, raw, body);
+  if (p.x_first_bytes) return walk_items_first<R>(p, stages, raw, body);
   int buf = 0;
   if (blockIdx.x < p.items) stage_rows<R>(p, blockIdx.x, stages);
   mma::cp_async_commit();

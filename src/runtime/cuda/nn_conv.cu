@@ -82,8 +82,10 @@ const void* convert_x_first(const ConvPlan& p, const TensorView& X, DataType to,
     from = cast;
   }
   const TensorView moved{to, last, ws};
-  TransposeAttrs t;
-  for (size_t i = 0; i < last.size(); ++i) t.perm.push_back(i == 0 ? 0 : i + 1 < last.size() ? int64_t(i + 1) : 1);
+  TransposeAttrs t;  // [0, 2, ..., r - 1, 1]
+  t.perm.push_back(0);
+  for (size_t i = 2; i < last.size(); ++i) t.perm.push_back(static_cast<int64_t>(i));
+  t.perm.push_back(1);
   gpu_kernel_entry(OpKind::kTranspose)->fn(OpKind::kTranspose, t, {&from, 1}, {&moved, 1}, plain);
   env.workspace = ws + p.x_convert_bytes;
   env.workspace_bytes -= p.x_convert_bytes;
@@ -97,14 +99,10 @@ void conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   ConvPlan& p = plan_for(kind, attrs, in, out, caller_env, local);
   const TensorView &W = in[1], &Y = out[0];
   GpuEnv env = caller_env;
-  TensorView X = in[0];
+  TensorView X = in[0];  // below only its data is read: the plan has X's shape and type
   DirectConv geometry = p.geometry;
-  std::vector<int64_t> x_last;
   if (geometry.x_first_bytes && !p.empty && !p.bias_only && !reads_x_first(p, in, Y.data)) {
     X.data = const_cast<void*>(convert_x_first(p, in[0], W.dtype, env));
-    x_last = channels_last_of(in[0].shape);
-    X.shape = x_last;
-    X.dtype = W.dtype;
     geometry.x_first_bytes = 0;
   }
   const void* B = has_input(in, 2) ? in[2].data : nullptr;
@@ -201,7 +199,6 @@ struct QuantizedConv {
   TensorView y_float;                   // Y's shape in X's type (no data)
   ConvPlan* plan;
   bool fused;                           // the small-channel kernel quantizes (aligned tensors)
-  size_t fused_workspace;               // its workspace: X converted by tactics 302 and 303
   size_t conv_workspace;                // the float convolution's, aligned
 };
 
@@ -216,7 +213,6 @@ QuantizedConv quantized_conv(OpKind kind, const Attrs& attrs, std::span<const Te
   // Tactics 302 and 303 read X converted in the workspace: its own alignment does not matter.
   q.fused = q.plan->small_c && aligned_16({q.plan->x_converted ? nullptr : in[0].data, in[1].data,
                                            has_input(in, 2) ? in[2].data : nullptr, out[0].data});
-  q.fused_workspace = (q.plan->x_converted ? q.plan->x_convert_bytes : 0) + q.plan->workspace();
   q.conv_workspace = align_up(x_convert_workspace(*q.plan, q.conv_in, nullptr) + q.plan->workspace());
   return q;
 }
@@ -264,7 +260,9 @@ size_t nhwc_conv_workspace(OpKind kind, const Attrs& attrs, std::span<const Tens
   if (!quantized_output(in)) return conv_workspace(kind, attrs, in, out, env);
   std::unique_ptr<ConvPlan> local;
   const QuantizedConv q = quantized_conv(kind, attrs, in, out, env, local);
-  return q.fused ? q.fused_workspace : q.conv_workspace + q.y_float.bytes();
+  // Fused, X converted in the workspace by tactics 302 and 303 (reads_x_first is false for them).
+  return q.fused ? x_convert_workspace(*q.plan, in, out[0].data) + q.plan->workspace()
+                 : q.conv_workspace + q.y_float.bytes();
 }
 
 std::vector<int32_t> nhwc_conv_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
