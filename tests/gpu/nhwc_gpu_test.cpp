@@ -264,6 +264,13 @@ std::vector<NhwcCase> cases() {
        pool_input({2, 2, 9, 16})},
       {"MaxPool8Bit3x3EmptyWindows", MP, pool({3, 3}, {1, 2}, {1, 1, 4, 1}, 0, 0, {3, 1}), k8,
        int8_pool_input({2, 2, 9, 32})},
+      // ResNet's MaxPool after the stem at batch 1, 2 and 4: the unrolled kernel on 4-, 8- and
+      // 16-byte vectors (on a GPU of 132 SMs; the narrower ones where the wider would not fill it).
+      {"MaxPool8BitStemBatch1", MP, pool({3, 3}, {2, 2}, p1), k8, int8_pool_input({1, 112, 112, 64})},
+      {"MaxPool8BitStemBatch2", MP, pool({3, 3}, {2, 2}, p1), k8, int8_pool_input({2, 112, 112, 64})},
+      {"MaxPool8BitStemBatch4", MP, pool({3, 3}, {2, 2}, p1), k8, int8_pool_input({4, 112, 112, 64})},
+      {"MaxPoolFloat16StemBatch1", MP, pool({3, 3}, {2, 2}, p1), {DT::kFloat16}, pool_input({1, 112, 112, 64})},
+      {"MaxPoolFloat16StemBatch2", MP, pool({3, 3}, {2, 2}, p1), {DT::kFloat16}, pool_input({2, 112, 112, 64})},
   };
 }
 

@@ -37,12 +37,14 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
 
   // Zero the buffers once: the pad columns are never written again, out-of-image rows are
   // zero-filled by cp.async.
-  for (int i = threadIdx.x; i < buffers * stage_len; i += kThreads) stages[i] = __float2half_rn(0.0f);
+  zero_stages(stages, buffers * stage_len);
 
   // A dependent launch (small_c_conv): everything from global memory, the weights included (an
   // engine may compute them), is read after the kernel before this one has finished.
   extra::wait_for_inputs();
   extra::start_next_kernel();
+  // A channels-first X's first rows are in flight while the weights below are read.
+  const bool staged = stage_first_raw<R>(p, raw);
 
   // This warp's B fragments: weights of channels cg * 32 + nt * 8 + g at slots k, k + 1.
   uint32_t bf[L::kSteps][4][2];
@@ -78,7 +80,7 @@ __global__ void __launch_bounds__(kThreads) small_c_kernel(Params p) {
       }
       store_tile<4, A>(p, quant, acc, bias, out_tile, n_img, oh, mt, cg * 32);
     }
-  });
+  }, staged);
 #endif
 }
 // The kernels: kernel size 3 or 7 (a dummy slot leading each row: odd left pads), 32 or 64 output

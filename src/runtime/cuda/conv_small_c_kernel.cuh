@@ -104,63 +104,103 @@ constexpr int out_tile_bytes() {
 }
 
 // Copies work item `item`'s input rows into `stage` (cp.async; zeros for rows outside the image).
+// A warp per row, its lanes over the row's 16-byte chunks: no division per chunk.
 template <int R>
 __device__ __forceinline__ void stage_rows(const Params& p, int64_t item, __half* stage) {
   const int64_t n = item / p.row_groups;
   const int ih0 = static_cast<int>(item % p.row_groups) * p.rows * kStride - p.pad_top;
-  const int total = staged_rows(p.rows, R) * p.chunks;
-  for (int i = threadIdx.x; i < total; i += kThreads) {
-    const int row = i / p.chunks, chunk = i - row * p.chunks;
+  const __half* x = static_cast<const __half*>(p.x);
+  for (int row = threadIdx.x / 32; row < staged_rows(p.rows, R); row += kThreads / 32) {
     const int ih = ih0 + row;
     const bool inside = ih >= 0 && ih < p.H;
-    const __half* x = static_cast<const __half*>(p.x);
-    const __half* src = inside ? x + ((n * p.H + ih) * p.W) * kC + chunk * 8 : x;
-    mma::cp_async16(mma::smem_u32(stage + row * p.row_len + kDataStart + chunk * 8), src, inside);
+    const __half* src = inside ? x + ((n * p.H + ih) * p.W) * kC : x;
+    for (int chunk = threadIdx.x % 32; chunk < p.chunks; chunk += 32)
+      mma::cp_async16(mma::smem_u32(stage + row * p.row_len + kDataStart + chunk * 8), inside ? src + chunk * 8 : x,
+                      inside);
   }
 }
 
 // Copies work item `item`'s rows of a channels-first X into `raw` as they are (cp.async; zeros for
-// rows outside the image): plane c of staged row r at (r * 3 + c) * W elements.
+// rows outside the image): plane c of staged row r at (r * 3 + c) * W elements. A warp per plane
+// row, as stage_rows.
 template <int R>
 __device__ __forceinline__ void stage_raw(const Params& p, int64_t item, unsigned char* raw) {
   const int64_t n = item / p.row_groups;
   const int ih0 = static_cast<int>(item % p.row_groups) * p.rows * kStride - p.pad_top;
   const int chunks = p.W * p.x_first_bytes / 16;  // per plane row
-  const int total = staged_rows(p.rows, R) * kC * chunks;
   const char* x = static_cast<const char*>(p.x);
-  for (int i = threadIdx.x; i < total; i += kThreads) {
-    const int rc = i / chunks, chunk = i - rc * chunks;
+  for (int rc = threadIdx.x / 32; rc < staged_rows(p.rows, R) * kC; rc += kThreads / 32) {
     const int row = rc / kC, c = rc - row * kC, ih = ih0 + row;
     const bool inside = ih >= 0 && ih < p.H;
-    const char* src = inside ? x + (((n * kC + c) * p.H + ih) * p.W) * p.x_first_bytes + chunk * 16 : x;
-    mma::cp_async16(mma::smem_u32(raw + (rc * chunks + chunk) * 16), src, inside);
+    const char* src = inside ? x + (((n * kC + c) * p.H + ih) * p.W) * p.x_first_bytes : x;
+    for (int chunk = threadIdx.x % 32; chunk < chunks; chunk += 32)
+      mma::cp_async16(mma::smem_u32(raw + (rc * chunks + chunk) * 16), inside ? src + chunk * 16 : x, inside);
   }
 }
 
 // Converts `raw` (stage_raw) into the staging buffer's float16 channels-last rows: the data columns
-// only (the pad columns stay zero). Rounds to nearest even, as the Cast it replaces.
+// only (the pad columns stay zero). Rounds to nearest even, as the Cast it replaces. A thread takes
+// 4 pixels of a staged row at a time: the 3 planes' 4 values (16 or 8 bytes each), written as 12
+// consecutive float16 values in three 8-byte stores (a row holds a multiple of 4 pixels: its raw
+// rows are whole 16-byte chunks; kDataStart and row_len keep the stores 8-byte aligned).
 template <int R>
 __device__ __forceinline__ void convert_raw(const Params& p, const unsigned char* raw, __half* stage) {
-  const int planes = staged_rows(p.rows, R) * kC;
-  for (int rc = 0; rc < planes; ++rc) {
-    const int row = rc / kC, c = rc - row * kC;
-    __half* dst = stage + row * p.row_len + kDataStart + c;
-    if (p.x_first_bytes == 4) {
-      const float* src = reinterpret_cast<const float*>(raw) + rc * p.W;
-      for (int iw = threadIdx.x; iw < p.W; iw += kThreads) dst[iw * kC] = __float2half_rn(src[iw]);
-    } else {
-      const __half* src = reinterpret_cast<const __half*>(raw) + rc * p.W;
-      for (int iw = threadIdx.x; iw < p.W; iw += kThreads) dst[iw * kC] = src[iw];
+  const int quads = p.W / 4, total = staged_rows(p.rows, R) * quads;
+  for (int i = threadIdx.x; i < total; i += kThreads) {
+    const int row = i / quads, iw = (i - row * quads) * 4;
+    float v[kC][4];
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+      const int plane = (row * kC + c) * p.W + iw;
+      if (p.x_first_bytes == 4) {
+        const float4 f = *reinterpret_cast<const float4*>(raw + plane * 4);
+        v[c][0] = f.x, v[c][1] = f.y, v[c][2] = f.z, v[c][3] = f.w;
+      } else {
+        const uint2 h = *reinterpret_cast<const uint2*>(raw + plane * 2);
+        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&h.x));
+        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&h.y));
+        v[c][0] = lo.x, v[c][1] = lo.y, v[c][2] = hi.x, v[c][3] = hi.y;
+      }
     }
+    // Pixel-major: element e = pixel * 3 + channel.
+    uint32_t packed[6];
+#pragma unroll
+    for (int e = 0; e < 12; e += 2) {
+      const __half2 h2 = __floats2half2_rn(v[e % kC][e / kC], v[(e + 1) % kC][(e + 1) / kC]);
+      packed[e / 2] = *reinterpret_cast<const uint32_t*>(&h2);
+    }
+    uint2* dst = reinterpret_cast<uint2*>(stage + row * p.row_len + kDataStart + iw * kC);
+    dst[0] = make_uint2(packed[0], packed[1]);
+    dst[1] = make_uint2(packed[2], packed[3]);
+    dst[2] = make_uint2(packed[4], packed[5]);
   }
+}
+
+// Zeroes `halves` float16 values at `stages` (a multiple of 8, 16-byte aligned) in 16-byte stores.
+__device__ __forceinline__ void zero_stages(__half* stages, int halves) {
+  uint4* s = reinterpret_cast<uint4*>(stages);
+  for (int i = threadIdx.x; i < halves / 8; i += kThreads) s[i] = make_uint4(0, 0, 0, 0);
+}
+
+// A channels-first X's first work item copied into `raw` before the kernel reads its weights, so
+// that the two round trips overlap (at batch 1 each CTA has one work item, so nothing else would
+// hide them). The raw buffer is not zeroed, so no barrier is needed first. Pass staged = true to
+// walk_items afterwards.
+template <int R>
+__device__ __forceinline__ bool stage_first_raw(const Params& p, unsigned char* raw) {
+  if (!p.x_first_bytes) return false;
+  if (blockIdx.x < p.items) stage_raw<R>(p, blockIdx.x, raw);
+  return true;
 }
 
 // walk_items for a channels-first X, with one staging buffer: item k + 1's rows are copied into
 // the raw buffer while body computes item k from the staging buffer; after a barrier they are
-// converted into it.
+// converted into it. `staged`: the kernel has already issued the first item's copies
+// (stage_first_raw).
 template <int R, class Body>
-__device__ __forceinline__ void walk_items_first(const Params& p, __half* stage, unsigned char* raw, Body&& body) {
-  if (blockIdx.x < p.items) stage_raw<R>(p, blockIdx.x, raw);
+__device__ __forceinline__ void walk_items_first(const Params& p, __half* stage, unsigned char* raw, bool staged,
+                                                 Body&& body) {
+  if (!staged && blockIdx.x < p.items) stage_raw<R>(p, blockIdx.x, raw);
   mma::cp_async_commit();
   mma::cp_async_wait<0>();
   __syncthreads();
@@ -182,8 +222,8 @@ __device__ __forceinline__ void walk_items_first(const Params& p, __half* stage,
 // row) computes item k from its buffer. `raw`: walk_items_first's buffer, for a channels-first X.
 template <int R, class Body>
 __device__ __forceinline__ void walk_items(const Params& p, __half* stages, int stage_len, unsigned char* raw,
-                                           Body&& body) {
-  if (p.x_first_bytes) return walk_items_first<R>(p, stages, raw, body);
+                                           Body&& body, bool staged = false) {
+  if (p.x_first_bytes) return walk_items_first<R>(p, stages, raw, staged, body);
   int buf = 0;
   if (blockIdx.x < p.items) stage_rows<R>(p, blockIdx.x, stages);
   mma::cp_async_commit();

@@ -70,16 +70,29 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < M; ++i) acc[i] = 0.f;
   const uint4* av = reinterpret_cast<const uint4*>(a);
-#pragma unroll 4
-  for (int64_t ch = lane; ch < chunks; ch += 32) {
-    float wf[kV];
-    unpack<T>(load_stream(row + ch), wf);
+  // kBatch chunks of W per lane in flight before any is used: the row is read in one or two round
+  // trips (2,048 float16 or float32 weights) rather than one per chunk.
+  constexpr int kBatch = 8;
+  for (int64_t base = lane; base < chunks; base += 32 * kBatch) {
+    uint4 wv[kBatch];
 #pragma unroll
-    for (int i = 0; i < M; ++i) {
-      float af[kV];
-      unpack<T>(av[i * chunks + ch], af);
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t ch = base + b * 32;
+      wv[b] = ch < chunks ? load_stream(row + ch) : uint4{};
+    }
 #pragma unroll
-      for (int q = 0; q < kV; ++q) acc[i] = fmaf(af[q], wf[q], acc[i]);
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t ch = base + b * 32;
+      if (ch >= chunks) break;
+      float wf[kV];
+      unpack<T>(wv[b], wf);
+#pragma unroll
+      for (int i = 0; i < M; ++i) {
+        float af[kV];
+        unpack<T>(av[i * chunks + ch], af);
+#pragma unroll
+        for (int q = 0; q < kV; ++q) acc[i] = fmaf(af[q], wf[q], acc[i]);
+      }
     }
   }
 #pragma unroll

@@ -13,6 +13,7 @@
 #include "core/infer/nn_geometry.h"
 #include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/pool_internal.cuh"
+#include "runtime/cuda/qconv_mma.cuh"
 
 namespace kiln::gpu::pool {
 
@@ -172,16 +173,36 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// A 2-D K x K MaxPool on 16-byte vectors of a packed type (int8, uint8, float16) with 32-bit
-// indices: ResNet's MaxPool after the stem. Its K * K taps are unrolled, so that their loads are in
+// A 2-D K x K MaxPool on vectors of Words 32-bit words of a packed type (int8, uint8, float16) with
+// 32-bit indices: ResNet's MaxPool after the stem. Its K * K taps are unrolled, so that their loads are in
 // flight together; the general kernel's tap loop, whose trip counts are known only at run time,
 // issued them one after another (int8, [256, 112, 112, 64], 3x3 / 2: 0.19 ms, twice the bytes' time).
+// 16-byte vectors (Words 4) where they fill the GPU; narrower ones where they would not (ResNet-50 at
+// batch 1: 12,544 16-byte outputs are 49 CTAs on 132 SMs), so that more threads share the taps.
 // The same maxima: the packed start is the type's lowest value for 8-bit types, and a window with no
 // tap inside the image gets the lowest value, as in nhwc_pool_kernel.
-template <class T, int K>
+template <int Words>
+struct Words_;
+template <>
+struct Words_<4> {
+  using type = uint4;
+};
+template <>
+struct Words_<2> {
+  using type = uint2;
+};
+template <>
+struct Words_<1> {
+  using type = uint32_t;
+};
+
+template <class T, int K, int Words>
 __global__ void __launch_bounds__(kThreads)
-    max_pool_2d_kernel(NhwcPool p, const uint4* __restrict__ x, uint4* __restrict__ y, int32_t items) {
-  constexpr int V = 16 / sizeof(T);
+    max_pool_2d_kernel(NhwcPool p, const void* __restrict__ xv, void* __restrict__ yv, int32_t items) {
+  using Vec = typename Words_<Words>::type;
+  constexpr int V = 4 * Words / sizeof(T);
+  const Vec* __restrict__ x = static_cast<const Vec*>(xv);
+  Vec* __restrict__ y = static_cast<Vec*>(yv);
   extra::wait_for_inputs();  // a dependent launch (nhwc_pool)
   extra::start_next_kernel();
   const int groups = static_cast<int>(p.channels / V);
@@ -198,7 +219,9 @@ __global__ void __launch_bounds__(kThreads)
     rest /= OW;
     const int oh = rest % OH, img = rest / OH;
     const int h0 = oh * sh - ph, w0 = ow * sw - pw;
-    uint4 m = make_uint4(kPackedStart<T>, kPackedStart<T>, kPackedStart<T>, kPackedStart<T>);
+    uint32_t m[Words];
+#pragma unroll
+    for (int k = 0; k < Words; ++k) m[k] = kPackedStart<T>;
     bool any = false;
 #pragma unroll
     for (int i = 0; i < K; ++i) {
@@ -207,9 +230,11 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < K; ++j) {
         const int iw = w0 + j * dw;
         if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
-          const uint4 v = x[((img * H + ih) * W + iw) * groups + group];
-          m = make_uint4(packed_max<T>(m.x, v.x), packed_max<T>(m.y, v.y), packed_max<T>(m.z, v.z),
-                         packed_max<T>(m.w, v.w));
+          const Vec v = x[((img * H + ih) * W + iw) * groups + group];
+          uint32_t w[Words];
+          memcpy(w, &v, sizeof(v));
+#pragma unroll
+          for (int k = 0; k < Words; ++k) m[k] = packed_max<T>(m[k], w[k]);
           any = true;
         }
       }
@@ -219,10 +244,19 @@ __global__ void __launch_bounds__(kThreads)
       T lo[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) lo[k] = ew::store<T>(std::numeric_limits<C>::lowest());
-      memcpy(&m, lo, sizeof(m));
+      memcpy(m, lo, sizeof(m));
     }
-    y[item] = m;
+    Vec r;
+    memcpy(&r, m, sizeof(r));
+    y[item] = r;
   }
+}
+
+// The widest vector (words) whose threads fill every SM, else one word.
+int max_pool_words(int64_t bytes, int sms) {
+  for (int words : {4, 2})
+    if (static_cast<int64_t>(ew::blocks_for(bytes / (4 * words))) >= sms) return words;
+  return 1;
 }
 
 void nhwc_pool(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -271,9 +305,19 @@ void nhwc_pool(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, 
     const unsigned blocks = ew::blocks_for(items);
     if constexpr (kPackedMax<T>) {
       if (p.is_max && vec && narrow && rank == 2 && p.kernel[0] == 3 && p.kernel[1] == 3) {
-        extra::launch_dependent<max_pool_2d_kernel<T, 3>>(dim3(blocks), kThreads, 0, env.stream, 1, op, p,
-                                                          static_cast<const uint4*>(X.data),
-                                                          static_cast<uint4*>(Y.data), static_cast<int32_t>(items));
+        int device = 0;
+        check_cuda(cudaGetDevice(&device), op);
+        const int words =
+            max_pool_words(Y.numel() * static_cast<int64_t>(sizeof(T)), extra::mma::device_attribute<cudaDevAttrMultiProcessorCount>(device));
+        const int64_t vecs = Y.numel() * static_cast<int64_t>(sizeof(T)) / (4 * words);
+        const dim3 grid(ew::blocks_for(vecs));
+        const auto n = static_cast<int32_t>(vecs);
+        if (words == 4)
+          extra::launch_dependent<max_pool_2d_kernel<T, 3, 4>>(grid, kThreads, 0, env.stream, 1, op, p, X.data, Y.data, n);
+        else if (words == 2)
+          extra::launch_dependent<max_pool_2d_kernel<T, 3, 2>>(grid, kThreads, 0, env.stream, 1, op, p, X.data, Y.data, n);
+        else
+          extra::launch_dependent<max_pool_2d_kernel<T, 3, 1>>(grid, kThreads, 0, env.stream, 1, op, p, X.data, Y.data, n);
         return;
       }
     }

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) small_c_wgmma_kernel(Params p) {
 
   // Zero the buffers once: the pad columns are never written again, out-of-image rows are
   // zero-filled by cp.async.
-  for (int i = threadIdx.x; i < buffers * stage_len; i += kThreads) stages[i] = __float2half_rn(0.0f);
+  zero_stages(stages, buffers * stage_len);
   // The weights: 16-byte chunks of 8 slots, channel n's row of sub-tile s.
   for (int i = threadIdx.x; i < kSubs * N * 4; i += kThreads) {
     const int s = i / (N * 4), n = (i / 4) % N, chunk = i % 4;
