@@ -28,8 +28,7 @@ table=""
 for r in 1 2 3; do
   for which in new base; do
     bin=$([ "$which" = new ] && echo build-dev/kiln || echo "$work/base_kiln")
-    m=$("$bin" bench "$work/$which.kiln" --device gpu --cuda-graph --no-transfers --duration 2 2>&1 |
-        tee -a "$logs/bench_$which.txt" | awk '/^GPU compute/ {print $6}')
+    m=$(graph_median "$bin" "$work/$which.kiln" "$logs/bench_$which.txt")
     table+="round $r  $which  GPU compute median ${m} ms"$'\n'
   done
 done

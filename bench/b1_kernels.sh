@@ -48,8 +48,8 @@ echo "side steps: $(grep -c 'side stream' "$OUT/inspect_b1.txt")"
 for r in 1 2 3; do
   for mode in side --no-side-stream; do
     flag=$([ "$mode" = side ] || echo "$mode")
-    m=$(build-dev/kiln bench "$e" --device gpu --cuda-graph --no-transfers --duration 2 $flag 2>&1 | tee -a "$OUT/side_b1.txt" |
-        awk '/^GPU compute/ {print $6}')
+    # shellcheck disable=SC2086
+    m=$(graph_median build-dev/kiln "$e" "$OUT/side_b1.txt" $flag)
     echo "round $r  ${mode#--}  GPU compute median $m ms"
   done
 done

@@ -13,3 +13,11 @@ fi
 nv=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
 # NCCL (kiln train --gpus N loads libnccl.so.2 at run time) comes from PyTorch's nvidia-nccl wheel.
 export LD_LIBRARY_PATH="$PWD/build-dev/lib:$nv/cudnn/lib:$nv/cu13/lib:$nv/nccl/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+
+# graph_median KILN ENGINE LOG [FLAG...]: the CUDA graph's GPU compute median (ms) of ENGINE run by
+# the kiln binary KILN (`kiln bench --cuda-graph --no-transfers --duration 2`, plus FLAGs); the full
+# output is appended to LOG. The A/B scripts alternate it between two engines.
+graph_median() {
+  "$1" bench "$2" --device gpu --cuda-graph --no-transfers --duration 2 "${@:4}" 2>&1 | tee -a "$3" |
+    awk '/^GPU compute/ {print $6}'
+}

@@ -34,8 +34,7 @@ table=""
 for b in 1 256; do
   for r in 1 2 3; do
     for mode in on off; do
-      m=$(build-dev/kiln bench "$work/${mode}_b$b.kiln" --device gpu --cuda-graph --no-transfers --duration 2 2>&1 |
-          tee -a "$logs/bench_${mode}_b$b.txt" | awk '/^GPU compute/ {print $6}')
+      m=$(graph_median build-dev/kiln "$work/${mode}_b$b.kiln" "$logs/bench_${mode}_b$b.txt")
       table+="batch $b  round $r  fuse-conv-input $mode  GPU compute median ${m} ms"$'\n'
     done
   done

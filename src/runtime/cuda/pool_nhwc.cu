@@ -9,6 +9,7 @@
 // in their own type as the CPU does, so that an empty window gives the type's lowest value. With
 // 16-byte vectors, 8-bit and float16 maxima are packed SIMD instructions.
 #include <limits>
+#include <type_traits>
 
 #include "core/infer/nn_geometry.h"
 #include "runtime/cuda/dependent_launch.cuh"
@@ -181,25 +182,10 @@ __global__ void __launch_bounds__(kThreads)
 // batch 1: 12,544 16-byte outputs are 49 CTAs on 132 SMs), so that more threads share the taps.
 // The same maxima: the packed start is the type's lowest value for 8-bit types, and a window with no
 // tap inside the image gets the lowest value, as in nhwc_pool_kernel.
-template <int Words>
-struct Words_;
-template <>
-struct Words_<4> {
-  using type = uint4;
-};
-template <>
-struct Words_<2> {
-  using type = uint2;
-};
-template <>
-struct Words_<1> {
-  using type = uint32_t;
-};
-
 template <class T, int K, int Words>
 __global__ void __launch_bounds__(kThreads)
     max_pool_2d_kernel(NhwcPool p, const void* __restrict__ xv, void* __restrict__ yv, int32_t items) {
-  using Vec = typename Words_<Words>::type;
+  using Vec = std::conditional_t<Words == 4, uint4, std::conditional_t<Words == 2, uint2, uint32_t>>;
   constexpr int V = 4 * Words / sizeof(T);
   const Vec* __restrict__ x = static_cast<const Vec*>(xv);
   Vec* __restrict__ y = static_cast<Vec*>(yv);
@@ -307,17 +293,21 @@ void nhwc_pool(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, 
       if (p.is_max && vec && narrow && rank == 2 && p.kernel[0] == 3 && p.kernel[1] == 3) {
         int device = 0;
         check_cuda(cudaGetDevice(&device), op);
-        const int words =
-            max_pool_words(Y.numel() * static_cast<int64_t>(sizeof(T)), extra::mma::device_attribute<cudaDevAttrMultiProcessorCount>(device));
-        const int64_t vecs = Y.numel() * static_cast<int64_t>(sizeof(T)) / (4 * words);
-        const dim3 grid(ew::blocks_for(vecs));
-        const auto n = static_cast<int32_t>(vecs);
+        const int64_t bytes = Y.numel() * static_cast<int64_t>(sizeof(T));
+        const int words = max_pool_words(bytes, extra::mma::device_attribute<cudaDevAttrMultiProcessorCount>(device));
+        auto launch_words = [&](auto words_tag) {
+          constexpr int kWords = decltype(words_tag)::value;
+          const int64_t vecs = bytes / (4 * kWords);
+          extra::launch_dependent<max_pool_2d_kernel<T, 3, kWords>>(dim3(ew::blocks_for(vecs)), kThreads, 0, env.stream,
+                                                                    1, op, p, X.data, Y.data,
+                                                                    static_cast<int32_t>(vecs));
+        };
         if (words == 4)
-          extra::launch_dependent<max_pool_2d_kernel<T, 3, 4>>(grid, kThreads, 0, env.stream, 1, op, p, X.data, Y.data, n);
+          launch_words(std::integral_constant<int, 4>{});
         else if (words == 2)
-          extra::launch_dependent<max_pool_2d_kernel<T, 3, 2>>(grid, kThreads, 0, env.stream, 1, op, p, X.data, Y.data, n);
+          launch_words(std::integral_constant<int, 2>{});
         else
-          extra::launch_dependent<max_pool_2d_kernel<T, 3, 1>>(grid, kThreads, 0, env.stream, 1, op, p, X.data, Y.data, n);
+          launch_words(std::integral_constant<int, 1>{});
         return;
       }
     }
