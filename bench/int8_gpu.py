@@ -87,7 +87,7 @@ def main():
                 torch._dynamo.reset()
                 del m16, c16
             # int8 / best: the INT8 kernels themselves (--force-int8); auto: what `--best` builds
-            # after timing INT8 against float16 (bench/../src/passes/int8_choice.h).
+            # after timing INT8 against float16 (bench/../src/passes/engine_timing.h).
             for mode, flags in (("fp16", ["--fp16"]), ("int8", ["--int8", "--force-int8", "--calib-cache", cache]),
                                 ("best", ["--best", "--force-int8", "--calib-cache", cache]),
                                 ("auto", ["--best", "--calib-cache", cache])):

@@ -25,7 +25,7 @@ struct BuildOptions {
   bool int8 = false;            // Conv/Gemm/MatMul in INT8 with calibrated scales (quantize-int8)
   calib::Options calib;         // --calib DATA, method, batches, cache (used with int8)
   // GPU targets: an INT8 engine slower than the same build without INT8 is replaced by that build
-  // (int8_choice.h) unless force_int8.
+  // (engine_timing.h) unless force_int8.
   bool force_int8 = false;
   std::string timing_cache;     // GPU: a file of measured tactic timings; read if present, written after
   std::vector<std::string> disabled_passes;

@@ -5,7 +5,8 @@
 // in the timing cache file when one is given, so a rebuild measures nothing it measured before and
 // picks the same kernels. The candidates of all nodes are listed first, on several threads with a
 // stream and handles each (listing can take seconds of CPU work per node); the timing runs one
-// node at a time on one stream, so that candidates are not measured while others run.
+// node at a time on one stream, so that candidates are not measured while others run. Where another
+// candidate comes close to the fastest alone, the whole engine decides (close_calls.h).
 #include "passes/choose_tactics.h"
 
 #include <fmt/format.h>
@@ -79,8 +80,12 @@ class SampleData {
 // 1x1 kernel's tiles 2103-2107; 3: the wgmma tiles 2003-2006 and 2108-2113; 4: the 3x3 window
 // kernel's 2200; 5: NhwcConv's wgmma stem kernel 301; 6: the streaming 1x1 kernel on strided
 // layers; 7: the implicit GEMM's split tiles 2007-2012; 8: Gemm's GEMV 64, and every tactic timed
-// in a CUDA graph), so that a cache written before does not hide the new candidates.
-constexpr int kCandidatesVersion = 8;
+// in a CUDA graph; 9: close calls decided in the engine), so that a cache written before does not
+// hide the new candidates.
+constexpr int kCandidatesVersion = 9;
+
+// The budget of the close calls' engine timings, in seconds of the build.
+constexpr double kCloseCallSeconds = 8;
 
 std::string device_name() {
   int dev = 0;
@@ -326,9 +331,24 @@ double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::
   return best;
 }
 
+// The close call of one timed key: the other candidates within kClose of the fastest (at most two,
+// the fastest first); no rivals where none came close, or the layer is not short.
+CloseCall close_call(const std::string& key, int32_t best, double best_ms, std::vector<std::pair<int32_t, double>> timed) {
+  constexpr size_t kMaxRivals = 2;
+  CloseCall c;
+  c.key = key;
+  c.chosen = best;
+  c.chosen_ms = best_ms;
+  if (best < 0 || best_ms > kShortLayerMs) return c;
+  std::stable_sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (const auto& [tactic, ms] : timed)
+    if (tactic != best && ms <= best_ms * (1 + kClose) && c.rivals.size() < kMaxRivals) c.rivals.emplace_back(tactic, ms);
+  return c;
+}
+
 }  // namespace
 
-std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options) {
+std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options, const EngineWriter& write) {
   std::vector<int32_t> tactics(g.nodes.size(), -1);
   if (options.target == "cpu") return tactics;
   const std::string device = device_name();
@@ -347,9 +367,13 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     }
   }
   std::vector<size_t> todo;
+  std::vector<std::string> keys;  // per node of todo
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const gpu::GpuKernelEntry* entry = gpu::gpu_kernel_entry(g.nodes[k].kind);
-    if (entry && entry->tactics) todo.push_back(k);
+    if (entry && entry->tactics) {
+      todo.push_back(k);
+      keys.push_back(device + " | " + node_key(g, g.nodes[k]));
+    }
   }
   if (todo.empty()) return tactics;
 
@@ -357,11 +381,9 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
   // candidates listed first, in parallel.
   std::vector<size_t> to_list;
   {
-    std::set<std::string> keys;
-    for (size_t k : todo) {
-      const std::string key = device + " | " + node_key(g, g.nodes[k]);
-      if (!cache.contains(key) && keys.insert(key).second) to_list.push_back(k);
-    }
+    std::set<std::string> seen;
+    for (size_t t = 0; t < todo.size(); ++t)
+      if (!cache.contains(keys[t]) && seen.insert(keys[t]).second) to_list.push_back(todo[t]);
   }
   const bool tty = isatty(2);
   const Stopwatch total;
@@ -374,11 +396,12 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
   SampleData samples;
   int measured = 0, cached = 0;
   double setup_total = 0;  // seconds in the candidates' first launches
+  std::vector<CloseCall> calls;
   for (size_t t = 0; t < todo.size(); ++t) {
     const graph::Node& n = g.nodes[todo[t]];
     const gpu::GpuKernelEntry& entry = *gpu::gpu_kernel_entry(n.kind);
     if (tty) fmt::print(stderr, "\rchoosing kernels on the GPU: {}/{}\033[K", t + 1, todo.size());
-    const std::string key = device + " | " + node_key(g, n);
+    const std::string& key = keys[t];
     if (cache.contains(key)) {
       tactics[todo[t]] = cache[key].at("tactic").get<int32_t>();
       ++cached;
@@ -400,6 +423,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     int32_t best = -1;
     double best_ms = 1e30, setup_s = 0;
     std::string report;
+    std::vector<std::pair<int32_t, double>> timed;  // of the pass that counts
     // Every candidate in a graph; if one cannot be captured, all of them again as stream launches.
     bool in_graph = true;
     for (bool graphs : {true, false}) {
@@ -407,6 +431,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
       best = -1;
       best_ms = 1e30;
       report = graphs ? "" : " (stream launches)";
+      timed.clear();
       for (int32_t tactic : candidates) {
         std::unique_ptr<gpu::StepState> state;
         env.tactic = tactic;
@@ -421,6 +446,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
           setup_s += first_s;
           if (graphs && !in_graph) break;
           report += fmt::format(" {}:{:.4f}", tactic, ms);
+          timed.emplace_back(tactic, ms);
           if (ms < best_ms) best_ms = ms, best = tactic;
         } catch (const Error& e) {
           (void)cudaGetLastError();
@@ -431,6 +457,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     }
     tactics[todo[t]] = best;
     cache[key] = {{"tactic", best}, {"ms", best_ms}};
+    if (CloseCall c = close_call(key, best, best_ms, std::move(timed)); !c.rivals.empty()) calls.push_back(std::move(c));
     ++measured;
     setup_total += setup_s;
     if (options.log)
@@ -439,11 +466,27 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
                               n.name, op_name(n.kind), best, report, list_s, timing.seconds(), setup_s));
   }
   if (tty) fmt::print(stderr, "\r\033[K");
+  const Stopwatch engines;
+  if (write && !calls.empty()) {
+    for (CloseCall& c : calls)
+      for (size_t t = 0; t < todo.size(); ++t)
+        if (keys[t] == c.key) c.nodes.push_back(todo[t]);
+    if (tty) fmt::print(stderr, "\rchoosing kernels on the GPU: {} close calls timed in the engine\033[K", calls.size());
+    decide_in_engine(calls, tactics, write, kCloseCallSeconds);
+    if (tty) fmt::print(stderr, "\r\033[K");
+    for (const CloseCall& c : calls) {
+      cache[c.key] = {{"tactic", c.chosen}, {"ms", c.chosen_ms}, {"engine", c.verdict}};
+      if (options.log)
+        options.log(fmt::format("close call for '{}' and {} more: {}", g.nodes[c.nodes.front()].name,
+                                c.nodes.size() - 1, c.verdict));
+    }
+  }
   if (options.log)
     options.log(fmt::format("choose-tactics: {} nodes timed, {} from the timing cache, {:.1f} s ({:.1f} s listing "
-                            "the candidates on {} threads, {:.1f} s in their first launches)",
+                            "the candidates on {} threads, {:.1f} s in their first launches, "
+                            "{:.1f} s timing {} close calls in the engine)",
                             measured, cached, total.seconds(), listing_s, listing_threads(to_list.size()),
-                            setup_total));
+                            setup_total, calls.empty() ? 0.0 : engines.seconds(), calls.size()));
   if (!options.timing_cache.empty()) {
     std::ofstream f(options.timing_cache);
     if (!(f << nlohmann::json{{"format", 1}, {"entries", cache}}.dump(1) << "\n"))
@@ -454,7 +497,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
 
 #else
 
-std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options) {
+std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options, const EngineWriter&) {
   if (options.target != "cpu") throw Error("GPU engines need a Kiln built with CUDA");
   return std::vector<int32_t>(g.nodes.size(), -1);
 }

@@ -5,11 +5,15 @@
 #include <vector>
 
 #include "passes/build.h"
+#include "passes/close_calls.h"
 
 namespace kiln::passes {
 
 // Per node of g (final, fully typed): the fastest tactic of its GPU kernel on this GPU, or -1 (one
-// implementation, or a CPU target). Reads and updates options.timing_cache when set.
-std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options);
+// implementation, or a CPU target). Reads and updates options.timing_cache when set. Where `write`
+// is given, close calls between the tactics timed alone are decided by timing engines it writes
+// (close_calls.h); the cache then holds the engine's choice.
+std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options,
+                                    const EngineWriter& write = {});
 
 }  // namespace kiln::passes

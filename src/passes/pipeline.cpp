@@ -5,7 +5,7 @@
 
 #include "passes/choose_tactics.h"
 #include "passes/engine_writer.h"
-#include "passes/int8_choice.h"
+#include "passes/engine_timing.h"
 #include "passes/pass.h"
 #include "passes/stopwatch.h"
 #include "passes/view_plan.h"
@@ -124,7 +124,10 @@ std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, Bu
     r.passes.push_back(program.stages[k]);
     log(program.stages[k], k + 1 == program.stages.size() ? time + " for the view stages" : "");
   }
-  const std::vector<int32_t> tactics = choose_tactics(program.graph, options);
+  const std::vector<int32_t> tactics = choose_tactics(program.graph, options, [&](const std::vector<int32_t>& t) {
+    BuildReport scratch;
+    return write_engine(program, options.target, t, &scratch);
+  });
   const Stopwatch write;
   std::vector<uint8_t> bytes = write_engine(program, options.target, tactics, &r);
   r.engine_bytes = bytes.size();

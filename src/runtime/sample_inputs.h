@@ -1,5 +1,5 @@
 // Deterministic data for timing: `kiln bench`'s inputs, the builder's INT8-or-float choice
-// (passes/int8_choice.cpp) and its per-layer tactic timing (passes/choose_tactics.cpp) all run on
+// (passes/engine_timing.cpp) and its per-layer tactic timing (passes/choose_tactics.cpp) all run on
 // it, so that what the builder measures is what bench reports. Zeros are not neutral on a GPU:
 // ResNet-50's FP16 engine ran 5.65 ms on zeros and 6.03 ms on this data, its INT8 engine 5.72 and
 // 5.76, which flipped the INT8-or-float choice.

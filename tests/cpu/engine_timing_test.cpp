@@ -1,4 +1,4 @@
-// The engine timing behind the GPU builder's INT8-or-float choice (passes/int8_choice.h). The
+// The engine timing behind the GPU builder's INT8-or-float choice (passes/engine_timing.h). The
 // choice itself needs a GPU; the timing runs any engine, so it is checked here on CPU engines: it
 // must bind every input itself (an engine refuses to run with an input unset) and return a time.
 // The data it (and the per-layer tactic timing, and kiln bench) runs on: sample_values.
@@ -11,7 +11,7 @@
 #include "core/half.h"
 #include "onnx_model_util.h"
 #include "passes/build.h"
-#include "passes/int8_choice.h"
+#include "passes/engine_timing.h"
 #include "runtime/sample_inputs.h"
 
 namespace kiln::passes {
@@ -19,7 +19,7 @@ namespace {
 
 using namespace kiln::test;
 
-TEST(Int8Choice, TimesAnEngineWithTwoInputs) {
+TEST(EngineTiming, TimesAnEngineWithTwoInputs) {
   OnnxModel m("two_inputs");
   m.input("a", {4, 8});
   m.input("b", {8, 3});
@@ -30,11 +30,22 @@ TEST(Int8Choice, TimesAnEngineWithTwoInputs) {
   const double ms = median_run_ms(engine, 5);
   EXPECT_GT(ms, 0.0);
   EXPECT_LT(ms, 1000.0);
+  TimedEngine timed(engine);
+  for (int round = 0; round < 3; ++round) {
+    const double r = timed.median_ms(3);
+    EXPECT_GT(r, 0.0);
+    EXPECT_LT(r, 1000.0);
+  }
+}
+
+TEST(EngineTiming, RefusesBytesThatAreNotAnEngine) {
+  const std::vector<uint8_t> junk(64, 7);
+  EXPECT_THROW(TimedEngine{junk}, Error);
 }
 
 // Floats in [-1, 1] and int8 over its range, spread (not zeros: GPUs run faster on zeros),
 // the same for the same seed; integer types that may be indices stay zero.
-TEST(Int8Choice, SampleValuesAreSpreadAndDeterministic) {
+TEST(EngineTiming, SampleValuesAreSpreadAndDeterministic) {
   constexpr size_t n = 4096;
   const std::vector<uint8_t> f = sample_values(DataType::kFloat32, n);
   ASSERT_EQ(f.size(), n * 4);

@@ -1,0 +1,77 @@
+#include "passes/close_calls.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "kiln/types.h"
+#include "passes/engine_timing.h"
+#include "passes/stopwatch.h"
+
+namespace kiln::passes {
+
+namespace {
+
+constexpr int kRounds = 5;         // alternating rounds per comparison
+constexpr double kMargin = 0.003;  // a rival must make the engine this much faster to be kept
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tactics, const EngineWriter& write,
+                      double budget_s) {
+  std::stable_sort(calls.begin(), calls.end(), [](const CloseCall& a, const CloseCall& b) {
+    return a.chosen_ms * static_cast<double>(a.nodes.size()) > b.chosen_ms * static_cast<double>(b.nodes.size());
+  });
+  const Stopwatch total;
+  std::unique_ptr<TimedEngine> incumbent;
+  int runs = 3;
+  try {
+    incumbent = std::make_unique<TimedEngine>(write(tactics));
+    // Rounds of about 5 ms (3 to 20 runs): long enough to take a median, short enough that the
+    // engines alternate before the GPU's clocks drift.
+    runs = std::clamp(static_cast<int>(5.0 / std::max(incumbent->median_ms(5), 1e-3)), 3, 20);
+  } catch (const Error& e) {
+    for (CloseCall& c : calls) c.verdict = std::string("not timed in the engine: ") + e.what();
+    return;
+  }
+  for (CloseCall& c : calls) {
+    for (const auto& [rival, rival_ms] : c.rivals) {
+      if (total.seconds() > budget_s) {
+        if (c.verdict.empty()) c.verdict = fmt::format("not timed in the engine (its {:.0f} s were spent)", budget_s);
+        break;
+      }
+      std::vector<int32_t> trial = tactics;
+      for (size_t k : c.nodes) trial[k] = rival;
+      std::vector<double> a, b;
+      std::unique_ptr<TimedEngine> engine;
+      try {
+        engine = std::make_unique<TimedEngine>(write(trial));
+        for (int r = 0; r < kRounds; ++r) {
+          a.push_back(incumbent->median_ms(runs));
+          b.push_back(engine->median_ms(runs));
+        }
+      } catch (const Error& e) {
+        c.verdict += fmt::format("{}{}: failed in the engine ({})", c.verdict.empty() ? "" : "; ", rival, e.what());
+        continue;
+      }
+      const double ma = median(a), mb = median(b);
+      const bool keep = mb < ma * (1 - kMargin);
+      c.verdict += fmt::format("{}engine {:.4f} ms with {}, {:.4f} ms with {}{}", c.verdict.empty() ? "" : "; ", ma,
+                               c.chosen, mb, rival, keep ? fmt::format(": took {}", rival) : std::string());
+      if (keep) {
+        tactics = std::move(trial);
+        c.chosen = rival;
+        c.chosen_ms = rival_ms;
+        incumbent = std::move(engine);
+      }
+    }
+  }
+}
+
+}  // namespace kiln::passes

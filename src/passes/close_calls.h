@@ -1,0 +1,48 @@
+// Close calls between tactics, decided in the whole engine.
+//
+// choose_tactics.cpp times each layer alone, its launches back to back in a CUDA graph. In the
+// engine the layer follows another kernel, with its inputs where that kernel left them, and two
+// tactics that tie alone can differ there: ResNet-50's three 64 -> 256 convolutions of layer1 at
+// batch 1 timed 3.2 us alone with tactics 2101 and 2113, yet the engine with 2101 ran 6 us longer
+// (bench/RESULTS.md, session 21), and which of the two a build took changed from build to build.
+// So where another tactic comes within kClose of the fastest alone, the builder times the engine
+// with it against the engine as chosen, and keeps the faster. Only for short layers: what differs in
+// the engine is the start and end of a kernel (the overlap of dependent launches, the caches the
+// kernel before left), a large share of a layer of a few microseconds and little of a long one;
+// at batch 256 the engine timings changed nothing and added 9 s to a 47 s ResNet-50 build.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::passes {
+
+// A tactic within this fraction of the fastest, timed alone, is a rival.
+constexpr double kClose = 0.10;
+// Layers timed alone at more than this (ms) keep the fastest alone.
+constexpr double kShortLayerMs = 0.02;
+
+struct CloseCall {
+  std::string key;            // the timing-cache key its nodes share (one tactic for all of them)
+  std::vector<size_t> nodes;  // the nodes of the graph with that key
+  int32_t chosen = -1;        // the fastest alone, then the one the engine timing keeps
+  double chosen_ms = 0;       // chosen's time alone, per launch
+  std::vector<std::pair<int32_t, double>> rivals;  // (tactic, ms alone) within kClose, fastest first
+  std::string verdict;        // what the engine timing found, for -v and the timing cache
+};
+
+// Writes the engine of the graph with one tactic per node.
+using EngineWriter = std::function<std::vector<uint8_t>(const std::vector<int32_t>&)>;
+
+// Decides the calls, the most layer time first: for each rival, the engine with it against the engine
+// as chosen so far (`tactics`), timed in alternating rounds, keeping the rival where its engine is
+// faster by more than 0.3%. Updates `tactics` and each call's chosen and verdict. Calls left when
+// budget_s has passed keep the choice made alone. An engine that cannot be built or run leaves the
+// choice as it was (the verdict says why).
+void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tactics, const EngineWriter& write,
+                      double budget_s);
+
+}  // namespace kiln::passes

@@ -1,0 +1,104 @@
+// decide_in_engine (passes/close_calls.h): the builder's close calls between tactics, decided by
+// timing whole engines. On the GPU the engines differ in one step's tactic; here the writer stands in
+// for the builder with CPU engines whose times differ a hundredfold (a 4x8 by 8x3 MatMul against
+// three 384-square ones), so that the decision is certain and the test checks the bookkeeping: the
+// faster engine's tactic is kept on every node of the call, a slower rival is not, an engine that
+// cannot be written leaves the choice, and calls past the budget keep the choice made alone.
+#include <gtest/gtest.h>
+
+#include "kiln/types.h"
+#include "onnx_model_util.h"
+#include "passes/build.h"
+#include "passes/close_calls.h"
+
+namespace kiln::passes {
+namespace {
+
+using namespace kiln::test;
+
+constexpr int32_t kSlow = 1, kFast = 2, kBroken = 3;
+
+std::vector<uint8_t> engine_of(bool slow) {
+  OnnxModel m(slow ? "slow" : "fast");
+  const int64_t n = slow ? 384 : 8;
+  m.input("a", {slow ? n : 4, n});
+  m.init_rand("w", {n, n});
+  const std::vector<std::string> y = {"a", "y0", "y1", "y2"};
+  const size_t layers = slow ? 3 : 1;
+  for (size_t k = 0; k < layers; ++k) m.node("MatMul", y[k + 1], {y[k], "w"}, {y[k + 1]});
+  m.output(y[layers]);
+  graph::Graph g = m.import();
+  return build_engine(g, BuildOptions{});
+}
+
+// The engine of a tactic vector: slow or fast by the tactic of node 1 (the call's nodes are 1 and 3).
+struct Writer {
+  std::vector<uint8_t> slow = engine_of(true), fast = engine_of(false);
+  std::vector<std::vector<int32_t>> written;
+  EngineWriter fn() {
+    return [this](const std::vector<int32_t>& t) {
+      written.push_back(t);
+      if (t[1] == kBroken) throw Error("no such tactic");
+      return t[1] == kSlow ? slow : fast;
+    };
+  }
+};
+
+CloseCall call(int32_t chosen, std::vector<std::pair<int32_t, double>> rivals) {
+  return CloseCall{"k", {1, 3}, chosen, 0.005, std::move(rivals), ""};
+}
+
+TEST(CloseCalls, KeepsTheRivalWhoseEngineIsFaster) {
+  Writer w;
+  std::vector<CloseCall> calls = {call(kSlow, {{kFast, 0.0051}})};
+  std::vector<int32_t> tactics = {-1, kSlow, 7, kSlow};
+  decide_in_engine(calls, tactics, w.fn(), 60);
+  EXPECT_EQ(tactics, (std::vector<int32_t>{-1, kFast, 7, kFast}));
+  EXPECT_EQ(calls[0].chosen, kFast);
+  EXPECT_DOUBLE_EQ(calls[0].chosen_ms, 0.0051);
+  EXPECT_NE(calls[0].verdict.find("took 2"), std::string::npos) << calls[0].verdict;
+  ASSERT_EQ(w.written.size(), 2u);  // the engine as chosen, then the rival's
+  EXPECT_EQ(w.written[1], tactics);
+}
+
+TEST(CloseCalls, KeepsTheChoiceWhenTheRivalsEngineIsSlower) {
+  Writer w;
+  std::vector<CloseCall> calls = {call(kFast, {{kSlow, 0.0052}})};
+  std::vector<int32_t> tactics = {-1, kFast, 7, kFast};
+  decide_in_engine(calls, tactics, w.fn(), 60);
+  EXPECT_EQ(tactics, (std::vector<int32_t>{-1, kFast, 7, kFast}));
+  EXPECT_EQ(calls[0].chosen, kFast);
+  EXPECT_EQ(calls[0].verdict.find("took"), std::string::npos) << calls[0].verdict;
+  EXPECT_NE(calls[0].verdict.find("with 1"), std::string::npos) << calls[0].verdict;
+}
+
+TEST(CloseCalls, ARivalThatCannotBeWrittenLeavesTheChoiceAndTheNextIsTried) {
+  Writer w;
+  std::vector<CloseCall> calls = {call(kSlow, {{kBroken, 0.005}, {kFast, 0.0052}})};
+  std::vector<int32_t> tactics = {-1, kSlow, 7, kSlow};
+  decide_in_engine(calls, tactics, w.fn(), 60);
+  EXPECT_NE(calls[0].verdict.find("3: failed in the engine (no such tactic)"), std::string::npos) << calls[0].verdict;
+  EXPECT_EQ(tactics[1], kFast);
+  EXPECT_EQ(tactics[3], kFast);
+}
+
+TEST(CloseCalls, CallsPastTheBudgetKeepTheChoiceMadeAlone) {
+  Writer w;
+  std::vector<CloseCall> calls = {call(kSlow, {{kFast, 0.0051}})};
+  std::vector<int32_t> tactics = {-1, kSlow, 7, kSlow};
+  decide_in_engine(calls, tactics, w.fn(), 0);
+  EXPECT_EQ(tactics[1], kSlow);
+  EXPECT_NE(calls[0].verdict.find("not timed in the engine"), std::string::npos) << calls[0].verdict;
+}
+
+TEST(CloseCalls, AnEngineAsChosenThatCannotBeWrittenDecidesNothing) {
+  Writer w;
+  std::vector<CloseCall> calls = {call(kBroken, {{kFast, 0.0051}})};
+  std::vector<int32_t> tactics = {-1, kBroken, 7, kBroken};
+  decide_in_engine(calls, tactics, w.fn(), 60);
+  EXPECT_EQ(tactics[1], kBroken);
+  EXPECT_NE(calls[0].verdict.find("not timed in the engine: no such tactic"), std::string::npos) << calls[0].verdict;
+}
+
+}  // namespace
+}  // namespace kiln::passes
