@@ -87,13 +87,22 @@ def main():
                 torch._dynamo.reset()
                 del m16, c16
             # int8 / best: the INT8 kernels themselves (--force-int8); auto: what `--best` builds
-            # after timing INT8 against float16 (bench/../src/passes/engine_timing.h).
+            # after timing INT8 against float16 (bench/../src/passes/engine_timing.h). A timing
+            # cache per precision, as separate builds would have: the builder decides close calls
+            # between tactics in the engine it builds (src/passes/close_calls.h); a --best build that
+            # read the --int8 build's cache took the INT8 layers' verdicts made in an engine that is
+            # float32 elsewhere, and measured 0.250 ms at batch 1 where fresh --best builds measured
+            # 0.245-0.247 ms (session 22).
+            tcaches = {"fp16": os.path.join(a.out, f"{name}_timing_fp16.json"), "int8": tcache,
+                       "best": os.path.join(a.out, f"{name}_timing_best.json")}
+            tcaches["auto"] = tcaches["best"]
             for mode, flags in (("fp16", ["--fp16"]), ("int8", ["--int8", "--force-int8", "--calib-cache", cache]),
                                 ("best", ["--best", "--force-int8", "--calib-cache", cache]),
                                 ("auto", ["--best", "--calib-cache", cache])):
                 js = os.path.join(a.out, f"{name}_{mode}_b{batch}.json")
                 r, _ = run([a.kiln, "bench", onnx_path, "--device", "gpu", "--batch", str(batch), "--cuda-graph",
-                            "--no-transfers", "--duration", "2", "--timing-cache", tcache, "--json", js] + flags, log)
+                            "--no-transfers", "--duration", "2", "--timing-cache", tcaches[mode], "--json", js] + flags,
+                           log)
                 ms = json.load(open(js))["gpu_compute_ms"]["median"] if r.returncode == 0 else None
                 row[f"{mode}_b{batch}"] = ms if ms is None or batch == 1 else batch * 1000 / ms
                 choice = [l for l in r.stderr.splitlines() if "per run on this GPU" in l]

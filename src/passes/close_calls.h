@@ -38,8 +38,9 @@ struct CloseCall {
 using EngineWriter = std::function<std::vector<uint8_t>(const std::vector<int32_t>&)>;
 
 // Decides the calls, the most layer time first: for each rival, the engine with it against the engine
-// as chosen so far (`tactics`), timed in alternating rounds, keeping the rival where its engine is
-// faster by more than 0.3%. Updates `tactics` and each call's chosen and verdict. Calls left when
+// as chosen so far (`tactics`), timed in alternating rounds (again in new contexts, up to three
+// pairs, while the difference is under 1%), keeping the rival where its engine is faster by more
+// than 0.3% on average. Updates `tactics` and each call's chosen and verdict. Calls left when
 // budget_s has passed keep the choice made alone. An engine that cannot be built or run leaves the
 // choice as it was (the verdict says why).
 void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tactics, const EngineWriter& write,

@@ -22,11 +22,6 @@ namespace kiln::passes {
 
 namespace {
 
-double median(std::vector<double> ms) {
-  std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
-  return ms[ms.size() / 2];
-}
-
 #if defined(KILN_HAVE_CUDA)
 void cuda_ok(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw Error(std::string("timing the candidate engine: ") + what + ": " + cudaGetErrorString(e));
@@ -55,6 +50,11 @@ struct GpuTiming {
 #endif
 
 }  // namespace
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
 
 struct TimedEngine::Impl {
   std::shared_ptr<const Engine> engine;

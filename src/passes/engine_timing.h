@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 namespace kiln::passes {
 
@@ -27,6 +28,9 @@ class TimedEngine {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The median of v (the upper one of an even count); v must not be empty.
+double median(std::vector<double> v);
 
 // The median time in ms of one inference of the engine (TimedEngine).
 double median_run_ms(std::span<const uint8_t> engine, int runs = 20);
