@@ -12,7 +12,9 @@ work=$(mktemp -d)
 logs="$OUT/b1_close_call"
 mkdir -p "$logs"
 K=build-dev/kiln
-$PY bench/torchvision_onnx.py "$work" resnet50
+T=build-dev/tests/gpu_engine_timing
+[ -x "$T" ] || { echo "no $T: bench/prepare_device_build.sh --kiln-only gpu_engine_timing"; exit 2; }
+$PY bench/torchvision_onnx.py "$work" resnet50 || exit 1
 flags=(--device gpu --batch 1 --best --force-int8 --calib "$work/calib" --calib-cache "$work/calib.cache")
 "$K" optimize "$work/resnet50.onnx" "${flags[@]}" --timing-cache "$work/tc_a.json" -v -o "$work/a.kiln" \
   > "$logs/build_a.txt" 2>&1 || { tail "$logs/build_a.txt"; exit 1; }
@@ -29,7 +31,7 @@ json.dump(c, open(sys.argv[2], "w"))
 PYEOF
 "$K" optimize "$work/resnet50.onnx" "${flags[@]}" --timing-cache "$work/tc_b.json" -v -o "$work/b.kiln" \
   > "$logs/build_b.txt" 2>&1 || { tail "$logs/build_b.txt"; exit 1; }
-build-dev/tests/gpu_engine_timing "$work/a.kiln" "$work/b.kiln" 2>&1 | tee "$logs/engine_timing.txt"
+"$T" "$work/a.kiln" "$work/b.kiln" 2>&1 | tee "$logs/engine_timing.txt"
 for r in 1 2; do
   for e in a b; do
     echo "round $r  kiln bench $e  $(graph_median "$K" "$work/$e.kiln" "$logs/bench_$e.txt") ms"

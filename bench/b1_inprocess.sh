@@ -13,7 +13,7 @@ work=$(mktemp -d)
 logs="$OUT/b1_inprocess"
 mkdir -p "$logs"
 K=build-dev/kiln
-$PY bench/torchvision_onnx.py "$work" "$model"
+$PY bench/torchvision_onnx.py "$work" "$model" || exit 1
 flags=(--device gpu --batch 1 --best --force-int8 --calib "$work/calib" --calib-cache "$work/calib.cache")
 for b in a b; do
   "$K" optimize "$work/$model.onnx" "${flags[@]}" --timing-cache "$work/tc_$b.json" -v -o "$work/$b.kiln" \

@@ -16,7 +16,7 @@ strip -o "$stage/kiln" build/kiln
 for lib in libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9 libpng16.so.16 libjpeg.so.62 libbenchmark.so.1debian; do
   cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"
 done
-for t in build/tests/*_gpu_test build/bench/gpu_*_bench; do
+for t in build/tests/*_gpu_test build/bench/gpu_*_bench build/bench/gpu_engine_timing; do
   [ -x "$t" ] || continue
   strip -o "$stage/tests/$(basename "$t")" "$t"
 done

@@ -486,7 +486,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
                             "the candidates on {} threads, {:.1f} s in their first launches, "
                             "{:.1f} s timing {} close calls in the engine)",
                             measured, cached, total.seconds(), listing_s, listing_threads(to_list.size()),
-                            setup_total, calls.empty() ? 0.0 : engines.seconds(), calls.size()));
+                            setup_total, write ? engines.seconds() : 0.0, write ? calls.size() : 0));
   if (!options.timing_cache.empty()) {
     std::ofstream f(options.timing_cache);
     if (!(f << nlohmann::json{{"format", 1}, {"entries", cache}}.dump(1) << "\n"))

@@ -37,15 +37,16 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
     // Rounds of about 5 ms (3 to 20 runs): long enough to take a median, short enough that the
     // engines alternate before the GPU's clocks drift.
     runs = std::clamp(static_cast<int>(5.0 / std::max(incumbent->median_ms(5), 1e-3)), 3, 20);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     for (CloseCall& c : calls) c.verdict = std::string("not timed in the engine: ") + e.what();
     return;
   }
   for (CloseCall& c : calls) {
     for (const auto& [rival, rival_ms] : c.rivals) {
       if (total.seconds() > budget_s) {
-        if (c.verdict.empty()) c.verdict = fmt::format("not timed in the engine (its {:.0f} s were spent)", budget_s);
-        break;
+        c.verdict += fmt::format("{}{}: not timed in the engine (its {:.0f} s were spent)",
+                                 c.verdict.empty() ? "" : "; ", rival, budget_s);
+        continue;
       }
       std::vector<int32_t> trial = tactics;
       for (size_t k : c.nodes) trial[k] = rival;
@@ -64,17 +65,30 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
             b.push_back(engine->median_ms(runs));
           }
           ma = median(a), mb = median(b);
+          if (!(ma > 0)) throw Error("the engine timed 0 ms");
           sum += (mb - ma) / ma;
           each += fmt::format("{}{:+.1f}%", pairs ? ", " : "", 100 * (mb - ma) / ma);
           ++pairs;
         }
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
         c.verdict += fmt::format("{}{}: failed in the engine ({})", c.verdict.empty() ? "" : "; ", rival, e.what());
+        // The engine as chosen is made again, in case its context was what failed.
+        engine.reset();
+        try {
+          incumbent = std::make_unique<TimedEngine>(write(tactics));
+        } catch (const std::exception& e2) {
+          c.verdict += fmt::format("; the engine as chosen failed too ({}): no more close calls timed", e2.what());
+          for (CloseCall& later : calls)
+            if (later.verdict.empty()) later.verdict = "not timed in the engine (the engine as chosen failed)";
+          return;
+        }
         continue;
       }
-      const bool keep = sum / pairs < -kMargin;
+      const double mean = sum / pairs;
+      const bool keep = mean < -kMargin;
       c.verdict += fmt::format("{}engine {:.4f} ms with {}, {:.4f} ms with {} ({}{}){}", c.verdict.empty() ? "" : "; ",
-                               ma, c.chosen, mb, rival, pairs > 1 ? fmt::format("{} pairs of contexts: ", pairs) : "",
+                               ma, c.chosen, mb, rival,
+                               pairs > 1 ? fmt::format("{} pairs of contexts, mean {:+.1f}%: ", pairs, 100 * mean) : "",
                                each, keep ? fmt::format(": took {}", rival) : std::string());
       if (keep) {
         tactics = std::move(trial);

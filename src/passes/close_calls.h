@@ -42,7 +42,8 @@ using EngineWriter = std::function<std::vector<uint8_t>(const std::vector<int32_
 // pairs, while the difference is under 1%), keeping the rival where its engine is faster by more
 // than 0.3% on average. Updates `tactics` and each call's chosen and verdict. Calls left when
 // budget_s has passed keep the choice made alone. An engine that cannot be built or run leaves the
-// choice as it was (the verdict says why).
+// choice as it was (the verdict says why); if the engine as chosen then cannot be made again,
+// the calls left keep their choices made alone.
 void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tactics, const EngineWriter& write,
                       double budget_s);
 

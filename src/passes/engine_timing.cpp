@@ -68,9 +68,9 @@ struct TimedEngine::Impl {
 TimedEngine::TimedEngine(std::span<const uint8_t> engine) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.engine = Engine::from_bytes(engine, "candidate engine");
-  ContextOptions o;
-  o.cuda_graph = true;
-  m.ctx = m.engine->create_context(o);
+  ContextOptions options;
+  options.cuda_graph = true;
+  m.ctx = m.engine->create_context(options);
   // kiln bench's inputs: a GPU runs the same network faster on zeros, more so in float16.
   const std::vector<std::vector<uint8_t>> in = sample_inputs(*m.engine);
   const Engine& e = *m.engine;

@@ -82,6 +82,34 @@ TEST(CloseCalls, ARivalThatCannotBeWrittenLeavesTheChoiceAndTheNextIsTried) {
   EXPECT_EQ(tactics[3], kFast);
 }
 
+// After a rival fails, the engine as chosen is made again for the next comparison; if that fails
+// too, the calls left keep their choices and say why.
+TEST(CloseCalls, AFailureRemakesTheEngineAsChosenOrStops) {
+  Writer w;
+  std::vector<CloseCall> calls = {call(kSlow, {{kBroken, 0.005}}), call(kSlow, {{kFast, 0.0051}})};
+  calls[1].chosen_ms = 0.001;  // decided second
+  std::vector<int32_t> tactics = {-1, kSlow, kSlow, kSlow};
+  decide_in_engine(calls, tactics, w.fn(), 60);
+  ASSERT_EQ(w.written.size(), 4u);  // as chosen, the broken rival, as chosen again, the fast rival
+  EXPECT_EQ(w.written[2], w.written[0]);
+  EXPECT_EQ(tactics, (std::vector<int32_t>{-1, kFast, kSlow, kFast}));
+
+  Writer broken;  // the engine as chosen cannot be made a second time
+  int made = 0;
+  EngineWriter once = [&](const std::vector<int32_t>& t) {
+    if (t[1] == kBroken || (t == std::vector<int32_t>{-1, kSlow, kSlow, kSlow} && made++ > 0))
+      throw Error("no such tactic");
+    return broken.fast;
+  };
+  std::vector<CloseCall> calls2 = {call(kSlow, {{kBroken, 0.005}}), call(kSlow, {{kFast, 0.0051}})};
+  calls2[1].chosen_ms = 0.001;
+  tactics = {-1, kSlow, kSlow, kSlow};
+  decide_in_engine(calls2, tactics, once, 60);
+  EXPECT_EQ(tactics, (std::vector<int32_t>{-1, kSlow, kSlow, kSlow}));
+  EXPECT_NE(calls2[0].verdict.find("failed too"), std::string::npos) << calls2[0].verdict;
+  EXPECT_EQ(calls2[1].verdict, "not timed in the engine (the engine as chosen failed)");
+}
+
 TEST(CloseCalls, CallsPastTheBudgetKeepTheChoiceMadeAlone) {
   Writer w;
   std::vector<CloseCall> calls = {call(kSlow, {{kFast, 0.0051}})};
