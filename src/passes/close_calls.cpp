@@ -29,6 +29,8 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
   std::stable_sort(calls.begin(), calls.end(), [](const CloseCall& a, const CloseCall& b) {
     return a.chosen_ms * static_cast<double>(a.nodes.size()) > b.chosen_ms * static_cast<double>(b.nodes.size());
   });
+  // One finding more in a call's verdict.
+  auto note = [](CloseCall& c, const std::string& text) { c.verdict += (c.verdict.empty() ? "" : "; ") + text; };
   const Stopwatch total;
   std::unique_ptr<TimedEngine> incumbent;
   int runs = 3;
@@ -44,8 +46,7 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
   for (CloseCall& c : calls) {
     for (const auto& [rival, rival_ms] : c.rivals) {
       if (total.seconds() > budget_s) {
-        c.verdict += fmt::format("{}{}: not timed in the engine (its {:.0f} s were spent)",
-                                 c.verdict.empty() ? "" : "; ", rival, budget_s);
+        note(c, fmt::format("{}: not timed in the engine (its {:.0f} s were spent)", rival, budget_s));
         continue;
       }
       std::vector<int32_t> trial = tactics;
@@ -71,13 +72,13 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
           ++pairs;
         }
       } catch (const std::exception& e) {
-        c.verdict += fmt::format("{}{}: failed in the engine ({})", c.verdict.empty() ? "" : "; ", rival, e.what());
+        note(c, fmt::format("{}: failed in the engine ({})", rival, e.what()));
         // The engine as chosen is made again, in case its context was what failed.
         engine.reset();
         try {
           incumbent = std::make_unique<TimedEngine>(write(tactics));
         } catch (const std::exception& e2) {
-          c.verdict += fmt::format("; the engine as chosen failed too ({}): no more close calls timed", e2.what());
+          note(c, fmt::format("the engine as chosen failed too ({}): no more close calls timed", e2.what()));
           for (CloseCall& later : calls)
             if (later.verdict.empty()) later.verdict = "not timed in the engine (the engine as chosen failed)";
           return;
@@ -86,10 +87,9 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
       }
       const double mean = sum / pairs;
       const bool keep = mean < -kMargin;
-      c.verdict += fmt::format("{}engine {:.4f} ms with {}, {:.4f} ms with {} ({}{}){}", c.verdict.empty() ? "" : "; ",
-                               ma, c.chosen, mb, rival,
-                               pairs > 1 ? fmt::format("{} pairs of contexts, mean {:+.1f}%: ", pairs, 100 * mean) : "",
-                               each, keep ? fmt::format(": took {}", rival) : std::string());
+      note(c, fmt::format("engine {:.4f} ms with {}, {:.4f} ms with {} ({}{}){}", ma, c.chosen, mb, rival,
+                          pairs > 1 ? fmt::format("{} pairs of contexts, mean {:+.1f}%: ", pairs, 100 * mean) : "",
+                          each, keep ? fmt::format(": took {}", rival) : std::string()));
       if (keep) {
         tactics = std::move(trial);
         c.chosen = rival;

@@ -82,12 +82,19 @@ TEST(CloseCalls, ARivalThatCannotBeWrittenLeavesTheChoiceAndTheNextIsTried) {
   EXPECT_EQ(tactics[3], kFast);
 }
 
+// A call whose only rival cannot be written, then one whose rival is faster (decided second: less
+// layer time).
+std::vector<CloseCall> broken_then_fast() {
+  std::vector<CloseCall> calls = {call(kSlow, {{kBroken, 0.005}}), call(kSlow, {{kFast, 0.0051}})};
+  calls[1].chosen_ms = 0.001;
+  return calls;
+}
+
 // After a rival fails, the engine as chosen is made again for the next comparison; if that fails
 // too, the calls left keep their choices and say why.
 TEST(CloseCalls, AFailureRemakesTheEngineAsChosenOrStops) {
   Writer w;
-  std::vector<CloseCall> calls = {call(kSlow, {{kBroken, 0.005}}), call(kSlow, {{kFast, 0.0051}})};
-  calls[1].chosen_ms = 0.001;  // decided second
+  std::vector<CloseCall> calls = broken_then_fast();
   std::vector<int32_t> tactics = {-1, kSlow, kSlow, kSlow};
   decide_in_engine(calls, tactics, w.fn(), 60);
   ASSERT_EQ(w.written.size(), 4u);  // as chosen, the broken rival, as chosen again, the fast rival
@@ -101,8 +108,7 @@ TEST(CloseCalls, AFailureRemakesTheEngineAsChosenOrStops) {
       throw Error("no such tactic");
     return broken.fast;
   };
-  std::vector<CloseCall> calls2 = {call(kSlow, {{kBroken, 0.005}}), call(kSlow, {{kFast, 0.0051}})};
-  calls2[1].chosen_ms = 0.001;
+  std::vector<CloseCall> calls2 = broken_then_fast();
   tactics = {-1, kSlow, kSlow, kSlow};
   decide_in_engine(calls2, tactics, once, 60);
   EXPECT_EQ(tactics, (std::vector<int32_t>{-1, kSlow, kSlow, kSlow}));
