@@ -54,6 +54,13 @@ struct ContextOptions {
   // convolutions) on a second stream beside those, where the builder's memory plan keeps their
   // bytes apart. Not while profiling.
   bool side_stream = true;
+  // GPU engines: pinned host buffers for the inputs and outputs given in host memory (set_input,
+  // set_output, output()). Off: every input and output must be bound to device memory
+  // (set_input_device, set_output_device), and the context allocates no pinned host memory and no
+  // device copy of the inputs: for engines whose inputs and outputs never leave the GPU, where
+  // that memory would be large (the builder's calibration engine, which outputs every calibrated
+  // tensor) or scarce (a Jetson's memory is the GPU's).
+  bool host_staging = true;
 };
 
 // One step's time in the runs since profiling started (Context::step_times).

@@ -261,6 +261,40 @@ TEST(GpuContext, HostBindingsThroughStagingWithEnqueue) {
   cudaStreamDestroy(s);
 }
 
+// ContextOptions::host_staging off: device bindings run as before; host memory is refused with a
+// message naming the tensor and what to call instead, and an unbound output is an error before
+// anything runs, not a result nobody can read.
+TEST(GpuContext, WithoutHostStagingEverythingIsOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  const auto m = small_cnn();
+  auto cpu = build(m, "cpu");
+  auto gpu = build(m, gpu::gpu_target());
+  ContextOptions o;
+  o.host_staging = false;
+  auto ctx = gpu->create_context(o);
+  DeviceBuffers d;
+  std::vector<float> x = random_input(40), y(10);
+  auto message = [&](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { ctx->set_input("x", x.data(), x.size() * 4); }).find("input 'x' is not bound to device memory"),
+            std::string::npos);
+  EXPECT_NE(message([&] { ctx->set_output("y", y.data(), 40); }).find("set_output_device"), std::string::npos);
+  ctx->set_input_device("x", d.x, x.size() * 4);
+  EXPECT_NE(message([&] { ctx->run(); }).find("output 'y' is not bound to device memory"), std::string::npos);
+  ctx->set_output_device("y", d.y, 40);
+  ASSERT_EQ(cudaMemcpy(d.x, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ctx->run();
+  ASSERT_EQ(cudaMemcpy(y.data(), d.y, 40, cudaMemcpyDeviceToHost), cudaSuccess);
+  expect_close(y, run_host(*cpu, x), 1e-5);
+  EXPECT_THROW(ctx->output("y"), Error);
+}
+
 TEST(GpuContext, ContextsOnSeveralThreadsShareTheEngine) {
   SKIP_WITHOUT_GPU();
   const auto m = small_cnn();

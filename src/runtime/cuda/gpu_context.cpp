@@ -167,8 +167,10 @@ class GpuContextImpl final : public GpuContext {
       out_off_.push_back(in_bytes + out_bytes);
       out_bytes += align_up(e.tensors[static_cast<size_t>(id)].bytes);
     }
-    pinned_ = pinned_alloc(in_bytes + out_bytes, "input/output staging");
-    device_in_ = device_alloc(in_bytes, "the inputs");
+    if (opt_.host_staging) {
+      pinned_ = pinned_alloc(in_bytes + out_bytes, "input/output staging");
+      device_in_ = device_alloc(in_bytes, "the inputs");
+    }
     in_host_.assign(e.input_ids.size(), nullptr);
     in_dev_.assign(e.input_ids.size(), nullptr);
     out_host_.assign(e.output_ids.size(), nullptr);
@@ -232,10 +234,12 @@ class GpuContextImpl final : public GpuContext {
   }
 
   void bind_input(size_t i, const void* p, bool device) override {
+    if (!device) need_staging("input", e_.input_ids[i], "set_input_device");
     in_host_[i] = device ? nullptr : p;
     in_dev_[i] = device ? p : nullptr;
   }
   void bind_output(size_t i, void* p, bool device) override {
+    if (!device) need_staging("output", e_.output_ids[i], "set_output_device");
     out_host_[i] = device ? nullptr : p;
     out_dev_[i] = device ? p : nullptr;
   }
@@ -250,7 +254,7 @@ class GpuContextImpl final : public GpuContext {
       if (in_dev_[i]) {
         data_[id] = const_cast<void*>(in_dev_[i]);
       } else if (in_host_[i] || t.bytes == 0) {
-        data_[id] = static_cast<uint8_t*>(device_in_.get()) + in_off_[i];
+        data_[id] = device_in_ ? static_cast<uint8_t*>(device_in_.get()) + in_off_[i] : nullptr;
         staging |= t.bytes > 0;
       } else {
         throw Error("input '" + t.name + "' was not set (Context::set_input or set_input_device)");
@@ -258,6 +262,7 @@ class GpuContextImpl final : public GpuContext {
     }
     for (size_t i = 0; i < e_.output_ids.size(); ++i) {
       const auto id = static_cast<size_t>(e_.output_ids[i]);
+      if (!out_dev_[i] && e_.tensors[id].bytes > 0) need_staging("output", e_.output_ids[i], "set_output_device");
       data_[id] = out_dev_[i] ? out_dev_[i] : static_cast<uint8_t*>(arena_.get()) + e_.tensors[id].offset;
     }
     resolve_views();
@@ -321,6 +326,7 @@ class GpuContextImpl final : public GpuContext {
 
   const std::byte* host_output(size_t i) const override {
     if (out_dev_[i]) return nullptr;
+    need_staging("output", e_.output_ids[i], "set_output_device");
     if (out_host_[i]) return static_cast<const std::byte*>(out_host_[i]);
     return static_cast<const std::byte*>(pinned_.get()) + out_off_[i];
   }
@@ -339,6 +345,15 @@ class GpuContextImpl final : public GpuContext {
   }
 
  private:
+  // Throws unless the context has host staging for tensor `id`, an input or output not bound to
+  // device memory.
+  void need_staging(const char* what, int32_t id, const char* instead) const {
+    if (opt_.host_staging) return;
+    throw Error(std::string(what) + " '" + e_.tensors[static_cast<size_t>(id)].name +
+                "' is not bound to device memory, and this context has no host staging "
+                "(ContextOptions::host_staging is off): bind it with " + instead);
+  }
+
   std::string step_name(size_t k) const {
     return "step '" + steps_[k].rec->name + "' (" + std::string(op_name(steps_[k].rec->kind)) + ")";
   }
