@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "kiln/types.h"
 
@@ -36,42 +38,71 @@ Method parse_method(std::string_view name) {
   throw Error("--calib-method " + std::string(name) + ": expected entropy, percentile, minmax or mse");
 }
 
-void TensorStats::add(std::span<const float> x) {
-  double bmax = 0;
-  uint64_t finite = 0;
+BatchSummary BatchSummary::of(std::span<const float> x) {
+  BatchSummary s;
   for (float f : x) {
     if (!std::isfinite(f)) {
-      ++nonfinite_;
+      ++s.nonfinite;
       continue;
     }
     const double v = f;
-    if (count_ + finite == 0) {
-      min_ = max_ = v;
+    if (s.finite++ == 0) {
+      s.min = s.max = v;
     } else {
-      min_ = std::min(min_, v);
-      max_ = std::max(max_, v);
+      s.min = std::min(s.min, v);
+      s.max = std::max(s.max, v);
     }
-    ++finite;
-    bmax = std::max(bmax, std::fabs(v));
+    s.absmax = std::max(s.absmax, std::fabs(v));
   }
-  count_ += finite;
-  absmax_ = std::max(absmax_, bmax);
-  if (finite == 0) return;
-  if (bmax == 0) {  // zeros fall into bin 0 whatever the width
-    hist_[0] += finite;
-    return;
+  return s;
+}
+
+double TensorStats::add_summary(const BatchSummary& s) {
+  nonfinite_ += s.nonfinite;
+  if (s.finite == 0) return 0;
+  if (count_ == 0) {
+    min_ = s.min;
+    max_ = s.max;
+  } else {
+    min_ = std::min(min_, s.min);
+    max_ = std::max(max_, s.max);
   }
-  if (width_ == 0) width_ = bmax / (kBins - 1);
-  while (bmax / width_ >= kBins) {  // merge pairs: the histogram at twice the width
+  count_ += s.finite;
+  absmax_ = std::max(absmax_, s.absmax);
+  if (s.absmax == 0) {  // zeros fall into bin 0 whatever the width
+    hist_[0] += s.finite;
+    return 0;
+  }
+  if (width_ == 0) width_ = s.absmax / (kBins - 1);
+  while (s.absmax / width_ >= kBins) {  // merge pairs: the histogram at twice the width
     for (int i = 0; i < kBins / 2; ++i) hist_[i] = hist_[2 * i] + hist_[2 * i + 1];
     std::fill(hist_.begin() + kBins / 2, hist_.end(), 0);
     width_ *= 2;
   }
+  return width_;
+}
+
+void TensorStats::add_histogram(std::span<const uint64_t> counts) {
+  if (counts.size() != hist_.size())
+    throw Error("calibration: a histogram of " + std::to_string(counts.size()) + " bins, expected " +
+                std::to_string(kBins));
+  for (size_t i = 0; i < counts.size(); ++i) hist_[i] += counts[i];
+}
+
+void TensorStats::count_bins(std::span<const float> x, double width, std::span<uint64_t> counts) {
   for (float f : x) {
     if (!std::isfinite(f)) continue;
-    const double b = std::floor(std::fabs(static_cast<double>(f)) / width_);
-    ++hist_[static_cast<size_t>(std::min(b, static_cast<double>(kBins - 1)))];
+    const double b = std::floor(std::fabs(static_cast<double>(f)) / width);
+    ++counts[static_cast<size_t>(std::min(b, static_cast<double>(kBins - 1)))];
   }
+}
+
+void TensorStats::add(std::span<const float> x) {
+  const double width = add_summary(BatchSummary::of(x));
+  if (width == 0) return;
+  std::vector<uint64_t> counts(kBins, 0);
+  count_bins(x, width, counts);
+  add_histogram(counts);
 }
 
 double TensorStats::amax(Method method, double percentile) const {

@@ -31,11 +31,29 @@
 
 namespace kiln::calib {
 
+// One batch's figures over its finite values: the first of add()'s two passes over the data.
+struct BatchSummary {
+  double min = 0, max = 0, absmax = 0;  // 0 when there is no finite value
+  uint64_t finite = 0, nonfinite = 0;
+
+  static BatchSummary of(std::span<const float> x);
+};
+
 class TensorStats {
  public:
   static constexpr int kBins = 2048;
 
+  // Adds a batch: summary, then histogram, both on the CPU.
   void add(std::span<const float> x);
+
+  // add() in two steps, for passes made elsewhere (the GPU: calib/stats_gpu.h). add_summary takes
+  // the batch's summary and returns the bin width its histogram must be counted at (bin
+  // floor(|x| / width) in double, capped at kBins - 1, finite values only), or 0 where none is
+  // needed (no finite value, or all zeros); add_histogram then adds those counts.
+  double add_summary(const BatchSummary& s);
+  void add_histogram(std::span<const uint64_t> counts);
+  // The histogram pass of add() over x at `width`, added to `counts` (kBins of them).
+  static void count_bins(std::span<const float> x, double width, std::span<uint64_t> counts);
 
   double min() const { return min_; }  // of the finite values; 0 when there were none
   double max() const { return max_; }

@@ -1,10 +1,17 @@
-// The calibration run (see calibrate.h). Statistics of different tensors are independent, so after
-// each batch they are updated in parallel, one tensor per task.
+// The calibration run (see calibrate.h). A CPU engine's statistics are made on the host, the
+// tensors in parallel, one per task. A GPU engine's stay on the device (GpuTensors): its context has
+// no host staging, its inputs and the calibrated tensors are device buffers bound to it, and the
+// statistics are made there (calib/stats_gpu.h): at batch 256 ResNet-50's 54 calibrated tensors are
+// 8 GiB, whose pinned staging took seconds to allocate and whose counting on the host took 3 s a
+// batch.
 #include "passes/calibrate.h"
 
 #include <fmt/format.h>
 
 #include <cstring>
+#include <map>
+#include <memory>
+#include <string>
 
 #include "calib/data_source.h"
 #include "kiln/engine.h"
@@ -13,7 +20,99 @@
 #include "passes/stopwatch.h"
 #include "runtime/cpu/thread_pool.h"
 
+#if defined(KILN_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+
+#include "calib/stats_gpu.h"
+#endif
+
 namespace kiln::passes {
+
+namespace {
+
+// A GPU calibration engine's inputs and outputs in device memory, bound to its context.
+class GpuTensors {
+ public:
+  GpuTensors(const Engine& engine, Context& ctx);
+  ~GpuTensors();
+  GpuTensors(const GpuTensors&) = delete;
+  GpuTensors& operator=(const GpuTensors&) = delete;
+
+  // Copies a batch in and runs the engine.
+  void run(const std::vector<calib::InputSpec>& specs, const std::vector<std::vector<uint8_t>>& inputs);
+  // Adds each named tensor's values to its statistics, on the GPU.
+  void add_to(std::vector<calib::TensorStats>& stats, const std::vector<std::string>& names) const;
+
+ private:
+  void* alloc(const TensorInfo& t);
+
+  Context& ctx_;
+  std::vector<void*> bufs_;
+  std::map<std::string, std::pair<void*, size_t>> at_;  // device pointer and bytes, by tensor name
+};
+
+#if defined(KILN_HAVE_CUDA)
+
+void check(cudaError_t err, const std::string& what) {
+  if (err == cudaSuccess) return;
+  (void)cudaGetLastError();
+  throw Error("calibration: " + what + ": " + cudaGetErrorString(err));
+}
+
+GpuTensors::GpuTensors(const Engine& engine, Context& ctx) : ctx_(ctx) {
+  try {
+    for (const TensorInfo& t : engine.inputs()) ctx.set_input_device(t.name, alloc(t), t.bytes());
+    for (const TensorInfo& t : engine.outputs()) ctx.set_output_device(t.name, alloc(t), t.bytes());
+  } catch (...) {
+    for (void* p : bufs_) cudaFree(p);
+    throw;
+  }
+}
+
+GpuTensors::~GpuTensors() {
+  for (void* p : bufs_) cudaFree(p);
+}
+
+void* GpuTensors::alloc(const TensorInfo& t) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, std::max<size_t>(t.bytes(), 1)),
+        fmt::format("allocating {:.1f} MiB of GPU memory for tensor '{}' (a smaller --batch needs less)",
+                    static_cast<double>(t.bytes()) / (1 << 20), t.name));
+  bufs_.push_back(p);
+  at_[t.name] = {p, t.bytes()};
+  return p;
+}
+
+void GpuTensors::run(const std::vector<calib::InputSpec>& specs, const std::vector<std::vector<uint8_t>>& inputs) {
+  for (size_t i = 0; i < specs.size(); ++i)
+    check(cudaMemcpy(at_.at(specs[i].name).first, inputs[i].data(), inputs[i].size(), cudaMemcpyHostToDevice),
+          "copying a batch of '" + specs[i].name + "' to the GPU");
+  ctx_.run();
+}
+
+void GpuTensors::add_to(std::vector<calib::TensorStats>& stats, const std::vector<std::string>& names) const {
+  std::vector<calib::TensorStats*> to;
+  std::vector<calib::DeviceFloats> values;
+  for (size_t t = 0; t < names.size(); ++t) {
+    const auto& [p, bytes] = at_.at(names[t]);
+    to.push_back(&stats[t]);
+    values.push_back({static_cast<const float*>(p), bytes / sizeof(float)});
+  }
+  calib::add_on_gpu(to, values);
+}
+
+#else
+
+GpuTensors::GpuTensors(const Engine&, Context& ctx) : ctx_(ctx) {
+  throw Error("GPU engines need a Kiln built with CUDA");
+}
+GpuTensors::~GpuTensors() = default;
+void GpuTensors::run(const std::vector<calib::InputSpec>&, const std::vector<std::vector<uint8_t>>&) {}
+void GpuTensors::add_to(std::vector<calib::TensorStats>&, const std::vector<std::string>&) const {}
+
+#endif
+
+}  // namespace
 
 CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::ValueId>& tensors,
                                const BuildOptions& options) {
@@ -53,17 +152,27 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
   run.stats.resize(tensors.size());
   std::shared_ptr<const Engine> engine;
   std::unique_ptr<Context> ctx;
+  double write_s = 0, context_s = 0;  // of the float engine: writing and loading it, its context
+  std::unique_ptr<GpuTensors> on_gpu;
   if (!cg.outputs.empty()) {
     remove_dead_nodes(cg, options);
     engine = Engine::from_bytes(write_engine(plan_views(cg, options), options.target, {}, nullptr), "calibration engine");
-    ctx = engine->create_context();
+    write_s = timer.lap();
+    ContextOptions context_options;
+    context_options.host_staging = !engine->is_gpu();
+    ctx = engine->create_context(context_options);
+    if (engine->is_gpu()) on_gpu = std::make_unique<GpuTensors>(*engine, *ctx);
+    context_s = timer.lap();
   }
+  // The engine's name of each calibrated tensor (an input's, for a graph input).
+  std::vector<std::string> names;
+  for (size_t t = 0; t < tensors.size(); ++t)
+    names.push_back(from_input[t] >= 0 ? specs[static_cast<size_t>(from_input[t])].name : g.value(tensors[t]).name);
 
-  const double setup_s = timer.lap();
   std::vector<std::vector<uint8_t>> inputs;
   cpu::ThreadPool pool(0);
   // Seconds reading the data, running the float model, and updating the statistics (-v).
-  double read_s = 0, model_s = 0, stats_s = 0;
+  double read_s = 0, model_s = 0, first_run_s = 0, stats_s = 0;
   for (int b = 0; b < planned; ++b) {
     timer.lap();
     const int64_t got = calib::next_batch(*source, specs, batch, inputs);
@@ -74,19 +183,24 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
                     std::to_string(batch));
       break;
     }
-    if (ctx) {
+    if (on_gpu)
+      on_gpu->run(specs, inputs);
+    else if (ctx) {
       for (size_t i = 0; i < specs.size(); ++i) ctx->set_input(specs[i].name, inputs[i].data(), inputs[i].size());
       ctx->run();
     }
-    model_s += timer.lap();
-    pool.parallel_for(static_cast<int64_t>(tensors.size()), [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        std::span<const std::byte> bytes =
-            from_input[t] >= 0 ? std::as_bytes(std::span<const uint8_t>(inputs[static_cast<size_t>(from_input[t])]))
-                               : ctx->output(g.value(tensors[t]).name);
-        run.stats[t].add({reinterpret_cast<const float*>(bytes.data()), bytes.size() / sizeof(float)});
-      }
-    });
+    (b == 0 ? first_run_s : model_s) += timer.lap();
+    if (on_gpu)
+      on_gpu->add_to(run.stats, names);
+    else
+      pool.parallel_for(static_cast<int64_t>(tensors.size()), [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          std::span<const std::byte> bytes =
+              from_input[t] >= 0 ? std::as_bytes(std::span<const uint8_t>(inputs[static_cast<size_t>(from_input[t])]))
+                                 : ctx->output(names[t]);
+          run.stats[t].add({reinterpret_cast<const float*>(bytes.data()), bytes.size() / sizeof(float)});
+        }
+      });
     stats_s += timer.lap();
     ++run.batches;
     run.samples += batch;
@@ -94,9 +208,11 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
   }
   if (co.progress && run.batches < planned) co.progress(run.batches, run.batches);  // ends the bar
   if (options.log)
-    options.log(fmt::format("calibration: {} batches of {}, {} tensors: {:.1f} s making the float engine, {:.1f} s "
-                            "reading data, {:.1f} s running it, {:.1f} s statistics (and reading the tensors back)",
-                            run.batches, batch, tensors.size(), setup_s, read_s, model_s, stats_s));
+    options.log(fmt::format("calibration: {} batches of {}, {} tensors: {:.1f} s writing and loading the float engine, "
+                            "{:.1f} s making its context, {:.1f} s reading data, {:.1f} s running it ({:.1f} s the first "
+                            "time), {:.1f} s statistics on the {}",
+                            run.batches, batch, tensors.size(), write_s, context_s, read_s, first_run_s + model_s,
+                            first_run_s, stats_s, on_gpu ? "GPU" : "CPU"));
   return run;
 }
 
