@@ -88,11 +88,10 @@ def main():
                 del m16, c16
             # int8 / best: the INT8 kernels themselves (--force-int8); auto: what `--best` builds
             # after timing INT8 against float16 (bench/../src/passes/engine_timing.h). A timing
-            # cache per precision, as separate builds would have: the builder decides close calls
-            # between tactics in the engine it builds (src/passes/close_calls.h); a --best build that
-            # read the --int8 build's cache took the INT8 layers' verdicts made in an engine that is
-            # float32 elsewhere, and measured 0.250 ms at batch 1 where fresh --best builds measured
-            # 0.245-0.247 ms (session 22).
+            # cache per precision, as separate builds would have. (Before timing-cache format 2 a
+            # --best build that read the --int8 build's cache took the verdicts of close calls
+            # made in the --int8 engine, and measured 0.250 ms at batch 1 where fresh --best builds
+            # measured 0.245-0.247 ms: session 22. The cache now keeps verdicts per engine.)
             tcaches = {"fp16": os.path.join(a.out, f"{name}_timing_fp16.json"), "int8": tcache,
                        "best": os.path.join(a.out, f"{name}_timing_best.json")}
             tcaches["auto"] = tcaches["best"]

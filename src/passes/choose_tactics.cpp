@@ -7,6 +7,13 @@
 // stream and handles each (listing can take seconds of CPU work per node); the timing runs one
 // node at a time on one stream, so that candidates are not measured while others run. Where another
 // candidate comes close to the fastest alone, the whole engine decides (close_calls.h).
+//
+// The timing cache (format 2) has two parts: "layers", each key's timing alone (the fastest
+// tactic, its time, and its rivals where it is a close call), valid in any engine; and "engines",
+// the verdicts of the close calls, per engine (engine_key: every node's key, in order), since a
+// verdict holds only for the engine it was timed in: an --int8 engine is float32 around its INT8
+// layers, a --best engine float16. A call left undecided (budget spent, a failure) is not stored,
+// so the next build with the cache times it again.
 #include "passes/choose_tactics.h"
 
 #include <fmt/format.h>
@@ -111,6 +118,20 @@ std::string node_key(const graph::Graph& g, const graph::Node& n) {
     }
   }
   return k;
+}
+
+// The engine a close call's verdict holds for: the device and every node's key and inputs, in order.
+std::string engine_key(const std::string& device, const graph::Graph& g) {
+  XXH64_state_t* h = XXH64_createState();
+  XXH64_reset(h, 0);
+  for (const graph::Node& n : g.nodes) {
+    const std::string k = node_key(g, n);
+    XXH64_update(h, k.data(), k.size() + 1);  // with the terminating 0, so that keys do not run together
+    XXH64_update(h, n.inputs.data(), n.inputs.size() * sizeof(graph::ValueId));
+  }
+  const uint64_t hash = XXH64_digest(h);
+  XXH64_freeState(h);
+  return fmt::format("{} | engine {:016x} of {} nodes", device, hash, g.nodes.size());
 }
 
 // Device buffers of one node's shapes: constants hold their values, the other inputs kiln bench's
@@ -346,26 +367,64 @@ CloseCall close_call(const std::string& key, int32_t best, double best_ms, std::
   return c;
 }
 
+nlohmann::json rivals_json(const CloseCall& c) {
+  nlohmann::json r = nlohmann::json::array();
+  for (const auto& [tactic, ms] : c.rivals) r.push_back({tactic, ms});
+  return r;
+}
+
+// The close call of a key timed by an earlier build (its "layers" entry in the timing cache).
+CloseCall cached_call(const std::string& key, const nlohmann::json& entry) {
+  CloseCall c;
+  c.key = key;
+  c.chosen = entry.at("tactic").get<int32_t>();
+  c.chosen_ms = entry.at("ms").get<double>();
+  for (const nlohmann::json& r : entry.at("rivals")) c.rivals.emplace_back(r.at(0).get<int32_t>(), r.at(1).get<double>());
+  return c;
+}
+
 }  // namespace
 
 std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options, const EngineWriter& write) {
   std::vector<int32_t> tactics(g.nodes.size(), -1);
   if (options.target == "cpu") return tactics;
   const std::string device = device_name();
-  nlohmann::json cache = nlohmann::json::object();
+  nlohmann::json cache = nlohmann::json::object();  // "layers": timings alone, by key
+  nlohmann::json engines = nlohmann::json::object();  // close calls' verdicts, by engine key, then key
   if (!options.timing_cache.empty()) {
     std::ifstream f(options.timing_cache);
     if (f) {
       try {
         nlohmann::json j = nlohmann::json::parse(f);
-        if (j.value("format", 0) != 1) throw Error("unknown format");
-        cache = j.at("entries");
+        const int format = j.value("format", 0);
+        if (format == 2) {
+          cache = j.at("layers");
+          engines = j.at("engines");
+          // Well formed, so that reading them below cannot fail.
+          if (!cache.is_object() || !engines.is_object()) throw Error("\"layers\" and \"engines\" must be objects");
+          for (const auto& [key, entry] : cache.items()) {
+            (void)entry.at("tactic").get<int32_t>();
+            if (entry.contains("rivals")) (void)cached_call(key, entry);
+          }
+          for (const auto& [id, calls] : engines.items()) {
+            if (!calls.is_object()) throw Error("engine " + id + " is not an object");
+            for (const auto& [key, verdict] : calls.items()) (void)verdict.at("tactic").get<int32_t>();
+          }
+        } else if (format == 1) {
+          if (options.log)
+            options.log(options.timing_cache + ": a timing cache of an older Kiln (format 1): measured again");
+        } else {
+          throw Error("unknown format");
+        }
       } catch (const std::exception& e) {
         throw Error(options.timing_cache + ": not a Kiln timing cache (" + e.what() +
                     "); delete it or give another --timing-cache file");
       }
     }
   }
+  const std::string engine = engine_key(device, g);
+  nlohmann::json& verdicts = engines[engine];
+  if (!verdicts.is_object()) verdicts = nlohmann::json::object();
   std::vector<size_t> todo;
   std::vector<std::string> keys;  // per node of todo
   for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -397,14 +456,25 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
   int measured = 0, cached = 0;
   double setup_total = 0;  // seconds in the candidates' first launches
   std::vector<CloseCall> calls;
+  std::set<std::string> called;  // the keys of calls
+  std::set<std::string> reused;  // the keys whose verdict in this engine came from the cache
   for (size_t t = 0; t < todo.size(); ++t) {
     const graph::Node& n = g.nodes[todo[t]];
     const gpu::GpuKernelEntry& entry = *gpu::gpu_kernel_entry(n.kind);
     if (tty) fmt::print(stderr, "\rchoosing kernels on the GPU: {}/{}\033[K", t + 1, todo.size());
     const std::string& key = keys[t];
     if (cache.contains(key)) {
-      tactics[todo[t]] = cache[key].at("tactic").get<int32_t>();
+      const nlohmann::json& layer = cache[key];
+      tactics[todo[t]] = layer.at("tactic").get<int32_t>();
       ++cached;
+      if (!layer.contains("rivals") || called.contains(key)) continue;
+      if (verdicts.contains(key)) {
+        tactics[todo[t]] = verdicts[key].at("tactic").get<int32_t>();
+        reused.insert(key);
+      } else if (write) {
+        calls.push_back(cached_call(key, layer));
+        called.insert(key);
+      }
       continue;
     }
     const NodeBuffers b(g, n, &samples);
@@ -457,7 +527,12 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     }
     tactics[todo[t]] = best;
     cache[key] = {{"tactic", best}, {"ms", best_ms}};
-    if (CloseCall c = close_call(key, best, best_ms, std::move(timed)); !c.rivals.empty()) calls.push_back(std::move(c));
+    if (CloseCall c = close_call(key, best, best_ms, std::move(timed)); !c.rivals.empty()) {
+      cache[key]["rivals"] = rivals_json(c);
+      verdicts.erase(key);  // timed again: so is the call
+      called.insert(key);
+      if (write) calls.push_back(std::move(c));
+    }
     ++measured;
     setup_total += setup_s;
     if (options.log)
@@ -466,7 +541,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
                               n.name, op_name(n.kind), best, report, list_s, timing.seconds(), setup_s));
   }
   if (tty) fmt::print(stderr, "\r\033[K");
-  const Stopwatch engines;
+  const Stopwatch in_engine;
   if (write && !calls.empty()) {
     for (CloseCall& c : calls)
       for (size_t t = 0; t < todo.size(); ++t)
@@ -475,21 +550,22 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     decide_in_engine(calls, tactics, write, kCloseCallSeconds);
     if (tty) fmt::print(stderr, "\r\033[K");
     for (const CloseCall& c : calls) {
-      cache[c.key] = {{"tactic", c.chosen}, {"ms", c.chosen_ms}, {"engine", c.verdict}};
+      if (c.decided) verdicts[c.key] = {{"tactic", c.chosen}, {"verdict", c.verdict}};
       if (options.log)
-        options.log(fmt::format("close call for '{}' and {} more: {}", g.nodes[c.nodes.front()].name,
-                                c.nodes.size() - 1, c.verdict));
+        options.log(fmt::format("close call for '{}' and {} more: {}{}", g.nodes[c.nodes.front()].name,
+                                c.nodes.size() - 1, c.verdict, c.decided ? "" : " (undecided: not cached)"));
     }
   }
+  if (verdicts.empty()) engines.erase(engine);
   if (options.log)
     options.log(fmt::format("choose-tactics: {} nodes timed, {} from the timing cache, {:.1f} s ({:.1f} s listing "
                             "the candidates on {} threads, {:.1f} s in their first launches, "
-                            "{:.1f} s timing {} close calls in the engine)",
+                            "{:.1f} s timing {} close calls in the engine, {} decided before)",
                             measured, cached, total.seconds(), listing_s, listing_threads(to_list.size()),
-                            setup_total, write ? engines.seconds() : 0.0, write ? calls.size() : 0));
+                            setup_total, write ? in_engine.seconds() : 0.0, write ? calls.size() : 0, reused.size()));
   if (!options.timing_cache.empty()) {
     std::ofstream f(options.timing_cache);
-    if (!(f << nlohmann::json{{"format", 1}, {"entries", cache}}.dump(1) << "\n"))
+    if (!(f << nlohmann::json{{"format", 2}, {"layers", cache}, {"engines", engines}}.dump(1) << "\n"))
       throw Error(options.timing_cache + ": cannot write the timing cache");
   }
   return tactics;

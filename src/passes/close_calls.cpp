@@ -44,6 +44,7 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
     return;
   }
   for (CloseCall& c : calls) {
+    size_t compared = 0;
     for (const auto& [rival, rival_ms] : c.rivals) {
       if (total.seconds() > budget_s) {
         note(c, fmt::format("{}: not timed in the engine (its {:.0f} s were spent)", rival, budget_s));
@@ -85,6 +86,7 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
         }
         continue;
       }
+      ++compared;
       const double mean = sum / pairs;
       const bool keep = mean < -kMargin;
       note(c, fmt::format("engine {:.4f} ms with {}, {:.4f} ms with {} ({}{}){}", ma, c.chosen, mb, rival,
@@ -97,6 +99,7 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
         incumbent = std::move(engine);
       }
     }
+    c.decided = compared == c.rivals.size();
   }
 }
 

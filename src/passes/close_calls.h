@@ -32,6 +32,7 @@ struct CloseCall {
   double chosen_ms = 0;       // chosen's time alone, per launch
   std::vector<std::pair<int32_t, double>> rivals;  // (tactic, ms alone) within kClose, fastest first
   std::string verdict;        // what the engine timing found, for -v and the timing cache
+  bool decided = false;       // every rival was timed in the engine (not: budget spent, a failure)
 };
 
 // Writes the engine of the graph with one tactic per node.
@@ -40,7 +41,7 @@ using EngineWriter = std::function<std::vector<uint8_t>(const std::vector<int32_
 // Decides the calls, the most layer time first: for each rival, the engine with it against the engine
 // as chosen so far (`tactics`), timed in alternating rounds (again in new contexts, up to three
 // pairs, while the difference is under 1%), keeping the rival where its engine is faster by more
-// than 0.3% on average. Updates `tactics` and each call's chosen and verdict. Calls left when
+// than 0.3% on average. Updates `tactics` and each call's chosen, verdict and decided. Calls left when
 // budget_s has passed keep the choice made alone. An engine that cannot be built or run leaves the
 // choice as it was (the verdict says why); if the engine as chosen then cannot be made again,
 // the calls left keep their choices made alone.

@@ -57,6 +57,7 @@ TEST(CloseCalls, KeepsTheRivalWhoseEngineIsFaster) {
   EXPECT_EQ(calls[0].chosen, kFast);
   EXPECT_DOUBLE_EQ(calls[0].chosen_ms, 0.0051);
   EXPECT_NE(calls[0].verdict.find("took 2"), std::string::npos) << calls[0].verdict;
+  EXPECT_TRUE(calls[0].decided);
   ASSERT_EQ(w.written.size(), 2u);  // the engine as chosen, then the rival's
   EXPECT_EQ(w.written[1], tactics);
 }
@@ -70,6 +71,7 @@ TEST(CloseCalls, KeepsTheChoiceWhenTheRivalsEngineIsSlower) {
   EXPECT_EQ(calls[0].chosen, kFast);
   EXPECT_EQ(calls[0].verdict.find("took"), std::string::npos) << calls[0].verdict;
   EXPECT_NE(calls[0].verdict.find("with 1"), std::string::npos) << calls[0].verdict;
+  EXPECT_TRUE(calls[0].decided);
 }
 
 TEST(CloseCalls, ARivalThatCannotBeWrittenLeavesTheChoiceAndTheNextIsTried) {
@@ -80,6 +82,7 @@ TEST(CloseCalls, ARivalThatCannotBeWrittenLeavesTheChoiceAndTheNextIsTried) {
   EXPECT_NE(calls[0].verdict.find("3: failed in the engine (no such tactic)"), std::string::npos) << calls[0].verdict;
   EXPECT_EQ(tactics[1], kFast);
   EXPECT_EQ(tactics[3], kFast);
+  EXPECT_FALSE(calls[0].decided);  // a rival was not compared: the next build tries again
 }
 
 // A call whose only rival cannot be written, then one whose rival is faster (decided second: less
@@ -100,6 +103,8 @@ TEST(CloseCalls, AFailureRemakesTheEngineAsChosenOrStops) {
   ASSERT_EQ(w.written.size(), 4u);  // as chosen, the broken rival, as chosen again, the fast rival
   EXPECT_EQ(w.written[2], w.written[0]);
   EXPECT_EQ(tactics, (std::vector<int32_t>{-1, kFast, kSlow, kFast}));
+  EXPECT_FALSE(calls[0].decided);
+  EXPECT_TRUE(calls[1].decided);
 
   Writer broken;  // the engine as chosen cannot be made a second time
   int made = 0;
@@ -114,6 +119,7 @@ TEST(CloseCalls, AFailureRemakesTheEngineAsChosenOrStops) {
   EXPECT_EQ(tactics, (std::vector<int32_t>{-1, kSlow, kSlow, kSlow}));
   EXPECT_NE(calls2[0].verdict.find("failed too"), std::string::npos) << calls2[0].verdict;
   EXPECT_EQ(calls2[1].verdict, "not timed in the engine (the engine as chosen failed)");
+  EXPECT_FALSE(calls2[1].decided);
 }
 
 TEST(CloseCalls, CallsPastTheBudgetKeepTheChoiceMadeAlone) {
@@ -123,6 +129,7 @@ TEST(CloseCalls, CallsPastTheBudgetKeepTheChoiceMadeAlone) {
   decide_in_engine(calls, tactics, w.fn(), 0);
   EXPECT_EQ(tactics[1], kSlow);
   EXPECT_NE(calls[0].verdict.find("not timed in the engine"), std::string::npos) << calls[0].verdict;
+  EXPECT_FALSE(calls[0].decided);
 }
 
 TEST(CloseCalls, AnEngineAsChosenThatCannotBeWrittenDecidesNothing) {
@@ -132,6 +139,7 @@ TEST(CloseCalls, AnEngineAsChosenThatCannotBeWrittenDecidesNothing) {
   decide_in_engine(calls, tactics, w.fn(), 60);
   EXPECT_EQ(tactics[1], kBroken);
   EXPECT_NE(calls[0].verdict.find("not timed in the engine: no such tactic"), std::string::npos) << calls[0].verdict;
+  EXPECT_FALSE(calls[0].decided);
 }
 
 }  // namespace
