@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/types.h"
+#include "runtime/cuda/gpu_kernels.h"
 
 namespace kiln::calib {
 
@@ -22,11 +23,10 @@ constexpr int kThreads = 256;
 constexpr int kMaxBlocks = 512;  // per tensor
 constexpr int kBins = TensorStats::kBins;
 
-void check(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw Error(std::string("calibration statistics on the GPU: ") + what + ": " + cudaGetErrorString(err));
-}
+constexpr const char* kWhat = "calibration statistics on the GPU";
+
+// check_cuda with kWhat before what the call was doing.
+void check(cudaError_t err, const char* what) { gpu::check_cuda(err, std::string(kWhat) + ": " + what); }
 
 // Device memory, freed on every path.
 struct Buffer {
@@ -115,10 +115,10 @@ __global__ void histogram(const DeviceFloats* tensors, const double* widths, uns
 }  // namespace
 
 void add_on_gpu(std::span<TensorStats* const> stats, std::span<const DeviceFloats> batch) {
-  if (stats.size() != batch.size()) throw Error("calibration statistics on the GPU: as many statistics as tensors");
+  if (stats.size() != batch.size()) throw Error(std::string(kWhat) + ": as many statistics as tensors");
   const size_t n = batch.size();
   if (n == 0) return;
-  if (n > 65535) throw Error("calibration statistics on the GPU: more than 65535 tensors in one batch");
+  if (n > 65535) throw Error(std::string(kWhat) + ": more than 65535 tensors in one batch");
   size_t longest = 0;
   for (const DeviceFloats& t : batch) longest = std::max(longest, t.count);
   // Enough blocks to fill the GPU on the longest tensor; a block counts at most 2^32 - 1 values
@@ -126,14 +126,14 @@ void add_on_gpu(std::span<TensorStats* const> stats, std::span<const DeviceFloat
   const size_t per_block = size_t{kThreads} * 16;
   int blocks = static_cast<int>(std::clamp<size_t>((longest + per_block - 1) / per_block, 1, kMaxBlocks));
   if (longest / static_cast<size_t>(blocks) >= std::numeric_limits<unsigned int>::max())
-    throw Error("calibration statistics on the GPU: a tensor of " + std::to_string(longest) + " values is too large");
+    throw Error(std::string(kWhat) + ": a tensor of " + std::to_string(longest) + " values is too large");
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(n));
 
   Buffer tensors(n * sizeof(DeviceFloats)), partials(n * blocks * sizeof(Partial)), widths(n * sizeof(double)),
       counts(n * kBins * sizeof(unsigned long long));
   check(cudaMemcpy(tensors.p, batch.data(), n * sizeof(DeviceFloats), cudaMemcpyHostToDevice), "uploading the tensors");
   summarize<<<grid, kThreads>>>(tensors.as<DeviceFloats>(), partials.as<Partial>());
-  check(cudaGetLastError(), "the summary kernel");
+  gpu::check_launch(std::string(kWhat) + ": the summary kernel");
   std::vector<Partial> p(n * blocks);
   check(cudaMemcpy(p.data(), partials.p, p.size() * sizeof(Partial), cudaMemcpyDeviceToHost), "the summaries");
 
@@ -155,7 +155,7 @@ void add_on_gpu(std::span<TensorStats* const> stats, std::span<const DeviceFloat
   check(cudaMemcpy(widths.p, w.data(), n * sizeof(double), cudaMemcpyHostToDevice), "uploading the bin widths");
   check(cudaMemset(counts.p, 0, n * kBins * sizeof(unsigned long long)), "cudaMemset");
   histogram<<<grid, kThreads>>>(tensors.as<DeviceFloats>(), widths.as<double>(), counts.as<unsigned long long>());
-  check(cudaGetLastError(), "the histogram kernel");
+  gpu::check_launch(std::string(kWhat) + ": the histogram kernel");
   std::vector<uint64_t> c(n * kBins);
   check(cudaMemcpy(c.data(), counts.p, c.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost), "the histograms");
   for (size_t t = 0; t < n; ++t)

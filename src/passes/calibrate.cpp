@@ -24,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "calib/stats_gpu.h"
+#include "runtime/cuda/gpu_kernels.h"
 #endif
 
 namespace kiln::passes {
@@ -53,11 +54,7 @@ class GpuTensors {
 
 #if defined(KILN_HAVE_CUDA)
 
-void check(cudaError_t err, const std::string& what) {
-  if (err == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw Error("calibration: " + what + ": " + cudaGetErrorString(err));
-}
+using gpu::check_cuda;
 
 GpuTensors::GpuTensors(const Engine& engine, Context& ctx) : ctx_(ctx) {
   try {
@@ -75,9 +72,10 @@ GpuTensors::~GpuTensors() {
 
 void* GpuTensors::alloc(const TensorInfo& t) {
   void* p = nullptr;
-  check(cudaMalloc(&p, std::max<size_t>(t.bytes(), 1)),
-        fmt::format("allocating {:.1f} MiB of GPU memory for tensor '{}' (a smaller --batch needs less)",
-                    static_cast<double>(t.bytes()) / (1 << 20), t.name));
+  check_cuda(cudaMalloc(&p, std::max<size_t>(t.bytes(), 1)),
+             fmt::format("calibration: allocating {:.1f} MiB of GPU memory for tensor '{}' (a smaller --batch "
+                         "needs less)",
+                         static_cast<double>(t.bytes()) / (1 << 20), t.name));
   bufs_.push_back(p);
   at_[t.name] = {p, t.bytes()};
   return p;
@@ -85,8 +83,8 @@ void* GpuTensors::alloc(const TensorInfo& t) {
 
 void GpuTensors::run(const std::vector<calib::InputSpec>& specs, const std::vector<std::vector<uint8_t>>& inputs) {
   for (size_t i = 0; i < specs.size(); ++i)
-    check(cudaMemcpy(at_.at(specs[i].name).first, inputs[i].data(), inputs[i].size(), cudaMemcpyHostToDevice),
-          "copying a batch of '" + specs[i].name + "' to the GPU");
+    check_cuda(cudaMemcpy(at_.at(specs[i].name).first, inputs[i].data(), inputs[i].size(), cudaMemcpyHostToDevice),
+               "calibration: copying a batch of '" + specs[i].name + "' to the GPU");
   ctx_.run();
 }
 
