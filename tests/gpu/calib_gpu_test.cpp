@@ -13,13 +13,11 @@
 
 #include "calib/stats_gpu.h"
 #include "kiln/types.h"
+#include "gpu_harness.h"
 #include "runtime/cuda/device.h"
 
 namespace kiln::calib {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu::gpu_available()) GTEST_SKIP() << "needs a CUDA GPU"
 
 struct DeviceCopy {
   float* p = nullptr;
@@ -63,7 +61,7 @@ void expect_same(const TensorStats& gpu, const TensorStats& cpu, const char* wha
 }
 
 TEST(CalibStatsGpu, MatchesTheHostBatchByBatch) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const char* names[] = {"growing range", "shrinking range", "all zeros", "all NaN", "empty", "long"};
   constexpr size_t kTensors = 6;
   std::vector<TensorStats> gpu(kTensors), cpu(kTensors);
@@ -94,7 +92,7 @@ TEST(CalibStatsGpu, MatchesTheHostBatchByBatch) {
 // Values on the edges of bins: |x| = k * width exactly, where floor(|x| / width) in double must
 // give k on both sides, and the largest value, which lands in the last bin.
 TEST(CalibStatsGpu, BinEdgesAgree) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   std::vector<float> x;
   for (int k = 0; k < 2048; ++k) x.push_back(static_cast<float>(k) * 0.0625f), x.push_back(-x.back());
   x.push_back(2047.0f * 0.0625f + 0.01f);

@@ -19,13 +19,11 @@
 #include "../cpu/small_nets.h"
 #include "kiln/engine.h"
 #include "passes/build.h"
+#include "gpu_harness.h"
 #include "runtime/cuda/device.h"
 
 namespace kiln {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu::gpu_available()) GTEST_SKIP() << "needs a CUDA GPU"
 
 // x[2,3,8,8] -> Conv(4x3x3x3, pads 1) -> Relu -> GlobalAveragePool -> Flatten -> Gemm(5x4) -> Softmax.
 onnx::ModelProto small_cnn() {
@@ -80,7 +78,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 }
 
 TEST(GpuContext, Fp32MatchesCpu) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const auto m = small_cnn();
   auto cpu = build(m, "cpu");
   auto gpu = build(m, gpu::gpu_target());
@@ -89,7 +87,7 @@ TEST(GpuContext, Fp32MatchesCpu) {
 }
 
 TEST(GpuContext, Fp16MatchesCpu) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const auto m = small_cnn();
   auto cpu = build(m, "cpu");
   auto gpu = build(m, gpu::gpu_target(), /*fp16=*/true);
@@ -103,7 +101,7 @@ TEST(GpuContext, Fp16MatchesCpu) {
 // cuDNN's fused call or the epilogue kernel, whichever the builder timed faster; in float16 they
 // run channels-last (NhwcConv).
 TEST(GpuContext, FusedResidualBlockMatchesCpu) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   test::OnnxModel m("basic_block");
   m.input("x", {2, 8, 8, 8});
   m.output("y");
@@ -151,7 +149,7 @@ TEST(GpuContext, FusedResidualBlockMatchesCpu) {
 // conv2 (runtime/side_steps.h). Direct runs and CUDA graph replays, each with a new input, give the
 // bits of a context that runs every step on one stream, and the CPU's values.
 TEST(GpuContext, SideStreamMatchesOneStream) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   for (auto [fp16, stride] : {std::pair{false, 1}, std::pair{true, 1}, std::pair{true, 2}}) {
     SCOPED_TRACE(std::string(fp16 ? "float16" : "float32") + ", stride " + std::to_string(stride));
     const test::SmallNet m = test::bottleneck(1, 64, 28, stride);
@@ -210,7 +208,7 @@ std::vector<float> download(const float* d, cudaStream_t s) {
 }
 
 TEST(GpuContext, EnqueueWithDeviceBindingsAndGraphs) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const auto m = small_cnn();
   auto cpu = build(m, "cpu");
   auto gpu = build(m, gpu::gpu_target());
@@ -242,7 +240,7 @@ TEST(GpuContext, EnqueueWithDeviceBindingsAndGraphs) {
 }
 
 TEST(GpuContext, HostBindingsThroughStagingWithEnqueue) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const auto m = small_cnn();
   auto cpu = build(m, "cpu");
   auto gpu = build(m, gpu::gpu_target());
@@ -265,7 +263,7 @@ TEST(GpuContext, HostBindingsThroughStagingWithEnqueue) {
 // message naming the tensor and what to call instead, and an unbound output is an error before
 // anything runs, not a result nobody can read.
 TEST(GpuContext, WithoutHostStagingEverythingIsOnTheDevice) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const auto m = small_cnn();
   auto cpu = build(m, "cpu");
   auto gpu = build(m, gpu::gpu_target());
@@ -296,7 +294,7 @@ TEST(GpuContext, WithoutHostStagingEverythingIsOnTheDevice) {
 }
 
 TEST(GpuContext, ContextsOnSeveralThreadsShareTheEngine) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const auto m = small_cnn();
   auto cpu = build(m, "cpu");
   auto gpu = build(m, gpu::gpu_target());
@@ -321,7 +319,7 @@ TEST(GpuContext, ContextsOnSeveralThreadsShareTheEngine) {
 }
 
 TEST(GpuContext, WrongArchitectureIsAnError) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   auto e = build(small_cnn(), "sm_10");
   try {
     e->create_context();
@@ -332,7 +330,7 @@ TEST(GpuContext, WrongArchitectureIsAnError) {
 }
 
 TEST(GpuContext, ProfileTimesEveryStep) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   auto e = build(small_cnn(), gpu::gpu_target());
   ContextOptions o;
   o.profile = true;
@@ -351,7 +349,7 @@ TEST(GpuContext, ProfileTimesEveryStep) {
 }
 
 TEST(GpuContext, TimingCacheMakesRebuildsMeasureNothing) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const auto cache = std::filesystem::temp_directory_path() / "kiln_context_gpu_test_cache.json";
   std::filesystem::remove(cache);
   std::vector<std::string> log1, log2;
@@ -369,7 +367,7 @@ TEST(GpuContext, TimingCacheMakesRebuildsMeasureNothing) {
 
 // Gather with an index input: an index out of range is seen only by the device.
 TEST(GpuContext, DeviceDataErrorNamesTheStep) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   test::OnnxModel m("gather");
   onnx::TensorProto* t = m.g()->add_initializer();
   t->set_name("table");
@@ -432,7 +430,7 @@ onnx::ModelProto views_model() {
 }
 
 TEST(GpuContext, ViewsUnderGraphsWithDeviceBoundOutputs) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const auto m = views_model();
   graph::Graph g_ref = test::import_model(m), g_gpu = test::import_model(m);
   passes::BuildOptions ref_options, gpu_options;

@@ -15,13 +15,11 @@
 #include "../cpu/onnx_model_util.h"
 #include "kiln/engine.h"
 #include "passes/build.h"
+#include "gpu_harness.h"
 #include "runtime/cuda/device.h"
 
 namespace kiln {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu::gpu_available()) GTEST_SKIP() << "needs a CUDA GPU"
 
 using nlohmann::json;
 
@@ -98,7 +96,7 @@ std::vector<int> timed_conv_tactics(const Built& b) {
 }
 
 TEST(TimingCache, VerdictsBelongToTheEngineTheyWereTimedIn) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const auto cache = std::filesystem::temp_directory_path() / "kiln_timing_cache_gpu_test.json";
   std::filesystem::remove(cache);
   const Built first = build(10, cache);
@@ -147,7 +145,7 @@ TEST(TimingCache, VerdictsBelongToTheEngineTheyWereTimedIn) {
 }
 
 TEST(TimingCache, OlderFormatIsMeasuredAgainAndDamageIsRefused) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_WITHOUT_GPU();
   const auto cache = std::filesystem::temp_directory_path() / "kiln_timing_cache_gpu_test_old.json";
   write(cache, json{{"format", 1}, {"entries", json::object({{"some key", {{"tactic", 3}, {"ms", 0.1}}}})}});
   const Built b = build(10, cache);
