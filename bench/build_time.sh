@@ -8,20 +8,9 @@ set -uo pipefail
 source bench/device_env.sh
 PY=/opt/torch/.venv/bin/python
 dir="$OUT/build_time"
-mkdir -p "$dir/calib"
+mkdir -p "$dir"
 models=("${@:-resnet50}")
-$PY - "$dir" "${models[@]}" <<'PYEOF' || exit 1
-import os, sys
-import numpy as np, torch, torchvision
-out = sys.argv[1]
-rng = np.random.default_rng(0)
-for i in range(8):  # 8 stacks of 64: 512 images, as bench/int8_gpu.py makes them
-    np.save(os.path.join(out, "calib", f"{i}.npy"), rng.normal(0, 1, (64, 3, 224, 224)).astype(np.float32))
-for name in sys.argv[2:]:
-    model = getattr(torchvision.models, name)().eval()
-    torch.onnx.export(model, torch.randn(1, 3, 224, 224), os.path.join(out, f"{name}.onnx"), opset_version=17,
-                      input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}}, dynamo=False)
-PYEOF
+$PY bench/torchvision_onnx.py "$dir" "$(IFS=,; echo "${models[*]}")" 512 || exit 1
 for m in "${models[@]}"; do
   [ -f "$dir/$m.onnx" ] || { echo "no $dir/$m.onnx: the export failed" >&2; exit 1; }
   for run in 1 2; do
