@@ -24,8 +24,23 @@ constexpr int kMaxPairs = 3;
 
 }  // namespace
 
+CloseCall close_call(const std::string& key, int32_t best, double best_ms,
+                     std::vector<std::pair<int32_t, double>> timed) {
+  constexpr size_t kMaxRivals = 2;
+  CloseCall c;
+  c.key = key;
+  c.chosen = best;
+  c.chosen_ms = best_ms;
+  if (best < 0) return c;
+  const double margin = best_ms > kShortLayerMs ? kCloseLong : kClose;
+  std::stable_sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (const auto& [tactic, ms] : timed)
+    if (tactic != best && ms <= best_ms * (1 + margin) && c.rivals.size() < kMaxRivals) c.rivals.emplace_back(tactic, ms);
+  return c;
+}
+
 void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tactics, const EngineWriter& write,
-                      double budget_s) {
+                      double budget_s, double long_budget_s) {
   std::stable_sort(calls.begin(), calls.end(), [](const CloseCall& a, const CloseCall& b) {
     return a.chosen_ms * static_cast<double>(a.nodes.size()) > b.chosen_ms * static_cast<double>(b.nodes.size());
   });
@@ -43,11 +58,19 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
     for (CloseCall& c : calls) c.verdict = std::string("not timed in the engine: ") + e.what();
     return;
   }
+  double long_s = 0;  // spent on the calls of long layers
   for (CloseCall& c : calls) {
     size_t compared = 0;
+    const bool long_layer = c.chosen_ms > kShortLayerMs;
+    const Stopwatch this_call;
     for (const auto& [rival, rival_ms] : c.rivals) {
       if (total.seconds() > budget_s) {
         note(c, fmt::format("{}: not timed in the engine (its {:.0f} s were spent)", rival, budget_s));
+        continue;
+      }
+      if (long_layer && long_s + this_call.seconds() > long_budget_s) {
+        note(c, fmt::format("{}: not timed in the engine (the {:.0f} s for long layers were spent)", rival,
+                            long_budget_s));
         continue;
       }
       std::vector<int32_t> trial = tactics;
@@ -57,7 +80,8 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
       int pairs = 0;
       std::string each;
       try {
-        while (pairs < kMaxPairs && (pairs == 0 || std::abs(sum / pairs) < kClear)) {
+        // A long layer's engines differ by less than the contexts' placement moves them: one pair.
+        while (pairs < (long_layer ? 1 : kMaxPairs) && (pairs == 0 || std::abs(sum / pairs) < kClear)) {
           engine.reset();  // at most the two engines compared in memory
           if (pairs > 0) incumbent = std::make_unique<TimedEngine>(write(tactics));
           engine = std::make_unique<TimedEngine>(write(trial));
@@ -100,6 +124,7 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
       }
     }
     c.decided = compared == c.rivals.size();
+    if (long_layer) long_s += this_call.seconds();
   }
 }
 
