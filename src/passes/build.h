@@ -27,6 +27,10 @@ struct BuildOptions {
   // GPU targets: an INT8 engine slower than the same build without INT8 is replaced by that build
   // (engine_timing.h) unless force_int8.
   bool force_int8 = false;
+  // GPU: close calls between tactics decided by timing whole engines (close_calls.h). Off for the
+  // build without INT8 that an --int8 build is timed against: only its total counts there, and the
+  // calls would add up to 8 s.
+  bool close_calls = true;
   std::string timing_cache;     // GPU: a file of measured tactic timings; read if present, written after
   std::vector<std::string> disabled_passes;
   std::function<void(const std::string&)> log;  // verbose messages (-v); may be empty

@@ -316,10 +316,13 @@ struct Events {
   }
 };
 
-// Median-free but robust enough: the best of 3 rounds of kLaunches launches each, in milliseconds
-// per launch: one graph launch each where `in_graph` (false if the kernel could not be captured:
-// the caller then times every candidate of the node with stream launches, so that they compare
-// alike), else stream launches.
+// A kernel longer than this (ms per launch) is timed in one round of ten launches.
+constexpr double kOneRoundMs = 0.25;
+
+// Median-free but robust enough: the best of 3 rounds (one for a kernel over kOneRoundMs) of
+// kLaunches launches each, in milliseconds per launch: one graph launch each where `in_graph`
+// (false if the kernel could not be captured: the caller then times every candidate of the node
+// with stream launches, so that they compare alike), else stream launches.
 // *setup_s: the seconds of the first launch, which makes the step's state (cuDNN's plans, say).
 double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::span<const TensorView> in,
                    std::span<const TensorView> out, gpu::GpuEnv env, cudaStream_t stream, double* setup_s,
@@ -338,9 +341,21 @@ double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::
       *in_graph = false;
       return best;
     }
-    check_cuda(cudaGraphLaunch(g.exec, stream), "a captured kernel");  // uploads the graph
   }
-  for (int round = 0; round < 3; ++round) {
+  // The first graph launch uploads the graph; timed too, it says whether the kernel is long. A
+  // long one is timed in one round: ten launches of it take milliseconds, and three rounds doubled
+  // the time a float32 build at batch 256 spent timing (its convolutions take 0.3-3 ms).
+  int rounds = 3;
+  if (g.exec) {
+    check_cuda(cudaEventRecord(ev.a, stream), "cudaEventRecord");
+    check_cuda(cudaGraphLaunch(g.exec, stream), "a captured kernel");
+    check_cuda(cudaEventRecord(ev.b, stream), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(ev.b), "timing a kernel");
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, ev.a, ev.b), "cudaEventElapsedTime");
+    if (ms / kLaunches > kOneRoundMs) rounds = 1;
+  }
+  for (int round = 0; round < rounds; ++round) {
     check_cuda(cudaEventRecord(ev.a, stream), "cudaEventRecord");
     if (g.exec)
       check_cuda(cudaGraphLaunch(g.exec, stream), "a captured kernel");

@@ -124,10 +124,13 @@ std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, Bu
     r.passes.push_back(program.stages[k]);
     log(program.stages[k], k + 1 == program.stages.size() ? time + " for the view stages" : "");
   }
-  const std::vector<int32_t> tactics = choose_tactics(program.graph, options, [&](const std::vector<int32_t>& t) {
-    BuildReport scratch;
-    return write_engine(program, options.target, t, &scratch);
-  });
+  EngineWriter writer;
+  if (options.close_calls)
+    writer = [&](const std::vector<int32_t>& t) {
+      BuildReport scratch;
+      return write_engine(program, options.target, t, &scratch);
+    };
+  const std::vector<int32_t> tactics = choose_tactics(program.graph, options, writer);
   const Stopwatch write;
   std::vector<uint8_t> bytes = write_engine(program, options.target, tactics, &r);
   r.engine_bytes = bytes.size();
@@ -154,6 +157,7 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   if (!has_int8_steps(g)) return int8;
   BuildOptions fo = options;
   fo.int8 = false;
+  fo.close_calls = false;
   fo.log = nullptr;
   BuildReport float_report;
   std::vector<uint8_t> fl;
