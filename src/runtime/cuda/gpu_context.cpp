@@ -111,7 +111,23 @@ void CUDART_CB run_host_copy(void* p) {
 
 class GpuContextImpl final : public GpuContext {
  public:
+  // Whatever the setup made before it threw (streams, events, handles) is released: the destructor
+  // does not run for a constructor that throws.
   GpuContextImpl(const EngineImpl& e, const ContextOptions& o) : e_(e), opt_(o) {
+    try {
+      set_up();
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+
+  ~GpuContextImpl() override { release(); }
+
+ private:
+  // The constructor's work (the context's memory, streams, handles and step views).
+  void set_up() {
+    const EngineImpl& e = e_;
     if (!gpu_available()) {
       try {
         gpu_target();  // throws "no CUDA device: <CUDA's reason>"
@@ -218,8 +234,9 @@ class GpuContextImpl final : public GpuContext {
     }
   }
 
-  ~GpuContextImpl() override {
-    cudaStreamSynchronize(own_stream_);
+  // Frees what was made, in any state of set_up(): every handle starts null.
+  void release() noexcept {
+    if (own_stream_) cudaStreamSynchronize(own_stream_);
     if (exec_) cudaGraphExecDestroy(exec_);
     for (cudaEvent_t ev : events_) cudaEventDestroy(ev);
     for (cudaEvent_t ev : fork_events_) cudaEventDestroy(ev);
@@ -233,6 +250,7 @@ class GpuContextImpl final : public GpuContext {
     if (capture_stream_) cudaStreamDestroy(capture_stream_);
   }
 
+ public:
   void bind_input(size_t i, const void* p, bool device) override {
     if (!device) need_staging("input", e_.input_ids[i], "set_input_device");
     in_host_[i] = device ? nullptr : p;
