@@ -28,8 +28,8 @@ struct BuildOptions {
   // (engine_timing.h) unless force_int8.
   bool force_int8 = false;
   // GPU: close calls between tactics decided by timing whole engines (close_calls.h). Off for the
-  // build without INT8 that an --int8 build is timed against: only its total counts there, and the
-  // calls would add up to 8 s.
+  // build without INT8 that an --int8 build is timed against (the calls would add up to 8 s to
+  // every such build); that engine is built again with them where it wins.
   bool close_calls = true;
   std::string timing_cache;     // GPU: a file of measured tactic timings; read if present, written after
   std::vector<std::string> disabled_passes;

@@ -319,14 +319,16 @@ struct Events {
 // A kernel longer than this (ms per launch) is timed in one round of ten launches.
 constexpr double kOneRoundMs = 0.25;
 
-// Median-free but robust enough: the best of 3 rounds (one for a kernel over kOneRoundMs) of
-// kLaunches launches each, in milliseconds per launch: one graph launch each where `in_graph`
-// (false if the kernel could not be captured: the caller then times every candidate of the node
-// with stream launches, so that they compare alike), else stream launches.
+// Median-free but robust enough: the best of *rounds rounds of kLaunches launches each, in
+// milliseconds per launch: one graph launch each where `in_graph` (false if the kernel could not be
+// captured: the caller then times every candidate of the node with stream launches, so that they
+// compare alike), else stream launches. *rounds 0: decided here, 1 for a kernel over kOneRoundMs,
+// else 3; the caller passes it on to the node's other candidates, so that they compare alike (the
+// best of three rounds is a little lower than one round).
 // *setup_s: the seconds of the first launch, which makes the step's state (cuDNN's plans, say).
 double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::span<const TensorView> in,
                    std::span<const TensorView> out, gpu::GpuEnv env, cudaStream_t stream, double* setup_s,
-                   bool* in_graph) {
+                   bool* in_graph, int* rounds) {
   constexpr int kLaunches = 10;
   const Events ev;
   double best = 1e30;
@@ -345,7 +347,6 @@ double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::
   // The first graph launch uploads the graph; timed too, it says whether the kernel is long. A
   // long one is timed in one round: ten launches of it take milliseconds, and three rounds doubled
   // the time a float32 build at batch 256 spent timing (its convolutions take 0.3-3 ms).
-  int rounds = 3;
   if (g.exec) {
     check_cuda(cudaEventRecord(ev.a, stream), "cudaEventRecord");
     check_cuda(cudaGraphLaunch(g.exec, stream), "a captured kernel");
@@ -353,9 +354,10 @@ double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::
     check_cuda(cudaEventSynchronize(ev.b), "timing a kernel");
     float ms = 0;
     check_cuda(cudaEventElapsedTime(&ms, ev.a, ev.b), "cudaEventElapsedTime");
-    if (ms / kLaunches > kOneRoundMs) rounds = 1;
+    if (*rounds == 0) *rounds = ms / kLaunches > kOneRoundMs ? 1 : 3;
   }
-  for (int round = 0; round < rounds; ++round) {
+  const int n_rounds = g.exec ? *rounds : 3;
+  for (int round = 0; round < n_rounds; ++round) {
     check_cuda(cudaEventRecord(ev.a, stream), "cudaEventRecord");
     if (g.exec)
       check_cuda(cudaGraphLaunch(g.exec, stream), "a captured kernel");
@@ -505,6 +507,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
       best_ms = 1e30;
       report = graphs ? "" : " (stream launches)";
       timed.clear();
+      int rounds = 0;  // decided by the first candidate timed (time_tactic)
       for (int32_t tactic : candidates) {
         std::unique_ptr<gpu::StepState> state;
         env.tactic = tactic;
@@ -515,7 +518,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
           env.workspace = workspace.p;
           env.workspace_bytes = ws;
           double first_s = 0;
-          const double ms = time_tactic(entry, n, b.in, b.out, env, stream, &first_s, &in_graph);
+          const double ms = time_tactic(entry, n, b.in, b.out, env, stream, &first_s, &in_graph, &rounds);
           setup_s += first_s;
           if (graphs && !in_graph) break;
           report += fmt::format(" {}:{:.4f}", tactic, ms);

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <random>
 #include <set>
 #include <string>
 
@@ -138,6 +140,25 @@ std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, Bu
   return bytes;
 }
 
+// The timing cache of the build without INT8: the user's, or a temporary file of its own, removed
+// with this object.
+struct TrialCache {
+  std::string path;
+  bool temporary = false;
+  explicit TrialCache(const std::string& user) : path(user) {
+    if (!path.empty()) return;
+    std::random_device rd;
+    path = (std::filesystem::temp_directory_path() / fmt::format("kiln-trial-{:08x}{:08x}.json", rd(), rd())).string();
+    temporary = true;
+  }
+  TrialCache(const TrialCache&) = delete;
+  TrialCache& operator=(const TrialCache&) = delete;
+  ~TrialCache() {
+    std::error_code ec;
+    if (temporary) std::filesystem::remove(path, ec);
+  }
+};
+
 // INT8 steps in a built graph (a model with Q/DQ nodes has them without --int8 too); on GPU
 // targets the convolutions are channels-last NhwcQConv by then.
 bool has_int8_steps(const graph::Graph& g) {
@@ -155,10 +176,16 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   graph::Graph float_graph = g;
   std::vector<uint8_t> int8 = build_once(g, options, r);
   if (!has_int8_steps(g)) return int8;
+  // The build without INT8 is timed against the INT8 engine as a whole, so it makes no close
+  // calls; if it wins, it is built again with them, its layers' timings read back from the timing
+  // cache (a file of its own when the user gave none).
+  graph::Graph float_again = float_graph;
   BuildOptions fo = options;
   fo.int8 = false;
   fo.close_calls = false;
   fo.log = nullptr;
+  const TrialCache trial_cache(options.timing_cache);
+  fo.timing_cache = trial_cache.path;
   BuildReport float_report;
   std::vector<uint8_t> fl;
   double t_int8 = 0, t_float = 0;
@@ -176,6 +203,18 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
     r.precision_choice = fmt::format("INT8 engine {:.3f} ms vs {} {:.3f} ms per run on this GPU: kept INT8", t_int8,
                                      precision, t_float);
     return int8;
+  }
+  BuildOptions again = fo;
+  again.close_calls = true;
+  if (options.log) again.log = [&](const std::string& m) { options.log("without INT8, again: " + m); };
+  try {
+    BuildReport again_report;
+    std::vector<uint8_t> tuned = build_once(float_again, again, again_report);
+    fl = std::move(tuned);
+    float_report = std::move(again_report);
+    float_graph = std::move(float_again);
+  } catch (const Error& e) {
+    if (options.log) options.log(std::string("the engine without INT8 kept its choices made alone: ") + e.what());
   }
   float_report.precision_choice =
       fmt::format("INT8 engine {:.3f} ms vs {} {:.3f} ms per run on this GPU: kept {} (no INT8 kernel here is faster; "
