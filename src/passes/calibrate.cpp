@@ -24,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "calib/stats_gpu.h"
+#include "passes/device_buffers.h"
 #include "runtime/cuda/gpu_kernels.h"
 #endif
 
@@ -35,7 +36,6 @@ namespace {
 class GpuTensors {
  public:
   GpuTensors(const Engine& engine, Context& ctx);
-  ~GpuTensors();
   GpuTensors(const GpuTensors&) = delete;
   GpuTensors& operator=(const GpuTensors&) = delete;
 
@@ -48,7 +48,9 @@ class GpuTensors {
   void* alloc(const TensorInfo& t);
 
   Context& ctx_;
-  std::vector<void*> bufs_;
+#if defined(KILN_HAVE_CUDA)
+  DeviceBuffers buffers_;
+#endif
   std::map<std::string, std::pair<void*, size_t>> at_;  // device pointer and bytes, by tensor name
 };
 
@@ -57,26 +59,14 @@ class GpuTensors {
 using gpu::check_cuda;
 
 GpuTensors::GpuTensors(const Engine& engine, Context& ctx) : ctx_(ctx) {
-  try {
-    for (const TensorInfo& t : engine.inputs()) ctx.set_input_device(t.name, alloc(t), t.bytes());
-    for (const TensorInfo& t : engine.outputs()) ctx.set_output_device(t.name, alloc(t), t.bytes());
-  } catch (...) {
-    for (void* p : bufs_) cudaFree(p);
-    throw;
-  }
-}
-
-GpuTensors::~GpuTensors() {
-  for (void* p : bufs_) cudaFree(p);
+  for (const TensorInfo& t : engine.inputs()) ctx.set_input_device(t.name, alloc(t), t.bytes());
+  for (const TensorInfo& t : engine.outputs()) ctx.set_output_device(t.name, alloc(t), t.bytes());
 }
 
 void* GpuTensors::alloc(const TensorInfo& t) {
-  void* p = nullptr;
-  check_cuda(cudaMalloc(&p, std::max<size_t>(t.bytes(), 1)),
-             fmt::format("calibration: allocating {:.1f} MiB of GPU memory for tensor '{}' (a smaller --batch "
-                         "needs less)",
-                         static_cast<double>(t.bytes()) / (1 << 20), t.name));
-  bufs_.push_back(p);
+  void* p = buffers_.alloc(t.bytes(), fmt::format("calibration: allocating {:.1f} MiB of GPU memory for tensor '{}' "
+                                                  "(a smaller --batch needs less)",
+                                                  static_cast<double>(t.bytes()) / (1 << 20), t.name));
   at_[t.name] = {p, t.bytes()};
   return p;
 }
@@ -104,7 +94,6 @@ void GpuTensors::add_to(std::vector<calib::TensorStats>& stats, const std::vecto
 GpuTensors::GpuTensors(const Engine&, Context& ctx) : ctx_(ctx) {
   throw Error("GPU engines need a Kiln built with CUDA");
 }
-GpuTensors::~GpuTensors() = default;
 void GpuTensors::run(const std::vector<calib::InputSpec>&, const std::vector<std::vector<uint8_t>>&) {}
 void GpuTensors::add_to(std::vector<calib::TensorStats>&, const std::vector<std::string>&) const {}
 

@@ -16,6 +16,8 @@
 
 #if defined(KILN_HAVE_CUDA)
 #include <cuda_runtime_api.h>
+
+#include "passes/device_buffers.h"
 #endif
 
 namespace kiln::passes {
@@ -29,20 +31,17 @@ void cuda_ok(cudaError_t e, const char* what) {
 
 // Device memory, events and a stream, freed on every path out.
 struct GpuTiming {
-  std::vector<void*> buffers;
+  DeviceBuffers buffers;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   ~GpuTiming() {
-    for (void* b : buffers) cudaFree(b);
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
     if (stream) cudaStreamDestroy(stream);
   }
   // Device memory holding `data`, or zeros where it is null.
   void* alloc(size_t bytes, const void* data = nullptr) {
-    void* p = nullptr;
-    cuda_ok(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc");
-    buffers.push_back(p);
+    void* p = buffers.alloc(bytes, "timing the candidate engine: cudaMalloc");
     cuda_ok(data ? cudaMemcpy(p, data, bytes, cudaMemcpyHostToDevice) : cudaMemset(p, 0, bytes), "filling a buffer");
     return p;
   }

@@ -209,8 +209,7 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   if (options.log) again.log = [&](const std::string& m) { options.log("without INT8, again: " + m); };
   try {
     BuildReport again_report;
-    std::vector<uint8_t> tuned = build_once(float_again, again, again_report);
-    fl = std::move(tuned);
+    fl = build_once(float_again, again, again_report);
     float_report = std::move(again_report);
     float_graph = std::move(float_again);
   } catch (const Error& e) {
