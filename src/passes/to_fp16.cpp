@@ -11,6 +11,14 @@
 // is what gets cast. QuantizeLinear reads a float16 x without a Cast (its kernels convert to
 // float32 exactly). The graph's inputs and outputs keep their types: the user's data does not
 // change.
+//
+// Float32 that the engine keeps (a reduction's result, an INT8 layer's float output) passes
+// through views (Flatten, Reshape, Squeeze, Unsqueeze) as it is, and a matrix-vector product that
+// reads it (a Gemm of 1 to 8 rows, B transposed, K a multiple of 8: a classifier at small batch)
+// becomes a FusedGemm with float16 weights and everything else float32 (core/infer/nn_fused.cpp).
+// The product is bound by reading its weights, which float16 halves, and no Cast runs before or
+// after it: ResNet-50's GlobalAveragePool -> Cast -> Gemm -> Cast at batch 1 becomes
+// GlobalAveragePool -> FusedGemm.
 #include <cstring>
 #include <map>
 #include <set>
@@ -36,6 +44,13 @@ const std::set<OpKind> kKeepFloat32 = {
 // Reductions that stay float32 when their data arrives in float32 (reduce_in_float32).
 const std::set<OpKind> kReductions = {OpKind::kReduceMean, OpKind::kReduceMax,         OpKind::kReduceMin,
                                       OpKind::kReduceSum,  OpKind::kGlobalAveragePool, OpKind::kGlobalMaxPool};
+
+// Ops that only reinterpret their input's shape: a Cast after them is the same as one before.
+const std::set<OpKind> kViews = {OpKind::kFlatten, OpKind::kReshape, OpKind::kSqueeze, OpKind::kUnsqueeze};
+
+// The rows of a matrix-vector product with float16 weights: the GPU's GEMV takes up to 8
+// (runtime/cuda/nn_internal.cuh, kGemvMaxM); above that the product is not bound by its weights.
+constexpr int64_t kVectorRows = 8;
 
 bool shape_input(OpKind kind, size_t slot) { return slot < 32 && (op_info(kind).const_inputs >> slot & 1u); }
 
@@ -120,8 +135,53 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
            !xv.is_constant() && out >= 0 && out < xv.view().numel();
   };
 
+  // Values the engine keeps in float32 (reduce_in_float32's results, float outputs of the ops in
+  // kKeepFloat32) and views of them.
+  std::set<ValueId> kept_float;
+  auto keeps_float = [&](ValueId v) {
+    return v != graph::kNoValue && kept_float.count(v) && g.value(v).dtype == DataType::kFloat32 &&
+           !now_half[static_cast<size_t>(v)];
+  };
+  // A view of kept float32: stays float32.
+  auto view_of_kept = [&](const graph::Node& n) {
+    return kViews.count(n.kind) && !n.inputs.empty() && keeps_float(n.inputs[0]) && n.outputs.size() == 1;
+  };
+  // A Gemm or FusedGemm of 1 to kVectorRows rows reading kept float32 with constant float32 weights
+  // (B transposed, K a multiple of 8) and no residual: float16 weights, float32 everything else.
+  auto vector_product = [&](const graph::Node& n) {
+    if ((n.kind != OpKind::kGemm && n.kind != OpKind::kFusedGemm) || n.inputs.size() < 2 || n.inputs.size() > 3 ||
+        !keeps_float(n.inputs[0]))
+      return false;
+    const GemmAttrs& a = n.kind == OpKind::kGemm ? std::get<GemmAttrs>(n.attrs) : std::get<FusedGemmAttrs>(n.attrs);
+    const graph::Value &x = g.value(n.inputs[0]), &w = g.value(n.inputs[1]);
+    if (a.transA != 0 || a.transB != 1 || x.shape.size() != 2 || !w.is_constant() || w.dtype != DataType::kFloat32 ||
+        w.shape.size() != 2 || x.shape[0] < 1 || x.shape[0] > kVectorRows || x.shape[1] % 8 != 0)
+      return false;
+    if (n.inputs.size() == 3 && n.inputs[2] != graph::kNoValue) {
+      const graph::Value& c = g.value(n.inputs[2]);
+      if (c.dtype != DataType::kFloat32 || now_half[static_cast<size_t>(n.inputs[2])]) return false;
+    }
+    return true;
+  };
+  int products = 0;
+
   for (graph::Node& n : g.nodes) {
-    bool half = !kKeepFloat32.count(n.kind) && !reduce_in_float32(n);
+    if (vector_product(n)) {
+      n.inputs[1] = as_half(n.inputs[1]);
+      if (n.kind == OpKind::kGemm) {
+        FusedGemmAttrs f;
+        static_cast<GemmAttrs&>(f) = std::get<GemmAttrs>(n.attrs);
+        n.kind = OpKind::kFusedGemm;
+        n.attrs = f;
+      }
+      ++products;
+      kept_float.insert(n.outputs[0]);  // the next small product of a classifier's head reads it as it is
+      out.push_back(std::move(n));
+      continue;
+    }
+    const bool float_view = view_of_kept(n);
+    const bool float_reduction = reduce_in_float32(n);
+    bool half = !kKeepFloat32.count(n.kind) && !float_reduction && !float_view;
     if (half) {
       bool any_float = false;
       for (size_t i = 0; i < n.inputs.size(); ++i)
@@ -135,6 +195,9 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
       for (size_t i = 0; i < n.inputs.size(); ++i)
         if (n.inputs[i] != graph::kNoValue && !(n.kind == OpKind::kQuantizeLinear && i == 0))
           n.inputs[i] = as_float(n.inputs[i]);
+      if (float_view || float_reduction || kKeepFloat32.count(n.kind))
+        for (ValueId o : n.outputs)
+          if (o != graph::kNoValue && g.value(o).dtype == DataType::kFloat32) kept_float.insert(o);
       out.push_back(std::move(n));
       continue;
     }
@@ -181,9 +244,12 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
     o = f;
   }
   g.nodes = std::move(out);
-  r.changes = converted;
+  r.changes = converted + products;
   r.detail = std::to_string(converted) + " nodes in float16, " + std::to_string(casts) + " casts, " +
              std::to_string(constants) + " constants converted";
+  if (products > 0)
+    r.detail += ", " + std::to_string(products) + " matrix-vector product" + (products == 1 ? "" : "s") +
+                " with float16 weights";
   return r;
 }
 

@@ -3,13 +3,15 @@
 // converted once; shape inputs (Resize scales) and float32-only ops (ReduceSumSquare) keep float32
 // with casts at the seams; and the engine computes what the float32 engine computes to float16
 // accuracy (run on the CPU backend, whose kernels take float16 too). QuantizeLinear reads float16
-// without a Cast; a reduction of an unconverted float32 tensor stays float32.
+// without a Cast; a reduction of an unconverted float32 tensor stays float32, and a classifier's
+// small product that reads it (through a Flatten) takes float16 weights with no Cast around it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/half.h"
+#include "core/shape_infer.h"
 #include "onnx_model_util.h"
 #include "passes/build.h"
 
@@ -213,6 +215,128 @@ TEST(ToFp16, QuantizeLinearReadsFloat16) {
   int nonzero = 0;
   for (float v : yf.at("y")) nonzero += v != 0;
   EXPECT_GT(nonzero, 30);
+}
+
+// x [n, 16, 4, 4] -> GlobalAveragePool -> Flatten -> Gemm(w [10, 16], b) -> y: a classifier's
+// head; with `second`, Gemm(w [16, 16], b) -> Gemm(w2 [8, 16]) -> y.
+OnnxModel head_model(int64_t n, bool second, int64_t trans_b = 1) {
+  OnnxModel m("head");
+  m.input("x", {n, 16, 4, 4});
+  m.output("y");
+  const int64_t hidden = second ? 16 : 10;
+  m.init_rand("w", trans_b ? I64s{hidden, 16} : I64s{16, hidden});
+  m.init_rand("b", {hidden});
+  m.node("GlobalAveragePool", "pool", {"x"}, {"p"});
+  attr_int(m.node("Flatten", "flat", {"p"}, {"f"}), "axis", 1);
+  auto* fc = m.node("Gemm", "fc", {"f", "w", "b"}, {second ? "h" : "y"});
+  attr_int(fc, "transB", trans_b);
+  if (second) {
+    m.init_rand("w2", {8, 16});
+    attr_int(m.node("Gemm", "fc2", {"h", "w2"}, {"y"}), "transB", 1);
+  }
+  return m;
+}
+
+void expect_close(const Built& h, const Built& f, int64_t n, uint32_t seed) {
+  const std::vector<float> x = random_vec(static_cast<size_t>(n * 256), seed);
+  const auto yh = run_engine(h.engine, {{"x", x}}, {"y"}), yf = run_engine(f.engine, {{"x", x}}, {"y"});
+  ASSERT_EQ(yh.at("y").size(), yf.at("y").size());
+  float scale = 0;
+  for (float v : yf.at("y")) scale = std::max(scale, std::fabs(v));
+  ASSERT_GT(scale, 0.f);
+  for (size_t i = 0; i < yf.at("y").size(); ++i) EXPECT_NEAR(yh.at("y")[i], yf.at("y")[i], 2e-3 * scale) << i;
+}
+
+// The pooled float32 vector passes the Flatten as it is, and the Gemm reads it with float16
+// weights: no Cast anywhere, float32 output, the float32 engine's numbers to float16 weights'
+// accuracy.
+TEST(ToFp16, ClassifierHeadTakesFloat16WeightsAndNoCasts) {
+  const OnnxModel m = head_model(2, false);
+  Built h = build(m, true), f = build(m, false);
+  EXPECT_EQ(count_op(h, "Cast"), 0);
+  EXPECT_EQ(count_op(h, "FusedGemm"), 1);
+  EXPECT_EQ(count_op(h, "Gemm"), 0);
+  EXPECT_EQ(h.dtypes["f"], DataType::kFloat32);
+  EXPECT_EQ(h.dtypes["y"], DataType::kFloat32);
+  int half_constants = 0;
+  for (const auto& [name, t] : h.dtypes) half_constants += t == DataType::kFloat16;
+  EXPECT_EQ(half_constants, 1);  // w's copy: b stays float32
+  EXPECT_NE(h.detail.find("1 matrix-vector product with float16 weights"), std::string::npos) << h.detail;
+  expect_close(h, f, 2, 11);
+}
+
+// The second product of the head reads the first one's float32 output as it is.
+TEST(ToFp16, TwoProductsOfAHeadBothTakeFloat16Weights) {
+  const OnnxModel m = head_model(1, true);
+  Built h = build(m, true), f = build(m, false);
+  EXPECT_EQ(count_op(h, "Cast"), 0);
+  EXPECT_EQ(count_op(h, "FusedGemm"), 2);
+  EXPECT_NE(h.detail.find("2 matrix-vector products"), std::string::npos) << h.detail;
+  expect_close(h, f, 1, 12);
+}
+
+// Guards: more rows than a matrix-vector product has (9), B not transposed, and A a graph input
+// (not float32 that the engine keeps): the Gemm computes in float16 between Casts as before.
+TEST(ToFp16, LargeBatchUntransposedOrInputProductsStayFloat16) {
+  for (const auto& [n, trans_b] : {std::pair<int64_t, int64_t>{9, 1}, {2, 0}}) {
+    const OnnxModel m = head_model(n, false, trans_b);
+    Built h = build(m, true), f = build(m, false);
+    EXPECT_EQ(count_op(h, "FusedGemm"), 0) << n;
+    EXPECT_EQ(count_op(h, "Gemm"), 1) << n;
+    EXPECT_EQ(count_op(h, "Cast"), 2) << n;  // the pooled vector in, the output out
+    EXPECT_EQ(h.dtypes["f"], DataType::kFloat32) << n;  // the Cast follows the Flatten
+    expect_close(h, f, n, 13);
+  }
+  OnnxModel m("input");
+  m.input("x", {1, 16});
+  m.output("y");
+  m.init_rand("w", {10, 16});
+  attr_int(m.node("Gemm", "fc", {"x", "w"}, {"y"}), "transB", 1);
+  Built h = build(m, true);
+  EXPECT_EQ(count_op(h, "Gemm"), 1);
+  EXPECT_EQ(count_op(h, "Cast"), 2);
+}
+
+// K not a multiple of 8 (12 channels): no float16 weights.
+TEST(ToFp16, OddKStaysFloat16) {
+  OnnxModel m("odd");
+  m.input("x", {1, 12, 4, 4});
+  m.output("y");
+  m.init_rand("w", {10, 12});
+  m.node("GlobalAveragePool", "pool", {"x"}, {"p"});
+  attr_int(m.node("Flatten", "flat", {"p"}, {"f"}), "axis", 1);
+  attr_int(m.node("Gemm", "fc", {"f", "w"}, {"y"}), "transB", 1);
+  Built h = build(m, true);
+  EXPECT_EQ(count_op(h, "FusedGemm"), 0);
+  EXPECT_EQ(count_op(h, "Cast"), 2);
+}
+
+// FusedGemm's mixed form: A float32 with B float16 gives float32; the other way round, or a
+// float16 C under a float32 A, is refused.
+TEST(ToFp16, MixedFusedGemmTypes) {
+  const int64_t a_shape[] = {2, 16}, b_shape[] = {10, 16}, c_shape[] = {10};
+  auto view = [](DataType t, std::span<const int64_t> s) {
+    TensorView v;
+    v.dtype = t;
+    v.shape = s;
+    return v;
+  };
+  FusedGemmAttrs a;
+  a.transB = 1;
+  const Attrs attrs{a};
+  std::vector<TensorView> in = {view(DataType::kFloat32, a_shape), view(DataType::kFloat16, b_shape),
+                                view(DataType::kFloat32, c_shape)};
+  const std::vector<OutputType> y = infer_shapes(OpKind::kFusedGemm, attrs, in, 1);
+  EXPECT_EQ(y[0].dtype, DataType::kFloat32);
+  EXPECT_EQ(y[0].shape, (std::vector<int64_t>{2, 10}));
+  in[2].dtype = DataType::kFloat16;
+  EXPECT_THROW(infer_shapes(OpKind::kFusedGemm, attrs, in, 1), Error);
+  in = {view(DataType::kFloat16, a_shape), view(DataType::kFloat32, b_shape)};
+  EXPECT_THROW(infer_shapes(OpKind::kFusedGemm, attrs, in, 1), Error);
+  GemmAttrs plain;
+  plain.transB = 1;
+  in = {view(DataType::kFloat32, a_shape), view(DataType::kFloat16, b_shape)};
+  EXPECT_THROW(infer_shapes(OpKind::kGemm, Attrs{plain}, in, 1), Error);  // ONNX's Gemm keeps one type
 }
 
 }  // namespace

@@ -96,6 +96,35 @@ TEST(GpuContext, Fp16MatchesCpu) {
   expect_close(run_host(*gpu, random_input(3)), run_host(*cpu, random_input(3)), 1e-2);
 }
 
+// x[2,16,4,4] -> GlobalAveragePool -> Flatten -> Gemm(10x16) -> y in float16: the pool of the
+// float32 input stays float32 and the Gemm becomes a FusedGemm with float16 weights that reads it
+// as it is (to-fp16), run by the GEMV; no Cast in the engine.
+TEST(GpuContext, ClassifierHeadWithFloat16WeightsMatchesCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  test::OnnxModel m("head");
+  m.init_rand("w", {10, 16}, -0.5f, 0.5f);
+  m.init_rand("b", {10}, -0.5f, 0.5f);
+  m.input("x", {2, 16, 4, 4});
+  m.output("y");
+  m.node("GlobalAveragePool", "pool", {"x"}, {"p"});
+  m.node("Flatten", "flatten", {"p"}, {"f"});
+  test::attr_int(m.node("Gemm", "gemm", {"f", "w", "b"}, {"y"}), "transB", 1);
+  auto cpu = build(m.m, "cpu");
+  auto gpu = build(m.m, gpu::gpu_target(), /*fp16=*/true);
+  int casts = 0, products = 0;
+  for (const StepInfo& s : gpu->summary().steps) {
+    casts += s.op == "Cast";
+    products += s.op == "FusedGemm";
+  }
+  EXPECT_EQ(casts, 0);
+  EXPECT_EQ(products, 1);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> x(2 * 16 * 16);
+  for (float& v : x) v = u(rng);
+  expect_close(run_host(*gpu, x), run_host(*cpu, x), 2e-3);
+}
+
 // x[2,8,8,8] -> ResNet's basic block (conv-bn-relu, conv-bn, + x, relu) -> GlobalAveragePool -> y:
 // fuse-epilogue makes two FusedConv layers (one with the residual), which run on the GPU through
 // cuDNN's fused call or the epilogue kernel, whichever the builder timed faster; in float16 they

@@ -487,6 +487,34 @@ void expect_gpu_throws(OpKind kind, const Attrs& attrs, const Inputs& in, const 
   expect_cuda_backend_error(kind, attrs, in, infer_shapes(kind, attrs, iv, 1), needle);
 }
 
+// FusedGemm's float16 weights under a float32 product (to-fp16's classifier head,
+// core/infer/nn_fused.cpp): the GEMV is the only tactic and runs it whatever the engine's tactic,
+// against the CPU kernel, which widens the weights first; pointers the GEMV cannot take are refused
+// with a message rather than run by another kernel that reads one type.
+TEST(NnGpuGemv, Float16WeightsUnderFloat32Product) {
+  KILN_SKIP_WITHOUT_GPU();
+  FusedGemmAttrs a;
+  a.transB = 1;
+  a.alpha = 0.5f;
+  a.activation = Activation::kRelu;
+  struct Case {
+    int64_t m, n, k;
+    std::optional<Shape> c;
+  };
+  for (const Case& c : {Case{1, 1000, 2048, Shape{1000}}, Case{3, 40, 64, std::nullopt}, Case{8, 20, 48, Shape{8, 20}}}) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k));
+    Inputs in{rand_tensor(DT::kFloat32, Shape{c.m, c.k}, -1, 1), rand_tensor(DT::kFloat16, Shape{c.n, c.k}, -1, 1)};
+    if (c.c) in.push_back(rand_tensor(DT::kFloat32, *c.c, -1, 1));
+    EXPECT_EQ(tactics_of(OpKind::kFusedGemm, a, in), std::vector<int32_t>{gpu::kGemvTactic});
+    const double scale = max_abs(in[0]) * max_abs(in[1]) * a.alpha;
+    for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured})
+      for (int32_t tactic : {-1, 0, gpu::kGemvTactic})
+        check_nn(OpKind::kFusedGemm, a, in, static_cast<double>(c.k), scale, mode, tactic);
+  }
+  Inputs odd{rand_tensor(DT::kFloat32, Shape{9, 64}, -1, 1), rand_tensor(DT::kFloat16, Shape{16, 64}, -1, 1)};
+  expect_gpu_throws(OpKind::kFusedGemm, a, odd, "runs only as a matrix-vector product");
+}
+
 // Types that shape inference and the CPU kernels reject too, given to the GPU kernels directly.
 TEST(NnGpuErrors, UnsupportedTypesThrowNamingTheBackend) {
   KILN_SKIP_WITHOUT_GPU();

@@ -2,9 +2,12 @@
 // their epilogue). The product is inferred by its own op's entry (Conv, Gemm, MatMul) on the
 // leading inputs; then the fused inputs are checked: FusedMatMul's bias has one value per column
 // of the product, and the residual Z has exactly the output's type and shape (no broadcast: the
-// kernels read it element for element).
+// kernels read it element for element). FusedGemm alone may take a float32 A with a float16 B (its
+// weights stored in float16, converted as they are read; to-fp16 makes it for a classifier that
+// reads a float32 feature vector): the product, C, Z and Y are float32 then.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/shape_infer.h"
 
@@ -29,6 +32,11 @@ void check_residual(OpKind kind, std::span<const TensorView> in, const OutputTyp
 
 bool has_z(std::span<const TensorView> in) { return in.size() > 3 && in[3].exists; }
 
+// FusedGemm's float32 A with float16 B: a float32 product whose weights are stored in float16.
+bool mixed_product(std::span<const TensorView> in) {
+  return in.size() > 1 && in[0].dtype == DataType::kFloat32 && in[1].dtype == DataType::kFloat16;
+}
+
 // The first min(n, in.size()) inputs.
 std::span<const TensorView> leading(std::span<const TensorView> in, size_t n) {
   return in.first(std::min(n, in.size()));
@@ -49,7 +57,10 @@ std::vector<OutputType> infer_fused(OpKind kind, const Attrs& attrs, std::span<c
     case OpKind::kFusedGemm: {
       const auto& a = attrs_as<FusedGemmAttrs>(attrs);
       check_epilogue(kind, a, has_z(in));
-      out = infer_shapes(OpKind::kGemm, Attrs{static_cast<const GemmAttrs&>(a)}, leading(in, 3), 1);
+      // Float16 weights under a float32 product: B is read as if it were float32.
+      std::vector<TensorView> product(leading(in, 3).begin(), leading(in, 3).end());
+      if (mixed_product(in)) product[1].dtype = DataType::kFloat32;
+      out = infer_shapes(OpKind::kGemm, Attrs{static_cast<const GemmAttrs&>(a)}, product, 1);
       break;
     }
     case OpKind::kFusedMatMul: {

@@ -129,8 +129,11 @@ bool gemv_takes(OpKind kind, const GemmAttrs& a, std::span<const TensorView> in,
   const GemmShape s = gemm_shape(a, in, Y);
   const TensorView* Z = residual(kind, in);
   if (Z && (Z->numel() != s.m * s.n || Z->dtype != Y.dtype)) return false;
-  return gemv_fits(in[0].dtype, s.m, s.n, s.k, a.transA != 0, a.transB != 0, in[0].data, in[1].data);
+  return gemv_fits(in[0].dtype, in[1].dtype, s.m, s.n, s.k, a.transA != 0, a.transB != 0, in[0].data, in[1].data);
 }
+
+// FusedGemm's float16 weights under a float32 product (core/infer/nn_fused.cpp): only the GEMV runs it.
+bool mixed(std::span<const TensorView> in) { return in[0].dtype != in[1].dtype; }
 
 GemmStepPlan& gemm_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                         std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<GemmStepPlan>& local) {
@@ -235,7 +238,12 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
     fill_from_c(s.C, Y, s.m, s.n, a.beta, env, op);
     return finish(false);
   }
-  if (env.tactic == kGemvTactic && gemv_takes(kind, a, in, Y)) {
+  const bool mix = mixed(in);
+  if (mix && !gemv_takes(kind, a, in, Y))
+    throw Error(std::string(op) + ": a float32 A with float16 weights runs only as a matrix-vector product (A of 1 to " +
+                std::to_string(kGemvMaxM) + " rows, not transposed; B transposed; K a multiple of 8; A and B 16-byte "
+                "aligned); rebuild the engine");
+  if ((env.tactic == kGemvTactic || mix) && gemv_takes(kind, a, in, Y)) {
     Gemv g;
     g.m = s.m;
     g.n = s.n;
@@ -250,7 +258,7 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
     }
     g.epi = epi;
     g.z = Z ? Z->data : nullptr;
-    return gemv(g, A.dtype, A.data, B.data, Y.data, env.stream, op);
+    return gemv(g, A.dtype, B.dtype, A.data, B.data, Y.data, env.stream, op);
   }
   std::unique_ptr<GemmStepPlan> local;
   GemmStepPlan& p = gemm_plan(kind, attrs, in, out, env, local);
@@ -466,6 +474,7 @@ const GemmPlan* lt_plan_of(OpKind kind, const Attrs& attrs, std::span<const Tens
                            std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<StepState>& local) {
   if (!lt_dtype(in[0].dtype) || out[0].numel() == 0) return nullptr;
   if (kind == OpKind::kGemm || kind == OpKind::kFusedGemm) {
+    if (mixed(in)) return nullptr;  // the GEMV's alone
     const GemmAttrs& a = gemm_attrs(kind, attrs);
     if ((a.transA ? in[0].shape[0] : in[0].shape[1]) == 0) return nullptr;
     std::unique_ptr<GemmStepPlan> l;

@@ -109,11 +109,13 @@ struct Gemv {
   const EpilogueAttrs* epi = nullptr;
   const void* z = nullptr;
 };
-// Float32, float16 or bfloat16; A not transposed, W transposed (Gemm's transB = 1); k a whole
-// number of 16-byte chunks; A and W 16-byte aligned.
-bool gemv_fits(DataType dt, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, const void* a,
-               const void* w);
-void gemv(const Gemv& p, DataType dt, const void* a, const void* w, void* y, cudaStream_t stream, const char* op);
+// A and W float32, float16 or bfloat16 (one type), or A float32 and W float16 (C, Z and Y then
+// float32); A not transposed, W transposed (Gemm's transB = 1); k a whole number of 16-byte chunks
+// of W; A and W 16-byte aligned.
+bool gemv_fits(DataType a_dt, DataType w_dt, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
+               const void* a, const void* w);
+void gemv(const Gemv& p, DataType a_dt, DataType w_dt, const void* a, const void* w, void* y, cudaStream_t stream,
+          const char* op);
 
 // ---- the fused epilogue through cuBLASLt (nn_gemm_ops.cu) ----
 // What cuBLASLt's epilogue, act(product + C + bias), computes of a fused op's epilogue (core/attrs.h):
