@@ -136,11 +136,13 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
   };
 
   // Values the engine keeps in float32 (reduce_in_float32's results, float outputs of the ops in
-  // kKeepFloat32) and views of them.
+  // kKeepFloat32) and views of them. Graph outputs are left out: a caller may bind them to memory of
+  // any alignment, which the GEMV cannot read (it would refuse to run).
   std::set<ValueId> kept_float;
+  const std::set<ValueId> graph_outputs(g.outputs.begin(), g.outputs.end());
   auto keeps_float = [&](ValueId v) {
-    return v != graph::kNoValue && kept_float.count(v) && g.value(v).dtype == DataType::kFloat32 &&
-           !now_half[static_cast<size_t>(v)];
+    return v != graph::kNoValue && kept_float.count(v) && !graph_outputs.count(v) &&
+           g.value(v).dtype == DataType::kFloat32 && !now_half[static_cast<size_t>(v)];
   };
   // A view of kept float32: stays float32.
   auto view_of_kept = [&](const graph::Node& n) {

@@ -297,6 +297,41 @@ TEST(ToFp16, LargeBatchUntransposedOrInputProductsStayFloat16) {
   EXPECT_EQ(count_op(h, "Cast"), 2);
 }
 
+// Other views pass kept float32 on too: a Reshape (its shape input stays int64) and a Squeeze.
+TEST(ToFp16, ReshapeAndSqueezeOfAPoolFeedTheProduct) {
+  for (const bool reshape : {true, false}) {
+    OnnxModel m("views");
+    m.input("x", {2, 16, 4, 4});
+    m.output("y");
+    m.init_rand("w", {10, 16});
+    m.node("GlobalAveragePool", "pool", {"x"}, {"p"});
+    auto* axes = m.g()->add_initializer();
+    axes->set_name("axes");
+    axes->set_data_type(onnx::TensorProto::INT64);
+    axes->add_dims(2);
+    for (int64_t v : reshape ? std::vector<int64_t>{2, 16} : std::vector<int64_t>{2, 3}) axes->add_int64_data(v);
+    m.node(reshape ? "Reshape" : "Squeeze", "view", {"p", "axes"}, {"f"});
+    attr_int(m.node("Gemm", "fc", {"f", "w"}, {"y"}), "transB", 1);
+    Built h = build(m, true), f = build(m, false);
+    EXPECT_EQ(count_op(h, "Cast"), 0) << reshape;
+    EXPECT_EQ(count_op(h, "FusedGemm"), 1) << reshape;
+    EXPECT_EQ(h.dtypes["axes"], DataType::kInt64);
+    expect_close(h, f, 2, 14);
+  }
+}
+
+// A kept value that is also a graph output (a caller may bind it anywhere) is not read with
+// float16 weights: its view goes float16 for the Gemm as before.
+TEST(ToFp16, PooledOutputOfTheGraphKeepsTheFloat16Product) {
+  OnnxModel m = head_model(1, false);
+  m.output("f");
+  Built h = build(m, true);
+  EXPECT_EQ(count_op(h, "FusedGemm"), 0);
+  EXPECT_EQ(count_op(h, "Gemm"), 1);
+  EXPECT_EQ(h.dtypes["f"], DataType::kFloat32);
+  EXPECT_EQ(count_op(h, "Cast"), 2);
+}
+
 // K not a multiple of 8 (12 channels): no float16 weights.
 TEST(ToFp16, OddKStaysFloat16) {
   OnnxModel m("odd");
