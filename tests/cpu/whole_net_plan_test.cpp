@@ -398,6 +398,19 @@ TEST(WholeNetPlan, RefusesTransposedA) {
   expect_refused(plan_of(build_sm90(m, false)), "transA");
 }
 
+// A float16 engine's classifier that reads a float32 pooling (to-fp16's float16 weights under a
+// float32 product): the layers take one type, so the plan refuses it.
+TEST(WholeNetPlan, RefusesFloat16WeightsUnderAFloat32Product) {
+  test::SmallNet m("head");
+  m.input("x", {1, 16, 4, 4});
+  m.output("y");
+  m.weight("w", {10, 16}, 3);
+  m.node("GlobalAveragePool", "pool", {"x"}, {"p"});
+  m.node("Flatten", "flat", {"p"}, {"f"});
+  test::attr_int(m.node("Gemm", "gemm", {"f", "w"}, {"y"}), "transB", 1);
+  expect_refused(plan_of(build_sm90(m, true)), "(FusedGemm): its constants have another type");
+}
+
 TEST(WholeNetPlan, SharedMemoryOfTargets) {
   EXPECT_EQ(gpu::whole_net_smem_for_target("sm_90"), kSm90Smem);
   EXPECT_EQ(gpu::whole_net_smem_for_target("sm_80"), 166912u);
