@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -141,14 +142,21 @@ std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, Bu
 }
 
 // The timing cache of the build without INT8: the user's, or a temporary file of its own, removed
-// with this object.
+// with this object. Without a temporary directory it can write (TMPDIR naming none, say), none:
+// the build still runs, and if the engine without INT8 wins, its rebuild times its layers again.
 struct TrialCache {
   std::string path;
   bool temporary = false;
   explicit TrialCache(const std::string& user) : path(user) {
     if (!path.empty()) return;
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+    if (ec) return;
     std::random_device rd;
-    path = (std::filesystem::temp_directory_path() / fmt::format("kiln-trial-{:08x}{:08x}.json", rd(), rd())).string();
+    const std::filesystem::path p = dir / fmt::format("kiln-trial-{:08x}{:08x}.json", rd(), rd());
+    if (!std::ofstream(p)) return;  // the directory cannot be written
+    std::filesystem::remove(p, ec);  // an empty file is no timing cache
+    path = p.string();
     temporary = true;
   }
   TrialCache(const TrialCache&) = delete;

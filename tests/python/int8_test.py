@@ -37,8 +37,8 @@ def check(ok, what):
         failures.append(what)
 
 
-def kiln(a, *args, expect=0):
-    p = subprocess.run([a.kiln, *args], capture_output=True, text=True)
+def kiln(a, *args, expect=0, env=None):
+    p = subprocess.run([a.kiln, *args], capture_output=True, text=True, env=env)
     if p.returncode != expect:
         print(p.stdout, p.stderr)
     check(p.returncode == expect, f"kiln {' '.join(args[:2])} ... exits {expect}")
@@ -108,6 +108,14 @@ def gpu_choice(a, tmp, model):
     line = [l for l in (out.stdout + out.stderr).splitlines() if "per run on this GPU: kept" in l]
     print(line[0] if line else "no INT8-or-float choice line")
     check(len(line) == 1, "a GPU --int8 build times INT8 against float32 and says which it kept")
+    # The build without INT8 keeps its timings in a temporary file; with no temporary directory
+    # (TMPDIR naming none) it runs without one, and the choice is still timed.
+    out = kiln(a, "optimize", model, "--device", "gpu", "--batch", "1000", "--int8", "--calib", a.data,
+               "--calib-batches", "1", "-o", os.path.join(tmp, "choice_notmp.kiln"),
+               env=dict(os.environ, TMPDIR=os.path.join(tmp, "no-such-directory")))
+    line = [l for l in (out.stdout + out.stderr).splitlines() if "per run on this GPU: kept" in l]
+    print(line[0] if line else "no INT8-or-float choice line")
+    check(len(line) == 1, "without a temporary directory the GPU --int8 build still times its choice")
 
 
 def ort_qdq(a, tmp, model, tx):
