@@ -55,9 +55,9 @@ struct ContextOptions {
   // bytes apart. Not while profiling.
   bool side_stream = true;
   // GPU engines: pinned host buffers for the inputs and outputs given in host memory (set_input,
-  // set_output, output()). Off: every input and output must be bound to device memory
-  // (set_input_device, set_output_device), and the context allocates no pinned host memory and no
-  // device copy of the inputs: for engines whose inputs and outputs never leave the GPU, where
+  // set_output, output()). Off: every input must be bound to device memory (set_input_device), an
+  // output is read on the device (set_output_device, or output_device() for the context's own
+  // memory), and the context allocates no pinned host memory and no device copy of the inputs: for engines whose inputs and outputs never leave the GPU, where
   // that memory would be large (the builder's calibration engine, which outputs every calibrated
   // tensor) or scarce (a Jetson's memory is the GPU's).
   bool host_staging = true;
@@ -172,6 +172,11 @@ class Context {
   // set_output was used, else the context's own (GPU: its pinned staging buffer). Throws for
   // outputs bound to device memory.
   std::span<const std::byte> output(std::string_view name) const;
+  // GPU engines only: where an output lies in device memory after run() (or after enqueue's stream
+  // finished), for reading it on the GPU without a copy: the buffer bound with set_output_device,
+  // or the context's own memory, which the next run overwrites. Throws for CPU engines and before
+  // the first run.
+  const void* output_device(std::string_view name) const;
   // Profiling (ContextOptions::profile): each step's accumulated time since the context was created.
   std::vector<StepTime> step_times() const;
   // GPU engines: true when this context runs the engine as one whole-network kernel

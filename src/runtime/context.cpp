@@ -164,6 +164,12 @@ std::vector<StepTime> Context::step_times() const {
   return r;
 }
 
+const void* Context::output_device(std::string_view name) const {
+  const detail::EngineImpl& e = *state_->e;
+  if (!state_->gpu) throw Error("output_device: this is a CPU engine (target 'cpu'); use output");
+  return state_->gpu->device_output(find_io(e, e.output_ids, name, "output"));
+}
+
 bool Context::whole_network() const { return state_->gpu && state_->gpu->whole_network(); }
 size_t Context::side_steps() const { return state_->gpu ? state_->gpu->side_steps() : 0; }
 

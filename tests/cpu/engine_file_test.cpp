@@ -684,6 +684,11 @@ TEST(EngineContext, Errors) {
   std::vector<double> ref = reference(x);
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(y[i], ref[i], 1e-5);
   EXPECT_EQ(static_cast<const void*>(ctx->output("Y").data()), static_cast<const void*>(y.data()));
+  // Device memory is for GPU engines.
+  m = context_error([&] { ctx->output_device("Y"); });
+  EXPECT_TRUE(has(m, "output_device: this is a CPU engine")) << m;
+  m = context_error([&] { ctx->set_output_device("Y", y.data(), 12); });
+  EXPECT_TRUE(has(m, "set_output_device: this is a CPU engine")) << m;
 }
 
 std::vector<uint8_t> gather_engine() {

@@ -289,8 +289,8 @@ TEST(GpuContext, HostBindingsThroughStagingWithEnqueue) {
 }
 
 // ContextOptions::host_staging off: device bindings run as before; host memory is refused with a
-// message naming the tensor and what to call instead, and an unbound output is an error before
-// anything runs, not a result nobody can read.
+// message naming the tensor and what to call instead; an unbound output stays in the context's
+// memory, where output_device() finds it (and output() refuses, naming both ways).
 TEST(GpuContext, WithoutHostStagingEverythingIsOnTheDevice) {
   KILN_SKIP_WITHOUT_GPU();
   const auto m = small_cnn();
@@ -313,13 +313,22 @@ TEST(GpuContext, WithoutHostStagingEverythingIsOnTheDevice) {
             std::string::npos);
   EXPECT_NE(message([&] { ctx->set_output("y", y.data(), 40); }).find("set_output_device"), std::string::npos);
   ctx->set_input_device("x", d.x, x.size() * 4);
-  EXPECT_NE(message([&] { ctx->run(); }).find("output 'y' is not bound to device memory"), std::string::npos);
-  ctx->set_output_device("y", d.y, 40);
+  EXPECT_NE(message([&] { ctx->output_device("y"); }).find("after the first run"), std::string::npos);
   ASSERT_EQ(cudaMemcpy(d.x, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   ctx->run();
+  const void* own = ctx->output_device("y");
+  ASSERT_NE(own, nullptr);
+  ASSERT_EQ(cudaMemcpy(y.data(), own, 40, cudaMemcpyDeviceToHost), cudaSuccess);
+  expect_close(y, run_host(*cpu, x), 1e-5);
+  EXPECT_NE(message([&] { ctx->output("y"); }).find("output_device"), std::string::npos);
+  ctx->set_output_device("y", d.y, 40);
+  std::fill(y.begin(), y.end(), 0.f);
+  ctx->run();
+  EXPECT_EQ(ctx->output_device("y"), static_cast<const void*>(d.y));
   ASSERT_EQ(cudaMemcpy(y.data(), d.y, 40, cudaMemcpyDeviceToHost), cudaSuccess);
   expect_close(y, run_host(*cpu, x), 1e-5);
   EXPECT_THROW(ctx->output("y"), Error);
+  EXPECT_THROW(cpu->create_context()->output_device("y"), Error);  // CPU engines: output()
 }
 
 TEST(GpuContext, ContextsOnSeveralThreadsShareTheEngine) {

@@ -252,12 +252,12 @@ class GpuContextImpl final : public GpuContext {
 
  public:
   void bind_input(size_t i, const void* p, bool device) override {
-    if (!device) need_staging("input", e_.input_ids[i], "set_input_device");
+    if (!device) need_staging("input", e_.input_ids[i], "bind it with set_input_device");
     in_host_[i] = device ? nullptr : p;
     in_dev_[i] = device ? p : nullptr;
   }
   void bind_output(size_t i, void* p, bool device) override {
-    if (!device) need_staging("output", e_.output_ids[i], "set_output_device");
+    if (!device) need_staging("output", e_.output_ids[i], "bind it with set_output_device, or read it with output_device");
     out_host_[i] = device ? nullptr : p;
     out_dev_[i] = device ? p : nullptr;
   }
@@ -278,9 +278,9 @@ class GpuContextImpl final : public GpuContext {
         throw Error("input '" + t.name + "' was not set (Context::set_input or set_input_device)");
       }
     }
+    // Outputs: the caller's device memory, or the context's (then copied to host staging, if any).
     for (size_t i = 0; i < e_.output_ids.size(); ++i) {
       const auto id = static_cast<size_t>(e_.output_ids[i]);
-      if (!out_dev_[i] && e_.tensors[id].bytes > 0) need_staging("output", e_.output_ids[i], "set_output_device");
       data_[id] = out_dev_[i] ? out_dev_[i] : static_cast<uint8_t*>(arena_.get()) + e_.tensors[id].offset;
     }
     resolve_views();
@@ -308,7 +308,8 @@ class GpuContextImpl final : public GpuContext {
       run_program(stream);
 
     // Outputs not bound to device memory: to pinned staging, then (if bound) the caller's buffer.
-    for (size_t i = 0; i < e_.output_ids.size(); ++i) {
+    // Without staging they stay in the context's memory (device_output).
+    for (size_t i = 0; i < e_.output_ids.size() && opt_.host_staging; ++i) {
       if (out_dev_[i]) continue;
       const auto id = static_cast<size_t>(e_.output_ids[i]);
       const TensorRec& t = e_.tensors[id];
@@ -322,6 +323,7 @@ class GpuContextImpl final : public GpuContext {
       }
     }
     profile_pending_ = opt_.profile;
+    enqueued_ = true;
   }
 
   void run() override {
@@ -344,9 +346,16 @@ class GpuContextImpl final : public GpuContext {
 
   const std::byte* host_output(size_t i) const override {
     if (out_dev_[i]) return nullptr;
-    need_staging("output", e_.output_ids[i], "set_output_device");
+    need_staging("output", e_.output_ids[i], "bind it with set_output_device, or read it with output_device");
     if (out_host_[i]) return static_cast<const std::byte*>(out_host_[i]);
     return static_cast<const std::byte*>(pinned_.get()) + out_off_[i];
+  }
+
+  const void* device_output(size_t i) const override {
+    const auto id = static_cast<size_t>(e_.output_ids[i]);
+    if (!enqueued_)
+      throw Error("output '" + e_.tensors[id].name + "': output_device is known after the first run (run or enqueue)");
+    return data_[id];
   }
 
   bool whole_network() const override { return whole_ != nullptr; }
@@ -369,7 +378,7 @@ class GpuContextImpl final : public GpuContext {
     if (opt_.host_staging) return;
     throw Error(std::string(what) + " '" + e_.tensors[static_cast<size_t>(id)].name +
                 "' is not bound to device memory, and this context has no host staging "
-                "(ContextOptions::host_staging is off): bind it with " + instead);
+                "(ContextOptions::host_staging is off): " + instead);
   }
 
   std::string step_name(size_t k) const {
@@ -564,6 +573,7 @@ class GpuContextImpl final : public GpuContext {
   std::vector<double> step_ms_;
   int profiled_runs_ = 0;
   bool profile_pending_ = false;
+  bool enqueued_ = false;  // an enqueue has set data_ (device_output)
 };
 
 }  // namespace

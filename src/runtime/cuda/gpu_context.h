@@ -28,6 +28,7 @@ class GpuContext {
   virtual void run() = 0;  // enqueue on the context's own stream, wait, check()
   virtual void check() = 0;
   virtual const std::byte* host_output(size_t i) const = 0;  // null if bound to device memory
+  virtual const void* device_output(size_t i) const = 0;     // where output i lies on the device
   virtual std::vector<StepTime> step_times() = 0;
   virtual bool whole_network() const = 0;  // the engine runs as one kernel (whole_net.h)
   virtual size_t side_steps() const = 0;   // steps on the side stream (runtime/side_steps.h)
