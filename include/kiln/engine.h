@@ -170,12 +170,13 @@ class Context {
   void check();
   // An output's bytes after run() (or after enqueue's stream finished): the bound host buffer if
   // set_output was used, else the context's own (GPU: its pinned staging buffer). Throws for
-  // outputs bound to device memory.
+  // outputs bound to device memory, and on a GPU context without host staging for every output
+  // (read those with output_device).
   std::span<const std::byte> output(std::string_view name) const;
   // GPU engines only: where an output lies in device memory after run() (or after enqueue's stream
   // finished), for reading it on the GPU without a copy: the buffer bound with set_output_device,
   // or the context's own memory, which the next run overwrites. Throws for CPU engines and before
-  // the first run.
+  // the first run. Like every call on a context, not while another thread enqueues on it.
   const void* output_device(std::string_view name) const;
   // Profiling (ContextOptions::profile): each step's accumulated time since the context was created.
   std::vector<StepTime> step_times() const;

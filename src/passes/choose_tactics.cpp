@@ -398,7 +398,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
   nlohmann::json engines = nlohmann::json::object();  // close calls' verdicts, by engine key, then key
   if (!options.timing_cache.empty()) {
     std::ifstream f(options.timing_cache);
-    if (f) {
+    if (f && f.peek() != std::ifstream::traits_type::eof()) {  // an empty file: no entries yet
       try {
         nlohmann::json j = nlohmann::json::parse(f);
         const int format = j.value("format", 0);

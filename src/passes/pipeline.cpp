@@ -141,23 +141,27 @@ std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, Bu
   return bytes;
 }
 
-// The timing cache of the build without INT8: the user's, or a temporary file of its own, removed
-// with this object. Without a temporary directory it can write (TMPDIR naming none, say), none:
-// the build still runs, and if the engine without INT8 wins, its rebuild times its layers again.
+// The timing cache of the build without INT8: the user's, or a temporary file of its own, made
+// empty here (which choose_tactics reads as no entries) and removed with this object. Without a
+// temporary directory it can write (TMPDIR naming none, say), none: the build still runs, and if
+// the engine without INT8 wins, its rebuild times its layers again.
 struct TrialCache {
   std::string path;
   bool temporary = false;
   explicit TrialCache(const std::string& user) : path(user) {
     if (!path.empty()) return;
-    std::error_code ec;
-    const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
-    if (ec) return;
-    std::random_device rd;
-    const std::filesystem::path p = dir / fmt::format("kiln-trial-{:08x}{:08x}.json", rd(), rd());
-    if (!std::ofstream(p)) return;  // the directory cannot be written
-    std::filesystem::remove(p, ec);  // an empty file is no timing cache
-    path = p.string();
-    temporary = true;
+    try {
+      std::error_code ec;
+      const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+      if (ec) return;
+      std::random_device rd;
+      const std::filesystem::path p = dir / fmt::format("kiln-trial-{:08x}{:08x}.json", rd(), rd());
+      if (std::filesystem::exists(p, ec) || ec || !std::ofstream(p)) return;  // taken, or cannot be written
+      path = p.string();
+      temporary = true;
+    } catch (const std::exception&) {  // no random device: no cache either
+      path.clear();
+    }
   }
   TrialCache(const TrialCache&) = delete;
   TrialCache& operator=(const TrialCache&) = delete;

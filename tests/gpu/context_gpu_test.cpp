@@ -329,6 +329,19 @@ TEST(GpuContext, WithoutHostStagingEverythingIsOnTheDevice) {
   expect_close(y, run_host(*cpu, x), 1e-5);
   EXPECT_THROW(ctx->output("y"), Error);
   EXPECT_THROW(cpu->create_context()->output_device("y"), Error);  // CPU engines: output()
+  // Under a CUDA graph too, unbound then bound (a new binding records the graph again).
+  o.cuda_graph = true;
+  auto graphed = gpu->create_context(o);
+  graphed->set_input_device("x", d.x, x.size() * 4);
+  for (int run = 0; run < 3; ++run) {
+    if (run == 2) graphed->set_output_device("y", d.y2, 40);
+    graphed->run();
+    const void* at = graphed->output_device("y");
+    EXPECT_EQ(at == static_cast<const void*>(d.y2), run == 2) << run;
+    std::fill(y.begin(), y.end(), 0.f);
+    ASSERT_EQ(cudaMemcpy(y.data(), at, 40, cudaMemcpyDeviceToHost), cudaSuccess);
+    expect_close(y, run_host(*cpu, x), 1e-5);
+  }
 }
 
 TEST(GpuContext, ContextsOnSeveralThreadsShareTheEngine) {

@@ -165,5 +165,17 @@ TEST(TimingCache, OlderFormatIsMeasuredAgainAndDamageIsRefused) {
   std::filesystem::remove(cache);
 }
 
+// An empty file (a plain --int8 build makes its trial cache so) has no entries yet: every layer is
+// timed, and the file is written as a cache.
+TEST(TimingCache, EmptyFileIsACacheWithNoEntries) {
+  KILN_SKIP_WITHOUT_GPU();
+  const auto cache = std::filesystem::temp_directory_path() / "kiln_timing_cache_gpu_test_empty.json";
+  std::ofstream(cache).close();
+  const Built b = build(10, cache);
+  EXPECT_EQ(b.line("choose-tactics").find(" 0 nodes timed"), std::string::npos) << b.line("choose-tactics");
+  EXPECT_EQ(read(cache).at("format"), 2);
+  std::filesystem::remove(cache);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -263,6 +263,7 @@ class GpuContextImpl final : public GpuContext {
   }
 
   void enqueue(CUstream_st* stream) override {
+    enqueued_ = false;  // until this run's pointers are all in place
     flush_profile();
     // Inputs: the caller's device memory, or host memory through staging.
     bool staging = false;
