@@ -57,8 +57,8 @@ struct ContextOptions {
   // GPU engines: pinned host buffers for the inputs and outputs given in host memory (set_input,
   // set_output, output()). Off: every input must be bound to device memory (set_input_device), an
   // output is read on the device (set_output_device, or output_device() for the context's own
-  // memory), and the context allocates no pinned host memory and no device copy of the inputs: for engines whose inputs and outputs never leave the GPU, where
-  // that memory would be large (the builder's calibration engine, which outputs every calibrated
+  // memory), and the context allocates no pinned host memory and no device copy of the inputs: for
+  // engines whose inputs and outputs never leave the GPU, where that memory would be large (the builder's calibration engine, which outputs every calibrated
   // tensor) or scarce (a Jetson's memory is the GPU's).
   bool host_staging = true;
 };

@@ -1,9 +1,9 @@
 // The calibration run (see calibrate.h). A CPU engine's statistics are made on the host, the
 // tensors in parallel, one per task. A GPU engine's stay on the device (GpuTensors): its context has
 // no host staging, its inputs are device buffers bound to it, the calibrated tensors (its outputs)
-// are read where the context keeps them (Context::output_device), and the statistics are made there (calib/stats_gpu.h): at batch 256 ResNet-50's 54 calibrated tensors are
-// 8 GiB, whose pinned staging took seconds to allocate and whose counting on the host took 3 s a
-// batch.
+// are read where the context keeps them (Context::output_device), and the statistics are made
+// there (calib/stats_gpu.h): at batch 256 ResNet-50's 54 calibrated tensors are 8 GiB, whose pinned
+// staging took seconds to allocate and whose counting on the host took 3 s a batch.
 #include "passes/calibrate.h"
 
 #include <fmt/format.h>

@@ -140,10 +140,10 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
   // any alignment, which the GEMV cannot read (it would refuse to run).
   std::set<ValueId> kept_float;
   const std::set<ValueId> graph_outputs(g.outputs.begin(), g.outputs.end());
-  auto keeps_float = [&](ValueId v) {
-    return v != graph::kNoValue && kept_float.count(v) && !graph_outputs.count(v) &&
-           g.value(v).dtype == DataType::kFloat32 && !now_half[static_cast<size_t>(v)];
+  auto keep_float = [&](ValueId v) {
+    if (v != graph::kNoValue && g.value(v).dtype == DataType::kFloat32 && !graph_outputs.count(v)) kept_float.insert(v);
   };
+  auto keeps_float = [&](ValueId v) { return kept_float.count(v) > 0; };
   // A view of kept float32: stays float32.
   auto view_of_kept = [&](const graph::Node& n) {
     return kViews.count(n.kind) && !n.inputs.empty() && keeps_float(n.inputs[0]) && n.outputs.size() == 1;
@@ -161,7 +161,7 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
       return false;
     if (n.inputs.size() == 3 && n.inputs[2] != graph::kNoValue) {
       const graph::Value& c = g.value(n.inputs[2]);
-      if (c.dtype != DataType::kFloat32 || now_half[static_cast<size_t>(n.inputs[2])]) return false;
+      if (c.dtype != DataType::kFloat32) return false;
     }
     return true;
   };
@@ -177,7 +177,7 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
         n.attrs = f;
       }
       ++products;
-      kept_float.insert(n.outputs[0]);  // the next small product of a classifier's head reads it as it is
+      keep_float(n.outputs[0]);  // the next small product of a classifier's head reads it as it is
       out.push_back(std::move(n));
       continue;
     }
@@ -198,8 +198,7 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
         if (n.inputs[i] != graph::kNoValue && !(n.kind == OpKind::kQuantizeLinear && i == 0))
           n.inputs[i] = as_float(n.inputs[i]);
       if (float_view || float_reduction || kKeepFloat32.count(n.kind))
-        for (ValueId o : n.outputs)
-          if (o != graph::kNoValue && g.value(o).dtype == DataType::kFloat32) kept_float.insert(o);
+        for (ValueId o : n.outputs) keep_float(o);
       out.push_back(std::move(n));
       continue;
     }

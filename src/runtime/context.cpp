@@ -220,7 +220,9 @@ std::span<const std::byte> Context::output(std::string_view name) const {
   if (state_->gpu) {
     const std::byte* p = state_->gpu->host_output(i);
     if (!p && t.bytes == 0) return {};
-    if (!p) throw Error("output '" + t.name + "' is bound to device memory (set_output_device); read it there (output_device gives where)");
+    if (!p)
+      throw Error("output '" + t.name +
+                  "' is bound to device memory (set_output_device); read it there (output_device gives where)");
     return {p, t.bytes};
   }
   const void* p = state_->bound_out[i] ? state_->bound_out[i] : state_->arena.data() + t.offset;

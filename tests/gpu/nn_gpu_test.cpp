@@ -501,7 +501,8 @@ TEST(NnGpuGemv, Float16WeightsUnderFloat32Product) {
     int64_t m, n, k;
     std::optional<Shape> c;
   };
-  for (const Case& c : {Case{1, 1000, 2048, Shape{1000}}, Case{3, 40, 64, std::nullopt}, Case{8, 20, 48, Shape{8, 20}}}) {
+  for (const Case& c :
+       {Case{1, 1000, 2048, Shape{1000}}, Case{3, 40, 64, std::nullopt}, Case{8, 20, 48, Shape{8, 20}}}) {
     SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k));
     Inputs in{rand_tensor(DT::kFloat32, Shape{c.m, c.k}, -1, 1), rand_tensor(DT::kFloat16, Shape{c.n, c.k}, -1, 1)};
     if (c.c) in.push_back(rand_tensor(DT::kFloat32, *c.c, -1, 1));

@@ -251,13 +251,16 @@ class GpuContextImpl final : public GpuContext {
   }
 
  public:
+  // What need_staging tells a caller to do with an output.
+  static constexpr const char* kOutputOnDevice = "bind it with set_output_device, or read it with output_device";
+
   void bind_input(size_t i, const void* p, bool device) override {
     if (!device) need_staging("input", e_.input_ids[i], "bind it with set_input_device");
     in_host_[i] = device ? nullptr : p;
     in_dev_[i] = device ? p : nullptr;
   }
   void bind_output(size_t i, void* p, bool device) override {
-    if (!device) need_staging("output", e_.output_ids[i], "bind it with set_output_device, or read it with output_device");
+    if (!device) need_staging("output", e_.output_ids[i], kOutputOnDevice);
     out_host_[i] = device ? nullptr : p;
     out_dev_[i] = device ? p : nullptr;
   }
@@ -347,7 +350,7 @@ class GpuContextImpl final : public GpuContext {
 
   const std::byte* host_output(size_t i) const override {
     if (out_dev_[i]) return nullptr;
-    need_staging("output", e_.output_ids[i], "bind it with set_output_device, or read it with output_device");
+    need_staging("output", e_.output_ids[i], kOutputOnDevice);
     if (out_host_[i]) return static_cast<const std::byte*>(out_host_[i]);
     return static_cast<const std::byte*>(pinned_.get()) + out_off_[i];
   }

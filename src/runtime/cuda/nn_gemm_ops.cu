@@ -239,11 +239,12 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
     return finish(false);
   }
   const bool mix = mixed(in);
-  if (mix && !gemv_takes(kind, a, in, Y))
-    throw Error(std::string(op) + ": a float32 A with float16 weights runs only as a matrix-vector product (A of 1 to " +
-                std::to_string(kGemvMaxM) + " rows, not transposed; B transposed; K a multiple of 8; A and B 16-byte "
-                "aligned); rebuild the engine");
-  if ((env.tactic == kGemvTactic || mix) && gemv_takes(kind, a, in, Y)) {
+  const bool by_gemv = (env.tactic == kGemvTactic || mix) && gemv_takes(kind, a, in, Y);
+  if (mix && !by_gemv)
+    throw Error(std::string(op) + ": a float32 A with float16 weights runs only as a matrix-vector product (A of 1 " +
+                "to " + std::to_string(kGemvMaxM) + " rows, not transposed; B transposed; K a multiple of 8; A and B " +
+                "16-byte aligned); rebuild the engine");
+  if (by_gemv) {
     Gemv g;
     g.m = s.m;
     g.n = s.n;

@@ -155,7 +155,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 bool gemv_fits(DataType a_dt, DataType w_dt, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
                const void* a, const void* w) {
-  const bool same = a_dt == w_dt && (a_dt == DataType::kFloat32 || a_dt == DataType::kFloat16 || a_dt == DataType::kBFloat16);
+  const bool same =
+      a_dt == w_dt && (a_dt == DataType::kFloat32 || a_dt == DataType::kFloat16 || a_dt == DataType::kBFloat16);
   const bool mixed = a_dt == DataType::kFloat32 && w_dt == DataType::kFloat16;
   if (!(same || mixed) || trans_a || !trans_b || m < 1 || m > kGemvMaxM || n < 1 || k < 1) return false;
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(w_dt));

@@ -125,14 +125,17 @@ void gemm_compute(const GemmAttrs& a, std::span<const TensorView> in, std::span<
   dispatch_numeric(A.dtype, "Gemm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float>) {
+      // FusedGemm's float16 weights under a float32 product (core/infer/nn_fused.cpp): widened, exactly.
+      std::vector<float> wide;
+      if (B.dtype == DataType::kFloat16) wide = widen<Half>(B);
+      const float* b = wide.empty() ? B.as<const float>() : wide.data();
       float* y = Y.as<float>();
       if (has_c) broadcast_c<float>(in[2], y, m, n);
       if (k == 0) {
         for (int64_t i = 0; i < m * n; ++i) y[i] = has_c ? a.beta * y[i] : 0.0f;
         return;
       }
-      sgemm(ta, tb, m, n, k, a.alpha, A.as<const float>(), lda, B.as<const float>(), ldb, has_c ? a.beta : 0.0f, y, n,
-            env.pool);
+      sgemm(ta, tb, m, n, k, a.alpha, A.as<const float>(), lda, b, ldb, has_c ? a.beta : 0.0f, y, n, env.pool);
     } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       std::vector<float> af = widen<T>(A), bf = widen<T>(B), yf(static_cast<size_t>(m * n), 0.0f);
       if (has_c) {

@@ -2,12 +2,8 @@
 // with the Conv, Gemm and MatMul kernels (the product's bias included where the op has one), then
 // one pass over the output applies the epilogue (core/epilogue.h) in place: FusedMatMul's
 // per-column bias, the activation, the residual Z and the second activation. The pass computes in
-// float (double for float64) and rounds once on the store. FusedGemm's float16 weights under a
-// float32 product are widened to float32 first.
+// float (double for float64) and rounds once on the store.
 #include <algorithm>
-#include <vector>
-
-#include "core/half.h"
 
 #include "core/epilogue.h"
 #include "runtime/cpu/kernels.h"
@@ -69,18 +65,7 @@ void fused_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> i
     }
     case OpKind::kFusedGemm: {
       const auto& a = std::get<FusedGemmAttrs>(attrs);
-      if (in[0].dtype == DataType::kFloat32 && in[1].dtype == DataType::kFloat16) {
-        // Float16 weights under a float32 product (core/infer/nn_fused.cpp): widened, exactly.
-        std::vector<float> wide(static_cast<size_t>(in[1].numel()));
-        const uint16_t* h = in[1].as<const uint16_t>();
-        for (size_t i = 0; i < wide.size(); ++i) wide[i] = Half::to_float(h[i]);
-        std::vector<TensorView> widened(product_in.begin(), product_in.end());
-        widened[1].dtype = DataType::kFloat32;
-        widened[1].data = wide.data();
-        gemm_compute(a, widened, out, env);
-      } else {
-        gemm_compute(a, product_in, out, env);
-      }
+      gemm_compute(a, product_in, out, env);  // float16 weights under a float32 product included
       return apply_epilogue(a, out[0], nullptr, z, env);
     }
     case OpKind::kFusedMatMul:
