@@ -463,6 +463,9 @@ struct QConvAttrs {
   QActivation activation = QActivation::kNone;
   float act_alpha = 0.0f;
   float act_beta = 0.0f;
+  // NhwcQConv only (fuse-conv-pool): 1 averages y over its spatial axes, [N, H, W, M] -> [N, 1, 1, M]
+  // (GlobalAveragePool folded into the convolution; y float32).
+  int64_t pool_mean = 0;
   static constexpr auto kFields = std::tuple{Field{"auto_pad", &QConvAttrs::auto_pad},
                                              Field{"dilations", &QConvAttrs::dilations},
                                              Field{"group", &QConvAttrs::group},
@@ -471,7 +474,8 @@ struct QConvAttrs {
                                              Field{"strides", &QConvAttrs::strides},
                                              Field{"activation", &QConvAttrs::activation},
                                              Field{"act_alpha", &QConvAttrs::act_alpha},
-                                             Field{"act_beta", &QConvAttrs::act_beta}};
+                                             Field{"act_beta", &QConvAttrs::act_beta},
+                                             Field{"pool_mean", &QConvAttrs::pool_mean}};
   ConvAttrs conv() const {
     ConvAttrs c;
     c.auto_pad = auto_pad;

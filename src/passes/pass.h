@@ -42,6 +42,7 @@ PassResult channels_last(graph::Graph& g, const BuildOptions& options);  // GPU 
 PassResult to_channels_last(graph::Graph& g);  // channels_last's rewrite, for any target (tests)
 PassResult fuse_conv_input(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_conv_quantize(graph::Graph& g, const BuildOptions& options);
+PassResult fuse_conv_pool(graph::Graph& g, const BuildOptions& options);
 PassResult materialize_outputs(graph::Graph& g, const BuildOptions& options);
 
 }  // namespace kiln::passes

@@ -80,6 +80,9 @@ constexpr Pass kPipeline[] = {
     // A stem's QuantizeLinear into the float16 NhwcConv before it (through ResNet's MaxPool); after
     // channels-last, which makes NhwcConv.
     {"fuse-conv-quantize", false, fuse_conv_quantize},
+    // An INT8 convolution's float32 output averaged over its pixels (GlobalAveragePool, made a
+    // ReduceMean by channels-last) is averaged in the convolution's step; after channels-last.
+    {"fuse-conv-pool", false, fuse_conv_pool},
     // Every engine output must be written by a step: outputs that are inputs or constants (or
     // listed twice) get an explicit copy.
     {"materialize-outputs", true, materialize_outputs},

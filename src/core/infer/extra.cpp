@@ -318,6 +318,7 @@ void check_residual(const char* op, std::span<const TensorView> in, const std::v
 std::vector<OutputType> infer_qconv(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t) {
   const char* op = "kiln.QConv";
   const auto& a = attrs_as<QConvAttrs>(attrs);
+  if (a.pool_mean != 0) throw Error(std::string(op) + ": pool_mean is for NhwcQConv only");
   check_present_weights(op, in);
   const DataType y = check_qfused(op, in, in[3].rank() > 0 ? in[3].shape[0] : 0, a.activation, a.act_alpha, a.act_beta);
   std::vector<int64_t> shape = conv_out_shape(a.conv(), in[0], in[3]);

@@ -4,6 +4,7 @@
 // permuted shapes, and the output permuted back; NhwcConv's optional y_scale and y_zero_point
 // make its output their 8-bit type. NhwcConv with x_channels_first takes X channels-first, in
 // float32 or W's type: the twin sees it in W's type.
+#include <algorithm>
 #include <string>
 
 #include "core/shape_infer.h"
@@ -51,6 +52,13 @@ std::vector<OutputType> infer_nhwc(OpKind kind, const Attrs& attrs, std::span<co
     if (a.x_channels_first != 0 && a.x_channels_first != 1) throw Error(op + ": x_channels_first must be 0 or 1");
     a.x_channels_first = 0;
   }
+  int64_t pool_mean = 0;
+  if (kind == OpKind::kNhwcQConv) {
+    auto& a = std::get<QConvAttrs>(twin_attrs);
+    pool_mean = a.pool_mean;
+    if (pool_mean != 0 && pool_mean != 1) throw Error(op + ": pool_mean must be 0 or 1");
+    a.pool_mean = 0;
+  }
   if (x_first) {
     if (in.size() < 2 || in[0].rank() < 3) throw Error(op + ": a channels-first X must have rank >= 3 ([N, C, ...])");
     const DataType x = in[0].dtype, w = in[1].dtype;
@@ -70,6 +78,11 @@ std::vector<OutputType> infer_nhwc(OpKind kind, const Attrs& attrs, std::span<co
   if (kind == OpKind::kNhwcConv && in.size() > 4) views.resize(4);
   std::vector<OutputType> out = infer_shapes(twin, twin_attrs, views, n);
   for (OutputType& o : out) o.shape = to_last(o.shape);
+  if (pool_mean) {  // y averaged over its spatial axes: [N, 1, ..., 1, M]
+    if (out[0].dtype != DataType::kFloat32)
+      throw Error(op + ": pool_mean needs a float32 output (no y_scale), got " + std::string(dtype_name(out[0].dtype)));
+    std::fill(out[0].shape.begin() + 1, out[0].shape.end() - 1, 1);
+  }
   if (quantized) {
     if (views[0].dtype != DataType::kFloat32 && views[0].dtype != DataType::kFloat16)
       throw Error(op + ": a quantized output needs X of float32 or float16, got " + std::string(dtype_name(views[0].dtype)));

@@ -3,7 +3,8 @@
 // (and testable) everywhere: the data inputs are permuted to channels-first ([N, S..., C] ->
 // [N, C, S...], the convolutions' W and Z too), the channels-first kernel runs, and its output is permuted
 // back. Plainly correct, not fast. NhwcConv with y_scale quantizes FusedConv's output; with
-// x_channels_first its X is already channels-first and is only cast to W's type.
+// x_channels_first its X is already channels-first and is only cast to W's type. NhwcQConv with
+// pool_mean averages its output over the spatial axes with ReduceMean's kernel.
 #include <cstring>
 #include <vector>
 
@@ -61,6 +62,23 @@ void to_last(const TensorView& first, const TensorView& out) {
 
 void nhwc_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                  KernelEnv& env) {
+  if (kind == OpKind::kNhwcQConv && std::get<QConvAttrs>(attrs).pool_mean) {
+    // The pair fuse-conv-pool joined: the convolution's float32 output, then ReduceMean over its
+    // spatial axes (the CPU's own, so the results are those of the pair).
+    Attrs plain = attrs;
+    std::get<QConvAttrs>(plain).pool_mean = 0;
+    Owned full;
+    full.shape = infer_shapes(OpKind::kNhwcQConv, plain, in, 1)[0].shape;
+    full.bytes.resize(static_cast<size_t>(full.view(DataType::kFloat32).bytes()));
+    const TensorView fv = full.view(DataType::kFloat32);
+    nhwc_kernel(kind, plain, in, {&fv, 1}, env);
+    std::vector<int64_t> axes;
+    for (int64_t a = 1; a + 1 < static_cast<int64_t>(full.shape.size()); ++a) axes.push_back(a);
+    const int64_t n_axes = static_cast<int64_t>(axes.size());
+    const TensorView mean_in[2] = {fv, TensorView{DataType::kInt64, {&n_axes, 1}, axes.data(), true}};
+    return cpu_kernel(OpKind::kReduceMean)(OpKind::kReduceMean, ReduceAttrs{}, std::span<const TensorView>(mean_in),
+                                           out, env);
+  }
   std::vector<Owned> owned;
   owned.reserve(4);
   std::vector<TensorView> ins(in.begin(), in.end());
