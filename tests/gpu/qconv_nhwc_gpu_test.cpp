@@ -10,7 +10,8 @@
 // capability 9.0, the 3x3 window kernel (tactics 2200 +, qconv_halo.cuh); the implicit GEMM's
 // split tiles (2007-2012) on ResNet-50's batch-1 layers; and two of Kiln's steps chained in one
 // CUDA graph, where the second may start before the first ends (dependent_launch.cuh) and must
-// still read the first's finished output. The channels-last pass's
+// still read the first's finished output. Pooled steps (pool_mean) at every tactic against the CPU.
+// The channels-last pass's
 // RGB stem (3 channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded
 // convolution.
 // Depthwise steps (group = C = M: Kiln's direct depthwise kernel, qconv_depthwise.cu, one tactic)
@@ -514,6 +515,101 @@ TEST(GpuNhwcQConv, RejectsNonZeroZeroPoints) {
   for (const HostTensor& t : in) iv.push_back(t.view(t.exists ? const_cast<uint8_t*>(t.bytes.data()) : nullptr));
   expect_cuda_backend_error(OpKind::kNhwcQConv, a, in, infer_shapes(OpKind::kNhwcQConv, a, iv, 1),
                             "zero points of 0 only");
+}
+
+// ---- pool_mean (fuse-conv-pool): y [N, 1, 1, M], the mean of each image's outputs ----------------
+
+// Every tactic of a pooled step (those of the same convolution without the pooling, plus the direct
+// kernel), direct and captured, against the CPU (the convolution, then ReduceMean). The mean of
+// mixed-sign values may cancel, so the bound is absolute as well as relative. The tensor-core tile
+// shapes whose tiles hold whole images average in their epilogue and ask for no workspace; the
+// others compute the full output into the workspace and reduce it there.
+void check_pooled(const Case& c, const Variant& v, const std::string& what) {
+  QConvAttrs a = attrs_of(c, v.act);
+  const int64_t span = (c.k - 1) * c.dilation + 1;
+  const int64_t oh = (c.h + 2 * c.pad - span) / c.stride + 1, ow = (c.w + 2 * c.pad - span) / c.stride + 1;
+  const Inputs in = inputs(c, v, oh, ow);
+  a.pool_mean = 1;
+  const std::vector<OutputType> types = output_types(a, in);
+  ASSERT_EQ(types[0].shape, (std::vector<int64_t>{c.n, 1, 1, c.m})) << what;
+  const HostTensor want = run_cpu(OpKind::kNhwcQConv, a, in, types)[0];
+  HostStep step(in, types);
+  const gpu::GpuKernelEntry* e = gpu::gpu_kernel_entry(OpKind::kNhwcQConv);
+  std::vector<int32_t> tactics = e->tactics(OpKind::kNhwcQConv, a, step.iv, step.ov, step.env);
+  QConvAttrs plain = a;
+  plain.pool_mean = 0;
+  {
+    HostStep unpooled(in, output_types(plain, in));
+    EXPECT_EQ(tactics, e->tactics(OpKind::kNhwcQConv, plain, unpooled.iv, unpooled.ov, unpooled.env))
+        << what << ": the tactics of the convolution without the pooling";
+  }
+  tactics.push_back(kDirectTactic);
+  int in_kernel = 0;
+  for (int32_t t : tactics) {
+    step.env.tactic = t;
+    const size_t ws = e->workspace(OpKind::kNhwcQConv, a, step.iv, step.ov, step.env);
+    in_kernel += ws == 0;
+    if (t < kIgemmTactic || t >= kStreamTactic) {
+      EXPECT_GE(ws, static_cast<size_t>(c.n * oh * ow * c.m * 4)) << what << " tactic " << t << ": the full output";
+    }
+    GpuRunOptions o;
+    o.tactic = t;
+    for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured}) {
+      std::vector<HostTensor> got;
+      try {
+        got = run_gpu(OpKind::kNhwcQConv, a, in, types, mode, o);
+      } catch (const Error& err) {
+        ADD_FAILURE() << what << " tactic " << t << ": " << err.what();
+        continue;
+      }
+      ASSERT_EQ(got[0].numel(), want.numel());
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        const double g = get(got[0], i), r = get(want, i);
+        ASSERT_LE(std::abs(g - r), 1e-5 * std::abs(r) + 1e-4)
+            << what << " tactic " << t << " " << mode_name(mode) << " element " << i << ": gpu " << g << ", cpu " << r;
+      }
+    }
+  }
+  const bool igemm = c.c % 64 == 0 && c.m % 8 == 0;
+  if (igemm) {
+    EXPECT_GT(in_kernel, 0) << what << ": no tile shape averaged in its epilogue";
+  } else {
+    EXPECT_EQ(in_kernel, 0) << what;
+  }
+}
+
+TEST(GpuNhwcQConv, PooledOutputMatchesCpu) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(101);
+  const Variant resnet{true, false, Residual::kInt8, QActivation::kRelu};  // ResNet-50's last block
+  const Variant mixed{true, false, Residual::kFloat, QActivation::kNone};   // signed values
+  const Variant clip{false, false, Residual::kNone, QActivation::kClip};
+  // ResNet-50's last layer at batch 1 (the split tiles) and 2; 3x3 over three images of 49 pixels,
+  // two per 128-row tile, with a partial channel tile; 64 pixels (one image fills a 64-row tile); 81
+  // pixels (only the 128-row tiles hold an image); channels the tensor-core kernel does not take.
+  const Case cases[] = {{1, 7, 7, 512, 2048, 1, 1, 0}, {2, 7, 7, 512, 256, 1, 1, 0}, {3, 7, 7, 64, 72, 3, 1, 1},
+                        {2, 8, 8, 128, 64, 1, 1, 0},   {2, 9, 9, 64, 64, 3, 1, 1},   {2, 7, 7, 32, 16, 1, 1, 0}};
+  for (const Case& c : cases)
+    for (const Variant& v : {resnet, mixed, clip}) {
+      const std::string what = "pooled n=" + std::to_string(c.n) + " " + std::to_string(c.h) + "x" +
+                               std::to_string(c.w) + " c=" + std::to_string(c.c) + " m=" + std::to_string(c.m) +
+                               " act=" + std::to_string(static_cast<int>(v.act));
+      SCOPED_TRACE(what);
+      check_pooled(c, v, what);
+    }
+}
+
+// A pooled output must be float32: an int8 one (y_scale given) is refused by shape inference, and a
+// crafted engine's step whose y is not [N, 1, 1, M] by the kernel.
+TEST(GpuNhwcQConv, PooledOutputRejectsOtherShapes) {
+  KILN_SKIP_WITHOUT_GPU();
+  const Case c{1, 7, 7, 64, 64, 1, 1, 0};
+  QConvAttrs a = attrs_of(c, QActivation::kRelu);
+  a.pool_mean = 1;
+  const Inputs in = inputs(c, {true, false, Residual::kNone, QActivation::kRelu}, 7, 7);
+  std::vector<OutputType> types = output_types(a, in);
+  types[0].shape = {1, 7, 7, 64};
+  expect_cuda_backend_error(OpKind::kNhwcQConv, a, in, types, "with pool_mean, y must be float32 [N, 1, 1, M]");
 }
 
 // ---- depthwise (group = C = M, w [C, k, k, 1]): Kiln's direct depthwise kernel -----------------

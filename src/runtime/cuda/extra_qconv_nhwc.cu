@@ -33,6 +33,7 @@
 #include <optional>
 
 #include "core/infer/nn_geometry.h"
+#include "core/shape_infer.h"
 #include "runtime/cuda/cudnn_graph.cuh"
 #include "runtime/cuda/extra_internal.cuh"
 #include "runtime/cuda/nn_internal.cuh"
@@ -375,10 +376,7 @@ Choice chosen(const Plan& p, int32_t tactic, const QConvNhwcArgs& args) {
   return first ? Choice{Choice::kCudnn, *first} : Choice{Choice::kDirect};
 }
 
-}  // namespace
-
-void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-                       GpuEnv& env) {
+void conv_kernel(const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out, GpuEnv& env) {
   const auto& a = std::get<QConvAttrs>(attrs);
   check_inputs(a, in, out, env);
   if (out[0].numel() == 0) return;
@@ -410,8 +408,8 @@ void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> i
   p.built->graph->run(env.cudnn, c.index, p.built->uids, data, env.workspace);
 }
 
-size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-                            GpuEnv& env) {
+size_t conv_workspace(const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                      GpuEnv& env) {
   const auto& a = std::get<QConvAttrs>(attrs);
   check_inputs(a, in, out, env);
   if (a.group != 1) return 0;
@@ -429,8 +427,8 @@ size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorVi
 // Every cuDNN candidate whose plan builds (finalized in parallel: each may compile a kernel), and
 // the tile shapes of the tensor-core and streaming kernels where the convolution fits them; for a
 // depthwise one, its kernel alone.
-std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<const TensorView> in,
-                                        std::span<const TensorView> out, GpuEnv& env) {
+std::vector<int32_t> conv_tactics(const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                                  GpuEnv& env) {
   const auto& a = std::get<QConvAttrs>(attrs);
   check_inputs(a, in, out, env);
   if (a.group != 1) return {kDepthwiseTactic};
@@ -447,6 +445,133 @@ std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<co
   for (int i = 0, n = stream::configs(args); i < n; ++i) t.push_back(kStreamTactic + i);
   for (int i = 0, n = halo::configs(args); i < n; ++i) t.push_back(kHaloTactic + i);
   return t;
+}
+
+// ---- pool_mean (fuse-conv-pool): y [N, 1, 1, M], the mean of the convolution's outputs per image ----
+// The tensor-core kernel averages in its epilogue where its tiles hold whole images (igemm::pools);
+// every other tactic computes the convolution's float32 output into the workspace (after its own)
+// and ReduceMean's kernel averages it from there. The plans and tactics are those of the same
+// convolution without the pooling.
+struct Pooled {
+  Attrs conv;                   // the attributes without pool_mean
+  std::vector<int64_t> shape;   // the convolution's output, [N, OH, OW, M]
+  TensorView full;              // float32, of that shape (no data)
+  int64_t axes[2] = {1, 2};     // ReduceMean's axes
+  int64_t n_axes = 2;
+
+  Pooled(const QConvAttrs& a, std::span<const TensorView> in) {
+    QConvAttrs plain = a;
+    plain.pool_mean = 0;
+    conv = plain;
+    shape = infer_shapes(OpKind::kNhwcQConv, conv, in, 1)[0].shape;
+    full = TensorView{DataType::kFloat32, shape, nullptr, true};
+  }
+  Pooled(const Pooled&) = delete;
+  Pooled& operator=(const Pooled&) = delete;
+
+  // Whether the chosen tactic averages in its own kernel, with these operands (y: the step's); its
+  // tile shape and operands in *config and *args_out.
+  bool in_kernel(std::span<const TensorView> in, const TensorView& y, GpuEnv& env, QConvNhwcArgs* args_out = nullptr,
+                 int* config = nullptr) const {
+    if (std::get<QConvAttrs>(conv).group != 1) return false;
+    std::unique_ptr<Plan> local;
+    const Plan& p = plan_for(conv, in, {&full, 1}, env, local);
+    QConvNhwcArgs args = args_of(p.shapes, std::get<QConvAttrs>(conv), in, {&full, 1}, env);
+    args.y = y.data;
+    args.pool_mean = true;
+    const Choice c = chosen(p, env.tactic, args);
+    if (c.kind != Choice::kIgemm || !igemm::pools(static_cast<int>(c.index), args)) return false;
+    if (args_out) *args_out = args;
+    if (config) *config = static_cast<int>(c.index);
+    return true;
+  }
+  TensorView axes_view() const { return TensorView{DataType::kInt64, {&n_axes, 1}, const_cast<int64_t*>(axes), true}; }
+  GpuEnv mean_env(const GpuEnv& env, const void* const* hosts) const {
+    GpuEnv m = env;
+    m.host_in = std::span<const void* const>(hosts, 2);
+    m.tactic = -1;
+    m.state = nullptr;  // the step's state is the convolution's plan
+    return m;
+  }
+};
+
+// check_inputs for the convolution, and y: float32 [N, 1, 1, M].
+void check_pooled(const Pooled& pl, std::span<const TensorView> in, std::span<const TensorView> out,
+                  const GpuEnv& env) {
+  check_inputs(std::get<QConvAttrs>(pl.conv), in, {&pl.full, 1}, env);
+  const std::vector<int64_t> want{pl.shape[0], 1, 1, pl.shape[3]};
+  if (out[0].dtype != DataType::kFloat32 || !std::ranges::equal(out[0].shape, want))
+    throw Error("NhwcQConv: with pool_mean, y must be float32 [N, 1, 1, M]");
+}
+
+size_t mean_workspace(const Pooled& pl, std::span<const TensorView> out, GpuEnv& env) {
+  const void* hosts[2] = {nullptr, pl.axes};
+  GpuEnv m = pl.mean_env(env, hosts);
+  const TensorView mean_in[2] = {pl.full, pl.axes_view()};
+  const GpuKernelEntry* e = gpu_kernel_entry(OpKind::kReduceMean);
+  return e->workspace ? e->workspace(OpKind::kReduceMean, ReduceAttrs{}, std::span<const TensorView>(mean_in), out, m) : 0;
+}
+
+void pooled_kernel(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out, GpuEnv& env) {
+  Pooled pl(a, in);
+  check_pooled(pl, in, out, env);
+  if (pl.full.numel() == 0) return;
+  QConvNhwcArgs args;
+  int config = 0;
+  if (pl.in_kernel(in, out[0], env, &args, &config)) return igemm::run(config, args, env.stream);
+  const size_t conv_ws = nn::align_up(conv_workspace(pl.conv, in, {&pl.full, 1}, env));
+  const size_t full_bytes = nn::align_up(pl.full.bytes());
+  const size_t mean_ws = mean_workspace(pl, out, env);
+  // The workspace was sized for the pooling kernel when the tensors were aligned then: a caller's
+  // buffer bound later is not.
+  if (env.workspace_bytes < conv_ws + full_bytes + mean_ws)
+    throw Error(
+        "NhwcQConv: its pooled output needs 16-byte aligned tensors (a device buffer bound to an input or output "
+        "is not; cudaMalloc's are)");
+  char* ws = static_cast<char*>(env.workspace);
+  pl.full.data = ws + conv_ws;
+  GpuEnv conv_env = env;
+  conv_env.workspace_bytes = conv_ws;
+  conv_kernel(pl.conv, in, {&pl.full, 1}, conv_env);
+  const void* hosts[2] = {nullptr, pl.axes};
+  GpuEnv m = pl.mean_env(env, hosts);
+  m.workspace = mean_ws ? ws + conv_ws + full_bytes : nullptr;
+  m.workspace_bytes = mean_ws;
+  const TensorView mean_in[2] = {pl.full, pl.axes_view()};
+  gpu_kernel_entry(OpKind::kReduceMean)->fn(OpKind::kReduceMean, ReduceAttrs{}, std::span<const TensorView>(mean_in), out, m);
+}
+
+size_t pooled_workspace(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
+                        GpuEnv& env) {
+  const Pooled pl(a, in);
+  check_pooled(pl, in, out, env);
+  if (pl.in_kernel(in, out[0], env)) return 0;
+  return nn::align_up(conv_workspace(pl.conv, in, {&pl.full, 1}, env)) + nn::align_up(pl.full.bytes()) +
+         mean_workspace(pl, out, env);
+}
+
+}  // namespace
+
+void qconv_nhwc_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                       GpuEnv& env) {
+  const auto& a = std::get<QConvAttrs>(attrs);
+  if (a.pool_mean) return pooled_kernel(a, in, out, env);
+  conv_kernel(attrs, in, out, env);
+}
+
+size_t qconv_nhwc_workspace(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                            GpuEnv& env) {
+  const auto& a = std::get<QConvAttrs>(attrs);
+  if (a.pool_mean) return pooled_workspace(a, in, out, env);
+  return conv_workspace(attrs, in, out, env);
+}
+
+std::vector<int32_t> qconv_nhwc_tactics(OpKind, const Attrs& attrs, std::span<const TensorView> in,
+                                        std::span<const TensorView> out, GpuEnv& env) {
+  const auto& a = std::get<QConvAttrs>(attrs);
+  if (!a.pool_mean) return conv_tactics(attrs, in, out, env);
+  const Pooled pl(a, in);
+  return conv_tactics(pl.conv, in, {&pl.full, 1}, env);
 }
 
 }  // namespace kiln::gpu::extra

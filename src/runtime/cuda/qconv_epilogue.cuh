@@ -68,9 +68,10 @@ struct Tile {
   }
 
   // Finishes the staged rows (after a barrier): pixel_of(row) is y's pixel of the tile's row, or
-  // -1 where the row is no output.
-  template <class PixelOf>
-  __device__ void finish(const QConvNhwcArgs& a, int M, const int32_t* staged, PixelOf pixel_of) const {
+  // -1 where the row is no output. kInPlace: the float values replace the row's sums in `staged`
+  // (for a pooling of the tile's rows) instead of going to y.
+  template <bool kInPlace = false, class PixelOf>
+  __device__ void finish(const QConvNhwcArgs& a, int M, int32_t* staged, PixelOf pixel_of) const {
     if (em >= M) return;
     const int tid = threadIdx.x;
     int64_t pix[kPasses];
@@ -88,7 +89,7 @@ struct Tile {
     for (int i = 0; i < kPasses; ++i) {
       if (pix[i] < 0) continue;
       const int row = (tid + i * kThreads) / kVecs;
-      const int32_t* s = staged + row * kAccStride + (tid % kVecs) * 8;
+      int32_t* s = staged + row * kAccStride + (tid % kVecs) * 8;
       const int4 lo = *reinterpret_cast<const int4*>(s), hi = *reinterpret_cast<const int4*>(s + 4);
       const int32_t sums[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
       const int64_t e = pix[i] * M + em;  // y's (and z's) element index of the first channel
@@ -113,7 +114,10 @@ struct Tile {
         }
         out[k] = r;
       }
-      if (a.epi.quantize) {
+      if constexpr (kInPlace) {
+        reinterpret_cast<float4*>(s)[0] = make_float4(out[0], out[1], out[2], out[3]);
+        reinterpret_cast<float4*>(s)[1] = make_float4(out[4], out[5], out[6], out[7]);
+      } else if (a.epi.quantize) {
         uint32_t b[8];
 #pragma unroll
         for (int k = 0; k < 8; ++k) b[k] = rounded_byte(out[k]);

@@ -32,6 +32,13 @@ int configs(const QConvNhwcArgs& a) {
   return few ? kConfigs + kSplitConfigs : kConfigs;
 }
 
+bool pools(int config, const QConvNhwcArgs& a) {
+  // The tile rows (output pixels) of each config: mma.sync 128x128, 128x64, 64x64; wgmma 128x64,
+  // 128x128, 64x64, 64x128; the split ones 64.
+  constexpr int kRows[kConfigs + kSplitConfigs] = {128, 128, 64, 128, 128, 64, 64, 64, 64, 64, 64, 64, 64};
+  return a.pool_mean && !a.epi.quantize && config >= 0 && config < configs(a) && a.OH * a.OW <= kRows[config];
+}
+
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
   if (config < 0 || config >= configs(a))
     throw Error("NhwcQConv: the tensor-core kernel does not take this convolution with tile shape " +

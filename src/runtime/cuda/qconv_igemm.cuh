@@ -13,7 +13,8 @@ namespace kiln::gpu::extra {
 
 // x [N, H, W, C], w [M, KH, KW, C], y and z [N, OH, OW, M] (device pointers); w_scale has M values
 // or one; bias (M values) and z may be null. epi.quantize: y is int8, else float32; z_float: z is
-// float32 (added as it is), else int8 (times epi.z_scale).
+// float32 (added as it is), else int8 (times epi.z_scale). pool_mean (float32 y, tensor-core kernel
+// only): y is [N, M], the mean of each image's OH * OW outputs.
 struct QConvNhwcArgs {
   int64_t N, H, W, C, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
   const int8_t* x;
@@ -26,6 +27,7 @@ struct QConvNhwcArgs {
   const void* z;
   bool z_float;
   qfused::Epilogue epi;
+  bool pool_mean = false;
 };
 
 namespace igemm {
@@ -54,6 +56,10 @@ bool fits(const QConvNhwcArgs& a);
 // it does not fit, kSyncConfigs, kConfigs with the wgmma ones, or kConfigs + kSplitConfigs where
 // 64x64 tiles would not give every SM two CTAs.
 int configs(const QConvNhwcArgs& a);
+
+// Whether tile shape `config` averages y over each image's pixels in its epilogue (a.pool_mean):
+// where its tiles hold one image or more, OH * OW <= the tile's rows.
+bool pools(int config, const QConvNhwcArgs& a);
 
 // Runs tile shape `config` (0 .. configs(a) - 1). The epilogue rounds like cuDNN's (fused
 // multiply-adds in units of y's step), so int8 outputs may differ from the CPU's by one step.

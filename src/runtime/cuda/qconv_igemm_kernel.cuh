@@ -23,6 +23,11 @@
 // [r, r + 1) * BM / kSplit of all kSplit tiles through distributed shared memory and finishes
 // those rows, so the epilogue is split too and the partial sums never leave the cluster.
 //
+// Pooled output (Geometry::pool_rows, NhwcQConv's pool_mean): a tile holds whole images (its
+// first BM / pool_rows * pool_rows rows), finish() leaves the float values in shared memory and each
+// image's rows are summed there, per channel, in a fixed order; with kSplit > 1 the CTAs of the
+// cluster share the columns instead of the rows, so that no sum crosses CTAs.
+//
 // This header is the kernel itself (qconv_igemm.cuh says what it takes), for the files that
 // instantiate its tile shapes: qconv_igemm.cu (mma.sync, as described above) and
 // sm90a/qconv_igemm_wgmma.cu (wgmma), through the tile's Mma policy.
@@ -47,6 +52,9 @@ namespace kiln::gpu::extra::igemm {
 struct Geometry {
   int H, W, C, M, OH, OW, KW, sh, sw, ph, pw, dh, dw, c_tiles, k_tiles;
   int64_t P, K;  // output pixels, reduction length
+  // The output pixels of a tile (BM, or the whole images that fit in BM where pool_rows > 0), and
+  // the pixels of an image where y is their mean (pool_mean), else 0. launch() sets them.
+  int tile_rows = 0, pool_rows = 0;
 };
 
 namespace {
@@ -112,6 +120,59 @@ __device__ __forceinline__ void cluster_wait() {
 #endif
 }
 
+// Sums columns [c0, c1) of all rows of the kSplit staged tiles of the cluster into this CTA's (after
+// a cluster barrier), for a pooled output: each CTA then finishes and averages whole columns.
+template <int kSplit, int BM, int kThreads, int kStride>
+__device__ void add_cluster_cols(int32_t* staged, int c0, int c1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int vecs = (c1 - c0) / 4;  // int4s per row
+  for (int i = threadIdx.x; i < BM * vecs; i += kThreads) {
+    const int off = (i / vecs) * kStride + c0 + (i % vecs) * 4;
+    int4 sum = make_int4(0, 0, 0, 0);
+#pragma unroll
+    for (int q = 0; q < kSplit; ++q) {
+      const int4 v = *reinterpret_cast<const int4*>(cluster.map_shared_rank(staged + off, q));
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    *reinterpret_cast<int4*>(staged + off) = sum;
+  }
+#endif
+}
+
+// pool_mean: y[n, m] = the mean of image n's g.pool_rows outputs, for the channels [c0, c1) of
+// the tile, from the float values finish<true>() left in `staged` (the tile's images are rows
+// [j, j + 1) * pool_rows). Called by every thread, after a barrier.
+template <class T, int kStride>
+__device__ void pool_tile(const QConvNhwcArgs& a, const Geometry& g, const int32_t* staged, int64_t p0, int m0,
+                          int c0, int c1) {
+  const int pr = g.pool_rows;
+  const int64_t left = g.P - p0;  // pixels from this tile's first to the last
+  const int images = static_cast<int>(left < g.tile_rows ? left : g.tile_rows) / pr;
+  c1 = min(c1, g.M - m0);
+  const int width = c1 - c0;
+  const float* const f = reinterpret_cast<const float*>(staged);
+  for (int i = threadIdx.x; i < images * width; i += T::kThreads) {
+    const int j = i / width, c = c0 + i % width;
+    // Four sums in flight, so that the loads do not wait for one chain of additions.
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    int r = j * pr;
+    const int hi = r + pr;
+    for (; r + 3 < hi; r += 4) {
+      s0 += f[r * kStride + c];
+      s1 += f[(r + 1) * kStride + c];
+      s2 += f[(r + 2) * kStride + c];
+      s3 += f[(r + 3) * kStride + c];
+    }
+    for (; r < hi; ++r) s0 += f[r * kStride + c];
+    static_cast<float*>(a.y)[(p0 / pr + j) * g.M + m0 + c] = ((s0 + s1) + (s2 + s3)) / static_cast<float>(pr);
+  }
+}
+
 template <class T, int kSplit = 1>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConvNhwcArgs a, Geometry g) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // cp.async, ldmatrix and int8 mma.m16n8k32
@@ -124,7 +185,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
   // stages [kt0, kt0 + k_count).
   const int tile = static_cast<int>(blockIdx.x) / kSplit, slice = static_cast<int>(blockIdx.x) % kSplit;
   const int kt0 = slice * g.k_tiles / kSplit, k_count = (slice + 1) * g.k_tiles / kSplit - kt0;
-  const int64_t p0 = static_cast<int64_t>(tile / n_tiles) * T::BM;
+  const int64_t p0 = static_cast<int64_t>(tile / n_tiles) * g.tile_rows;
   const int m0 = (tile % n_tiles) * T::BN;
   const int chunk = tid & 3;  // the same 16-byte chunk of every row this thread loads
 
@@ -134,8 +195,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
   bool a_ok[T::kARows];
 #pragma unroll
   for (int i = 0; i < T::kARows; ++i) {
-    const int64_t p = p0 + ((tid + i * T::kThreads) >> 2);
-    a_ok[i] = p < g.P;
+    const int row = (tid + i * T::kThreads) >> 2;
+    const int64_t p = p0 + row;
+    a_ok[i] = row < g.tile_rows && p < g.P;
     const int64_t pp = a_ok[i] ? p : 0;
     const int64_t n = pp / (static_cast<int64_t>(g.OH) * g.OW);
     const int r = static_cast<int>(pp - n * g.OH * g.OW), oh = r / g.OW, ow = r % g.OW;
@@ -226,18 +288,39 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
   const Epi epi(a, g.M, m0);
   int32_t* staged = reinterpret_cast<int32_t*>(smem);
   Epi::stage(staged, acc, warp_m * T::WM, warp_n * T::WN, lane);
-  int r0 = 0, r1 = T::BM;  // the rows this CTA finishes
+  // The rows and columns this CTA finishes: with kSplit > 1 a share of the rows, or for a pooled
+  // output (whose sums over an image's rows are best made in one CTA) a share of the columns.
+  const bool pooled = g.pool_rows > 0;
+  int r0 = 0, r1 = T::BM, c0 = 0, c1 = T::BN;
   if constexpr (kSplit > 1) {
-    static_assert(T::BM % kSplit == 0);
-    r0 = slice * (T::BM / kSplit);
-    r1 = r0 + T::BM / kSplit;
+    static_assert(T::BM % kSplit == 0 && T::BN % (8 * kSplit) == 0);
     cluster_arrive();
     cluster_wait();  // every CTA of the cluster has staged its sums
-    add_cluster_rows<kSplit, T::BN, T::kThreads, Epi::kAccStride>(staged, r0, r1);
+    if (pooled) {
+      c0 = slice * (T::BN / kSplit);
+      c1 = c0 + T::BN / kSplit;
+      add_cluster_cols<kSplit, T::BM, T::kThreads, Epi::kAccStride>(staged, c0, c1);
+    } else {
+      r0 = slice * (T::BM / kSplit);
+      r1 = r0 + T::BM / kSplit;
+      add_cluster_rows<kSplit, T::BN, T::kThreads, Epi::kAccStride>(staged, r0, r1);
+    }
     cluster_arrive();  // done reading the others' tiles (waited for before leaving)
   }
   __syncthreads();
-  epi.finish(a, g.M, staged, [&](int row) { return row >= r0 && row < r1 && p0 + row < g.P ? p0 + row : int64_t{-1}; });
+  // finish() gives each thread 8 channels from column (tid % (BN / 8)) * 8 of several rows.
+  const int col = (static_cast<int>(threadIdx.x) % (T::BN / 8)) * 8;
+  const bool my_cols = col >= c0 && col < c1;
+  auto pixel_of = [&](int row) {
+    return my_cols && row >= r0 && row < r1 && row < g.tile_rows && p0 + row < g.P ? p0 + row : int64_t{-1};
+  };
+  if (!pooled) {
+    epi.finish(a, g.M, staged, pixel_of);
+  } else {
+    epi.template finish<true>(a, g.M, staged, pixel_of);
+    __syncthreads();
+    pool_tile<T, Epi::kAccStride>(a, g, staged, p0, m0, c0, c1);
+  }
   if constexpr (kSplit > 1) {
     __syncwarp();   // the warp reconverged after finish()'s branches, for the aligned barrier
     cluster_wait();  // no CTA leaves while another may read its tile
@@ -246,8 +329,18 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
 }
 
 template <class T, int kSplit = 1>
-void launch(const QConvNhwcArgs& a, const Geometry& g, cudaStream_t stream) {
-  const int64_t blocks = (g.P + T::BM - 1) / T::BM * ((g.M + T::BN - 1) / T::BN) * kSplit;
+void launch(const QConvNhwcArgs& a, Geometry g, cudaStream_t stream) {
+  g.tile_rows = T::BM;
+  g.pool_rows = 0;
+  if (a.pool_mean) {
+    const int pixels = g.OH * g.OW;
+    if (a.epi.quantize || pixels > T::BM)
+      throw Error("NhwcQConv: this tile shape cannot average the convolution's outputs (" + std::to_string(pixels) +
+                  " pixels per image)");
+    g.pool_rows = pixels;
+    g.tile_rows = T::BM / pixels * pixels;  // whole images
+  }
+  const int64_t blocks = (g.P + g.tile_rows - 1) / g.tile_rows * ((g.M + T::BN - 1) / T::BN) * kSplit;
   if (blocks >= int64_t{1} << 31)
     throw Error("NhwcQConv: the convolution has too many output pixels for the tensor-core kernel");
   // Above 48 KiB of shared memory a kernel must ask for it, once per device (before any capture:
