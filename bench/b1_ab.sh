@@ -5,19 +5,30 @@
 # commit; it must read and write the same engine format). Each builds ResNet-50 (or the torchvision
 # model given) `--best --force-int8` at batch 1 with its own timing cache and one shared calibration
 # cache; then `kiln bench --cuda-graph --no-transfers` on each engine, alternated three times.
+# BATCH: another batch size than 1. BASE_FLAGS: more `kiln optimize` flags for the baseline's
+# build; with them and no base_kiln.xz the baseline is this tree's binary
+# (BASE_FLAGS="--disable-pass fuse-conv-pool" measures one pass).
 # Logs in $OUT/b1_ab/; prints the steps and the GPU compute medians last.
 set -uo pipefail
 source bench/device_env.sh
 PY=/opt/torch/.venv/bin/python
 model=${1:-resnet50}
+batch=${BATCH:-1}
 work=$(mktemp -d)
 logs="$OUT/b1_ab"
 mkdir -p "$logs"
-xz -dc build-dev/base_kiln.xz > "$work/base_kiln" && chmod +x "$work/base_kiln" || exit 2
+base_flags=${BASE_FLAGS:-}
+if [ -n "$base_flags" ] && [ ! -f build-dev/base_kiln.xz ]; then
+  cp build-dev/kiln "$work/base_kiln"
+else
+  xz -dc build-dev/base_kiln.xz > "$work/base_kiln" && chmod +x "$work/base_kiln" || exit 2
+fi
 $PY bench/torchvision_onnx.py "$work" "$model"
 for which in new base; do
   bin=$([ "$which" = new ] && echo build-dev/kiln || echo "$work/base_kiln")
-  "$bin" optimize "$work/$model.onnx" --device gpu --batch 1 --best --force-int8 --calib "$work/calib" \
+  flags=$([ "$which" = new ] || echo "$base_flags")
+  # shellcheck disable=SC2086
+  "$bin" optimize "$work/$model.onnx" --device gpu --batch "$batch" --best --force-int8 --calib "$work/calib" $flags \
     --calib-cache "$work/calib.cache" --timing-cache "$work/tc_$which.json" -v -o "$work/$which.kiln" \
     > "$logs/build_$which.txt" 2>&1 || { tail "$logs/build_$which.txt"; exit 1; }
   "$bin" inspect "$work/$which.kiln" > "$logs/inspect_$which.txt" 2>&1
