@@ -33,7 +33,6 @@
 #include <optional>
 
 #include "core/infer/nn_geometry.h"
-#include "core/shape_infer.h"
 #include "runtime/cuda/cudnn_graph.cuh"
 #include "runtime/cuda/extra_internal.cuh"
 #include "runtime/cuda/nn_internal.cuh"
@@ -463,7 +462,13 @@ struct Pooled {
     QConvAttrs plain = a;
     plain.pool_mean = 0;
     conv = plain;
-    shape = infer_shapes(OpKind::kNhwcQConv, conv, in, 1)[0].shape;
+    if (in.size() < 4 || in[0].rank() != 4 || in[3].rank() != 4)
+      throw Error("NhwcQConv: the CUDA backend takes 2-D convolutions only");
+    const TensorView &X = in[0], &W = in[3];
+    const std::vector<int64_t> x{X.shape[0], X.shape[3], X.shape[1], X.shape[2]};
+    const std::vector<int64_t> w{W.shape[0], W.shape[3], W.shape[1], W.shape[2]};
+    const kiln::nn::WindowGeometry geo = kiln::nn::conv_geometry(plain.conv(), x, w);
+    shape = {x[0], geo.out[0], geo.out[1], w[0]};
     full = TensorView{DataType::kFloat32, shape, nullptr, true};
   }
   Pooled(const Pooled&) = delete;
