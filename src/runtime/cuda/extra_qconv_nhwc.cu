@@ -490,13 +490,22 @@ struct Pooled {
     if (config) *config = static_cast<int>(c.index);
     return true;
   }
-  TensorView axes_view() const { return TensorView{DataType::kInt64, {&n_axes, 1}, const_cast<int64_t*>(axes), true}; }
-  GpuEnv mean_env(const GpuEnv& env, const void* const* hosts) const {
+  // ReduceMean over the spatial axes of `full` into `out`; with `query`, only the workspace it
+  // asks for (none is used then), else run in workspace `ws`.
+  size_t mean(std::span<const TensorView> out, const GpuEnv& env, void* ws, size_t ws_bytes, bool query) const {
+    const void* hosts[2] = {nullptr, axes};
     GpuEnv m = env;
     m.host_in = std::span<const void* const>(hosts, 2);
     m.tactic = -1;
     m.state = nullptr;  // the step's state is the convolution's plan
-    return m;
+    m.workspace = ws;
+    m.workspace_bytes = ws_bytes;
+    const TensorView views[2] = {full, TensorView{DataType::kInt64, {&n_axes, 1}, const_cast<int64_t*>(axes), true}};
+    const std::span<const TensorView> in(views);
+    const GpuKernelEntry* e = gpu_kernel_entry(OpKind::kReduceMean);
+    if (query) return e->workspace ? e->workspace(OpKind::kReduceMean, ReduceAttrs{}, in, out, m) : 0;
+    e->fn(OpKind::kReduceMean, ReduceAttrs{}, in, out, m);
+    return 0;
   }
 };
 
@@ -509,14 +518,6 @@ void check_pooled(const Pooled& pl, std::span<const TensorView> in, std::span<co
     throw Error("NhwcQConv: with pool_mean, y must be float32 [N, 1, 1, M]");
 }
 
-size_t mean_workspace(const Pooled& pl, std::span<const TensorView> out, GpuEnv& env) {
-  const void* hosts[2] = {nullptr, pl.axes};
-  GpuEnv m = pl.mean_env(env, hosts);
-  const TensorView mean_in[2] = {pl.full, pl.axes_view()};
-  const GpuKernelEntry* e = gpu_kernel_entry(OpKind::kReduceMean);
-  return e->workspace ? e->workspace(OpKind::kReduceMean, ReduceAttrs{}, std::span<const TensorView>(mean_in), out, m) : 0;
-}
-
 void pooled_kernel(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out, GpuEnv& env) {
   Pooled pl(a, in);
   check_pooled(pl, in, out, env);
@@ -526,7 +527,7 @@ void pooled_kernel(const QConvAttrs& a, std::span<const TensorView> in, std::spa
   if (pl.in_kernel(in, out[0], env, &args, &config)) return igemm::run(config, args, env.stream);
   const size_t conv_ws = nn::align_up(conv_workspace(pl.conv, in, {&pl.full, 1}, env));
   const size_t full_bytes = nn::align_up(pl.full.bytes());
-  const size_t mean_ws = mean_workspace(pl, out, env);
+  const size_t mean_ws = pl.mean(out, env, nullptr, 0, true);
   // The workspace was sized for the pooling kernel when the tensors were aligned then: a caller's
   // buffer bound later is not.
   if (env.workspace_bytes < conv_ws + full_bytes + mean_ws)
@@ -538,12 +539,7 @@ void pooled_kernel(const QConvAttrs& a, std::span<const TensorView> in, std::spa
   GpuEnv conv_env = env;
   conv_env.workspace_bytes = conv_ws;
   conv_kernel(pl.conv, in, {&pl.full, 1}, conv_env);
-  const void* hosts[2] = {nullptr, pl.axes};
-  GpuEnv m = pl.mean_env(env, hosts);
-  m.workspace = mean_ws ? ws + conv_ws + full_bytes : nullptr;
-  m.workspace_bytes = mean_ws;
-  const TensorView mean_in[2] = {pl.full, pl.axes_view()};
-  gpu_kernel_entry(OpKind::kReduceMean)->fn(OpKind::kReduceMean, ReduceAttrs{}, std::span<const TensorView>(mean_in), out, m);
+  pl.mean(out, env, mean_ws ? ws + conv_ws + full_bytes : nullptr, mean_ws, false);
 }
 
 size_t pooled_workspace(const QConvAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -552,7 +548,7 @@ size_t pooled_workspace(const QConvAttrs& a, std::span<const TensorView> in, std
   check_pooled(pl, in, out, env);
   if (pl.in_kernel(in, out[0], env)) return 0;
   return nn::align_up(conv_workspace(pl.conv, in, {&pl.full, 1}, env)) + nn::align_up(pl.full.bytes()) +
-         mean_workspace(pl, out, env);
+         pl.mean(out, env, nullptr, 0, true);
 }
 
 }  // namespace

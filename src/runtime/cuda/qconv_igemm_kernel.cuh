@@ -85,16 +85,16 @@ struct Tile {
   static_assert((BM * 4) % kThreads == 0 && (BN * 4) % kThreads == 0);
 };
 
-// Sums rows [r0, r1) of the kSplit staged tiles of the cluster into this CTA's (after a cluster
-// barrier: every CTA has staged its tile).
-template <int kSplit, int BN, int kThreads, int kStride>
-__device__ void add_cluster_rows(int32_t* staged, int r0, int r1) {
+// Sums the block rows [r0, r1) x columns [c0, c1) of the kSplit staged tiles of the cluster into
+// this CTA's (after a cluster barrier: every CTA has staged its tile). c1 - c0: a multiple of 4.
+template <int kSplit, int kThreads, int kStride>
+__device__ void add_cluster_block(int32_t* staged, int r0, int r1, int c0, int c1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
-  constexpr int kVecs = BN / 4;  // int4s per row
-  for (int i = threadIdx.x; i < (r1 - r0) * kVecs; i += kThreads) {
-    const int off = (r0 + i / kVecs) * kStride + (i % kVecs) * 4;
+  const int vecs = (c1 - c0) / 4;  // int4s per row
+  for (int i = threadIdx.x; i < (r1 - r0) * vecs; i += kThreads) {
+    const int off = (r0 + i / vecs) * kStride + c0 + (i % vecs) * 4;
     int4 sum = make_int4(0, 0, 0, 0);
 #pragma unroll
     for (int q = 0; q < kSplit; ++q) {
@@ -117,30 +117,6 @@ __device__ __forceinline__ void cluster_arrive() {
 __device__ __forceinline__ void cluster_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-
-// Sums columns [c0, c1) of all rows of the kSplit staged tiles of the cluster into this CTA's (after
-// a cluster barrier), for a pooled output: each CTA then finishes and averages whole columns.
-template <int kSplit, int BM, int kThreads, int kStride>
-__device__ void add_cluster_cols(int32_t* staged, int c0, int c1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int vecs = (c1 - c0) / 4;  // int4s per row
-  for (int i = threadIdx.x; i < BM * vecs; i += kThreads) {
-    const int off = (i / vecs) * kStride + c0 + (i % vecs) * 4;
-    int4 sum = make_int4(0, 0, 0, 0);
-#pragma unroll
-    for (int q = 0; q < kSplit; ++q) {
-      const int4 v = *reinterpret_cast<const int4*>(cluster.map_shared_rank(staged + off, q));
-      sum.x += v.x;
-      sum.y += v.y;
-      sum.z += v.z;
-      sum.w += v.w;
-    }
-    *reinterpret_cast<int4*>(staged + off) = sum;
-  }
 #endif
 }
 
@@ -299,12 +275,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) igemm_kernel(QConv
     if (pooled) {
       c0 = slice * (T::BN / kSplit);
       c1 = c0 + T::BN / kSplit;
-      add_cluster_cols<kSplit, T::BM, T::kThreads, Epi::kAccStride>(staged, c0, c1);
     } else {
       r0 = slice * (T::BM / kSplit);
       r1 = r0 + T::BM / kSplit;
-      add_cluster_rows<kSplit, T::BN, T::kThreads, Epi::kAccStride>(staged, r0, r1);
     }
+    add_cluster_block<kSplit, T::kThreads, Epi::kAccStride>(staged, r0, r1, c0, c1);
     cluster_arrive();  // done reading the others' tiles (waited for before leaving)
   }
   __syncthreads();
