@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/types.h"
+#include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/gpu_kernels.h"
 
 namespace kiln::calib {
@@ -29,17 +30,7 @@ constexpr const char* kWhat = "calibration statistics on the GPU";
 void check(cudaError_t err, const char* what) { gpu::check_cuda(err, std::string(kWhat) + ": " + what); }
 
 // Device memory, freed on every path.
-struct Buffer {
-  void* p = nullptr;
-  explicit Buffer(size_t bytes) { check(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc"); }
-  ~Buffer() { cudaFree(p); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
+gpu::DeviceBuffer buffer(size_t bytes) { return gpu::DeviceBuffer(bytes, std::string(kWhat) + ": cudaMalloc"); }
 
 struct Partial {
   float min, max, absmax;
@@ -129,13 +120,13 @@ void add_on_gpu(std::span<TensorStats* const> stats, std::span<const DeviceFloat
     throw Error(std::string(kWhat) + ": a tensor of " + std::to_string(longest) + " values is too large");
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(n));
 
-  Buffer tensors(n * sizeof(DeviceFloats)), partials(n * blocks * sizeof(Partial)), widths(n * sizeof(double)),
-      counts(n * kBins * sizeof(unsigned long long));
-  check(cudaMemcpy(tensors.p, batch.data(), n * sizeof(DeviceFloats), cudaMemcpyHostToDevice), "uploading the tensors");
+  const gpu::DeviceBuffer tensors = buffer(n * sizeof(DeviceFloats)), partials = buffer(n * blocks * sizeof(Partial)),
+                          widths = buffer(n * sizeof(double)), counts = buffer(n * kBins * sizeof(unsigned long long));
+  check(cudaMemcpy(tensors.get(), batch.data(), n * sizeof(DeviceFloats), cudaMemcpyHostToDevice), "uploading the tensors");
   summarize<<<grid, kThreads>>>(tensors.as<DeviceFloats>(), partials.as<Partial>());
   gpu::check_launch(std::string(kWhat) + ": the summary kernel");
   std::vector<Partial> p(n * blocks);
-  check(cudaMemcpy(p.data(), partials.p, p.size() * sizeof(Partial), cudaMemcpyDeviceToHost), "the summaries");
+  check(cudaMemcpy(p.data(), partials.get(), p.size() * sizeof(Partial), cudaMemcpyDeviceToHost), "the summaries");
 
   std::vector<double> w(n, 0);
   for (size_t t = 0; t < n; ++t) {
@@ -152,12 +143,12 @@ void add_on_gpu(std::span<TensorStats* const> stats, std::span<const DeviceFloat
     w[t] = stats[t]->add_summary(s);
   }
   if (std::all_of(w.begin(), w.end(), [](double x) { return x == 0; })) return;
-  check(cudaMemcpy(widths.p, w.data(), n * sizeof(double), cudaMemcpyHostToDevice), "uploading the bin widths");
-  check(cudaMemset(counts.p, 0, n * kBins * sizeof(unsigned long long)), "cudaMemset");
+  check(cudaMemcpy(widths.get(), w.data(), n * sizeof(double), cudaMemcpyHostToDevice), "uploading the bin widths");
+  check(cudaMemset(counts.get(), 0, n * kBins * sizeof(unsigned long long)), "cudaMemset");
   histogram<<<grid, kThreads>>>(tensors.as<DeviceFloats>(), widths.as<double>(), counts.as<unsigned long long>());
   gpu::check_launch(std::string(kWhat) + ": the histogram kernel");
   std::vector<uint64_t> c(n * kBins);
-  check(cudaMemcpy(c.data(), counts.p, c.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost), "the histograms");
+  check(cudaMemcpy(c.data(), counts.get(), c.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost), "the histograms");
   for (size_t t = 0; t < n; ++t)
     if (w[t] != 0) stats[t]->add_histogram(std::span<const uint64_t>(c).subspan(t * kBins, kBins));
 }

@@ -36,6 +36,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/gpu_kernels.h"
 #include "runtime/sample_inputs.h"
 #endif
@@ -48,15 +49,12 @@ namespace {
 
 using gpu::check_cuda;
 
-struct DeviceBuf {
-  void* p = nullptr;
-  explicit DeviceBuf(size_t bytes) {
-    check_cuda(cudaMalloc(&p, std::max<size_t>(bytes, 256)), "choosing kernels: allocating a test buffer");
-  }
-  ~DeviceBuf() { cudaFree(p); }
-  DeviceBuf(const DeviceBuf&) = delete;
-  DeviceBuf& operator=(const DeviceBuf&) = delete;
-};
+using gpu::DeviceBuffer;
+
+// A test buffer or workspace of the builder (at least 256 bytes).
+DeviceBuffer test_buffer(size_t bytes) {
+  return DeviceBuffer(std::max<size_t>(bytes, 256), "choosing kernels: allocating a test buffer");
+}
 
 // kiln bench's kind of data (runtime/sample_inputs.h) for the tactics' inputs: a GPU runs kernels
 // faster on zeros, float16 tensor-core kernels more so, which could favour one candidate over
@@ -68,19 +66,19 @@ class SampleData {
     auto it = blocks_.find(dt);
     if (it == blocks_.end()) {
       const std::vector<uint8_t> v = sample_values(dt, kBlock / std::max<size_t>(1, dtype_size(dt)));
-      auto b = std::make_unique<DeviceBuf>(v.size());
-      check_cuda(cudaMemcpy(b->p, v.data(), v.size(), cudaMemcpyHostToDevice), "choosing kernels: sample data");
+      DeviceBuffer b = test_buffer(v.size());
+      check_cuda(cudaMemcpy(b.get(), v.data(), v.size(), cudaMemcpyHostToDevice), "choosing kernels: sample data");
       it = blocks_.emplace(dt, std::move(b)).first;
     }
     for (size_t off = 0; off < bytes; off += kBlock)
-      check_cuda(cudaMemcpy(static_cast<uint8_t*>(dst) + off, it->second->p, std::min(kBlock, bytes - off),
+      check_cuda(cudaMemcpy(static_cast<uint8_t*>(dst) + off, it->second.get(), std::min(kBlock, bytes - off),
                             cudaMemcpyDeviceToDevice),
                  "choosing kernels: sample data");
   }
 
  private:
   static constexpr size_t kBlock = size_t{1} << 22;  // 4 MiB, a multiple of every element size
-  std::map<DataType, std::unique_ptr<DeviceBuf>> blocks_;
+  std::map<DataType, DeviceBuffer> blocks_;
 };
 
 // Part of every timing-cache key: raised when a kernel's list of candidates grows (2: the streaming
@@ -140,7 +138,7 @@ std::string engine_key(const std::string& device, const graph::Graph& g) {
 // Device buffers of one node's shapes: constants hold their values, the other inputs kiln bench's
 // kind of data (zeros where samples is null: listing candidates reads no data), outputs zeros.
 struct NodeBuffers {
-  std::vector<std::unique_ptr<DeviceBuf>> bufs;
+  std::vector<DeviceBuffer> bufs;
   std::vector<TensorView> in, out;
   std::vector<const void*> host_in;
 
@@ -149,14 +147,15 @@ struct NodeBuffers {
       if (v == graph::kNoValue) return absent_tensor();
       const graph::Value& val = g.value(v);
       TensorView view = val.view();
-      bufs.push_back(std::make_unique<DeviceBuf>(view.bytes()));
+      bufs.push_back(test_buffer(view.bytes()));
+      void* const data = bufs.back().get();
       if (!is_out && val.is_constant())
-        check_cuda(cudaMemcpy(bufs.back()->p, val.data->data(), val.data->size(), cudaMemcpyHostToDevice), "upload");
+        check_cuda(cudaMemcpy(data, val.data->data(), val.data->size(), cudaMemcpyHostToDevice), "upload");
       else if (!is_out && samples)
-        samples->fill(bufs.back()->p, view.dtype, view.bytes());
+        samples->fill(data, view.dtype, view.bytes());
       else
-        check_cuda(cudaMemset(bufs.back()->p, 0, view.bytes()), "cudaMemset");
-      view.data = bufs.back()->p;
+        check_cuda(cudaMemset(data, 0, view.bytes()), "cudaMemset");
+      view.data = data;
       return view;
     };
     for (graph::ValueId v : n.inputs) {
@@ -175,7 +174,7 @@ struct Handles {
   cudaStream_t stream = nullptr;
   cudnnHandle_t cudnn = nullptr;
   cublasLtHandle_t lt = nullptr;
-  DeviceBuf error{sizeof(int)};
+  DeviceBuffer error = test_buffer(sizeof(int));
 
   Handles() try {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -201,7 +200,7 @@ struct Handles {
     e.stream = stream;
     e.cudnn = cudnn;
     e.cublaslt = lt;
-    e.error = static_cast<int*>(error.p);
+    e.error = error.as<int>();
     e.host_in = b.host_in;
     return e;
   }
@@ -514,8 +513,8 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
         env.state = &state;
         try {
           const size_t ws = entry.workspace ? entry.workspace(n.kind, n.attrs, b.in, b.out, env) : 0;
-          DeviceBuf workspace(ws);
-          env.workspace = workspace.p;
+          const DeviceBuffer workspace = test_buffer(ws);
+          env.workspace = workspace.get();
           env.workspace_bytes = ws;
           double first_s = 0;
           const double ms = time_tactic(entry, n, b.in, b.out, env, stream, &first_s, &in_graph, &rounds);

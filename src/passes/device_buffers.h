@@ -3,35 +3,20 @@
 #pragma once
 
 #if defined(KILN_HAVE_CUDA)
-#include <cuda_runtime_api.h>
-
-#include <algorithm>
 #include <string_view>
 #include <vector>
 
-#include "runtime/cuda/gpu_kernels.h"
+#include "runtime/cuda/device_buffer.h"
 
 namespace kiln::passes {
 
 class DeviceBuffers {
  public:
-  DeviceBuffers() = default;
-  ~DeviceBuffers() {
-    for (void* p : buffers_) cudaFree(p);
-  }
-  DeviceBuffers(const DeviceBuffers&) = delete;
-  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
-
   // `bytes` of device memory (at least 1), uninitialized; an error names `what`.
-  void* alloc(size_t bytes, std::string_view what) {
-    void* p = nullptr;
-    gpu::check_cuda(cudaMalloc(&p, std::max<size_t>(bytes, 1)), what);
-    buffers_.push_back(p);
-    return p;
-  }
+  void* alloc(size_t bytes, std::string_view what) { return buffers_.emplace_back(bytes, what).get(); }
 
  private:
-  std::vector<void*> buffers_;
+  std::vector<gpu::DeviceBuffer> buffers_;
 };
 
 }  // namespace kiln::passes
