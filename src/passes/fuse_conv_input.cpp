@@ -16,6 +16,7 @@
 // last; a Cast converts from anything but float32 or into anything but W's type (then only the
 // Transpose folds, where X is W's type); the convolution already reads a channels-first X. After
 // channels-last, which makes NhwcConv.
+#include "core/layout.h"
 #include "passes/pass.h"
 #include "passes/rewrite_util.h"
 
@@ -24,14 +25,6 @@ namespace kiln::passes {
 namespace {
 
 using graph::ValueId;
-
-// [0, 2, ..., r - 1, 1]: channels-first to channels-last.
-std::vector<int64_t> to_last(size_t rank) {
-  std::vector<int64_t> p{0};
-  for (size_t i = 2; i < rank; ++i) p.push_back(static_cast<int64_t>(i));
-  p.push_back(1);
-  return p;
-}
 
 // The shapes of Kiln's RGB stem kernel (runtime/cuda/conv_small_c.cuh), which reads a
 // channels-first X itself: W [M, k, k, 3] with M 32 or 64, k 3 or 7, stride 2, one group.
@@ -61,7 +54,7 @@ bool fuse_one(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>&
     const graph::Value& from = g.value(n.inputs[0]);
     if (n.kind == OpKind::kTranspose && transpose < 0) {
       const size_t rank = from.view().rank();
-      if (rank < 3 || resolved_perm(std::get<TransposeAttrs>(n.attrs), rank) != to_last(rank)) break;
+      if (rank < 3 || resolved_perm(std::get<TransposeAttrs>(n.attrs), rank) != channels_last_perm(rank)) break;
       transpose = at;
     } else if (n.kind == OpKind::kCast && cast < 0) {
       if (from.dtype != DataType::kFloat32 || g.value(n.outputs[0]).dtype != w_type) break;

@@ -7,27 +7,10 @@
 #include <algorithm>
 #include <string>
 
+#include "core/layout.h"
 #include "core/shape_infer.h"
 
 namespace kiln::nn {
-
-namespace {
-
-// [N, S..., C] -> [N, C, S...]
-std::vector<int64_t> to_first(std::span<const int64_t> s) {
-  std::vector<int64_t> out{s[0], s.back()};
-  out.insert(out.end(), s.begin() + 1, s.end() - 1);
-  return out;
-}
-// [N, C, S...] -> [N, S..., C]
-std::vector<int64_t> to_last(std::span<const int64_t> s) {
-  std::vector<int64_t> out{s[0]};
-  out.insert(out.end(), s.begin() + 2, s.end());
-  out.push_back(s[1]);
-  return out;
-}
-
-}  // namespace
 
 std::vector<OutputType> infer_nhwc(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, size_t n) {
   const std::string op(op_name(kind));
@@ -37,7 +20,7 @@ std::vector<OutputType> infer_nhwc(OpKind kind, const Attrs& attrs, std::span<co
   auto permute_input = [&](size_t i) {
     if (i >= in.size() || !in[i].exists) return;
     if (in[i].rank() < 3) throw Error(op + ": input " + std::to_string(i) + " must have rank >= 3 ([N, ..., C])");
-    shapes.push_back(to_first(in[i].shape));
+    shapes.push_back(channels_first_shape(in[i].shape));
   };
   shapes.reserve(3);
   const OpKind twin = kind == OpKind::kNhwcConv      ? OpKind::kFusedConv
@@ -77,7 +60,7 @@ std::vector<OutputType> infer_nhwc(OpKind kind, const Attrs& attrs, std::span<co
   const bool quantized = kind == OpKind::kNhwcConv && in.size() > 4 && in[4].exists;
   if (kind == OpKind::kNhwcConv && in.size() > 4) views.resize(4);
   std::vector<OutputType> out = infer_shapes(twin, twin_attrs, views, n);
-  for (OutputType& o : out) o.shape = to_last(o.shape);
+  for (OutputType& o : out) o.shape = channels_last_shape(o.shape);
   if (pool_mean) {  // y averaged over its spatial axes: [N, 1, ..., 1, M]
     if (out[0].dtype != DataType::kFloat32)
       throw Error(op + ": pool_mean needs a float32 output (no y_scale), got " + std::string(dtype_name(out[0].dtype)));

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layout.h"
 #include "runtime/cuda/conv_small_c.cuh"
 #include "runtime/cuda/nn_conv_plan.cuh"
 
@@ -66,7 +67,7 @@ const void* convert_x_first(const ConvPlan& p, const TensorView& X, DataType to,
     throw Error(
         "NhwcConv: its channels-first input needs 16-byte aligned tensors (a device buffer bound to an input or "
         "output is not; cudaMalloc's are)");
-  const std::vector<int64_t> last = channels_last_of(X.shape);
+  const std::vector<int64_t> last = channels_last_shape(X.shape);
   char* ws = static_cast<char*>(env.workspace);
   GpuEnv plain = env;  // the steps below keep no state and need no workspace
   plain.state = nullptr;
@@ -82,10 +83,8 @@ const void* convert_x_first(const ConvPlan& p, const TensorView& X, DataType to,
     from = cast;
   }
   const TensorView moved{to, last, ws};
-  TransposeAttrs t;  // [0, 2, ..., r - 1, 1]
-  t.perm.push_back(0);
-  for (size_t i = 2; i < last.size(); ++i) t.perm.push_back(static_cast<int64_t>(i));
-  t.perm.push_back(1);
+  TransposeAttrs t;
+  t.perm = channels_last_perm(last.size());
   gpu_kernel_entry(OpKind::kTranspose)->fn(OpKind::kTranspose, t, {&from, 1}, {&moved, 1}, plain);
   env.workspace = ws + p.x_convert_bytes;
   env.workspace_bytes -= p.x_convert_bytes;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/infer/nn_geometry.h"
+#include "core/layout.h"
 #include "runtime/cuda/nn_conv_plan.cuh"
 
 #include "runtime/cuda/conv_small_c.cuh"
@@ -171,7 +172,7 @@ std::unique_ptr<ConvPlan> build_library_plan(OpKind kind, const Attrs& attrs, st
   // in W's type, which the small-channel kernel makes as it stages X and other tactics in the
   // workspace (nn_conv.cu).
   const bool x_first = x_channels_first(kind, attrs);
-  const std::vector<int64_t> x_last = x_first ? channels_last_of(in[0].shape) : std::vector<int64_t>{};
+  const std::vector<int64_t> x_last = x_first ? channels_last_shape(in[0].shape) : std::vector<int64_t>{};
   TensorView X = in[0];
   if (x_first) {
     X.shape = x_last;
@@ -411,12 +412,6 @@ const ConvAttrs& conv_attrs(OpKind kind, const Attrs& attrs) {
 const EpilogueAttrs* conv_epilogue(OpKind kind, const Attrs& attrs) {
   if (kind == OpKind::kFusedConv || kind == OpKind::kNhwcConv) return &std::get<FusedConvAttrs>(attrs);
   return nullptr;
-}
-std::vector<int64_t> channels_last_of(std::span<const int64_t> s) {
-  std::vector<int64_t> out{s[0]};
-  out.insert(out.end(), s.begin() + 2, s.end());
-  out.push_back(s[1]);
-  return out;
 }
 bool x_channels_first(OpKind kind, const Attrs& attrs) {
   return kind == OpKind::kNhwcConv && std::get<FusedConvAttrs>(attrs).x_channels_first != 0;

@@ -101,8 +101,6 @@ const ConvAttrs& conv_attrs(OpKind kind, const Attrs& attrs);
 const EpilogueAttrs* conv_epilogue(OpKind kind, const Attrs& attrs);
 // NhwcConv with x_channels_first: X arrives channels-first, in float32 or W's type.
 bool x_channels_first(OpKind kind, const Attrs& attrs);
-// [N, C, S...] -> [N, S..., C]
-std::vector<int64_t> channels_last_of(std::span<const int64_t> s);
 
 // This step's plan (kept in env.state, or in *local without a slot).
 ConvPlan& plan_for(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,

@@ -15,6 +15,7 @@
 
 #include "core/half.h"
 #include "core/infer/nn_geometry.h"
+#include "core/layout.h"
 #include "core/op_kind.h"
 #include "runtime/engine_impl.h"
 
@@ -101,9 +102,6 @@ void set_epilogue(WnLayer& l, const EpilogueAttrs& ep) {
   l.act_beta = ep.activation_beta;
 }
 
-// The NCHW form of a channels-last shape [N, H, W, C].
-std::vector<int64_t> nchw_of(const std::vector<int64_t>& s) { return {s[0], s[3], s[1], s[2]}; }
-
 void set_window(WnLayer& l, const nn::WindowGeometry& g) {
   if (g.rank() != 2) refuse("it is not 2-D");
   l.h = static_cast<int32_t>(g.in[0]);
@@ -136,7 +134,7 @@ WnLayer conv_layer(const Walk& s) {
                        : static_cast<const ConvAttrs&>(std::get<FusedConvAttrs>(s.step->attrs));
   if (s.step->kind != OpKind::kConv) set_epilogue(l, std::get<FusedConvAttrs>(s.step->attrs));
   if (l.nhwc && std::get<FusedConvAttrs>(s.step->attrs).x_channels_first) refuse("it reads a channels-first input");
-  const std::vector<int64_t> xs = l.nhwc ? nchw_of(s.x().shape) : s.x().shape;
+  const std::vector<int64_t> xs = l.nhwc ? channels_first_shape(s.x().shape) : s.x().shape;
   const std::vector<int64_t> ws =
       l.nhwc ? std::vector<int64_t>{w.shape[0], w.shape[3], w.shape[1], w.shape[2]} : w.shape;
   set_window(l, nn::conv_geometry(ca, xs, ws));
@@ -160,7 +158,7 @@ WnLayer pool_layer(const Walk& s) {
   l.nhwc = k == OpKind::kNhwcMaxPool || k == OpKind::kNhwcAveragePool;
   if (s.x().shape.size() != 4) refuse("it is not 2-D");
   if (s.step->outputs.size() > 1 && s.step->outputs[1] >= 0) refuse("its Indices output is used");
-  const std::vector<int64_t> xs = l.nhwc ? nchw_of(s.x().shape) : s.x().shape;
+  const std::vector<int64_t> xs = l.nhwc ? channels_first_shape(s.x().shape) : s.x().shape;
   l.c = l.m = static_cast<int32_t>(xs[1]);
   if (k == OpKind::kGlobalMaxPool || k == OpKind::kGlobalAveragePool) {
     l.pool = k == OpKind::kGlobalMaxPool ? WnPool::kGlobalMax : WnPool::kGlobalAverage;

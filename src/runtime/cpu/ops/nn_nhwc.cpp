@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/layout.h"
 #include "core/shape_infer.h"
 #include "runtime/cpu/kernels.h"
 
@@ -43,8 +44,7 @@ void swap_inner(const uint8_t* from, uint8_t* to, int64_t n, int64_t a, int64_t 
 Owned to_first(const TensorView& t) {
   Owned o;
   const int64_t c = t.shape.back();
-  o.shape = {t.shape[0], c};
-  o.shape.insert(o.shape.end(), t.shape.begin() + 1, t.shape.end() - 1);
+  o.shape = channels_first_shape(t.shape);
   o.bytes.resize(t.bytes());
   const int64_t s = t.shape[0] * c > 0 ? t.numel() / (t.shape[0] * c) : 0;
   swap_inner(static_cast<const uint8_t*>(t.data), o.bytes.data(), t.shape[0], s, c, dtype_size(t.dtype));
@@ -105,8 +105,7 @@ void nhwc_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   }
   const TensorView& Y = out[0];
   Owned y;
-  y.shape = {Y.shape[0], Y.shape.back()};
-  y.shape.insert(y.shape.end(), Y.shape.begin() + 1, Y.shape.end() - 1);
+  y.shape = channels_first_shape(Y.shape);
   y.bytes.resize(Y.bytes());
   const TensorView yv = y.view(Y.dtype);
   if (kind == OpKind::kNhwcConv && in.size() > 4 && in[4].exists) {
