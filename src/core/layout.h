@@ -4,6 +4,7 @@
 // make them. Rank 3 and more (one spatial axis or several).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -26,9 +27,9 @@ inline std::vector<int64_t> channels_first_shape(std::span<const int64_t> s) {
 }
 
 // Transpose's perm from channels-first to channels-last for `rank` axes: [0, 2, ..., rank - 1, 1].
-inline std::vector<int64_t> channels_last_perm(size_t rank) {
+inline std::vector<int64_t> channels_last_perm(std::size_t rank) {
   std::vector<int64_t> p{0};
-  for (size_t i = 2; i < rank; ++i) p.push_back(static_cast<int64_t>(i));
+  for (std::size_t i = 2; i < rank; ++i) p.push_back(static_cast<int64_t>(i));
   p.push_back(1);
   return p;
 }

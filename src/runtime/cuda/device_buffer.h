@@ -23,7 +23,10 @@ class DeviceBuffer {
   ~DeviceBuffer() { cudaFree(p_); }
   DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(p_, o.p_);
+    if (this != &o) {
+      cudaFree(p_);
+      p_ = std::exchange(o.p_, nullptr);
+    }
     return *this;
   }
   DeviceBuffer(const DeviceBuffer&) = delete;

@@ -67,13 +67,6 @@ void set_tensor(cudnnTensorDescriptor_t d, cudnnDataType_t t, const std::vector<
   check_cudnn(cudnnSetTensorNdDescriptor(d, t, static_cast<int>(di.size()), di.data(), st.data()), op);
 }
 
-// [N, S..., C] -> [N, C, S...]: the channels-first view of a channels-last shape.
-std::vector<int64_t> channels_first(std::span<const int64_t> s) {
-  std::vector<int64_t> out{s[0], s.back()};
-  out.insert(out.end(), s.begin() + 1, s.end() - 1);
-  return out;
-}
-
 // The activation of cudnnConvolutionBiasActivationForward (act(conv + z + bias)) that computes
 // this epilogue, if one does.
 std::optional<cudnnActivationMode_t> cudnn_activation(const EpilogueAttrs* e, bool has_z) {
@@ -180,11 +173,11 @@ std::unique_ptr<ConvPlan> build_library_plan(OpKind kind, const Attrs& attrs, st
   }
   // Shapes in channels-first order (NhwcConv's W [M, k..., C/group] as [M, C/group, k...]).
   const std::vector<int64_t> xs =
-      p->channels_last ? channels_first(X.shape) : std::vector(X.shape.begin(), X.shape.end());
+      p->channels_last ? channels_first_shape(X.shape) : std::vector(X.shape.begin(), X.shape.end());
   const std::vector<int64_t> ws =
-      p->channels_last ? channels_first(W.shape) : std::vector(W.shape.begin(), W.shape.end());
+      p->channels_last ? channels_first_shape(W.shape) : std::vector(W.shape.begin(), W.shape.end());
   const std::vector<int64_t> ys =
-      p->channels_last ? channels_first(Y.shape) : std::vector(Y.shape.begin(), Y.shape.end());
+      p->channels_last ? channels_first_shape(Y.shape) : std::vector(Y.shape.begin(), Y.shape.end());
   const WindowGeometry g =
       p->transpose ? kiln::nn::conv_transpose_geometry(a, xs, ws) : kiln::nn::conv_geometry(a, xs, ws);
   p->dtype = X.dtype;

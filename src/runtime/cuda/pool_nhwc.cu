@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "core/infer/nn_geometry.h"
+#include "core/layout.h"
 #include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/pool_internal.cuh"
 #include "runtime/cuda/qconv_mma.cuh"
@@ -254,9 +255,7 @@ void nhwc_pool(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, 
   const int rank = static_cast<int>(X.rank()) - 2;
   if (rank < 1 || rank > kMaxRank)
     throw Error(std::string(op) + ": the CUDA backend pools channels-last tensors over 1 to 3 spatial axes");
-  std::vector<int64_t> first{X.shape[0], X.shape.back()};  // X as [N, C, S...] for the geometry
-  first.insert(first.end(), X.shape.begin() + 1, X.shape.end() - 1);
-  const kiln::nn::WindowGeometry g = kiln::nn::pool_geometry(a, first);
+  const kiln::nn::WindowGeometry g = kiln::nn::pool_geometry(a, channels_first_shape(X.shape));
   NhwcPool p;
   p.rank = rank;
   p.is_max = kind == OpKind::kNhwcMaxPool;
