@@ -33,6 +33,7 @@
 #include <optional>
 
 #include "core/infer/nn_geometry.h"
+#include "core/layout.h"
 #include "runtime/cuda/cudnn_graph.cuh"
 #include "runtime/cuda/extra_internal.cuh"
 #include "runtime/cuda/nn_internal.cuh"
@@ -67,9 +68,9 @@ Shapes shapes_of(const QConvAttrs& a, const TensorView& X, const TensorView& W, 
   if (X.rank() != 4 || W.rank() != 4 || Y.rank() != 4)
     throw Error("NhwcQConv: the CUDA backend takes 2-D convolutions only");
   Shapes s;
-  s.x = {X.shape[0], X.shape[3], X.shape[1], X.shape[2]};
-  s.w = {W.shape[0], W.shape[3], W.shape[1], W.shape[2]};
-  s.y = {Y.shape[0], Y.shape[3], Y.shape[1], Y.shape[2]};
+  s.x = channels_first_shape(X.shape);
+  s.w = channels_first_shape(W.shape);
+  s.y = channels_first_shape(Y.shape);
   const kiln::nn::WindowGeometry geo = kiln::nn::conv_geometry(a.conv(), s.x, s.w);
   s.g.pads_begin = {geo.pads[0], geo.pads[1]};
   s.g.pads_end = {geo.pads[2], geo.pads[3]};
@@ -464,9 +465,7 @@ struct Pooled {
     conv = plain;
     if (in.size() < 4 || in[0].rank() != 4 || in[3].rank() != 4)
       throw Error("NhwcQConv: the CUDA backend takes 2-D convolutions only");
-    const TensorView &X = in[0], &W = in[3];
-    const std::vector<int64_t> x{X.shape[0], X.shape[3], X.shape[1], X.shape[2]};
-    const std::vector<int64_t> w{W.shape[0], W.shape[3], W.shape[1], W.shape[2]};
+    const std::vector<int64_t> x = channels_first_shape(in[0].shape), w = channels_first_shape(in[3].shape);
     const kiln::nn::WindowGeometry geo = kiln::nn::conv_geometry(plain.conv(), x, w);
     shape = {x[0], geo.out[0], geo.out[1], w[0]};
     full = TensorView{DataType::kFloat32, shape, nullptr, true};

@@ -135,8 +135,7 @@ WnLayer conv_layer(const Walk& s) {
   if (s.step->kind != OpKind::kConv) set_epilogue(l, std::get<FusedConvAttrs>(s.step->attrs));
   if (l.nhwc && std::get<FusedConvAttrs>(s.step->attrs).x_channels_first) refuse("it reads a channels-first input");
   const std::vector<int64_t> xs = l.nhwc ? channels_first_shape(s.x().shape) : s.x().shape;
-  const std::vector<int64_t> ws =
-      l.nhwc ? std::vector<int64_t>{w.shape[0], w.shape[3], w.shape[1], w.shape[2]} : w.shape;
+  const std::vector<int64_t> ws = l.nhwc ? channels_first_shape(w.shape) : w.shape;
   set_window(l, nn::conv_geometry(ca, xs, ws));
   l.c = static_cast<int32_t>(xs[1]);
   l.m = static_cast<int32_t>(ws[0]);
