@@ -54,8 +54,15 @@ int igemm_tiles(int64_t P, int64_t M) {
   const bool few = (P + 63) / 64 * ((M + 63) / 64) < 2 * sms;
   return gpu::extra::igemm::kConfigs + (few ? gpu::extra::igemm::kSplitConfigs : 0);
 }
+// The streaming kernel's tile shapes for C input channels: those whose shared memory fits the GPU.
 int stream_tiles(int64_t C) {
-  return hopper() && C >= 64 ? gpu::extra::stream::kConfigs : gpu::extra::stream::kSyncConfigs;
+  const int n = hopper() && C >= 64 ? gpu::extra::stream::kConfigs : gpu::extra::stream::kSyncConfigs;
+  int device = 0, smem = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+  int tiles = 0;
+  for (int i = 0; i < n; ++i) tiles += gpu::extra::stream::shared_memory(i, static_cast<int>(C)) <= smem;
+  return tiles;
 }
 
 const Case kCases[] = {
@@ -67,12 +74,14 @@ const Case kCases[] = {
     // The streaming kernel's (1x1, C of 16, 24, 32 or a multiple of 32 from 64 to 256, M % 16 ==
     // 0): a partial channel tile, two channel tiles; MobileNetV2's narrow expansions (C of 16, 24
     // and 32, rows of 2 to 4 8-byte pieces); rows of 6, 10, 12 and 14 chunks (C of 96, 160 and 224
-    // end in half a sub-tile); 288 channels, which it must not be offered (its sums would pass the
-    // epilogue's exact range); strided narrow and 6-chunk rows on odd maps.
+    // end in half a sub-tile); 288 and 512 channels (the conversion unit's epilogue), and 544, which
+    // it must not be offered (its sums would pass that epilogue's exact range); strided narrow and
+    // 6-chunk rows on odd maps.
     {2, 9, 9, 64, 80, 1, 1, 0}, {2, 9, 9, 128, 256, 1, 1, 0}, {1, 10, 10, 256, 32, 1, 1, 0},
     {2, 9, 9, 16, 96, 1, 1, 0}, {1, 10, 11, 24, 144, 1, 1, 0}, {1, 7, 9, 32, 48, 1, 1, 0},
     {1, 7, 7, 96, 576, 1, 1, 0}, {2, 5, 5, 160, 48, 1, 1, 0}, {1, 6, 7, 192, 32, 1, 1, 0},
-    {1, 6, 6, 224, 144, 1, 1, 0}, {1, 5, 5, 288, 32, 1, 1, 0}, {2, 9, 11, 24, 48, 1, 2, 0},
+    {1, 6, 6, 224, 144, 1, 1, 0}, {1, 5, 5, 288, 32, 1, 1, 0}, {2, 9, 9, 512, 144, 1, 1, 0},
+    {1, 5, 5, 544, 32, 1, 1, 0},  {2, 9, 11, 24, 48, 1, 2, 0},
     {3, 11, 9, 96, 32, 1, 2, 0},
     // The 3x3 window kernel's (3x3, stride 1, pads 1, C of 64 or 128, M % 64 == 0): a partial last
     // tile over two images of odd width; 128 channels and three channel tiles; images so small
@@ -203,8 +212,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
   // pad that no output reads is allowed).
   const int64_t H = in[0].shape[1], W = in[0].shape[2];
   const std::vector<int64_t>& ys = types[0].shape;
-  const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || (C % 32 == 0 && C >= 64 && C <= 256)) &&
-                      gpu::extra::stream::shared_memory(static_cast<int>(C)) <= smem && M % 16 == 0 &&
+  const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || (C % 32 == 0 && C >= 64 && C <= 512)) && M % 16 == 0 &&
                       a.kernel_shape == std::vector<int64_t>{1, 1} && a.pads[0] == 0 && a.pads[1] == 0 &&
                       ys[1] == (H - 1) / a.strides[0] + 1 && ys[2] == (W - 1) / a.strides[1] + 1 && int8_y && !float_z;
   const bool halo = hopper() && (C == 64 || C == 128) && M % 64 == 0 && a.kernel_shape == std::vector<int64_t>{3, 3} &&
@@ -474,6 +482,51 @@ TEST(GpuNhwcQConv, StreamingKernelGeneralEpilogue) {
         compare(got[0], want[0], false, what + " tactic " + std::to_string(o.tactic));
       }
     }
+}
+
+// Rows of more than 256 channels: the sums pass 2^22, and the streaming kernel converts them on the
+// conversion unit (exact to 2^24). ResNet-50's 512 -> 128 and 512 -> 256 layers at batch 1 (a
+// residual, ReLU), and the largest sums 512 products can make: x all -128 with weights all -128
+// (2^23) or all 127 on alternate channels, where the fast epilogue's conversion would be wrong by
+// 2^22. Every streaming tile shape that fits the GPU, against the CPU.
+TEST(GpuNhwcQConv, StreamingKernelWideRows) {
+  KILN_SKIP_WITHOUT_GPU();
+  rng().seed(67);
+  int device = 0, smem = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+  const int n = hopper() ? gpu::extra::stream::kConfigs : gpu::extra::stream::kSyncConfigs;
+  auto check_every_tile = [&](const Case& c, const Variant& v, bool extreme, const std::string& what) {
+    const QConvAttrs a = attrs_of(c, v.act);
+    Inputs in = inputs(c, v, c.h, c.w);
+    if (extreme) {
+      std::fill(in[0].bytes.begin(), in[0].bytes.end(), uint8_t{0x80});  // -128
+      for (int64_t m = 0; m < c.m; ++m)
+        std::fill_n(in[3].bytes.begin() + m * c.c, c.c, m % 2 == 0 ? uint8_t{0x80} : uint8_t{0x7f});
+      set(in[1], 0, 1.0);
+      for (int64_t m = 0; m < c.m; ++m) set(in[4], m, 1e-5);  // sums of +-2^23 give +-84 steps
+      set(in[7], 0, 1.0);
+    }
+    const std::vector<OutputType> types = output_types(a, in);
+    const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
+    int ran = 0;
+    for (int i = 0; i < n; ++i) {
+      if (gpu::extra::stream::shared_memory(i, static_cast<int>(c.c)) > smem) continue;
+      GpuRunOptions o;
+      o.tactic = kStreamTactic + i;
+      for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured}) {
+        const std::vector<HostTensor> got = run_gpu(OpKind::kNhwcQConv, a, in, types, mode, o);
+        compare(got[0], want[0], false, what + " tactic " + std::to_string(o.tactic) + " " + mode_name(mode));
+      }
+      ++ran;
+    }
+    EXPECT_GE(ran, 3) << what << ": streaming tile shapes that fit";
+  };
+  const Variant resnet{true, true, Residual::kInt8, QActivation::kRelu};
+  check_every_tile({1, 28, 28, 512, 128, 1, 1, 0}, resnet, false, "512 -> 128 at 28x28");
+  check_every_tile({1, 28, 28, 512, 256, 1, 1, 0}, resnet, false, "512 -> 256 at 28x28");
+  check_every_tile({2, 5, 7, 512, 48, 1, 1, 0}, {false, true, Residual::kNone, QActivation::kNone}, true,
+                   "extreme sums");
 }
 
 // The stem as the channels-last pass writes it: x [N, H, W, 3] padded to 4 channels by a Pad on the

@@ -18,7 +18,7 @@
 // next to cuDNN's plans where the channels are multiples of 64, one tactic per tile shape; it wins
 // where cuDNN's residual epilogue is slow (ResNet-50's stage-1 and stage-2 block ends on an H100).
 // So is the streaming kernel (qconv_stream.cu, rounding the same way) for 1x1 layers (any stride) with
-// 64, 128 or 256 input channels and an int8 output, the memory-bound ones, and on Hopper the 3x3
+// 64 to 512 input channels and an int8 output, the memory-bound ones, and on Hopper the 3x3
 // window kernel (qconv_halo.cuh, the same epilogue) for 3x3 stride-1 layers with pads of 1, 64 or
 // 128 input channels and a multiple of 64 output channels.
 // Where cuDNN has no engine for a step (older GPUs, unusual shapes), a direct kernel (one thread per
@@ -364,7 +364,7 @@ Choice chosen(const Plan& p, int32_t tactic, const QConvNhwcArgs& args) {
   if (tactic == kDirectTactic) return {Choice::kDirect};
   if (tactic >= kIgemmTactic && tactic < kIgemmTactic + igemm::configs(args))
     return {Choice::kIgemm, static_cast<size_t>(tactic - kIgemmTactic)};
-  if (tactic >= kStreamTactic && tactic < kStreamTactic + stream::configs(args))
+  if (tactic >= kStreamTactic && stream::runs(tactic - kStreamTactic, args))
     return {Choice::kStream, static_cast<size_t>(tactic - kStreamTactic)};
   if (tactic >= kHaloTactic && tactic < kHaloTactic + halo::configs(args))
     return {Choice::kHalo, static_cast<size_t>(tactic - kHaloTactic)};
@@ -442,7 +442,8 @@ std::vector<int32_t> conv_tactics(const Attrs& attrs, std::span<const TensorView
   }
   const QConvNhwcArgs args = args_of(p.shapes, a, in, out, env);
   for (int i = 0, n = igemm::configs(args); i < n; ++i) t.push_back(kIgemmTactic + i);
-  for (int i = 0, n = stream::configs(args); i < n; ++i) t.push_back(kStreamTactic + i);
+  for (int i = 0, n = stream::configs(args); i < n; ++i)
+    if (stream::runs(i, args)) t.push_back(kStreamTactic + i);
   for (int i = 0, n = halo::configs(args); i < n; ++i) t.push_back(kHaloTactic + i);
   return t;
 }

@@ -1,7 +1,6 @@
 // The streaming INT8 1x1 kernel's mma.sync tile shapes (qconv_stream_kernel.cuh has the kernel),
 // which convolutions it takes, and the tile shape a tactic runs; the wgmma ones are in
 // sm90a/qconv_stream_wgmma.cu.
-#include <algorithm>
 #include <string>
 
 #include "kiln/types.h"
@@ -39,35 +38,42 @@ bool fits(const QConvNhwcArgs& a) {
   if ((!narrow && (a.C % 32 != 0 || a.C < 64 || a.C > kMaxC)) || a.M % 16 != 0 || a.M <= 0 || a.M >= (1 << 30))
     return false;
   if (!a.epi.quantize || (a.z && a.z_float) || (a.epi.act != 0 && a.epi.act != 1 && a.epi.act != 2)) return false;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      shared_memory(static_cast<int>(a.C)) > device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device))
-    return false;
   return aligned(a.x) && aligned(a.w) && aligned(a.y) && (!a.z || aligned(a.z));
 }
 
-int shared_memory(int C) {
+int shared_memory(int config, int C) {
   const int row_bytes = row_bytes_of(C);
-  return std::max({Tile0::smem(row_bytes, 2), Tile1::smem(row_bytes, 2), Tile2::smem(row_bytes, 2),
-                   Tile3::smem(row_bytes, 2), Tile4::smem(row_bytes, 2), Tile5::smem(row_bytes, 2),
-                   Tile6::smem(row_bytes, 2), Tile7::smem(row_bytes, 2)});
+  if (config >= kSyncConfigs) {
+#if KILN_HAVE_SM90A
+    return wgmma_shared_memory(config - kSyncConfigs, C);
+#else
+    return 0;
+#endif
+  }
+  const int bytes[kSyncConfigs] = {Tile0::smem(row_bytes, 2), Tile1::smem(row_bytes, 2), Tile2::smem(row_bytes, 2),
+                                   Tile3::smem(row_bytes, 2), Tile4::smem(row_bytes, 2), Tile5::smem(row_bytes, 2),
+                                   Tile6::smem(row_bytes, 2), Tile7::smem(row_bytes, 2)};
+  return config >= 0 ? bytes[config] : 0;
 }
 
 int configs(const QConvNhwcArgs& a) {
   if (!fits(a)) return 0;
   // wgmma: sm_90a code (no other GPU runs it), C whose rows fill whole 64-byte sub-tiles or halves
-  // of them, and the shared memory its tiles ask for.
+  // of them.
 #if KILN_HAVE_SM90A
-  int device = 0;
-  if (mma::runs_sm90a() && a.C >= 64 && cudaGetDevice(&device) == cudaSuccess &&
-      wgmma_shared_memory(static_cast<int>(a.C)) <= device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device))
-    return kConfigs;
+  if (mma::runs_sm90a() && a.C >= 64) return kConfigs;
 #endif
   return kSyncConfigs;
 }
 
+bool runs(int config, const QConvNhwcArgs& a) {
+  int device = 0;
+  return config >= 0 && config < configs(a) && cudaGetDevice(&device) == cudaSuccess &&
+         shared_memory(config, static_cast<int>(a.C)) <= device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device);
+}
+
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
-  if (config < 0 || config >= configs(a))
+  if (!runs(config, a))
     throw Error("NhwcQConv: the streaming kernel does not take this convolution with tile shape " +
                 std::to_string(config));
 #if KILN_HAVE_SM90A

@@ -18,20 +18,26 @@ inline constexpr int kConfigs = 14;
 
 // Whether the kernel takes this convolution: 1x1, any stride (P < 2^31 where strided), no padding; C of 16, 24 or 32
 // (MobileNet's expansions, rows padded to 64 bytes in shared memory) or a multiple of 32 from 64 to
-// 256 (sums of more int8 products would pass the epilogue's exact conversion), M a multiple of 16; no activation, ReLU or Clip; an int8 y, and an int8 residual or none; x, w, y and z 16-byte
-// aligned; sm_80 and later, with the shared memory every mma.sync tile shape needs for C
-// (shared_memory(C); configs() checks the wgmma ones).
+// 512 (sums of more int8 products would pass the epilogue's exact conversion; above 256 it
+// converts on the conversion unit), M a multiple of 16; no activation, ReLU or Clip; an int8 y, and
+// an int8 residual or none; x, w, y and z 16-byte aligned; sm_80 and later. Which tile shapes fit
+// the GPU's shared memory is runs()'s question.
 bool fits(const QConvNhwcArgs& a);
 
-// The shared memory per CTA every mma.sync tile shape needs with C input channels (16 to 256) and
-// the shortest pipeline: 133 KB for C = 256, so GPUs with 99 KB per CTA take C up to 128.
-int shared_memory(int C);
+// The shared memory per CTA tile shape `config` needs with C input channels (16 to 512) and the
+// shortest pipeline: 133 KB for the 64 x 256 tiles and C = 256; with C = 512 the 128 x 128 and
+// x 256 and the 64 x 256 tiles exceed an H100's 227 KB.
+int shared_memory(int config, int C);
 
-// How many tile shapes this GPU runs for this convolution (configs 0 .. configs(a) - 1): 0 where
-// it does not fit, kSyncConfigs, or kConfigs with the wgmma ones.
+// How many tile shapes there are for this convolution (configs 0 .. configs(a) - 1): 0 where it
+// does not fit, kSyncConfigs, or kConfigs with the wgmma ones.
 int configs(const QConvNhwcArgs& a);
 
-// Runs tile shape `config` (0 .. configs(a) - 1). The epilogue is the tensor-core kernel's (fused
+// Whether this GPU runs tile shape `config` for this convolution: it is one of configs(a) and its
+// shared memory fits (the tactics offered are the configs it runs).
+bool runs(int config, const QConvNhwcArgs& a);
+
+// Runs tile shape `config` (where runs()). The epilogue is the tensor-core kernel's (fused
 // multiply-adds in units of y's step), so int8 outputs may differ from the CPU's by one step.
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream);
 

@@ -1,6 +1,6 @@
 // Kiln's streaming INT8 1x1 convolution over channels-last tensors:
 //   y[p, m] = epilogue(sum_c x[p, c] * w[m, c], z[p, m])
-// for 1x1 layers whose input rows are short (C = 16 .. 256): a GEMM with a small
+// for 1x1 layers whose input rows are short (C = 16 .. 512): a GEMM with a small
 // reduction, where every output byte costs more memory traffic than multiply-adds. The implicit
 // GEMM (qconv_igemm.cu) runs one tile per CTA: it waits for its operands, then for its residual,
 // then stores, and its int32 staging tile leaves room for two or three CTAs per SM, so too few
@@ -38,9 +38,12 @@ namespace kiln::gpu::extra::stream {
 namespace {
 
 using namespace mma;
-// Input channels: the weights of BN channels stay in shared memory, and sums of C products of
-// int8 values stay within exact_float's 2^22 (256 * 128 * 128 = 2^22).
-constexpr int kMaxC = 256;
+// Input channels: the weights of BN channels stay in shared memory. Sums of up to kFastC products
+// of int8 values stay within exact_float's 2^22 (256 * 128 * 128 = 2^22); wider rows (ResNet's
+// 512 -> 128 reductions, up to 2^23) take the general epilogue, which converts on the conversion
+// unit (exact to 2^24).
+constexpr int kMaxC = 512;
+constexpr int kFastC = 256;
 
 template <int BM_, int BN_, int WARPS_M, int WARPS_N, int MIN_BLOCKS, class Mma_ = MmaSync>
 struct Tile {
@@ -88,8 +91,9 @@ struct Consts {
 
 // The epilogue of one tile on a warp's accumulator fragments (rows row0 + 16 i + 8 h, columns
 // col0 + 8 j and the next): residual pairs in from the shared tile, int8 pairs out in their place.
-// kGeneral: NaN to 0, as the CPU quantizes it (the clamp alone would give it the lower bound);
-// without it, constants whose sums cannot overflow, so that no NaN can arise.
+// kGeneral: NaN to 0, as the CPU quantizes it (the clamp alone would give it the lower bound), and
+// the sums converted by the conversion unit (C above kFastC); without it, C <= kFastC and
+// constants whose sums cannot overflow, so that no NaN can arise.
 template <class T, bool kZ, bool kGeneral>
 __device__ __forceinline__ void finish(const int32_t (&acc)[T::MT][T::NT][4], uint8_t* z_s, const float* alpha_s,
                                        const float* bias_s, const Consts& e, int row0, int col0) {
@@ -107,7 +111,8 @@ __device__ __forceinline__ void finish(const int32_t (&acc)[T::MT][T::NT][4], ui
         int q[2];
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
-          float r = fmaf(exact_float(acc[i][j][2 * h + k]), al[k], bi[k]);
+          const int32_t v = acc[i][j][2 * h + k];
+          float r = fmaf(kGeneral ? __int2float_rn(v) : exact_float(v), al[k], bi[k]);
           if (kZ) r = fmaf(zf[k], e.z_scale, r);
           if (kGeneral && r != r) r = 0.0f;
           q[k] = rounded_bits(fminf(fmaxf(r, e.lo), e.hi));
@@ -141,7 +146,7 @@ struct FastDiv {
 // chunks: 16-byte chunks of an x or w row (C / 16), and chunk_div = ceil(2^20 / chunks), which
 // divides a tile's chunk indices i exactly, i / chunks = i * chunk_div >> 20: the rounding error
 // i * (chunk_div * chunks - 2^20) / 2^20 stays below 1 for i * (chunks - 1) < 2^20 (i < 256 rows
-// * 16 chunks here), and i * chunk_div below 2^31.
+// * 32 chunks here), and i * chunk_div below 2^31.
 // row_shift: log2(chunks) where chunks is a power of two that divides the CTA's threads (C of 64,
 // 128 or 256), so that every pass of the threads over a tile's x chunks covers whole rows and a
 // thread copies the same chunk column of rows r, r + step, ... (step a multiple of 8, where the
@@ -170,7 +175,7 @@ __device__ __forceinline__ void wait_all_but(int n) {
   }
 }
 
-// NP: 0 for C a multiple of 32 from 64 to 256, in 16-byte chunks; for C of 16, 24 or 32
+// NP: 0 for C a multiple of 32 from 64 to 512, in 16-byte chunks; for C of 16, 24 or 32
 // (MobileNet's expansions), the 8-byte pieces of a row (2, 3 or 4): its x and w rows are then
 // padded with zeros to one 64-byte sub-tile, whose upper half (bytes 32 .. 63) is zero and skipped.
 // Where C is an odd multiple of 32 (96, 160, 224), the last sub-tile's upper half is skipped likewise.
@@ -245,7 +250,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
     bias_s[i] = in && a.bias ? __ldg(a.bias + m) * out_scale : 0.0f;
     wild = wild || !tame(alpha_s[i], 4194304.0f) || !tame(bias_s[i], 1.0f);
   }
-  const bool general = __syncthreads_or(wild) != 0;
+  const bool general = __syncthreads_or(wild) != 0 || g.C > kFastC;
 
   // f(offset in y and z, offset in the shared output tile, in range) for each of the thread's
   // 16-byte chunks of pixel tile p0's output (or residual) tile. Where the tile's rows have a
@@ -453,10 +458,10 @@ void launch(const QConvNhwcArgs& a, cudaStream_t stream) {
 }  // namespace
 
 // The wgmma tile shapes (sm90a/qconv_stream_wgmma.cu, built where KILN_HAVE_SM90A): config 0 ..
-// kConfigs - kSyncConfigs - 1, for C of 64 to 256 on compute capability 9.0 (configs() and run()
-// in qconv_stream.cu check), and the shared memory per CTA they need with C input channels and the
-// shortest pipeline (up to 199 KB for C = 256).
+// kConfigs - kSyncConfigs - 1, for C of 64 to 512 on compute capability 9.0 (runs() and run() in
+// qconv_stream.cu check), and the shared memory per CTA wgmma tile shape `config` needs with C
+// input channels and the shortest pipeline (199 KB for 128 x 256 tiles and C = 256).
 void run_wgmma(int config, const QConvNhwcArgs& a, cudaStream_t stream);
-int wgmma_shared_memory(int C);
+int wgmma_shared_memory(int config, int C);
 
 }  // namespace kiln::gpu::extra::stream

@@ -7,8 +7,6 @@
 //
 // The multiply is sm90a/wgmma.cuh's policy; the kernel's operand tiles are already in wgmma's
 // layout, and the epilogue is the same.
-#include <algorithm>
-
 #include "runtime/cuda/qconv_stream_kernel.cuh"
 #include "runtime/cuda/sm90a/wgmma.cuh"
 
@@ -41,10 +39,11 @@ static_assert(aligned_tiles<WTile0>() && aligned_tiles<WTile1>() && aligned_tile
 
 }  // namespace
 
-int wgmma_shared_memory(int C) {
+int wgmma_shared_memory(int config, int C) {
   const int row_bytes = row_bytes_of(C);
-  return std::max({WTile0::smem(row_bytes, 2), WTile1::smem(row_bytes, 2), WTile2::smem(row_bytes, 2),
-                   WTile3::smem(row_bytes, 2), WTile4::smem(row_bytes, 2), WTile5::smem(row_bytes, 2)});
+  const int bytes[] = {WTile0::smem(row_bytes, 2), WTile1::smem(row_bytes, 2), WTile2::smem(row_bytes, 2),
+                       WTile3::smem(row_bytes, 2), WTile4::smem(row_bytes, 2), WTile5::smem(row_bytes, 2)};
+  return config >= 0 && config < 6 ? bytes[config] : 0;
 }
 
 void run_wgmma(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
