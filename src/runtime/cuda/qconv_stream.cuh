@@ -25,8 +25,8 @@ inline constexpr int kConfigs = 14;
 bool fits(const QConvNhwcArgs& a);
 
 // The shared memory per CTA tile shape `config` needs with C input channels (16 to 512) and the
-// shortest pipeline: 133 KB for the 64 x 256 tiles and C = 256; with C = 512 the 128 x 128 and
-// x 256 and the 64 x 256 tiles exceed an H100's 227 KB.
+// shortest pipeline: 133 KB for the 64 x 256 tiles and C = 256; with C = 512 the 128 x 128,
+// 128 x 256 and 64 x 256 tiles exceed an H100's 227 KB.
 int shared_memory(int config, int C);
 
 // How many tile shapes there are for this convolution (configs 0 .. configs(a) - 1): 0 where it
