@@ -21,7 +21,7 @@ base_flags=${BASE_FLAGS:-}
 if [ -n "$base_flags" ] && [ ! -f build-dev/base_kiln.xz ]; then
   cp build-dev/kiln "$work/base_kiln"
 else
-  xz -dc build-dev/base_kiln.xz > "$work/base_kiln" && chmod +x "$work/base_kiln" || exit 2
+  unpack_base "$work/base_kiln" || exit 2
 fi
 $PY bench/torchvision_onnx.py "$work" "$model"
 for which in new base; do

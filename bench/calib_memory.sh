@@ -11,7 +11,7 @@ w=$(mktemp -d)
 $PY bench/torchvision_onnx.py "$w" resnet50 512 > /dev/null 2>&1
 bins=(build-dev/kiln)
 if [ -f build-dev/base_kiln.xz ]; then
-  xz -dc build-dev/base_kiln.xz > "$w/base" && chmod +x "$w/base" && bins+=("$w/base")
+  unpack_base "$w/base" && bins+=("$w/base")
 fi
 n=0
 for b in "${bins[@]}"; do

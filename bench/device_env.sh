@@ -21,3 +21,10 @@ graph_median() {
   "$1" bench "$2" --device gpu --cuda-graph --no-transfers --duration 2 "${@:4}" 2>&1 | tee -a "$3" |
     awk '/^GPU compute/ {print $6}'
 }
+
+# unpack_base DEST: the baseline kiln binary carried as build-dev/base_kiln.xz (`strip -o k
+# build/kiln && xz -9 -c k > build-dev/base_kiln.xz` on a checkout of the baseline commit), as the
+# executable DEST; fails where none was carried. The A/B scripts compare it with build-dev/kiln.
+unpack_base() {
+  [ -f build-dev/base_kiln.xz ] && xz -dc build-dev/base_kiln.xz > "$1" && chmod +x "$1"
+}

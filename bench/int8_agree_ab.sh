@@ -11,7 +11,7 @@ source bench/device_env.sh
 PY=/opt/torch/.venv/bin/python
 models=${1:-mobilenet_v2,resnet50}
 work=$(mktemp -d)
-xz -dc build-dev/base_kiln.xz > "$work/base_kiln" && chmod +x "$work/base_kiln" || exit 2
+unpack_base "$work/base_kiln" || exit 2
 $PY bench/torchvision_onnx.py "$work" "$models" 64
 $PY -c "import numpy as np; np.save('$work/x8.npy', np.random.default_rng(1).normal(0, 1, (8, 3, 224, 224)).astype(np.float32))"
 for m in ${models//,/ }; do
