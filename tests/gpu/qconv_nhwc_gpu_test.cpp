@@ -71,12 +71,11 @@ const Case kCases[] = {
     // The tensor-core kernel's: partial tiles of pixels and channels, several 64-channel stages per
     // tap, strides, padding and dilation.
     {2, 9, 11, 64, 72, 3, 2, 1}, {1, 5, 6, 192, 24, 3, 1, 1, 2}, {3, 15, 15, 128, 136, 1, 1, 0},
-    // The streaming kernel's (1x1, C of 16, 24, 32 or a multiple of 32 from 64 to 256, M % 16 ==
+    // The streaming kernel's (1x1, C of 16, 24, 32 or a multiple of 32 from 64 to 512, M % 16 ==
     // 0): a partial channel tile, two channel tiles; MobileNetV2's narrow expansions (C of 16, 24
     // and 32, rows of 2 to 4 8-byte pieces); rows of 6, 10, 12 and 14 chunks (C of 96, 160 and 224
     // end in half a sub-tile); 288 and 512 channels (the conversion unit's epilogue), and 544, which
-    // it must not be offered (its sums would pass that epilogue's exact range); strided narrow and
-    // 6-chunk rows on odd maps.
+    // it is not offered (past its widest rows); strided narrow and 6-chunk rows on odd maps.
     {2, 9, 9, 64, 80, 1, 1, 0}, {2, 9, 9, 128, 256, 1, 1, 0}, {1, 10, 10, 256, 32, 1, 1, 0},
     {2, 9, 9, 16, 96, 1, 1, 0}, {1, 10, 11, 24, 144, 1, 1, 0}, {1, 7, 9, 32, 48, 1, 1, 0},
     {1, 7, 7, 96, 576, 1, 1, 0}, {2, 5, 5, 160, 48, 1, 1, 0}, {1, 6, 7, 192, 32, 1, 1, 0},
@@ -485,10 +484,12 @@ TEST(GpuNhwcQConv, StreamingKernelGeneralEpilogue) {
 }
 
 // Rows of more than 256 channels: the sums pass 2^22, and the streaming kernel converts them on the
-// conversion unit (exact to 2^24). ResNet-50's 512 -> 128 and 512 -> 256 layers at batch 1 (a
-// residual, ReLU), and the largest sums 512 products can make: x all -128 with weights all -128
-// (2^23) or all 127 on alternate channels, where the fast epilogue's conversion would be wrong by
-// 2^22. Every streaming tile shape that fits the GPU, against the CPU.
+// conversion unit (exact to 2^24). ResNet-50's 512 -> 128 and 512 -> 256 shapes at batch 1 (with a
+// residual and ReLU, as its block ends have), rows of 480 channels (30 chunks: the largest general
+// split, ending in half a sub-tile), and the largest sums 512 products can make: x all -128 with
+// weights all -128 (2^23) or all 127 on alternate channels, where the fast epilogue's conversion
+// would be wrong by 2^22. Every streaming tile shape that fits the GPU, which must be the ones the
+// op offers, against the CPU; none where none fits (GPUs with 99 KB per CTA).
 TEST(GpuNhwcQConv, StreamingKernelWideRows) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(67);
@@ -509,22 +510,26 @@ TEST(GpuNhwcQConv, StreamingKernelWideRows) {
     }
     const std::vector<OutputType> types = output_types(a, in);
     const std::vector<HostTensor> want = run_cpu(OpKind::kNhwcQConv, a, in, types);
-    int ran = 0;
+    HostStep step(in, types);
+    const std::vector<int32_t> tactics =
+        gpu::gpu_kernel_entry(OpKind::kNhwcQConv)->tactics(OpKind::kNhwcQConv, a, step.iv, step.ov, step.env);
     for (int i = 0; i < n; ++i) {
-      if (gpu::extra::stream::shared_memory(i, static_cast<int>(c.c)) > smem) continue;
+      const bool fits = gpu::extra::stream::shared_memory(i, static_cast<int>(c.c)) <= smem;
+      EXPECT_EQ(std::count(tactics.begin(), tactics.end(), kStreamTactic + i), fits ? 1 : 0)
+          << what << ": streaming tile shape " << i << " offered";
+      if (!fits) continue;
       GpuRunOptions o;
       o.tactic = kStreamTactic + i;
       for (GpuMode mode : {GpuMode::kDirect, GpuMode::kCaptured}) {
         const std::vector<HostTensor> got = run_gpu(OpKind::kNhwcQConv, a, in, types, mode, o);
         compare(got[0], want[0], false, what + " tactic " + std::to_string(o.tactic) + " " + mode_name(mode));
       }
-      ++ran;
     }
-    EXPECT_GE(ran, 3) << what << ": streaming tile shapes that fit";
   };
   const Variant resnet{true, true, Residual::kInt8, QActivation::kRelu};
   check_every_tile({1, 28, 28, 512, 128, 1, 1, 0}, resnet, false, "512 -> 128 at 28x28");
   check_every_tile({1, 28, 28, 512, 256, 1, 1, 0}, resnet, false, "512 -> 256 at 28x28");
+  check_every_tile({2, 5, 5, 480, 64, 1, 1, 0}, resnet, false, "480 channels");
   check_every_tile({2, 5, 7, 512, 48, 1, 1, 0}, {false, true, Residual::kNone, QActivation::kNone}, true,
                    "extreme sums");
 }

@@ -1,6 +1,7 @@
 // The streaming INT8 1x1 kernel's mma.sync tile shapes (qconv_stream_kernel.cuh has the kernel),
 // which convolutions it takes, and the tile shape a tactic runs; the wgmma ones are in
 // sm90a/qconv_stream_wgmma.cu.
+#include <climits>
 #include <string>
 
 #include "kiln/types.h"
@@ -47,13 +48,13 @@ int shared_memory(int config, int C) {
 #if KILN_HAVE_SM90A
     return wgmma_shared_memory(config - kSyncConfigs, C);
 #else
-    return 0;
+    return INT_MAX;
 #endif
   }
   const int bytes[kSyncConfigs] = {Tile0::smem(row_bytes, 2), Tile1::smem(row_bytes, 2), Tile2::smem(row_bytes, 2),
                                    Tile3::smem(row_bytes, 2), Tile4::smem(row_bytes, 2), Tile5::smem(row_bytes, 2),
                                    Tile6::smem(row_bytes, 2), Tile7::smem(row_bytes, 2)};
-  return config >= 0 ? bytes[config] : 0;
+  return config >= 0 ? bytes[config] : INT_MAX;
 }
 
 int configs(const QConvNhwcArgs& a) {

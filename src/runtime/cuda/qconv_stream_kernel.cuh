@@ -15,7 +15,8 @@
 //
 // The epilogue computes the implicit GEMM's values (units of y's quantization step, one fused
 // multiply-add per term, so int8 outputs may differ from the CPU's by one step at rounding ties),
-// with its integer and float conversions done by float additions instead of the conversion unit.
+// with its integer and float conversions done by float additions instead of the conversion unit
+// (except the general epilogue's, below: rows of more than 256 channels and wild constants).
 //
 // This header is the kernel itself (qconv_stream.cuh says what it takes), for the files that
 // instantiate its tile shapes: qconv_stream.cu (mma.sync, sm_80 and later) and
@@ -148,7 +149,7 @@ struct FastDiv {
 // i * (chunk_div * chunks - 2^20) / 2^20 stays below 1 for i * (chunks - 1) < 2^20 (i < 256 rows
 // * 32 chunks here), and i * chunk_div below 2^31.
 // row_shift: log2(chunks) where chunks is a power of two that divides the CTA's threads (C of 64,
-// 128 or 256), so that every pass of the threads over a tile's x chunks covers whole rows and a
+// 128 or 256; 512 takes the general split), so that every pass of the threads over a tile's x chunks covers whole rows and a
 // thread copies the same chunk column of rows r, r + step, ... (step a multiple of 8, where the
 // swizzle repeats, and a divisor of BM); else -1 (the general split).
 // strided: a stride above 1 (downsampling 1x1 layers), where output pixel p = (n, oh, ow) of the
@@ -239,8 +240,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) stream_kernel(QCon
     e.lo = fminf(fmaxf(a.epi.act_alpha * out_scale, -128.0f), 127.0f);
     e.hi = fminf(fmaxf(a.epi.act_beta * out_scale, -128.0f), 127.0f);
   }
-  // Tame constants: every term finite and their sum below float's range (|sum| <= 2^22, |z| <= 128),
-  // so that no value can be NaN. Else the general epilogue.
+  // Tame constants: every term finite and their sum below float's range (|sum| <= 2^22 where C <=
+  // kFastC, |z| <= 128), so that no value can be NaN. Else, and for wider rows, the general epilogue.
   auto tame = [](float v, float bound) { return fabsf(v) * bound < 1e30f; };  // false for NaN, inf
   bool wild = tid == 0 && !tame(e.z_scale, 128.0f);
   for (int i = tid; i < T::BN; i += T::kThreads) {
