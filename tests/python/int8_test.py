@@ -83,6 +83,14 @@ def accuracy(a, tmp, model, tx, ty):
     check(acc_f32 > 75, f"the trained network is a classifier ({acc_f32:.2f}% top-1)")
     for method, acc in rows:
         check(acc_f32 - acc <= 1.0, f"{method}: INT8 top-1 within 1 point of FP32")
+    # float16 storage and compute (the target: within 0.1 point of FP32).
+    f16 = os.path.join(tmp, "f16.kiln")
+    kiln(a, "optimize", model, "--device", a.device, "--batch", "1000", "--fp16", "-o", f16)
+    pred16 = run_batches(a, f16, tx, tmp).argmax(1)
+    acc_f16 = 100 * np.mean(pred16 == ty)
+    print(f"FP16 top-1 {acc_f16:.2f}% against FP32 {acc_f32:.2f}% (drop {acc_f32 - acc_f16:+.2f}, "
+          f"agreement {100 * np.mean(pred16 == ref):.2f}%)\n")
+    check(acc_f32 - acc_f16 <= 0.1, "FP16 top-1 within 0.1 point of FP32")
     guard = kiln(a, "optimize", model, "--device", a.device, "--batch", "1000", "--int8", "--calib", a.data,
                  "--calib-batches", "1", *force_int8(a), "--validate", a.data, "--accuracy-budget", "0.5",
                  "-o", os.path.join(tmp, "guard.kiln")).stdout
