@@ -153,7 +153,8 @@ void BM_IgemmConv(benchmark::State& state) {
   for (int c = 0, n = extra::igemm::configs(a); c < n; ++c)
     candidates.emplace_back(2000 + c, [&a, &r, c] { extra::igemm::run(c, a, r.stream); });
   for (int c = 0, n = extra::stream::configs(a); c < n; ++c)
-    if (extra::stream::runs(c, a)) candidates.emplace_back(2100 + c, [&a, &r, c] { extra::stream::run(c, a, r.stream); });
+    if (extra::stream::runs(c, a))
+      candidates.emplace_back(2100 + c, [&a, &r, c] { extra::stream::run(c, a, r.stream); });
   for (int c = 0, n = extra::halo::configs(a); c < n; ++c)
     candidates.emplace_back(2200 + c, [&a, &r, c] { extra::halo::run(c, a, r.stream); });
   size_t best = 0;

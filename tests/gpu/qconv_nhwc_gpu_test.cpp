@@ -54,14 +54,21 @@ int igemm_tiles(int64_t P, int64_t M) {
   const bool few = (P + 63) / 64 * ((M + 63) / 64) < 2 * sms;
   return gpu::extra::igemm::kConfigs + (few ? gpu::extra::igemm::kSplitConfigs : 0);
 }
-// The streaming kernel's tile shapes for C input channels: those whose shared memory fits the GPU.
-int stream_tiles(int64_t C) {
-  const int n = hopper() && C >= 64 ? gpu::extra::stream::kConfigs : gpu::extra::stream::kSyncConfigs;
+// The streaming kernel's tile shapes for C input channels on this GPU (configs 0 .. n - 1), and
+// whether config i's shared memory fits it.
+int stream_configs(int64_t C) {
+  return hopper() && C >= 64 ? gpu::extra::stream::kConfigs : gpu::extra::stream::kSyncConfigs;
+}
+bool stream_tile_fits(int i, int64_t C) {
   int device = 0, smem = 0;
   EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
   EXPECT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+  return gpu::extra::stream::shared_memory(i, static_cast<int>(C)) <= smem;
+}
+// How many of them fit: the streaming tactics the op must offer.
+int stream_tiles(int64_t C) {
   int tiles = 0;
-  for (int i = 0; i < n; ++i) tiles += gpu::extra::stream::shared_memory(i, static_cast<int>(C)) <= smem;
+  for (int i = 0; i < stream_configs(C); ++i) tiles += stream_tile_fits(i, C);
   return tiles;
 }
 
@@ -211,7 +218,8 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
   // pad that no output reads is allowed).
   const int64_t H = in[0].shape[1], W = in[0].shape[2];
   const std::vector<int64_t>& ys = types[0].shape;
-  const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || (C % 32 == 0 && C >= 64 && C <= 512)) && M % 16 == 0 &&
+  const bool stream = major >= 8 && (C == 16 || C == 24 || C == 32 || (C % 32 == 0 && C >= 64 && C <= 512)) &&
+                      M % 16 == 0 &&
                       a.kernel_shape == std::vector<int64_t>{1, 1} && a.pads[0] == 0 && a.pads[1] == 0 &&
                       ys[1] == (H - 1) / a.strides[0] + 1 && ys[2] == (W - 1) / a.strides[1] + 1 && int8_y && !float_z;
   const bool halo = hopper() && (C == 64 || C == 128) && M % 64 == 0 && a.kernel_shape == std::vector<int64_t>{3, 3} &&
@@ -493,10 +501,6 @@ TEST(GpuNhwcQConv, StreamingKernelGeneralEpilogue) {
 TEST(GpuNhwcQConv, StreamingKernelWideRows) {
   KILN_SKIP_WITHOUT_GPU();
   rng().seed(67);
-  int device = 0, smem = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
-  const int n = hopper() ? gpu::extra::stream::kConfigs : gpu::extra::stream::kSyncConfigs;
   auto check_every_tile = [&](const Case& c, const Variant& v, bool extreme, const std::string& what) {
     const QConvAttrs a = attrs_of(c, v.act);
     Inputs in = inputs(c, v, c.h, c.w);
@@ -513,8 +517,8 @@ TEST(GpuNhwcQConv, StreamingKernelWideRows) {
     HostStep step(in, types);
     const std::vector<int32_t> tactics =
         gpu::gpu_kernel_entry(OpKind::kNhwcQConv)->tactics(OpKind::kNhwcQConv, a, step.iv, step.ov, step.env);
-    for (int i = 0; i < n; ++i) {
-      const bool fits = gpu::extra::stream::shared_memory(i, static_cast<int>(c.c)) <= smem;
+    for (int i = 0; i < stream_configs(c.c); ++i) {
+      const bool fits = stream_tile_fits(i, c.c);
       EXPECT_EQ(std::count(tactics.begin(), tactics.end(), kStreamTactic + i), fits ? 1 : 0)
           << what << ": streaming tile shape " << i << " offered";
       if (!fits) continue;

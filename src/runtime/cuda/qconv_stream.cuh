@@ -16,12 +16,13 @@ namespace kiln::gpu::extra::stream {
 inline constexpr int kSyncConfigs = 8;
 inline constexpr int kConfigs = 14;
 
-// Whether the kernel takes this convolution: 1x1, any stride (P < 2^31 where strided), no padding; C of 16, 24 or 32
-// (MobileNet's expansions, rows padded to 64 bytes in shared memory) or a multiple of 32 from 64 to
-// 512 (above 256 the epilogue converts on the conversion unit, exact to 1024 channels; wider rows
-// left one tile shape that fits an H100, and it did not pay: docs/decisions.md), M a multiple of 16; no activation, ReLU or Clip; an int8 y, and
-// an int8 residual or none; x, w, y and z 16-byte aligned; sm_80 and later. Which tile shapes fit
-// the GPU's shared memory is runs()'s question.
+// Whether the kernel takes this convolution: 1x1, any stride (P < 2^31 where strided), no padding;
+// C of 16, 24 or 32 (MobileNet's expansions, rows padded to 64 bytes in shared memory) or a
+// multiple of 32 from 64 to 512 (above 256 the epilogue converts on the conversion unit, exact to
+// 1024 channels; wider rows left one tile shape that fits an H100, and it did not pay:
+// docs/decisions.md), M a multiple of 16; no activation, ReLU or Clip; an int8 y, and an int8
+// residual or none; x, w, y and z 16-byte aligned; sm_80 and later. Which tile shapes fit the GPU's
+// shared memory is runs()'s question.
 bool fits(const QConvNhwcArgs& a);
 
 // The shared memory per CTA tile shape `config` needs with C input channels (16 to 512) and the

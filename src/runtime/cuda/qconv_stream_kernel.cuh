@@ -149,7 +149,8 @@ struct FastDiv {
 // i * (chunk_div * chunks - 2^20) / 2^20 stays below 1 for i * (chunks - 1) < 2^20 (i < 256 rows
 // * 32 chunks here), and i * chunk_div below 2^31.
 // row_shift: log2(chunks) where chunks is a power of two that divides the CTA's threads (C of 64,
-// 128 or 256; 512 takes the general split), so that every pass of the threads over a tile's x chunks covers whole rows and a
+// 128 or 256; 512 takes the general split), so that every pass of the threads over a tile's x
+// chunks covers whole rows and a
 // thread copies the same chunk column of rows r, r + step, ... (step a multiple of 8, where the
 // swizzle repeats, and a divisor of BM); else -1 (the general split).
 // strided: a stride above 1 (downsampling 1x1 layers), where output pixel p = (n, oh, ow) of the

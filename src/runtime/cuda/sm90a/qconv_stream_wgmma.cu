@@ -8,6 +8,7 @@
 // The multiply is sm90a/wgmma.cuh's policy; the kernel's operand tiles are already in wgmma's
 // layout, and the epilogue is the same.
 #include <climits>
+#include <iterator>
 
 #include "runtime/cuda/qconv_stream_kernel.cuh"
 #include "runtime/cuda/sm90a/wgmma.cuh"
@@ -45,7 +46,7 @@ int wgmma_shared_memory(int config, int C) {
   const int row_bytes = row_bytes_of(C);
   const int bytes[] = {WTile0::smem(row_bytes, 2), WTile1::smem(row_bytes, 2), WTile2::smem(row_bytes, 2),
                        WTile3::smem(row_bytes, 2), WTile4::smem(row_bytes, 2), WTile5::smem(row_bytes, 2)};
-  return config >= 0 && config < 6 ? bytes[config] : INT_MAX;
+  return config >= 0 && config < static_cast<int>(std::size(bytes)) ? bytes[config] : INT_MAX;
 }
 
 void run_wgmma(int config, const QConvNhwcArgs& a, cudaStream_t stream) {
