@@ -26,19 +26,27 @@ CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
   -DCMAKE_CXX_FLAGS="$SAN_FLAGS" >/dev/null
 
 echo "== build"
-ninja -C "$BUILD" -j"$JOBS" kiln tensor_file_fuzz engine_fuzz onnx_import_fuzz idx_fuzz
+ninja -C "$BUILD" -j"$JOBS" kiln tensor_file_fuzz engine_fuzz onnx_import_fuzz idx_fuzz conv_fuzz conv_sweep_asan_test
 
 FUZZ_BIN="$BUILD/tests/fuzz"
 SEEDS="$BUILD/corpus-seed"
 CORPUS="$BUILD/corpus"
 ARTIFACTS="$BUILD/artifacts"
 WORK="$BUILD/fuzz-cwd"  # empty working directory: nothing there for relative paths to find
-mkdir -p "$CORPUS"/{engine,onnx,tensor_file,idx} "$ARTIFACTS" "$WORK"
+mkdir -p "$CORPUS"/{engine,onnx,tensor_file,idx,conv} "$ARTIFACTS" "$WORK"
 rm -rf "$SEEDS"
-mkdir -p "$SEEDS"/{engine,onnx,tensor_file,idx}
+mkdir -p "$SEEDS"/{engine,onnx,tensor_file,idx,conv}
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+echo "== the convolution geometry sweep under ASan and UBSan"
+if ! "$BUILD/tests/fuzz/conv_sweep_asan_test" --gtest_brief=1 >"$BUILD/conv_sweep_asan_test.log" 2>&1; then
+  echo "conv_sweep_asan_test FAILED: see $BUILD/conv_sweep_asan_test.log" >&2
+  grep -E "ERROR|SUMMARY|runtime error|Failure|FAILED|#[0-9]+ 0x" "$BUILD/conv_sweep_asan_test.log" | head -40 >&2
+  exit 1
+fi
+tail -n 1 "$BUILD/conv_sweep_asan_test.log" | sed 's/^/   /'
 
 echo "== seed corpus"
 # ONNX models and tensors: the small node tests of the ONNX backend test data.
@@ -63,6 +71,8 @@ fi
 [[ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]] &&
   cp /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz "$SEEDS/idx/labels.gz"
 printf '\x00\x00\x08\x02\x00\x00\x00\x02\x00\x00\x00\x02\x01\x02\x03\x04' >"$SEEDS/idx/small"
+# Convolutions (conv_fuzz decodes a geometry from the bytes): a few random starts.
+for i in 1 2 3 4 5 6 7 8; do head -c 600 /dev/urandom >"$SEEDS/conv/random$i"; done
 # Engines: `kiln optimize` of a spread of small node tests (whatever builds).
 ENGINE_TESTS=(test_relu test_add test_add_bcast test_conv_with_strides_padding test_gemm_default_single_elem_vector_bias
   test_gather_0 test_gather_negative_indices test_reshape_extended_dims test_softmax_axis_1 test_matmul_2d
@@ -113,17 +123,19 @@ run_fuzzer() {  # name corpus max_len; returns non-zero on a finding
   fi
 }
 
-# The four fuzzers run at the same time; each is given SECONDS.
-echo "== fuzzing engine_fuzz, onnx_import_fuzz, tensor_file_fuzz and idx_fuzz for ${SECONDS_PER_FUZZER}s each, concurrently"
+# The five fuzzers run at the same time; each is given SECONDS.
+echo "== fuzzing engine_fuzz, onnx_import_fuzz, tensor_file_fuzz, idx_fuzz and conv_fuzz for ${SECONDS_PER_FUZZER}s each, concurrently"
 run_fuzzer engine_fuzz engine "$ENGINE_MAX" & pid_engine=$!
 run_fuzzer onnx_import_fuzz onnx 8192 & pid_onnx=$!
 run_fuzzer tensor_file_fuzz tensor_file 4096 & pid_tensor=$!
 run_fuzzer idx_fuzz idx 8192 & pid_idx=$!
+run_fuzzer conv_fuzz conv 4096 & pid_conv=$!
 failed=()
 wait "$pid_engine" || failed+=(engine_fuzz)
 wait "$pid_onnx" || failed+=(onnx_import_fuzz)
 wait "$pid_tensor" || failed+=(tensor_file_fuzz)
 wait "$pid_idx" || failed+=(idx_fuzz)
+wait "$pid_conv" || failed+=(conv_fuzz)
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "fuzzing found problems in: ${failed[*]}" >&2

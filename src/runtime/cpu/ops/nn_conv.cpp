@@ -82,7 +82,9 @@ void im_col(std::conditional_t<kScatter, T*, const T*> img, int64_t channels, co
         if (!inside) {
           if constexpr (!kScatter) std::fill(row + d0 + l0, row + d0 + l1, T(0));
         } else {
-          const int64_t a = std::max(l0, lo), b = std::max(a, std::min(l1, hi));
+          // The inside part [a, b) of this stretch [l0, l1), which may lie wholly before or after
+          // the inside range [lo, hi): clamped to the stretch, never past its end.
+          const int64_t a = std::clamp(lo, l0, l1), b = std::clamp(hi, a, l1);
           if constexpr (!kScatter) {
             std::fill(row + d0 + l0, row + d0 + a, T(0));
             if (sl == 1 && b > a) {
