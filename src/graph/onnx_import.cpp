@@ -312,13 +312,33 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
   for (const auto& vi : gp.value_info()) declared[vi.name()] = &vi.type();
   for (const auto& vi : gp.output()) declared[vi.name()] = &vi.type();
 
+  // The outputs of nodes that could not be imported (unsupported, or a problem already reported):
+  // the nodes that read them are skipped without a message of their own, so that one problem gets
+  // one message and not one per node downstream of it.
+  std::set<std::string> failed_values;
+  auto fail_outputs = [&](const onnx::NodeProto& np) {
+    for (const std::string& out : np.output())
+      if (!out.empty()) failed_values.insert(out);
+  };
   for (int i = 0; i < gp.node_size(); ++i) {
     const onnx::NodeProto& np = gp.node(i);
     std::string node_name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
     std::string where = "node " + in_quotes(node_name) + " (" + np.op_type() + ")";
+    const bool downstream = std::any_of(np.input().begin(), np.input().end(),
+                                        [&](const std::string& in) { return failed_values.contains(in); });
+    if (downstream) {  // still named if its own op type is unsupported; nothing else is reported
+      fail_outputs(np);
+      const bool foreign = !np.domain().empty() && np.domain() != "ai.onnx";
+      std::optional<OpKind> kind = foreign ? std::nullopt : detail::renamed_op(np.op_type());
+      if (!foreign && !kind) kind = op_kind_from_name(np.op_type());
+      if (np.op_type() != "Constant" && (!kind || is_internal_op(*kind)))
+        unsupported[foreign ? np.domain() + "::" + np.op_type() : np.op_type()].push_back(node_name);
+      continue;
+    }
     try {
       if (!np.domain().empty() && np.domain() != "ai.onnx") {
         unsupported[np.domain() + "::" + np.op_type()].push_back(node_name);
+        fail_outputs(np);
         continue;
       }
       if (np.op_type() == "Constant") {
@@ -329,6 +349,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       if (!kind) kind = op_kind_from_name(np.op_type());
       if (!kind || is_internal_op(*kind)) {
         unsupported[np.op_type()].push_back(node_name);
+        fail_outputs(np);
         continue;
       }
       ImportNode n{np, opset, *kind, default_attrs(*kind), {}, {}, {}};
@@ -382,11 +403,13 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
           Node{node_name, n.kind, std::move(n.attrs), std::move(n.inputs), std::move(n.outputs), node_name});
     } catch (const Error& e) {
       problems.push_back(where + ": " + e.what());
+      fail_outputs(np);
     }
   }
   for (const auto& out : gp.output()) {
     ValueId id = g.find(out.name());
     if (id == kNoValue) {
+      if (failed_values.contains(out.name())) continue;
       problems.push_back("graph output " + in_quotes(out.name()) + " is never computed");
       continue;
     }

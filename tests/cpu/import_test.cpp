@@ -523,6 +523,32 @@ TEST(ImportErrors, UnsupportedOpsAllNamedInOneMessage) {
   EXPECT_FALSE(has(e, "Relu:")) << e;
 }
 
+// Nodes downstream of an unsupported one (an SSDlite export: NonZero, then dozens of nodes reading
+// its output) are not reported one by one: one message names the unsupported op types and their
+// nodes (those downstream included), and nothing about the values they would have made.
+TEST(ImportErrors, NothingAboutNodesDownstreamOfAnUnsupportedOne) {
+  onnx::ModelProto m;
+  one_node(m, 13, {2}, "FancyOp", {"x"}, {"a"}, "fancy1");
+  add_node(m, "Relu", {"a"}, {"b"}, "relu");
+  add_node(m, "Add", {"b", "x"}, {"c"}, "add");
+  add_node(m, "OtherOp", {"c"}, {"d"}, "other1");
+  add_node(m, "Relu", {"d"}, {"y"}, "relu2");
+  add_node(m, "Relu", {"x"}, {"z"}, "independent");
+  add_node(m, "Add", {"z", "ghost"}, {"w"}, "reads_ghost");
+  const std::string e = import_error(m);
+  EXPECT_TRUE(has(e, "unsupported op types (2)")) << e;
+  EXPECT_TRUE(has(e, "FancyOp: 1 node (fancy1)")) << e;
+  EXPECT_TRUE(has(e, "OtherOp: 1 node (other1)")) << e;
+  EXPECT_FALSE(has(e, "'relu'")) << e;
+  EXPECT_FALSE(has(e, "'add'")) << e;
+  EXPECT_FALSE(has(e, "never computed")) << e;
+  // A problem of its own, away from the unsupported nodes, is still reported.
+  EXPECT_TRUE(has(e, "node 'reads_ghost' (Add): reads 'ghost'")) << e;
+  size_t lines = 0;
+  for (char ch : e) lines += ch == '\n';
+  EXPECT_LE(lines, 5u) << e;
+}
+
 TEST(ImportErrors, NodeReadingUndefinedValue) {
   onnx::ModelProto m;
   one_node(m, 13, {2}, "Add", {"x", "ghost"}, {"y"}, "adder");
