@@ -454,10 +454,23 @@ TEST(Elementwise, IdentityAndDropout) {
     run(OpKind::kDropout, NoAttrs{}, {x, absent(), on}, 1, nullptr, true);
     ADD_FAILURE() << "training-mode Dropout accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("training-mode Dropout is not supported"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("training-mode Dropout with a ratio other than 0"), std::string::npos)
+        << e.what();
   }
   // Not a build-time constant: inference passes, the kernel refuses.
   EXPECT_THROW(run(OpKind::kDropout, NoAttrs{}, {x, absent(), on}, 1), Error);
+  // Training mode with ratio 0 (or -0) drops nothing: the identity with an all-true mask, known at
+  // build time or only when it runs (PyTorch 1.13 exports torchvision's Swin-T so).
+  for (double zero : {0.0, -0.0})
+    for (bool constant : {true, false}) {
+      Tensor r = make(DT::kFloat32, {}, {zero});
+      std::vector<Tensor> y = run(OpKind::kDropout, NoAttrs{}, {x, r, on}, 2, nullptr, constant);
+      EXPECT_EQ(y[0].bytes, x.bytes);
+      for (uint8_t b : y[1].bytes) EXPECT_EQ(b, 1);
+    }
+  Tensor small = make(DT::kFloat32, {}, {1e-3});
+  EXPECT_THROW(run(OpKind::kDropout, NoAttrs{}, {x, small, on}, 1, nullptr, true), Error);
+  EXPECT_THROW(run(OpKind::kDropout, NoAttrs{}, {x, small, on}, 1), Error);
 }
 
 // ---- broadcasting binary -------------------------------------------------------------------

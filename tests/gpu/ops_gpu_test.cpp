@@ -487,6 +487,30 @@ TEST_P(GpuOps, MatchesCpu) {
 
 void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 
+// Training-mode Dropout with ratio 0 is the identity with an all-true mask (PyTorch 1.13 exports
+// Swin-T so); with another ratio, or none (0.5), the device reports an error instead of copying.
+// training_mode and ratio are run-time inputs here, which only the device reads.
+TEST(GpuDropout, TrainingModeCopiesWithRatioZeroOnly) {
+  KILN_SKIP_WITHOUT_GPU();
+  for (DT dt : {DT::kFloat32, DT::kFloat16, DT::kFloat64}) {
+    SCOPED_TRACE(std::string("dtype ") + std::string(dtype_name(dt)));
+    const HostTensor x = rand_tensor(dt, {1031}, -9, 9), training = make(DT::kBool, {}, {1});
+    const std::vector<OutputType> types{{dt, {1031}}, {DT::kBool, {1031}}};
+    for (double zero : {0.0, -0.0}) {
+      const std::vector<HostTensor> y =
+          run_gpu(OpKind::kDropout, NoAttrs{}, {x, make(dt, {}, {zero}), training}, types, GpuMode::kDirect);
+      expect_match(y[0], x, Tolerance{}, "Dropout output");
+      expect_match(y[1], make(DT::kBool, {1031}, std::vector<double>(1031, 1.0)), Tolerance{}, "Dropout mask");
+    }
+    for (const HostTensor& ratio : {make(dt, {}, {0.3}), make(dt, {}, {1e-3}), absent()})
+      EXPECT_THROW(run_gpu(OpKind::kDropout, NoAttrs{}, {x, ratio, training}, types, GpuMode::kDirect), Error);
+    // Not training: any ratio copies.
+    const std::vector<HostTensor> y = run_gpu(
+        OpKind::kDropout, NoAttrs{}, {x, make(dt, {}, {0.3}), make(DT::kBool, {}, {0})}, types, GpuMode::kDirect);
+    expect_match(y[0], x, Tolerance{}, "Dropout output");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Elementwise, GpuOps, testing::ValuesIn(cases()),
                          [](const testing::TestParamInfo<OpCase>& info) { return info.param.name; });
 

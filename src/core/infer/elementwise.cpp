@@ -143,8 +143,16 @@ std::vector<OutputType> infer_dropout(OpKind kind, const Attrs&, std::span<const
   if (in.size() > 2 && in[2].exists) {
     check_dtype(kind, in[2], 2, kBool);
     if (in[2].numel() != 1 || in[2].rank() > 1) throw Error("Dropout: training_mode (input 2) must be a scalar");
-    if (in[2].data && *static_cast<const uint8_t*>(in[2].data) != 0)
-      throw Error("Dropout: training-mode Dropout is not supported in an inference engine (training_mode is true)");
+    // Training mode with ratio 0 drops nothing: the identity (PyTorch 1.13 exports Swin-T so).
+    // Any other ratio draws a random mask, which an inference engine does not do.
+    const bool training = in[2].data && *static_cast<const uint8_t*>(in[2].data) != 0;
+    const bool ratio_known = in.size() > 1 && in[1].exists && in[1].data;
+    if (training && (!ratio_known || in[1].to_double()[0] != 0.0))
+      throw Error(
+          "Dropout: training-mode Dropout with a ratio other than 0 draws a random mask, which an inference "
+          "engine does not do (training_mode is true" +
+          std::string(ratio_known ? ", ratio " + std::to_string(in[1].to_double()[0]) : ", ratio 0.5 or unknown") +
+          "); export the model in eval mode");
   }
   std::vector<OutputType> out{OutputType{in[0].dtype, shape_vec(in[0])}};
   if (n_out > 1) out.push_back(OutputType{DataType::kBool, shape_vec(in[0])});

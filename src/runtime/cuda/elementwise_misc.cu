@@ -89,12 +89,38 @@ void identity_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::
   copy_bytes(in[0], out[0], env, "Identity");
 }
 
-// Inference Dropout is the identity with an all-true mask. training_mode (input 2) lives on the
-// device and is not read here (that would need a synchronizing copy): shape inference rejects a
-// constant true one when the engine is built; a training_mode computed at run time is not
-// checked on the GPU (the CPU kernel throws for a true one).
+// Sets kGpuBadValue where training_mode is true and the ratio is not +-0 (or absent: 0.5). The
+// ratio's zero test is on its bits, whatever its float type (`bytes` of 2, 4 or 8).
+__global__ void dropout_check(const uint8_t* training, const void* ratio, int bytes, int* error) {
+  if (!*training) return;
+  bool zero = false;
+  if (ratio) {
+    if (bytes == 2) zero = (*static_cast<const uint16_t*>(ratio) & 0x7fffu) == 0;
+    if (bytes == 4) zero = (*static_cast<const uint32_t*>(ratio) & 0x7fffffffu) == 0;
+    if (bytes == 8) zero = (*static_cast<const uint64_t*>(ratio) & 0x7fffffffffffffffull) == 0;
+  }
+  if (!zero && error) atomicCAS(error, 0, static_cast<int>(kGpuBadValue));
+}
+
+// Inference Dropout, and training-mode Dropout with ratio 0, are the identity with an all-true
+// mask. Shape inference rejects a constant true training_mode with another constant ratio when
+// the engine is built; inputs known only at run time are checked on the device (kGpuBadValue,
+// reported by Context::check), as the CPU kernel throws for them.
 void dropout_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out,
                     GpuEnv& env) {
+  const bool has_training = in.size() > 2 && in[2].exists;
+  const bool has_ratio = in.size() > 1 && in[1].exists;
+  auto host_ratio_zero = [&] {
+    TensorView r = in[1];
+    r.data = const_cast<void*>(env.host(1));
+    return r.to_double()[0] == 0.0;
+  };
+  if (has_training && !(env.host(2) && *static_cast<const uint8_t*>(env.host(2)) == 0) &&
+      !(has_ratio && env.host(1) && host_ratio_zero())) {
+    dropout_check<<<1, 1, 0, env.stream>>>(static_cast<const uint8_t*>(in[2].data), has_ratio ? in[1].data : nullptr,
+                                           has_ratio ? static_cast<int>(dtype_size(in[1].dtype)) : 0, env.error);
+    check_cuda(cudaGetLastError(), "Dropout: training_mode check");
+  }
   copy_bytes(in[0], out[0], env, "Dropout");
   if (out.size() > 1 && out[1].data && out[1].numel() > 0)
     check_cuda(cudaMemsetAsync(out[1].data, 1, static_cast<size_t>(out[1].numel()), env.stream), "Dropout mask");

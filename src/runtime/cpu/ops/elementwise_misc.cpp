@@ -211,9 +211,14 @@ void identity_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::
   copy_input(in[0], out[0]);
 }
 
+// Training mode with ratio 0 drops nothing; with another ratio it would draw a random mask.
 void dropout_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView> out, KernelEnv&) {
-  if (in.size() > 2 && in[2].exists && in[2].data && *in[2].as<const uint8_t>() != 0)
-    throw Error("Dropout: training-mode Dropout is not supported in an inference engine (training_mode is true)");
+  const bool training = in.size() > 2 && in[2].exists && in[2].data && *in[2].as<const uint8_t>() != 0;
+  const bool zero_ratio = in.size() > 1 && in[1].exists && in[1].data && in[1].to_double()[0] == 0.0;
+  if (training && !zero_ratio)
+    throw Error(
+        "Dropout: training-mode Dropout with a ratio other than 0 draws a random mask, which an inference "
+        "engine does not do; export the model in eval mode");
   copy_input(in[0], out[0]);
   if (out.size() > 1 && out[1].data) std::memset(out[1].data, 1, static_cast<size_t>(out[1].numel()));
 }
