@@ -19,6 +19,7 @@
 // The product is bound by reading its weights, which float16 halves, and no Cast runs before or
 // after it: ResNet-50's GlobalAveragePool -> Cast -> Gemm -> Cast at batch 1 becomes
 // GlobalAveragePool -> FusedGemm.
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -54,12 +55,25 @@ constexpr int64_t kVectorRows = 8;
 
 bool shape_input(OpKind kind, size_t slot) { return slot < 32 && (op_info(kind).const_inputs >> slot & 1u); }
 
+// A float32 constant in float16, keeping what a float32 graph relies on: a non-zero value below
+// float16's smallest subnormal (2^-24) becomes that subnormal, not 0, and a finite value beyond
+// 65504 becomes +-65504, not infinity. The epsilon of F.normalize (x / max(|x|, 1e-12)) flushed to
+// 0 made 0 / 0 = NaN of the zero-padded windows of Swin-V2; a -1e9 attention mask became -inf,
+// and a row masked entirely then gives NaN in Softmax.
+uint16_t to_half_kept(float f) {
+  uint16_t h = Half::from_float(f);
+  const bool negative = std::signbit(f);
+  if ((h & 0x7fffu) == 0 && f != 0.0f) h = negative ? 0x8001u : 0x0001u;               // underflow: +-2^-24
+  if ((h & 0x7fffu) == 0x7c00u && std::isfinite(f)) h = negative ? 0xfbffu : 0x7bffu;  // overflow: +-65504
+  return h;
+}
+
 std::vector<uint8_t> to_half(const std::vector<uint8_t>& f32) {
   std::vector<uint8_t> out(f32.size() / 2);
   for (size_t i = 0; i < f32.size() / 4; ++i) {
     float f;
     std::memcpy(&f, f32.data() + 4 * i, 4);
-    const uint16_t h = Half::from_float(f);
+    const uint16_t h = to_half_kept(f);
     std::memcpy(out.data() + 2 * i, &h, 2);
   }
   return out;

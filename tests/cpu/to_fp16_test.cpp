@@ -44,8 +44,8 @@ Built build(const OnnxModel& m, bool fp16) {
 }
 
 int count_op(const Built& b, const std::string& op) {
-  return static_cast<int>(std::count_if(b.summary.steps.begin(), b.summary.steps.end(),
-                                        [&](const StepInfo& s) { return s.op == op; }));
+  return static_cast<int>(
+      std::count_if(b.summary.steps.begin(), b.summary.steps.end(), [&](const StepInfo& s) { return s.op == op; }));
 }
 
 // x[1,3,6,6] -> Conv -> Relu -> Add(const) -> y ; shared constant "k" read by Add and Mul.
@@ -247,6 +247,43 @@ void expect_close(const Built& h, const Built& f, int64_t n, uint32_t seed) {
   for (size_t i = 0; i < yf.at("y").size(); ++i) EXPECT_NEAR(yh.at("y")[i], yf.at("y")[i], 2e-3 * scale) << i;
 }
 
+// Constants outside float16's range keep what the float32 graph relies on: F.normalize's epsilon
+// (1e-12) stays above zero, so that a zero row divided by max(|x|, eps) is 0, not 0 / 0 = NaN (the
+// zero-padded windows of Swin-V2 gave NaN logits); an additive mask of -1e9 stays finite, so that a
+// row masked entirely is a plain Softmax, not NaN.
+TEST(ToFp16, TinyAndHugeConstantsStayFiniteAndNonZero) {
+  OnnxModel m("eps_mask");
+  m.input("x", {2, 8});
+  m.output("y");
+  m.output("z");
+  auto constant = [&](const std::string& name, const std::vector<float>& v) {
+    auto* t = m.g()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (float f : v) t->add_float_data(f);
+  };
+  constant("eps", {1e-12f});
+  constant("mask", {0, 0, 0, 0, -1e9f, -1e9f, -1e9f, -1e9f});
+  m.node("Abs", "abs", {"x"}, {"a"});
+  m.node("Max", "max", {"a", "eps"}, {"d"});
+  m.node("Div", "div", {"x", "d"}, {"y"});
+  m.node("Add", "add", {"x", "mask"}, {"s"});
+  m.node("Softmax", "softmax", {"s"}, {"z"});
+  Built h = build(m, true);
+  std::vector<float> x = random_vec(16, 3);
+  for (int i = 0; i < 8; ++i) x[i] = 0;  // a zero row
+  const auto out = run_engine(h.engine, {{"x", x}}, {"y", "z"});
+  for (size_t i = 0; i < 16; ++i) {
+    ASSERT_TRUE(std::isfinite(out.at("y")[i])) << "y " << i;
+    ASSERT_TRUE(std::isfinite(out.at("z")[i])) << "z " << i;
+    const float sign = x[i] > 0 ? 1.f : x[i] < 0 ? -1.f : 0.f;
+    EXPECT_NEAR(out.at("y")[i], sign, 1e-3) << i;  // x / |x|, and 0 for the zero row
+  }
+  EXPECT_NEAR(out.at("z")[0], 0.25f, 1e-3);  // the zero row: four equal logits left unmasked
+  EXPECT_NEAR(out.at("z")[4], 0.f, 1e-6);
+}
+
 // The pooled float32 vector passes the Flatten as it is, and the Gemm reads it with float16
 // weights: no Cast anywhere, float32 output, the float32 engine's numbers to float16 weights'
 // accuracy.
@@ -283,7 +320,7 @@ TEST(ToFp16, LargeBatchUntransposedOrInputProductsStayFloat16) {
     Built h = build(m, true), f = build(m, false);
     EXPECT_EQ(count_op(h, "FusedGemm"), 0) << n;
     EXPECT_EQ(count_op(h, "Gemm"), 1) << n;
-    EXPECT_EQ(count_op(h, "Cast"), 2) << n;  // the pooled vector in, the output out
+    EXPECT_EQ(count_op(h, "Cast"), 2) << n;             // the pooled vector in, the output out
     EXPECT_EQ(h.dtypes["f"], DataType::kFloat32) << n;  // the Cast follows the Flatten
     expect_close(h, f, n, 13);
   }
