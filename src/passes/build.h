@@ -13,6 +13,13 @@
 
 namespace kiln::passes {
 
+// Where a long stage of the build is: `done` of `total` steps, and the step at hand.
+struct BuildProgress {
+  const char* stage;
+  size_t done = 0, total = 0;
+  std::string step;
+};
+
 struct BuildOptions {
   int64_t batch = 1;  // the value of a symbolic leading (batch) dimension of the inputs
   // Full shapes for inputs with other symbolic dimensions.
@@ -34,6 +41,9 @@ struct BuildOptions {
   std::string timing_cache;     // GPU: a file of measured tactic timings; read if present, written after
   std::vector<std::string> disabled_passes;
   std::function<void(const std::string&)> log;  // verbose messages (-v); may be empty
+  // Called as the long stages (choosing GPU kernels) advance; may be empty. The library prints
+  // nothing itself: the command line draws a progress line from it.
+  std::function<void(const BuildProgress&)> progress;
 };
 
 struct PassReport {

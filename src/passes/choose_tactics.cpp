@@ -12,12 +12,11 @@
 // tactic, its time, and its rivals where it is a close call), valid in any engine; and "engines",
 // the verdicts of the close calls, per engine (engine_key: every node's key, in order), since a
 // verdict holds only for the engine it was timed in: an --int8 engine is float32 around its INT8
-// layers, a --best engine float16. A call left undecided (budget spent, a failure) is not stored,
-// so the next build with the cache times it again.
+// layers, a --best engine float16. A call left undecided (budget spent, a failure) keeps the choice
+// made alone and is stored as such, so that a build with the cache times nothing.
 #include "passes/choose_tactics.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -91,9 +90,20 @@ constexpr int kCandidatesVersion = 10;
 
 // The budget of the close calls' engine timings, in seconds of the build, and the part of it the
 // calls of long layers may take (at batch 256 most of ResNet-50's layers have a rival within 1%,
-// and only one call in ten changed the engine measurably: session 24).
-constexpr double kCloseCallSeconds = 8;
-constexpr double kLongCallSeconds = 4;
+// and only one call in ten changed the engine measurably: session 24). 8 s made every GPU build
+// of the model sweep take 8 s more, each rebuild with a timing cache too (bench/RESULTS.md).
+constexpr double kCloseCallSeconds = 4;
+constexpr double kLongCallSeconds = 2;
+// Each engine a close call times is written and loaded anew, its weights copied to the GPU: above
+// this many bytes of weights (VGG's 530 MB took 1.2 s to write) the calls cannot pay for themselves.
+constexpr size_t kCloseCallMaxWeights = size_t{128} << 20;
+
+size_t weight_bytes(const graph::Graph& g) {
+  size_t bytes = 0;
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].is_constant()) bytes += g.values[v].data->size();
+  return bytes;
+}
 
 std::string device_name() {
   int dev = 0;
@@ -317,6 +327,26 @@ struct Events {
 
 // A kernel longer than this (ms per launch) is timed in one round of ten launches.
 constexpr double kOneRoundMs = 0.25;
+// A candidate whose launch takes more than kGiveUpFactor times the best candidate's so far is not
+// timed further. Its first launch (which also makes its state: cuDNN's plans, say) and, where that
+// was slow, a second launch alone decide: cuDNN lists candidates for depthwise float32 layers that
+// run over a thousand times slower than the best, and ten of their launches took seconds.
+constexpr double kGiveUpFactor = 10;
+// A kernel longer than this (ms per launch) is timed by one launch: launch overhead is noise at
+// that length, and so no candidate costs more than a fraction of a second of the build.
+constexpr double kOneLaunchMs = 20;
+
+// The time of one stream launch, in milliseconds.
+double time_one_launch(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::span<const TensorView> in,
+                       std::span<const TensorView> out, gpu::GpuEnv& env, cudaStream_t stream, const Events& ev) {
+  check_cuda(cudaEventRecord(ev.a, stream), "cudaEventRecord");
+  entry.fn(n.kind, n.attrs, in, out, env);
+  check_cuda(cudaEventRecord(ev.b, stream), "cudaEventRecord");
+  check_cuda(cudaEventSynchronize(ev.b), "timing a kernel");
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, ev.a, ev.b), "cudaEventElapsedTime");
+  return ms;
+}
 
 // Median-free but robust enough: the best of *rounds rounds of kLaunches launches each, in
 // milliseconds per launch: one graph launch each where `in_graph` (false if the kernel could not be
@@ -324,10 +354,12 @@ constexpr double kOneRoundMs = 0.25;
 // compare alike), else stream launches. *rounds 0: decided here, 1 for a kernel over kOneRoundMs,
 // else 3; the caller passes it on to the node's other candidates, so that they compare alike (the
 // best of three rounds is a little lower than one round).
+// best_ms: the fastest candidate of the node so far (1e30: none); a candidate over kGiveUpFactor
+// times that, or over kOneLaunchMs, is timed by one launch and *cut_short set.
 // *setup_s: the seconds of the first launch, which makes the step's state (cuDNN's plans, say).
 double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::span<const TensorView> in,
-                   std::span<const TensorView> out, gpu::GpuEnv env, cudaStream_t stream, double* setup_s,
-                   bool* in_graph, int* rounds) {
+                   std::span<const TensorView> out, gpu::GpuEnv env, cudaStream_t stream, double best_ms,
+                   double* setup_s, bool* in_graph, int* rounds, bool* cut_short) {
   constexpr int kLaunches = 10;
   const Events ev;
   double best = 1e30;
@@ -335,6 +367,15 @@ double time_tactic(const gpu::GpuKernelEntry& entry, const graph::Node& n, std::
   entry.fn(n.kind, n.attrs, in, out, env);  // warm-up (and per-step state)
   check_cuda(cudaStreamSynchronize(stream), "the first launch of a kernel");
   *setup_s = timer.seconds();
+  *cut_short = false;
+  const double limit_ms = std::min(kOneLaunchMs, kGiveUpFactor * best_ms);
+  if (*setup_s * 1e3 > limit_ms) {  // slow, or slow to set up: a second launch tells which
+    const double ms = time_one_launch(entry, n, in, out, env, stream, ev);
+    if (ms > limit_ms) {
+      *cut_short = true;
+      return ms;
+    }
+  }
   GraphExec g;
   if (*in_graph) {
     capture_launches(entry, n, in, out, env, stream, kLaunches, g);
@@ -448,10 +489,11 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
     for (size_t t = 0; t < todo.size(); ++t)
       if (!cache.contains(keys[t]) && seen.insert(keys[t]).second) to_list.push_back(todo[t]);
   }
-  const bool tty = isatty(2);
   const Stopwatch total;
-  if (tty && !to_list.empty())
-    fmt::print(stderr, "\rchoosing kernels on the GPU: listing the candidates of {} nodes\033[K", to_list.size());
+  auto progress = [&](const char* stage, size_t done, size_t all, const std::string& step) {
+    if (options.progress) options.progress(BuildProgress{stage, done, all, step});
+  };
+  if (!to_list.empty()) progress("listing kernel candidates", 0, to_list.size(), "");
   const std::map<size_t, Listed> listed = to_list.empty() ? std::map<size_t, Listed>{} : list_candidates(g, to_list);
   const double listing_s = total.seconds();
   const Handles handles;
@@ -465,7 +507,7 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
   for (size_t t = 0; t < todo.size(); ++t) {
     const graph::Node& n = g.nodes[todo[t]];
     const gpu::GpuKernelEntry& entry = *gpu::gpu_kernel_entry(n.kind);
-    if (tty) fmt::print(stderr, "\rchoosing kernels on the GPU: {}/{}\033[K", t + 1, todo.size());
+    progress("choosing kernels on the GPU", t, todo.size(), n.name + " (" + std::string(op_name(n.kind)) + ")");
     const std::string& key = keys[t];
     if (cache.contains(key)) {
       const nlohmann::json& layer = cache[key];
@@ -517,10 +559,12 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
           env.workspace = workspace.get();
           env.workspace_bytes = ws;
           double first_s = 0;
-          const double ms = time_tactic(entry, n, b.in, b.out, env, stream, &first_s, &in_graph, &rounds);
+          bool cut_short = false;
+          const double ms =
+              time_tactic(entry, n, b.in, b.out, env, stream, best_ms, &first_s, &in_graph, &rounds, &cut_short);
           setup_s += first_s;
           if (graphs && !in_graph) break;
-          report += fmt::format(" {}:{:.4f}", tactic, ms);
+          report += fmt::format(" {}:{:.4f}{}", tactic, ms, cut_short ? " (one launch)" : "");
           timed.emplace_back(tactic, ms);
           if (ms < best_ms) best_ms = ms, best = tactic;
         } catch (const Error& e) {
@@ -545,20 +589,26 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
                               "first launches)",
                               n.name, op_name(n.kind), best, report, list_s, timing.seconds(), setup_s));
   }
-  if (tty) fmt::print(stderr, "\r\033[K");
+  progress("choosing kernels on the GPU", todo.size(), todo.size(), "");
   const Stopwatch in_engine;
-  if (write && !calls.empty()) {
+  const bool heavy = weight_bytes(g) > kCloseCallMaxWeights;
+  if (heavy && options.log && !calls.empty())
+    options.log(
+        fmt::format("close calls: {} left to the timings alone ({} MiB of weights: each engine timed would "
+                    "copy them)",
+                    calls.size(), weight_bytes(g) >> 20));
+  if (write && !calls.empty() && !heavy) {
     for (CloseCall& c : calls)
       for (size_t t = 0; t < todo.size(); ++t)
         if (keys[t] == c.key) c.nodes.push_back(todo[t]);
-    if (tty) fmt::print(stderr, "\rchoosing kernels on the GPU: {} close calls timed in the engine\033[K", calls.size());
+    progress("timing close calls in the engine", 0, calls.size(), "");
     decide_in_engine(calls, tactics, write, kCloseCallSeconds, kLongCallSeconds);
-    if (tty) fmt::print(stderr, "\r\033[K");
+    progress("timing close calls in the engine", calls.size(), calls.size(), "");
     for (const CloseCall& c : calls) {
-      if (c.decided) verdicts[c.key] = {{"tactic", c.chosen}, {"verdict", c.verdict}};
+      verdicts[c.key] = {{"tactic", c.chosen}, {"verdict", c.verdict}};
       if (options.log)
         options.log(fmt::format("close call for '{}' and {} more: {}{}", g.nodes[c.nodes.front()].name,
-                                c.nodes.size() - 1, c.verdict, c.decided ? "" : " (undecided: not cached)"));
+                                c.nodes.size() - 1, c.verdict, c.decided ? "" : " (undecided: the choice alone kept)"));
     }
   }
   if (verdicts.empty()) engines.erase(engine);

@@ -34,8 +34,7 @@ bool is_arithmetic(OpKind k) {
 // The values of constant c along `axis` of a tensor of shape `shape`, one per index, when c is a
 // float constant that varies along that axis only and broadcasting it does not grow `shape`.
 std::vector<double> per_channel(const graph::Value& c, const std::vector<int64_t>& shape, size_t axis) {
-  std::vector<double> v = read_doubles(c);
-  if (v.empty() || c.shape.size() > shape.size()) return {};
+  if (c.shape.size() > shape.size()) return {};
   const size_t offset = shape.size() - c.shape.size();
   int64_t along = 1;
   for (size_t k = 0; k < c.shape.size(); ++k) {
@@ -47,6 +46,9 @@ std::vector<double> per_channel(const graph::Value& c, const std::vector<int64_t
       return {};
     }
   }
+  // Read only now that the shape says it is one value per channel (large constants: seconds).
+  const std::vector<double> v = read_doubles(c);
+  if (v.empty()) return {};
   for (double x : v)
     if (!std::isfinite(x)) return {};
   std::vector<double> out(static_cast<size_t>(shape[axis]));

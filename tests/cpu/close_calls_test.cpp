@@ -82,7 +82,7 @@ TEST(CloseCalls, ARivalThatCannotBeWrittenLeavesTheChoiceAndTheNextIsTried) {
   EXPECT_NE(calls[0].verdict.find("3: failed in the engine (no such tactic)"), std::string::npos) << calls[0].verdict;
   EXPECT_EQ(tactics[1], kFast);
   EXPECT_EQ(tactics[3], kFast);
-  EXPECT_FALSE(calls[0].decided);  // a rival was not compared: the next build tries again
+  EXPECT_FALSE(calls[0].decided);  // a rival was not compared (-v says so; the cache keeps the choice)
 }
 
 // A call whose only rival cannot be written, then one whose rival is faster (decided second: less

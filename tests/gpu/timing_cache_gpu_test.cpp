@@ -1,6 +1,6 @@
 // The timing cache's close calls (choose_tactics.cpp, close_calls.h): a verdict timed in one engine
-// is reused by a rebuild of that engine, but not by another engine that shares the layer; an
-// undecided or missing verdict is timed again; a cache of the older format is measured again; a
+// is reused by a rebuild of that engine, but not by another engine that shares the layer; a
+// missing verdict is timed again; a cache of the older format is measured again; a
 // damaged one is refused. The close call is made by editing the cache of a first build: the
 // convolution gets a rival, which a small engine may not give it by itself. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "../cpu/onnx_model_util.h"
+#include "gpu_harness.h"
 #include "kiln/engine.h"
 #include "passes/build.h"
-#include "gpu_harness.h"
 #include "runtime/cuda/device.h"
 
 namespace kiln {
