@@ -74,7 +74,7 @@ def main():
         results = []
         for v in variants:
             rel = {"cpu": 1e-4, "gpu": 1e-3, "gpu-fp16": 1e-2}[v]
-            opts = {"cpu": [], "gpu": ["--device", "gpu"], "gpu-fp16": ["--device", "gpu", "--fp16"]}[v]
+            opts = {"cpu": ["--device", "cpu"], "gpu": ["--device", "gpu"], "gpu-fp16": ["--device", "gpu", "--fp16"]}[v]
             engine = os.path.join(d, f"model_{v}.kiln")
             p1 = subprocess.run([a.kiln, "optimize", path, "-o", engine] + opts, capture_output=True, text=True)
             p2 = subprocess.run([a.kiln, "run", engine, "--inputs", data, "--expect", data, "--rtol", f"{rel}",

@@ -200,15 +200,16 @@ int run_bench(const BenchOptions& o) {
   std::filesystem::path model = o.model;
   std::shared_ptr<const Engine> engine;
   if (is_onnx(model)) {
-    fmt::print("building {} for {} (batch {}{})\n", model.string(), o.build.device, o.build.batch,
+    const passes::BuildOptions bo = build_options(o.build);
+    fmt::print("building {} for {} (batch {}{})\n", model.string(), bo.target, o.build.batch,
                o.build.fp16 ? ", fp16" : "");
     graph::Graph g = graph::import_onnx(model);
     passes::BuildReport report;
-    std::vector<uint8_t> bytes = passes::build_engine(g, build_options(o.build), &report);
+    std::vector<uint8_t> bytes = passes::build_engine(g, bo, &report);
     if (!report.precision_choice.empty()) fmt::print(stderr, "{}\n", report.precision_choice);
     engine = Engine::from_bytes(bytes, model.string());
   } else {
-    engine = Engine::load(model);
+    engine = load_engine(model, o.build);
   }
   if (o.streams < 1) throw Error("--streams must be at least 1");
   if (o.iterations < 1) throw Error("--iterations must be at least 1");

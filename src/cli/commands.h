@@ -13,7 +13,7 @@ struct ModelOptions {  // how a model becomes an engine, shared by optimize and 
   std::vector<std::string> shapes;    // NAME=DxDxD
   std::vector<std::string> consts;    // NAME=FILE
   std::vector<std::string> disabled;  // pass names
-  std::string device = "cpu";
+  std::string device = "auto";        // auto: the GPU where there is one, else the CPU
   bool fp16 = false;
   bool int8 = false;
   bool best = false;  // int8 + fp16
@@ -90,7 +90,7 @@ struct TrainOptions {
   uint64_t seed = 1;
   double val_split = 0.1;
   int64_t limit = 0;
-  std::string device = "cpu";
+  std::string device = "auto";  // auto: the GPU where there is one, else the CPU
   bool fp16 = false;
   int gpus = 1;
   int threads = 0;

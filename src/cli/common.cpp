@@ -1,12 +1,13 @@
 #include "cli/common.h"
 
-#include "runtime/cuda/device.h"
-
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
+
+#include "runtime/cuda/device.h"
 
 namespace kiln::cli {
 
@@ -52,18 +53,17 @@ passes::BuildOptions build_options(const ModelOptions& m) {
     o.constant_inputs[name] = read_tensor_file(file);
   }
   o.disabled_passes = m.disabled;
-  if (m.device == "gpu") {
+  const std::string device = resolve_device(m.device, "building");
+  if (device == "gpu") {
     // Engines are built for the GPU that is here: the builder times kernels on it.
     try {
       o.target = gpu::gpu_target();
     } catch (const Error& e) {
       throw Error(std::string("--device gpu needs the GPU the engine is for: ") + e.what());
     }
-  } else if (m.device == "cpu") {
+  } else {
     o.target = "cpu";
     if (!m.timing_cache.empty()) throw Error("--timing-cache is for GPU builds (--device gpu)");
-  } else {
-    throw Error("--device " + m.device + ": expected cpu or gpu");
   }
   o.fp16 = m.fp16 || m.best;
   o.int8 = m.int8 || m.best;
@@ -87,7 +87,64 @@ passes::BuildOptions build_options(const ModelOptions& m) {
   o.calib.report = [](const std::string& s) { fmt::print("{}\n", s); };
   o.timing_cache = m.timing_cache;
   if (m.verbose) o.log = [](const std::string& m) { fmt::print(stderr, "  {}\n", m); };
+  o.progress = build_progress();
   return o;
+}
+
+std::string resolve_device(const std::string& device, const char* what) {
+  if (device == "cpu" || device == "gpu") return device;
+  if (device != "auto") throw Error("--device " + device + ": expected cpu or gpu");
+  if (gpu::gpu_available()) {
+    fmt::print(stderr, "{} for the GPU ({}; --device cpu for the CPU)\n", what, gpu::gpu_target());
+    return "gpu";
+  }
+  fmt::print(stderr, "{} for the CPU (no GPU found)\n", what);
+  return "cpu";
+}
+
+std::shared_ptr<const Engine> load_engine(const std::filesystem::path& path, const ModelOptions& m) {
+  std::shared_ptr<const Engine> e = Engine::load(path);
+  if (m.device == "gpu" && !e->is_gpu())
+    throw Error(path.string() +
+                " is a CPU engine; --device gpu needs an engine built for the GPU (kiln optimize "
+                "MODEL.onnx --device gpu), or leave out --device to run this one on the CPU");
+  if (m.device == "cpu" && e->is_gpu())
+    throw Error(path.string() +
+                " is a GPU engine; --device cpu needs an engine built for the CPU (kiln optimize "
+                "MODEL.onnx --device cpu), or leave out --device to run this one on the GPU");
+  if (m.device != "cpu" && m.device != "gpu" && m.device != "auto")
+    throw Error("--device " + m.device + ": expected cpu or gpu");
+  return e;
+}
+
+std::function<void(const passes::BuildProgress&)> build_progress() {
+  struct State {
+    bool tty = isatty(fileno(stderr)) != 0;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last{};
+    bool drawn = false;
+  };
+  auto st = std::make_shared<State>();
+  return [st](const passes::BuildProgress& p) {
+    using namespace std::chrono;
+    const auto now = steady_clock::now();
+    const double s = duration<double>(now - st->start).count();
+    const bool finished = p.done >= p.total;
+    if (finished) {
+      if (st->tty && st->drawn) fmt::print(stderr, "\r\033[K");
+      st->drawn = false;
+      return;
+    }
+    if (s < 1.0 || now - st->last < (st->tty ? milliseconds(100) : seconds(5))) return;
+    st->last = now;
+    const std::string line =
+        fmt::format("{}: {}/{} steps, {:.1f} s{}{}", p.stage, p.done, p.total, s, p.step.empty() ? "" : ", ", p.step);
+    if (st->tty) {
+      fmt::print(stderr, "\r\033[K{}", line.substr(0, 160));
+      st->drawn = true;
+    } else {
+      fmt::print(stderr, "{}\n", line);
+    }
+  };
 }
 
 std::function<void(int, int)> progress_bar(const std::string& what) {

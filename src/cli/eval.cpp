@@ -52,7 +52,7 @@ int run_eval(const EvalOptions& o) {
     if (!report.precision_choice.empty()) fmt::print(stderr, "{}\n", report.precision_choice);
     engine = Engine::from_bytes(bytes, model.string());
   } else {
-    engine = Engine::load(model);
+    engine = load_engine(model, o.build);
   }
   if (engine->inputs().size() != 1 || engine->outputs().empty())
     throw Error(model.string() +

@@ -15,7 +15,7 @@ void add_model_options(CLI::App* cmd, kiln::cli::ModelOptions& m) {
   cmd->add_option("--shape", m.shapes, "Shape of an input with other symbolic dims: NAME=1x3x224x224");
   cmd->add_option("--const", m.consts, "Freeze an input to a value (.npy or .pb): NAME=FILE");
   cmd->add_option("--disable-pass", m.disabled, "Switch off an optimization pass by name");
-  cmd->add_option("--device", m.device, "cpu or gpu")->capture_default_str();
+  cmd->add_option("--device", m.device, "cpu or gpu (default: the GPU where there is one)");
   cmd->add_flag("--fp16", m.fp16,
                 "Float16 storage and compute inside the engine (inputs and outputs keep their types)");
   cmd->add_flag("--int8", m.int8, "INT8 Conv/Gemm/MatMul with calibrated scales (needs --calib or --calib-cache)");
@@ -59,7 +59,7 @@ void add_train_options(CLI::App* cmd, kiln::cli::TrainOptions& t) {
   cmd->add_option("--val-split", t.val_split, "Share of the training images held out for validation")
       ->capture_default_str();
   cmd->add_option("--limit", t.limit, "Use only the first N training images (0: all)");
-  cmd->add_option("--device", t.device, "cpu or gpu")->capture_default_str();
+  cmd->add_option("--device", t.device, "cpu or gpu (default: the GPU where there is one)");
   cmd->add_flag("--fp16", t.fp16, "GPU: FP16 compute with FP32 master weights and dynamic loss scaling");
   cmd->add_option("--gpus", t.gpus, "GPU: data-parallel GPUs (the batch is split over them)")->capture_default_str();
   cmd->add_option("--timing-cache", t.timing_cache,
@@ -122,7 +122,6 @@ int main(int argc, char** argv) {
                    "GPU: run a small network as one whole-network kernel where it can (slower than the steps on an H200)");
   benchc->add_option("--json", bench.json, "Write every figure to this JSON file");
   benchc->add_option("--threads", bench.threads, "CPU threads per context (0: all cores)")->capture_default_str();
-  bench.build.device = kiln::gpu::gpu_available() ? "gpu" : "cpu";
   add_model_options(benchc, bench.build);
 
   InspectOptions insp;

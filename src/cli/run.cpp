@@ -106,7 +106,7 @@ int run_run(const RunOptions& o) {
     if (!report.precision_choice.empty()) fmt::print(stderr, "{}\n", report.precision_choice);
     engine = Engine::from_bytes(bytes, model.string());
   } else {
-    engine = Engine::load(model);
+    engine = load_engine(model, o.build);
     for (const TensorInfo& t : engine->inputs()) input_names.push_back(t.name);
     if (positional.size() > input_names.size())
       throw Error(fmt::format("{}: {} input files given, the engine has {} inputs", o.inputs_dir, positional.size(),

@@ -63,13 +63,14 @@ int run_train(const TrainOptions& o) {
   const Clock::time_point start = Clock::now();
   // A checkpoint folder keeps the GPU's algorithm choices, so that a resumed run computes the same bits.
   const std::string ckpt_dir = !o.checkpoint.empty() ? o.checkpoint : o.resume;
+  const std::string device = resolve_device(o.device, "training");
   std::string timing_cache = o.timing_cache;
-  if (timing_cache.empty() && !ckpt_dir.empty() && o.device == "gpu") {
+  if (timing_cache.empty() && !ckpt_dir.empty() && device == "gpu") {
     if (!o.checkpoint.empty()) fs::create_directories(o.checkpoint);
     timing_cache = (fs::path(ckpt_dir) / "timing_cache.json").string();
   }
-  if (!timing_cache.empty() && o.device != "gpu") throw Error("--timing-cache is for GPU training (--device gpu)");
-  std::unique_ptr<train::Backend> be = train::make_backend({o.device, o.threads, o.fp16, o.gpus, timing_cache});
+  if (!timing_cache.empty() && device != "gpu") throw Error("--timing-cache is for GPU training (--device gpu)");
+  std::unique_ptr<train::Backend> be = train::make_backend({device, o.threads, o.fp16, o.gpus, timing_cache});
   if (be->compute_dtype() != DataType::kFloat32 && !o.example.empty())
     throw Error("--example checks an export against float32 logits; train without --fp16 for it");
   require_extension(o.output, "-o", {".onnx"});

@@ -68,7 +68,7 @@ class KilnCli(unittest.TestCase):
         os.makedirs(cls.bad_dir)
         save_pb(os.path.join(cls.bad_dir, "output_0.pb"), cls.y + np.float32(0.5), "y")
         cls.engine = os.path.join(cls.dir, "relu_add.kiln")
-        code, out, err = run_kiln("optimize", cls.model, "-o", cls.engine)
+        code, out, err = run_kiln("optimize", cls.model, "-o", cls.engine, "--device", "cpu")
         assert code == 0, err
 
     @classmethod
@@ -223,6 +223,21 @@ class KilnCli(unittest.TestCase):
         self.assert_error(["optimize", self.model, "--batch", "0"], "--batch must be at least 1")
         self.assert_error(["optimize", self.model, "--shape", "x=2xq"], "is not a shape")
         self.assert_error(["optimize", self.model, "--device", "tpu"], "expected cpu or gpu")
+
+    def test_device_defaults_to_the_gpu_where_there_is_one(self):
+        # No --device: the GPU where the CUDA runtime finds one, else the CPU; the choice is printed.
+        rc, out, err = run_kiln("optimize", self.model, "-o", self.path("auto.kiln"))
+        self.assertEqual(rc, 0, err)
+        on_gpu = "building for the GPU (sm_" in err
+        self.assertTrue(on_gpu or "building for the CPU (no GPU found)" in err, err)
+        rc, out, err = run_kiln("inspect", self.path("auto.kiln"), "--json")
+        self.assertEqual(json.loads(out)["target"] == "cpu", not on_gpu)
+        # A CPU engine asked to run on the GPU says so, rather than running on the CPU.
+        for cmd in (["run", self.engine, "--input", f"x={self.x_npy}"], ["bench", self.engine, "--iterations", "1"]):
+            self.assert_error(cmd + ["--device", "gpu"], "is a CPU engine", "--device gpu needs an engine built for "
+                              "the GPU", "kiln optimize MODEL.onnx --device gpu")
+        rc, out, err = run_kiln("run", self.engine, "--input", f"x={self.x_npy}", "--device", "cpu")
+        self.assertEqual(rc, 0, err)
 
     def test_symbolic_dims(self):
         m = save_model(self.path("sym.onnx"),
