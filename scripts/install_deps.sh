@@ -16,6 +16,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# PyTorch for the model sweep's CPU subset (ctest model_sweep_cpu): Debian's, for the system Python
+# (/usr/bin/python3), without the recommended desktop packages.
+if ! /usr/bin/python3 -c "import torch, torchvision" 2>/dev/null; then
+  echo "== installing PyTorch (Debian's python3-torch, python3-torchvision)"
+  [ ${#missing[@]} -gt 0 ] || $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-torch \
+    python3-torchvision >/dev/null
+fi
 if ! python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
   echo "== installing Python packages: onnx onnxruntime numpy"
   python3 -m pip install -q onnx onnxruntime numpy 2>/dev/null ||
