@@ -60,6 +60,20 @@ inline std::vector<int64_t> grid_index(int64_t flat, const std::vector<int64_t>&
   return idx;
 }
 
+// The flat position in a grid of `dims` that grid position `at` (of the other grid) reaches with
+// tap `tap`: at[i] * strides[i] - pads_begin[i] + tap[i] * dilations[i] on each axis; false where it
+// falls outside.
+inline bool tap_position(const ConvProblem& p, const std::vector<int64_t>& at, const std::vector<int64_t>& tap,
+                         const std::vector<int64_t>& dims, int64_t* pos) {
+  *pos = 0;
+  for (size_t i = 0; i < p.rank(); ++i) {
+    const int64_t q = at[i] * p.strides[i] - p.pads_begin[i] + tap[i] * p.dilations[i];
+    if (q < 0 || q >= dims[i]) return false;
+    *pos = *pos * dims[i] + q;
+  }
+  return true;
+}
+
 // Y of Conv; `bias` may be null.
 inline std::vector<double> conv_reference(const ConvProblem& p, const std::vector<double>& x,
                                           const std::vector<double>& w, const std::vector<double>* bias) {
@@ -73,15 +87,8 @@ inline std::vector<double> conv_reference(const ConvProblem& p, const std::vecto
         const std::vector<int64_t> oi = grid_index(o, out);
         double acc = bias ? (*bias)[static_cast<size_t>(m)] : 0.0;
         for (int64_t t = 0; t < ks; ++t) {
-          const std::vector<int64_t> tap = grid_index(t, p.kernel);
           int64_t pos = 0;
-          bool inside = true;
-          for (size_t i = 0; i < p.rank(); ++i) {
-            const int64_t q = oi[i] * p.strides[i] - p.pads_begin[i] + tap[i] * p.dilations[i];
-            inside = inside && q >= 0 && q < p.in[i];
-            pos = pos * p.in[i] + q;
-          }
-          if (!inside) continue;
+          if (!tap_position(p, oi, grid_index(t, p.kernel), p.in, &pos)) continue;
           for (int64_t c = 0; c < cg; ++c) {
             const int64_t xc = (m / mg) * cg + c;
             acc += x[static_cast<size_t>((n * p.channels + xc) * pin + pos)] *
@@ -110,15 +117,8 @@ inline std::vector<double> conv_transpose_reference(const ConvProblem& p, const 
         const std::vector<int64_t> ii = grid_index(i, p.in);
         const double xv = x[static_cast<size_t>((n * p.channels + c) * pin + i)];
         for (int64_t t = 0; t < ks; ++t) {
-          const std::vector<int64_t> tap = grid_index(t, p.kernel);
           int64_t pos = 0;
-          bool inside = true;
-          for (size_t a = 0; a < p.rank(); ++a) {
-            const int64_t q = ii[a] * p.strides[a] - p.pads_begin[a] + tap[a] * p.dilations[a];
-            inside = inside && q >= 0 && q < out[a];
-            pos = pos * out[a] + q;
-          }
-          if (!inside) continue;
+          if (!tap_position(p, ii, grid_index(t, p.kernel), out, &pos)) continue;
           for (int64_t j = 0; j < mg; ++j) {
             const int64_t m = (c / cg) * mg + j;
             y[static_cast<size_t>((n * p.out_channels + m) * pout + pos)] +=
