@@ -223,6 +223,24 @@ void import_constant(Importer& im, const onnx::NodeProto& n, const std::filesyst
   im.g.add_constant(out, t.dtype, t.shape, std::move(t.data));
 }
 
+// The op kind of a node of the default domain whose op type Kiln imports as a node; none for
+// other domains, unknown and internal op types, and Constant (imported as a value).
+std::optional<OpKind> node_kind(const onnx::NodeProto& np) {
+  if ((!np.domain().empty() && np.domain() != "ai.onnx") || np.op_type() == "Constant") return std::nullopt;
+  std::optional<OpKind> kind = detail::renamed_op(np.op_type());
+  if (!kind) kind = op_kind_from_name(np.op_type());
+  if (kind && is_internal_op(*kind)) return std::nullopt;
+  return kind;
+}
+
+// How an unsupported node's op type is listed ("domain::Op" outside the default domain); empty
+// where Kiln imports it.
+std::string unsupported_key(const onnx::NodeProto& np) {
+  if (!np.domain().empty() && np.domain() != "ai.onnx") return np.domain() + "::" + np.op_type();
+  if (np.op_type() == "Constant" || node_kind(np)) return "";
+  return np.op_type();
+}
+
 }  // namespace
 
 namespace detail {
@@ -326,18 +344,15 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     std::string where = "node " + in_quotes(node_name) + " (" + np.op_type() + ")";
     const bool downstream = std::any_of(np.input().begin(), np.input().end(),
                                         [&](const std::string& in) { return failed_values.contains(in); });
+    const std::string unsupported_as = unsupported_key(np);
     if (downstream) {  // still named if its own op type is unsupported; nothing else is reported
       fail_outputs(np);
-      const bool foreign = !np.domain().empty() && np.domain() != "ai.onnx";
-      std::optional<OpKind> kind = foreign ? std::nullopt : detail::renamed_op(np.op_type());
-      if (!foreign && !kind) kind = op_kind_from_name(np.op_type());
-      if (np.op_type() != "Constant" && (!kind || is_internal_op(*kind)))
-        unsupported[foreign ? np.domain() + "::" + np.op_type() : np.op_type()].push_back(node_name);
+      if (!unsupported_as.empty()) unsupported[unsupported_as].push_back(node_name);
       continue;
     }
     try {
-      if (!np.domain().empty() && np.domain() != "ai.onnx") {
-        unsupported[np.domain() + "::" + np.op_type()].push_back(node_name);
+      if (!unsupported_as.empty()) {
+        unsupported[unsupported_as].push_back(node_name);
         fail_outputs(np);
         continue;
       }
@@ -345,15 +360,9 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
         import_constant(im, np, base_dir);
         continue;
       }
-      std::optional<OpKind> kind = detail::renamed_op(np.op_type());
-      if (!kind) kind = op_kind_from_name(np.op_type());
-      if (!kind || is_internal_op(*kind)) {
-        unsupported[np.op_type()].push_back(node_name);
-        fail_outputs(np);
-        continue;
-      }
-      ImportNode n{np, opset, *kind, default_attrs(*kind), {}, {}, {}};
-      set_op_defaults(*kind, n.attrs);
+      const OpKind kind = *node_kind(np);  // supported: unsupported_key said so
+      ImportNode n{np, opset, kind, default_attrs(kind), {}, {}, {}};
+      set_op_defaults(kind, n.attrs);
       std::vector<std::string> unknown = parse_known_attrs(np, n.attrs, base_dir);
       for (const std::string& in : np.input()) {
         if (in.empty()) {

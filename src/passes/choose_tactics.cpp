@@ -591,12 +591,12 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
   }
   progress("choosing kernels on the GPU", todo.size(), todo.size(), "");
   const Stopwatch in_engine;
-  const bool heavy = weight_bytes(g) > kCloseCallMaxWeights;
+  const size_t weights = weight_bytes(g);
+  const bool heavy = weights > kCloseCallMaxWeights;
   if (heavy && options.log && !calls.empty())
-    options.log(
-        fmt::format("close calls: {} left to the timings alone ({} MiB of weights: each engine timed would "
-                    "copy them)",
-                    calls.size(), weight_bytes(g) >> 20));
+    options.log(fmt::format("close calls: {} left to the timings alone ({} MiB of weights: each engine timed "
+                            "would copy them)",
+                            calls.size(), weights >> 20));
   if (write && !calls.empty() && !heavy) {
     for (CloseCall& c : calls)
       for (size_t t = 0; t < todo.size(); ++t)
