@@ -103,6 +103,8 @@ std::string resolve_device(const std::string& device, const char* what) {
 }
 
 std::shared_ptr<const Engine> load_engine(const std::filesystem::path& path, const ModelOptions& m) {
+  if (m.device != "cpu" && m.device != "gpu" && m.device != "auto")
+    throw Error("--device " + m.device + ": expected cpu or gpu");
   std::shared_ptr<const Engine> e = Engine::load(path);
   if (m.device == "gpu" && !e->is_gpu())
     throw Error(path.string() +
@@ -112,8 +114,6 @@ std::shared_ptr<const Engine> load_engine(const std::filesystem::path& path, con
     throw Error(path.string() +
                 " is a GPU engine; --device cpu needs an engine built for the CPU (kiln optimize "
                 "MODEL.onnx --device cpu), or leave out --device to run this one on the GPU");
-  if (m.device != "cpu" && m.device != "gpu" && m.device != "auto")
-    throw Error("--device " + m.device + ": expected cpu or gpu");
   return e;
 }
 

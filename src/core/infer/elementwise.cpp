@@ -147,11 +147,12 @@ std::vector<OutputType> infer_dropout(OpKind kind, const Attrs&, std::span<const
     // Any other ratio draws a random mask, which an inference engine does not do.
     const bool training = in[2].data && *static_cast<const uint8_t*>(in[2].data) != 0;
     const bool ratio_known = in.size() > 1 && in[1].exists && in[1].data;
-    if (training && (!ratio_known || in[1].to_double()[0] != 0.0))
+    const double ratio = ratio_known ? in[1].to_double()[0] : 0.5;
+    if (training && (!ratio_known || ratio != 0.0))
       throw Error(
           "Dropout: training-mode Dropout with a ratio other than 0 draws a random mask, which an inference "
           "engine does not do (training_mode is true" +
-          std::string(ratio_known ? ", ratio " + std::to_string(in[1].to_double()[0]) : ", ratio 0.5 or unknown") +
+          std::string(ratio_known ? ", ratio " + std::to_string(ratio) : ", ratio 0.5 or unknown") +
           "); export the model in eval mode");
   }
   std::vector<OutputType> out{OutputType{in[0].dtype, shape_vec(in[0])}};
