@@ -234,10 +234,10 @@ std::optional<OpKind> node_kind(const onnx::NodeProto& np) {
 }
 
 // How an unsupported node's op type is listed ("domain::Op" outside the default domain); empty
-// where Kiln imports it.
+// where Kiln imports it, and for a node without an op type (reported as a problem of its own).
 std::string unsupported_key(const onnx::NodeProto& np) {
   if (!np.domain().empty() && np.domain() != "ai.onnx") return np.domain() + "::" + np.op_type();
-  if (np.op_type() == "Constant" || node_kind(np)) return "";
+  if (np.op_type().empty() || np.op_type() == "Constant" || node_kind(np)) return "";
   return np.op_type();
 }
 
@@ -351,6 +351,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       continue;
     }
     try {
+      if (np.op_type().empty()) throw Error("has no op_type; every node needs one (Relu, Conv, ...)");
       if (!unsupported_as.empty()) {
         unsupported[unsupported_as].push_back(node_name);
         fail_outputs(np);
@@ -360,7 +361,9 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
         import_constant(im, np, base_dir);
         continue;
       }
-      const OpKind kind = *node_kind(np);  // supported: unsupported_key said so
+      const std::optional<OpKind> found = node_kind(np);
+      if (!found) throw Error("is not an op type Kiln imports");  // unsupported_key lists every other case
+      const OpKind kind = *found;
       ImportNode n{np, opset, kind, default_attrs(kind), {}, {}, {}};
       set_op_defaults(kind, n.attrs);
       std::vector<std::string> unknown = parse_known_attrs(np, n.attrs, base_dir);

@@ -549,6 +549,18 @@ TEST(ImportErrors, NothingAboutNodesDownstreamOfAnUnsupportedOne) {
   EXPECT_LE(lines, 5u) << e;
 }
 
+// Found by onnx_import_fuzz: an empty op type was taken for a supported one and its op kind read
+// from an empty optional.
+TEST(ImportErrors, NodeWithoutOpType) {
+  onnx::ModelProto m;
+  one_node(m, 13, {2}, "", {"x"}, {"a"}, "nameless");
+  add_node(m, "Relu", {"a"}, {"y"}, "relu");
+  const std::string e = import_error(m);
+  EXPECT_TRUE(has(e, "node 'nameless' (): has no op_type")) << e;
+  EXPECT_FALSE(has(e, "'relu'")) << e;
+  EXPECT_FALSE(has(e, "unsupported op types")) << e;
+}
+
 TEST(ImportErrors, NodeReadingUndefinedValue) {
   onnx::ModelProto m;
   one_node(m, 13, {2}, "Add", {"x", "ghost"}, {"y"}, "adder");
