@@ -223,10 +223,12 @@ void import_constant(Importer& im, const onnx::NodeProto& n, const std::filesyst
   im.g.add_constant(out, t.dtype, t.shape, std::move(t.data));
 }
 
+bool default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
 // The op kind of a node of the default domain whose op type Kiln imports as a node; none for
 // other domains, unknown and internal op types, and Constant (imported as a value).
 std::optional<OpKind> node_kind(const onnx::NodeProto& np) {
-  if ((!np.domain().empty() && np.domain() != "ai.onnx") || np.op_type() == "Constant") return std::nullopt;
+  if (!default_domain(np.domain()) || np.op_type() == "Constant") return std::nullopt;
   std::optional<OpKind> kind = detail::renamed_op(np.op_type());
   if (!kind) kind = op_kind_from_name(np.op_type());
   if (kind && is_internal_op(*kind)) return std::nullopt;
@@ -236,7 +238,7 @@ std::optional<OpKind> node_kind(const onnx::NodeProto& np) {
 // How an unsupported node's op type is listed ("domain::Op" outside the default domain); empty
 // where Kiln imports it, and for a node without an op type (reported as a problem of its own).
 std::string unsupported_key(const onnx::NodeProto& np) {
-  if (!np.domain().empty() && np.domain() != "ai.onnx") return np.domain() + "::" + np.op_type();
+  if (!default_domain(np.domain())) return np.domain() + "::" + np.op_type();
   if (np.op_type().empty() || np.op_type() == "Constant" || node_kind(np)) return "";
   return np.op_type();
 }
@@ -269,9 +271,27 @@ ValueId Importer::const_f32(const std::string& hint, const std::vector<float>& v
 
 }  // namespace detail
 
+std::map<std::string, std::vector<std::string>> function_op_types() {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const std::string& type : detail::schema_function_op_types()) {
+    onnx::NodeProto np;
+    np.set_op_type(type);
+    if (np.op_type() == "Constant" || node_kind(np)) continue;  // imported natively
+    std::vector<std::string> body = detail::function_body_op_types(type, kMaxOpset);
+    const bool importable = !body.empty() && std::all_of(body.begin(), body.end(), [](const std::string& op) {
+      onnx::NodeProto b;
+      b.set_op_type(op);
+      return op == "Constant" || node_kind(b).has_value();
+    });
+    if (importable) out[type] = std::move(body);
+  }
+  return out;
+}
+
 std::vector<std::string> importable_op_types() {
   std::vector<std::string> ops = {"Constant", "Scatter", "Upsample"};
   for (size_t i = 0; i < kOnnxOpCount; ++i) ops.emplace_back(kOpTable[i].name);
+  for (const auto& [type, body] : function_op_types()) ops.push_back(type);
   std::sort(ops.begin(), ops.end());
   return ops;
 }
@@ -291,7 +311,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     throw Error(origin + ": not a valid ONNX model (the protobuf does not parse; is the file complete?)");
   int64_t opset = -1;
   for (const auto& o : model.opset_import())
-    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+    if (default_domain(o.domain())) opset = o.version();
   if (opset < 0 && model.opset_import_size() == 0) opset = 1;  // IR version 1 models: opset 1
   if (opset < kMinOpset || opset > kMaxOpset)
     throw Error(origin + ": opset " + std::to_string(opset) +
@@ -338,10 +358,19 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     for (const std::string& out : np.output())
       if (!out.empty()) failed_values.insert(out);
   };
-  for (int i = 0; i < gp.node_size(); ++i) {
-    const onnx::NodeProto& np = gp.node(i);
-    std::string node_name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
+  std::vector<detail::SourceNode> nodes;
+  try {
+    nodes = detail::expand_functions(model, opset, [](const onnx::NodeProto& np) {
+      return default_domain(np.domain()) && (np.op_type() == "Constant" || node_kind(np));
+    });
+  } catch (const Error& e) {
+    throw Error(origin + ": cannot import the model: " + e.what());
+  }
+  for (const detail::SourceNode& sn : nodes) {
+    const onnx::NodeProto& np = sn.proto;
+    const std::string& node_name = sn.name;
     std::string where = "node " + in_quotes(node_name) + " (" + np.op_type() + ")";
+    if (!sn.in_function.empty()) where += ", in the function body of " + sn.in_function + ",";
     const bool downstream = std::any_of(np.input().begin(), np.input().end(),
                                         [&](const std::string& in) { return failed_values.contains(in); });
     const std::string unsupported_as = unsupported_key(np);
@@ -364,7 +393,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       const std::optional<OpKind> found = node_kind(np);
       if (!found) throw Error("is not an op type Kiln imports");  // unsupported_key lists every other case
       const OpKind kind = *found;
-      ImportNode n{np, opset, kind, default_attrs(kind), {}, {}, {}};
+      ImportNode n{np, sn.opset, kind, default_attrs(kind), {}, {}, {}};
       set_op_defaults(kind, n.attrs);
       std::vector<std::string> unknown = parse_known_attrs(np, n.attrs, base_dir);
       for (const std::string& in : np.input()) {
@@ -385,7 +414,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
         if (ignorable_attr(n.kind, a)) continue;
         if (std::find(n.consumed.begin(), n.consumed.end(), a) != n.consumed.end()) continue;
         throw Error("has attribute " + in_quotes(a) + ", which Kiln does not support for " + np.op_type() +
-                    " at opset " + std::to_string(opset));
+                    " at opset " + std::to_string(sn.opset));
       }
       for (int k = 0; k < np.output_size(); ++k) {
         const std::string& out = np.output(k);

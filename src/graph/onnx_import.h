@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,8 +25,13 @@ Graph import_onnx(const std::filesystem::path& path);
 Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origin,
                         const std::filesystem::path& base_dir);
 
-// Every ONNX op type the importer accepts (the op table's names plus Constant and renamed legacy
-// ops such as Upsample), sorted.
+// Every ONNX op type the importer accepts (the op table's names plus Constant, renamed legacy
+// ops such as Upsample, and the function ops below), sorted.
 std::vector<std::string> importable_op_types();
+// The op types Kiln imports as the function body ONNX's schemas define for them (at the newest
+// opset Kiln reads), each with the op types of its body, all of which Kiln imports natively.
+// Any op type ONNX or the model defines by a function is expanded at import; these are the
+// ones known to import whole.
+std::map<std::string, std::vector<std::string>> function_op_types();
 
 }  // namespace kiln::graph

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,23 @@ class Importer {
 const std::map<std::string, LegacyFn>& import_rules();
 // Op types that import as something else entirely (Constant is handled by the importer itself).
 std::optional<OpKind> renamed_op(const std::string& op_type);
+
+// A node as the importer reads it: the graph's own nodes, and the bodies of the ONNX functions
+// they call (onnx_functions.cpp).
+struct SourceNode {
+  onnx::NodeProto proto;
+  int64_t opset;            // the default-domain opset its attributes and inputs follow
+  std::string name;         // for messages and the IR ("mvn/ReduceMean_2" inside a body)
+  std::string in_function;  // the call it was expanded from ("MeanVarianceNormalization 'mvn'"), or ""
+};
+// The graph's nodes in order, each node that Kiln does not import natively (`native` says false)
+// and that ONNX's schemas or the model's own functions define by a body replaced by that body,
+// recursively. Throws kiln::Error for bodies nested too deep or grown too large.
+std::vector<SourceNode> expand_functions(const onnx::ModelProto& model, int64_t opset,
+                                         const std::function<bool(const onnx::NodeProto&)>& native);
+// The op types of the default domain that ONNX's schemas define by a function body, and the op
+// types one of them uses at `opset` (empty where it has none).
+std::vector<std::string> schema_function_op_types();
+std::vector<std::string> function_body_op_types(const std::string& op_type, int64_t opset);
 
 }  // namespace kiln::graph::detail

@@ -667,5 +667,140 @@ TEST(ImportShapes, StaticShapeHasNoDimParamsAndUnnamedDimIsQuestionMark) {
   ASSERT_EQ(g.inputs.size(), 2u);
 }
 
+// ---- ONNX functions: op types defined by a body of other ops ---------------------------------------
+
+std::vector<OpKind> kinds(const Graph& g) {
+  std::vector<OpKind> k;
+  for (const Node& n : g.nodes) k.push_back(n.kind);
+  return k;
+}
+
+// A model function custom.ScaledRelu(X) = Relu(X * alpha), alpha an attribute of the call.
+onnx::FunctionProto* add_scaled_relu(onnx::ModelProto& m, const std::string& body_op = "Relu") {
+  auto* dom = m.add_opset_import();
+  dom->set_domain("custom");
+  dom->set_version(1);
+  onnx::FunctionProto* f = m.add_functions();
+  f->set_name("ScaledRelu");
+  f->set_domain("custom");
+  f->add_input("X");
+  f->add_output("Y");
+  f->add_attribute("alpha");
+  auto* o = f->add_opset_import();
+  o->set_domain("");
+  o->set_version(13);
+  auto* c = f->add_node();
+  c->set_op_type("Constant");
+  c->add_output("a");
+  auto* ref = c->add_attribute();
+  ref->set_name("value_float");
+  ref->set_type(onnx::AttributeProto::FLOAT);
+  ref->set_ref_attr_name("alpha");
+  auto* mul = f->add_node();
+  mul->set_op_type("Mul");
+  mul->add_input("X");
+  mul->add_input("a");
+  mul->add_output("t");
+  auto* r = f->add_node();
+  r->set_op_type(body_op);
+  r->add_input("t");
+  r->add_output("Y");
+  return f;
+}
+
+onnx::NodeProto* call(onnx::ModelProto& m, const std::string& fn, const std::string& in, const std::string& out,
+                      const std::string& name) {
+  onnx::NodeProto* n = add_node(m, fn, {in}, {out}, name);
+  n->set_domain("custom");
+  return n;
+}
+
+TEST(ImportFunctions, SchemaFunctionExpandsAtItsOwnOpsetWithTheSchemaDefaults) {
+  // MeanVarianceNormalization's body (opset 13) gives ReduceMean an axes attribute, which opset 18
+  // made an input: the body is read at its own opset, not the model's. No axes: the schema's
+  // default, [0, 2, 3].
+  onnx::ModelProto m;
+  one_node(m, 18, {2, 3, 4, 5}, "MeanVarianceNormalization", {"x"}, {"y"}, "mvn");
+  Graph g = import(m);
+  const std::vector<OpKind> body = {OpKind::kReduceMean, OpKind::kPow, OpKind::kPow, OpKind::kReduceMean,
+                                    OpKind::kSub,        OpKind::kSqrt, OpKind::kSub, OpKind::kAdd,
+                                    OpKind::kDiv};
+  EXPECT_EQ(kinds(g), body);
+  EXPECT_EQ(const_i64(g, g.nodes[0].inputs[1]), (I64s{0, 2, 3}));
+  EXPECT_EQ(g.nodes[0].name, "mvn/ReduceMean_2");
+  EXPECT_EQ(g.nodes.back().outputs[0], g.find("y"));
+  ASSERT_EQ(g.outputs.size(), 1u);
+
+  attr_ints(one_node(m, 13, {2, 3, 4}, "MeanVarianceNormalization", {"x"}, {"y"}, "mvn"), "axes", {1});
+  g = import(m);
+  EXPECT_EQ(kinds(g), body);
+  EXPECT_EQ(const_i64(g, g.nodes[0].inputs[1]), (I64s{1}));
+}
+
+TEST(ImportFunctions, OpsKilnRunsNativelyAreNotExpanded) {
+  onnx::ModelProto m;
+  one_node(m, 14, {4}, "HardSwish");  // ONNX defines it by a function body as well
+  EXPECT_EQ(kinds(import(m)), (std::vector<OpKind>{OpKind::kHardSwish}));
+}
+
+TEST(ImportFunctions, ModelFunctionsTakeTheCallsAttributesAndGetFreshNames) {
+  onnx::ModelProto m;
+  one_node(m, 17, {4}, "Relu", {"x"}, {"x1"}, "first");
+  add_scaled_relu(m);
+  attr_float(call(m, "ScaledRelu", "x1", "h", "c1"), "alpha", 2.0f);
+  attr_float(call(m, "ScaledRelu", "h", "y", "c2"), "alpha", 3.0f);
+  add_node(m, "Identity", {"x1"}, {"c2/t"}, "taken");  // the name the second call's temporary would get
+  add_output(m, "y");
+  add_output(m, "c2/t");
+  Graph g = import(m);
+  EXPECT_EQ(kinds(g), (std::vector<OpKind>{OpKind::kRelu, OpKind::kMul, OpKind::kRelu, OpKind::kMul, OpKind::kRelu,
+                                           OpKind::kIdentity}));
+  EXPECT_EQ(const_f32(g, g.nodes[1].inputs[1]), (F32s{2.0f}));
+  EXPECT_EQ(const_f32(g, g.nodes[3].inputs[1]), (F32s{3.0f}));
+  EXPECT_EQ(g.value(g.nodes[1].outputs[0]).name, "c1/t");
+  EXPECT_EQ(g.value(g.nodes[3].outputs[0]).name, "c2/t_1");
+  EXPECT_EQ(g.nodes[2].outputs[0], g.find("h"));
+  EXPECT_EQ(g.nodes[4].outputs[0], g.find("y"));
+  EXPECT_EQ(g.nodes[3].name, "c2/Mul_1");
+}
+
+TEST(ImportFunctions, AnUnsupportedOpInABodyIsNamedWithItsCall) {
+  onnx::ModelProto m;
+  one_node(m, 17, {4}, "Relu", {"x"}, {"x1"});
+  add_scaled_relu(m, "FancyOp");
+  attr_float(call(m, "ScaledRelu", "x1", "y", "c1"), "alpha", 2.0f);
+  const std::string e = import_error(m);
+  EXPECT_TRUE(has(e, "unsupported op types (1)")) << e;
+  EXPECT_TRUE(has(e, "FancyOp: 1 node (c1/FancyOp_2)")) << e;
+}
+
+TEST(ImportFunctions, AProblemInABodyNamesTheCall) {
+  onnx::ModelProto m;
+  one_node(m, 17, {4}, "Relu", {"x"}, {"x1"});
+  add_scaled_relu(m);
+  call(m, "ScaledRelu", "x1", "y", "c1");  // no alpha: the body's Constant gets no value
+  const std::string e = import_error(m);
+  EXPECT_TRUE(has(e, "in the function body of ScaledRelu 'c1'")) << e;
+}
+
+TEST(ImportFunctions, AFunctionThatCallsItselfIsAnError) {
+  onnx::ModelProto m;
+  one_node(m, 17, {4}, "Relu", {"x"}, {"x1"});
+  onnx::FunctionProto* f = add_scaled_relu(m, "ScaledRelu");
+  f->mutable_node(2)->set_domain("custom");
+  attr_float(call(m, "ScaledRelu", "x1", "y", "c1"), "alpha", 2.0f);
+  const std::string e = import_error(m);
+  EXPECT_TRUE(has(e, "functions nest more than 8 deep")) << e;
+}
+
+TEST(ImportFunctions, ACallWithMoreInputsThanItsFunctionIsAnError) {
+  onnx::ModelProto m;
+  one_node(m, 17, {4}, "Relu", {"x"}, {"x1"});
+  add_scaled_relu(m);
+  call(m, "ScaledRelu", "x1", "y", "c1")->add_input("x");
+  const std::string e = import_error(m);
+  EXPECT_TRUE(has(e, "node 'c1' (ScaledRelu) has 2 inputs and 1 outputs; its function takes 1 and gives 1")) << e;
+}
+
 }  // namespace
 }  // namespace kiln::graph

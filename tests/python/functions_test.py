@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""ONNX functions through `kiln run --expect`, against onnxruntime: model-local functions (nested,
+with attributes referenced by the body, called several times) and op types that ONNX's schemas
+define by a function body (MeanVarianceNormalization, the windows), which Kiln imports by
+expanding that body. `--device gpu` runs the same models on the GPU (on the GPU machine).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+
+def local_functions_model():
+    # ScaledSilu(X; alpha) = X * Sigmoid(alpha * X); Block(X) = ScaledSilu(X; 1.702) + MVN(X),
+    # a function calling a function and a schema function.
+    const = onnx.NodeProto(op_type="Constant", output=["a"])  # value_float = the call's alpha
+    const.attribute.append(h.make_attribute_ref("value_float", onnx.AttributeProto.FLOAT))
+    const.attribute[0].ref_attr_name = "alpha"
+    silu = h.make_function(
+        "custom", "ScaledSilu", ["X"], ["Y"],
+        [const, h.make_node("Mul", ["X", "a"], ["t"]), h.make_node("Sigmoid", ["t"], ["s"]),
+         h.make_node("Mul", ["X", "s"], ["Y"])],
+        [h.make_opsetid("", 17)], ["alpha"])
+    block = h.make_function(
+        "custom", "Block", ["X"], ["Y"],
+        [h.make_node("ScaledSilu", ["X"], ["g"], domain="custom", alpha=1.702),
+         h.make_node("MeanVarianceNormalization", ["X"], ["n"], axes=[1]),
+         h.make_node("Add", ["g", "n"], ["Y"])],
+        [h.make_opsetid("", 17), h.make_opsetid("custom", 1)])
+    g = h.make_graph(
+        [h.make_node("Block", ["x"], ["h"], domain="custom", name="b1"),
+         h.make_node("Block", ["h"], ["h2"], domain="custom", name="b2"),
+         h.make_node("ScaledSilu", ["h2"], ["y"], domain="custom", alpha=0.5)],
+        "local_functions", [h.make_tensor_value_info("x", T.FLOAT, [3, 16])],
+        [h.make_tensor_value_info("y", T.FLOAT, [3, 16])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("custom", 1)],
+                     functions=[silu, block], ir_version=8)
+    return m, {"x": np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)}
+
+
+def schema_functions_model():
+    # The windows take their size as an input: Kiln freezes it to the value given at build time.
+    nodes = [h.make_node("HannWindow", ["n"], ["hann"], periodic=0),
+             h.make_node("HammingWindow", ["n"], ["hamming"]),
+             h.make_node("BlackmanWindow", ["n"], ["blackman"], output_datatype=T.DOUBLE),
+             h.make_node("MeanVarianceNormalization", ["x"], ["mvn"])]
+    g = h.make_graph(nodes, "schema_functions",
+                     [h.make_tensor_value_info("n", T.INT64, []),
+                      h.make_tensor_value_info("x", T.FLOAT, [2, 3, 4, 5])],
+                     [h.make_tensor_value_info("hann", T.FLOAT, [None]),
+                      h.make_tensor_value_info("hamming", T.FLOAT, [None]),
+                      h.make_tensor_value_info("blackman", T.DOUBLE, [None]),
+                      h.make_tensor_value_info("mvn", T.FLOAT, [2, 3, 4, 5])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    rng = np.random.default_rng(1)
+    return m, {"n": np.array(37, np.int64), "x": (rng.standard_normal((2, 3, 4, 5)) * 3 + 1).astype(np.float32)}
+
+
+def check(kiln, device, name, model, feeds, tmp):
+    onnx.checker.check_model(model)
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    path = os.path.join(d, "model.onnx")
+    onnx.save(model, path)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for i, (k, v) in enumerate(feeds.items()):
+        with open(os.path.join(d, f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(v, k).SerializeToString())
+    for i, (o, v) in enumerate(zip(model.graph.output, expected)):
+        with open(os.path.join(d, f"output_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(v, o.name).SerializeToString())
+    p = subprocess.run([kiln, "run", path, "--inputs", d, "--expect", d, "--device", device, "--rtol", "1e-5",
+                        "--atol", "1e-5"], capture_output=True, text=True)
+    print(f"{name} ({device}): exit {p.returncode}\n{p.stdout}{p.stderr}")
+    return p.returncode == 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        ok &= check(args.kiln, args.device, "local_functions", *local_functions_model(), tmp)
+        ok &= check(args.kiln, args.device, "schema_functions", *schema_functions_model(), tmp)
+    print("functions: " + ("OK" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
