@@ -23,13 +23,14 @@ std::vector<uint8_t> shape_value(const std::vector<int64_t>& dims) {
 
 // Folds Shape and Size from the input's static shape.
 bool fold_shape_op(graph::Graph& g, const graph::Node& n) {
+  // A node whose outputs are all unused ("") has none: it is dead, and remove-dead-nodes drops it.
+  if ((n.kind != OpKind::kSize && n.kind != OpKind::kShape) || n.outputs.empty()) return false;
   const graph::Value& in = g.value(n.inputs[0]);
   graph::Value& out = g.value(n.outputs[0]);
   if (n.kind == OpKind::kSize) {
     out.data = std::make_shared<const std::vector<uint8_t>>(shape_value({in.view().numel()}));
     return true;
   }
-  if (n.kind != OpKind::kShape) return false;
   const auto& a = std::get<ShapeAttrs>(n.attrs);
   auto r = static_cast<int64_t>(in.shape.size());
   auto clamp = [&](int64_t x) { return std::clamp(x < 0 ? x + r : x, int64_t{0}, r); };

@@ -291,6 +291,24 @@ TEST(PassesDeadNodes, UnusedBranchRemoved) {
   EXPECT_EQ(step_ops(build_engine(g2, keep)), (std::vector<std::string>{"Relu", "Sigmoid", "Exp"}));
 }
 
+// Found by onnx_import_fuzz: a node whose outputs are all "" (GRU's are all optional) has none,
+// and infer-and-fold read outputs[0] of every node before looking at its kind.
+TEST(PassesDeadNodes, NodesWithoutOutputsAreDropped) {
+  Model m("no_outputs", 17);
+  m.input("x", {1, 3, 2});
+  m.input("w", {1, 15, 2});
+  m.input("r", {1, 15, 5});
+  auto* gru = m.node("GRU", "gru", {"x", "w", "r"}, {""});
+  auto* a = gru->add_attribute();
+  a->set_name("hidden_size");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(5);
+  m.node("Relu", "relu", {"x"}, {"y"});
+  m.output("y");
+  Graph g = m.import();
+  EXPECT_EQ(step_ops(build_engine(g, BuildOptions{})), (std::vector<std::string>{"Relu"}));
+}
+
 // ---- pass selection --------------------------------------------------------------------------------
 
 TEST(PassesSelection, DisablingARequiredPassIsAnError) {
