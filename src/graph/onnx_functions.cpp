@@ -3,7 +3,10 @@
 // exporters use for their own composite ops). A node of such a type that Kiln does not import
 // natively is replaced by its body, the way the ONNX spec defines its meaning; a native kernel,
 // where one exists, is always preferred.
+#include <onnx/defs/function.h>
 #include <onnx/defs/schema.h>
+
+#include <deque>
 
 #include <algorithm>
 #include <map>
@@ -40,6 +43,136 @@ Body schema_body(const std::string& op_type, int64_t opset) {
   return {s->GetFunction(), s, body_opset(*s->GetFunction(), opset)};
 }
 
+// ---- Kiln's own bodies, for op types ONNX defines without one ---------------------------------
+// Written in ONNX's text syntax at opset 17 and built per node, from its attributes (as ONNX's
+// context-dependent functions are). Shapes enter as Shape ops, which the builder folds once the
+// input shapes are bound, so each body becomes a few kernels and constants.
+
+constexpr int64_t kKilnBodyOpset = 17;
+
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+int64_t attr_i(const onnx::NodeProto& n, const std::string& name, int64_t dflt) {
+  const onnx::AttributeProto* a = find_attr(n, name);
+  return a != nullptr ? a->i() : dflt;
+}
+std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name) {
+  const onnx::AttributeProto* a = find_attr(n, name);
+  return a != nullptr ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+}
+std::string ints_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+bool has_input(const onnx::NodeProto& n, int i) { return n.input_size() > i && !n.input(i).empty(); }
+
+void make_body(onnx::FunctionProto& f, const std::string& op, const std::vector<std::string>& inputs,
+               const std::vector<std::string>& outputs, const std::string& text) {
+  f.set_name(op);
+  f.set_domain("");
+  for (const auto& i : inputs) f.add_input(i);
+  for (const auto& o : outputs) f.add_output(o);
+  auto* o = f.add_opset_import();
+  o->set_domain("");
+  o->set_version(kKilnBodyOpset);
+  onnx::FunctionBuilder(f).Add(text.c_str());
+}
+
+// ReverseSequence: y = GatherElements(x, idx) along the time axis, idx[t, b] = lens[b] - 1 - t
+// where t < lens[b], else t; idx is broadcast over the dimensions after the first two.
+void reverse_sequence_body(const onnx::NodeProto& n, onnx::FunctionProto& f) {
+  const int64_t t = attr_i(n, "time_axis", 0), b = attr_i(n, "batch_axis", 1);
+  if (!((t == 0 && b == 1) || (t == 1 && b == 0)))
+    throw Error("ReverseSequence: time_axis " + std::to_string(t) + " and batch_axis " + std::to_string(b) +
+                " should be 0 and 1, or 1 and 0");
+  make_body(f, "ReverseSequence", {"x", "lens"}, {"y"}, R"(
+    T = Shape <start = )" + std::to_string(t) + ", end = " + std::to_string(t + 1) + R"(> (x)
+    Tscalar = Squeeze(T)
+    zero = Constant <value_int = 0> ()
+    one = Constant <value_int = 1> ()
+    steps = Range(zero, Tscalar, one)
+    time_axes = Constant <value_ints = [)" + std::to_string(1 - t) + R"(]> ()
+    batch_axes = Constant <value_ints = [)" + std::to_string(1 - b) + R"(]> ()
+    steps2 = Unsqueeze(steps, time_axes)
+    lens64 = Cast <to = 7> (lens)
+    lens2 = Unsqueeze(lens64, batch_axes)
+    last = Sub(lens2, one)
+    reversed = Sub(last, steps2)
+    inside = Less(steps2, lens2)
+    idx2 = Where(inside, reversed, steps2)
+    rest = Shape <start = 2> (x)
+    rest_zeros = Mul(rest, zero)
+    rest_ones = Add(rest_zeros, one)
+    idx2_shape = Shape(idx2)
+    idx_shape = Concat <axis = 0> (idx2_shape, rest_ones)
+    idx_r = Reshape(idx2, idx_shape)
+    x_shape = Shape(x)
+    idx = Expand(idx_r, x_shape)
+    y = GatherElements <axis = )" + std::to_string(t) + R"(> (x, idx)
+  )");
+}
+
+// MaxUnpool: the values scattered into a zero tensor at their flat indices (MaxPool's second output).
+// The output shape is the third input, or (in - 1) * stride + kernel - pads per spatial dimension.
+void max_unpool_body(const onnx::NodeProto& n, onnx::FunctionProto& f) {
+  const std::vector<int64_t> kernel = attr_ints(n, "kernel_shape");
+  if (kernel.empty()) throw Error("MaxUnpool: attribute 'kernel_shape' is required");
+  std::vector<int64_t> strides = attr_ints(n, "strides"), pads = attr_ints(n, "pads");
+  const size_t r = kernel.size();
+  if (strides.empty()) strides.assign(r, 1);
+  if (pads.empty()) pads.assign(2 * r, 0);
+  if (strides.size() != r || pads.size() != 2 * r)
+    throw Error("MaxUnpool: kernel_shape has " + std::to_string(r) + " values, so strides needs " +
+                std::to_string(r) + " and pads " + std::to_string(2 * r));
+  std::vector<int64_t> extra(r);
+  for (size_t i = 0; i < r; ++i) extra[i] = kernel[i] - pads[i] - pads[i + r];
+  // Indices refer to the default shape; a larger output_shape pads the result at the end of each
+  // dimension (as ONNX's reference does).
+  std::string text = R"(
+    nc = Shape <end = 2> (X)
+    spatial = Shape <start = 2> (X)
+    one = Constant <value_int = 1> ()
+    strides = Constant <value_ints = )" + ints_text(strides) + R"(> ()
+    extra = Constant <value_ints = )" + ints_text(extra) + R"(> ()
+    spatial_m1 = Sub(spatial, one)
+    spatial_s = Mul(spatial_m1, strides)
+    out_spatial = Add(spatial_s, extra)
+    out_shape = Concat <axis = 0> (nc, out_spatial)
+    total = ReduceProd <keepdims = 1> (out_shape)
+    zeros = ConstantOfShape(total)
+    zeros_x = CastLike(zeros, X)
+    flat = Constant <value_ints = [-1]> ()
+    X_flat = Reshape(X, flat)
+    I_flat = Reshape(I, flat)
+    Y_flat = ScatterElements <axis = 0> (zeros_x, I_flat, X_flat)
+  )";
+  if (has_input(n, 2))
+    text += R"(
+    Y_default = Reshape(Y_flat, out_shape)
+    grow = Sub(output_shape, out_shape)
+    zero = Constant <value_int = 0> ()
+    no_grow = Mul(out_shape, zero)
+    pads = Concat <axis = 0> (no_grow, grow)
+    Y = Pad(Y_default, pads)
+    )";
+  else
+    text += "Y = Reshape(Y_flat, out_shape)\n";
+  make_body(f, "MaxUnpool", {"X", "I", "output_shape"}, {"Y"}, text);
+}
+
+using BodyBuilder = void (*)(const onnx::NodeProto&, onnx::FunctionProto&);
+const std::map<std::string, BodyBuilder>& kiln_bodies() {
+  static const std::map<std::string, BodyBuilder> bodies = {
+      {"MaxUnpool", max_unpool_body},
+      {"ReverseSequence", reverse_sequence_body},
+  };
+  return bodies;
+}
+
 class Expander {
  public:
   Expander(const onnx::ModelProto& m, int64_t opset, const std::function<bool(const onnx::NodeProto&)>& native)
@@ -54,7 +187,12 @@ class Expander {
   void add(const onnx::NodeProto& np, int64_t opset, const std::string& name, const std::string& in_function,
            int depth, std::vector<SourceNode>& out) {
     if (!native_(np)) {
-      const Body body = find(np, opset);
+      Body body;
+      try {
+        body = find(np, opset);
+      } catch (const std::exception& e) {  // kiln::Error for bad attributes; a body that does not parse
+        throw Error("node " + quoted(name) + " (" + np.op_type() + "): " + e.what());
+      }
       if (body.proto != nullptr) {
         if (depth >= kMaxDepth)
           throw Error("node " + quoted(name) + " (" + np.op_type() + "): functions nest more than " +
@@ -71,11 +209,16 @@ class Expander {
  private:
   static std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
-  Body find(const onnx::NodeProto& np, int64_t opset) const {
+  Body find(const onnx::NodeProto& np, int64_t opset) {
     auto it = local_.find({np.domain(), np.op_type()});
     if (it != local_.end()) return {it->second, nullptr, body_opset(*it->second, opset)};
-    if (default_domain(np.domain()) && !np.op_type().empty()) return schema_body(np.op_type(), opset);
-    return {};
+    if (!default_domain(np.domain()) || np.op_type().empty()) return {};
+    if (auto k = kiln_bodies().find(np.op_type()); k != kiln_bodies().end()) {
+      onnx::FunctionProto& f = built_.emplace_back();
+      k->second(np, f);
+      return {&f, nullptr, kKilnBodyOpset};
+    }
+    return schema_body(np.op_type(), opset);
   }
 
   std::string fresh(const std::string& hint) {
@@ -143,6 +286,7 @@ class Expander {
   const std::function<bool(const onnx::NodeProto&)>& native_;
   std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> local_;
   std::set<std::string> taken_;
+  std::deque<onnx::FunctionProto> built_;  // Kiln's bodies, built per node
 };
 
 }  // namespace
@@ -161,7 +305,18 @@ std::vector<SourceNode> expand_functions(const onnx::ModelProto& model, int64_t 
 }
 
 std::vector<std::string> function_body_op_types(const std::string& op_type, int64_t opset) {
-  const Body body = schema_body(op_type, opset);
+  Body body = schema_body(op_type, opset);
+  onnx::FunctionProto built;
+  if (auto k = kiln_bodies().find(op_type); k != kiln_bodies().end()) {
+    onnx::NodeProto sample;  // default attributes, and the one MaxUnpool requires
+    sample.set_op_type(op_type);
+    auto* a = sample.add_attribute();
+    a->set_name("kernel_shape");
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(2);
+    k->second(sample, built);
+    body.proto = &built;
+  }
   std::vector<std::string> ops;
   if (body.proto == nullptr) return ops;
   for (const auto& n : body.proto->node()) {
@@ -171,8 +326,9 @@ std::vector<std::string> function_body_op_types(const std::string& op_type, int6
   return ops;
 }
 
-std::vector<std::string> schema_function_op_types() {
+std::vector<std::string> function_op_type_names() {
   std::vector<std::string> ops;
+  for (const auto& [type, build] : kiln_bodies()) ops.push_back(type);
   for (const onnx::OpSchema& s : onnx::OpSchemaRegistry::get_all_schemas())
     if (default_domain(s.domain()) && s.HasFunction()) ops.push_back(s.Name());
   return ops;

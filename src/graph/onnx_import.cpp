@@ -273,7 +273,7 @@ ValueId Importer::const_f32(const std::string& hint, const std::vector<float>& v
 
 std::map<std::string, std::vector<std::string>> function_op_types() {
   std::map<std::string, std::vector<std::string>> out;
-  for (const std::string& type : detail::schema_function_op_types()) {
+  for (const std::string& type : detail::function_op_type_names()) {
     onnx::NodeProto np;
     np.set_op_type(type);
     if (np.op_type() == "Constant" || node_kind(np)) continue;  // imported natively

@@ -60,9 +60,10 @@ struct SourceNode {
 // recursively. Throws kiln::Error for bodies nested too deep or grown too large.
 std::vector<SourceNode> expand_functions(const onnx::ModelProto& model, int64_t opset,
                                          const std::function<bool(const onnx::NodeProto&)>& native);
-// The op types of the default domain that ONNX's schemas define by a function body, and the op
-// types one of them uses at `opset` (empty where it has none).
-std::vector<std::string> schema_function_op_types();
+// The op types of the default domain with a function body (Kiln's own, for some op types ONNX
+// defines without one, and ONNX's schemas'), and the op types one of them uses at `opset` (empty
+// where it has none).
+std::vector<std::string> function_op_type_names();
 std::vector<std::string> function_body_op_types(const std::string& op_type, int64_t opset);
 
 }  // namespace kiln::graph::detail

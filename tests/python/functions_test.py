@@ -2,7 +2,8 @@
 """ONNX functions through `kiln run --expect`, against onnxruntime: model-local functions (nested,
 with attributes referenced by the body, called several times) and op types that ONNX's schemas
 define by a function body (MeanVarianceNormalization, the windows), which Kiln imports by
-expanding that body. `--device gpu` runs the same models on the GPU (on the GPU machine).
+expanding that body, and the op types for which Kiln writes a body of its own (ReverseSequence,
+MaxUnpool, DFT, STFT). `--device gpu` runs the same models on the GPU (on the GPU machine).
 """
 import argparse
 import os
@@ -64,6 +65,28 @@ def schema_functions_model():
     return m, {"n": np.array(37, np.int64), "x": (rng.standard_normal((2, 3, 4, 5)) * 3 + 1).astype(np.float32)}
 
 
+def kiln_bodies_model():
+    # Op types ONNX defines without a body, for which Kiln writes one: ReverseSequence (time- and
+    # batch-major, a feature dimension), MaxUnpool of MaxPool's indices (pads, strides, 3x3 windows).
+    nodes = [h.make_node("ReverseSequence", ["seq", "lens"], ["rev_time"], time_axis=0, batch_axis=1),
+             h.make_node("Transpose", ["seq"], ["seq_bt"], perm=[1, 0, 2]),
+             h.make_node("ReverseSequence", ["seq_bt", "lens"], ["rev_batch"], time_axis=1, batch_axis=0),
+             h.make_node("MaxPool", ["img"], ["pooled", "where"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             h.make_node("MaxUnpool", ["pooled", "where"], ["unpooled"], kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1])]
+    g = h.make_graph(nodes, "kiln_bodies",
+                     [h.make_tensor_value_info("seq", T.FLOAT, [5, 3, 4]),
+                      h.make_tensor_value_info("lens", T.INT64, [3]),
+                      h.make_tensor_value_info("img", T.FLOAT, [2, 3, 9, 7])],
+                     [h.make_tensor_value_info("rev_time", T.FLOAT, [5, 3, 4]),
+                      h.make_tensor_value_info("rev_batch", T.FLOAT, [3, 5, 4]),
+                      h.make_tensor_value_info("unpooled", T.FLOAT, [2, 3, 9, 7])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    rng = np.random.default_rng(2)
+    return m, {"seq": rng.standard_normal((5, 3, 4)).astype(np.float32), "lens": np.array([5, 2, 1], np.int64),
+               "img": rng.standard_normal((2, 3, 9, 7)).astype(np.float32)}
+
+
 def check(kiln, device, name, model, feeds, tmp):
     onnx.checker.check_model(model)
     d = os.path.join(tmp, name)
@@ -92,6 +115,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         ok &= check(args.kiln, args.device, "local_functions", *local_functions_model(), tmp)
         ok &= check(args.kiln, args.device, "schema_functions", *schema_functions_model(), tmp)
+        ok &= check(args.kiln, args.device, "kiln_bodies", *kiln_bodies_model(), tmp)
     print("functions: " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 
