@@ -84,7 +84,7 @@ void make_body(onnx::FunctionProto& f, const std::string& op, const std::vector<
 
 // ReverseSequence: y = GatherElements(x, idx) along the time axis, idx[t, b] = lens[b] - 1 - t
 // where t < lens[b], else t; idx is broadcast over the dimensions after the first two.
-void reverse_sequence_body(const onnx::NodeProto& n, onnx::FunctionProto& f) {
+void reverse_sequence_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
   const int64_t t = attr_i(n, "time_axis", 0), b = attr_i(n, "batch_axis", 1);
   if (!((t == 0 && b == 1) || (t == 1 && b == 0)))
     throw Error("ReverseSequence: time_axis " + std::to_string(t) + " and batch_axis " + std::to_string(b) +
@@ -118,7 +118,7 @@ void reverse_sequence_body(const onnx::NodeProto& n, onnx::FunctionProto& f) {
 
 // MaxUnpool: the values scattered into a zero tensor at their flat indices (MaxPool's second output).
 // The output shape is the third input, or (in - 1) * stride + kernel - pads per spatial dimension.
-void max_unpool_body(const onnx::NodeProto& n, onnx::FunctionProto& f) {
+void max_unpool_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
   const std::vector<int64_t> kernel = attr_ints(n, "kernel_shape");
   if (kernel.empty()) throw Error("MaxUnpool: attribute 'kernel_shape' is required");
   std::vector<int64_t> strides = attr_ints(n, "strides"), pads = attr_ints(n, "pads");
@@ -164,11 +164,153 @@ void max_unpool_body(const onnx::NodeProto& n, onnx::FunctionProto& f) {
   make_body(f, "MaxUnpool", {"X", "I", "output_shape"}, {"Y"}, text);
 }
 
-using BodyBuilder = void (*)(const onnx::NodeProto&, onnx::FunctionProto&);
+// DFT along one axis as a MatMul with a matrix of cosines and sines: the input is viewed as
+// [P, n, Q, 2] (a real input padded to complex), transposed to [P, Q, 2n], multiplied by the
+// [2n, 2K] matrix of e^(-+2 pi i n k / L), and shaped back. The product is taken in float64: in
+// float32 the terms that cancel (the imaginary part of a real signal's DC) leave 1e-7 of the
+// signal's magnitude where the answer is 0. L is dft_length (the signal is
+// truncated or zero-padded to it) or n; K is L, or L/2 + 1 when onesided. The matrix depends only on
+// shapes, so the builder folds it into a constant. Opset 20 moved the axis to an input (default -2).
+void dft_body(const onnx::NodeProto& n, int64_t opset, onnx::FunctionProto& f) {
+  const bool inverse = attr_i(n, "inverse", 0) != 0, onesided = attr_i(n, "onesided", 0) != 0;
+  if (inverse && onesided) throw Error("DFT: inverse and onesided cannot both be set");
+  std::string text = "shape1 = Constant <value_ints = [1]> ()\n";
+  if (opset >= 20)
+    text += has_input(n, 2) ? "axis = Reshape(axis_in, shape1)\n" : "axis = Constant <value_ints = [-2]> ()\n";
+  else
+    text += "axis = Constant <value_ints = [" + std::to_string(attr_i(n, "axis", 1)) + "]> ()\n";
+  text += R"(
+    zero = Constant <value_ints = [0]> ()
+    one = Constant <value_ints = [1]> ()
+    two = Constant <value_ints = [2]> ()
+    last = Constant <value_ints = [-1]> ()
+    big = Constant <value_ints = [9223372036854775807]> ()
+    zeros7 = Constant <value_ints = [0, 0, 0, 0, 0, 0, 0]> ()
+    s = Shape(input)
+    n = Gather(s, axis)
+    pre = Slice(s, zero, axis)
+    axis1 = Add(axis, one)
+    post = Slice(s, axis1, last)
+    C = Slice(s, last, big)
+    pre1 = Concat <axis = 0> (one, pre)
+    post1 = Concat <axis = 0> (one, post)
+    P = ReduceProd <keepdims = 1> (pre1)
+    Q = ReduceProd <keepdims = 1> (post1)
+    x4_shape = Concat <axis = 0> (P, n, Q, C)
+    x4 = Reshape(input, x4_shape)
+    grow = Sub(two, C)
+    pads = Concat <axis = 0> (zeros7, grow)
+    x4c = Pad(x4, pads)
+    xt = Transpose <perm = [0, 2, 1, 3]> (x4c)
+    rows = Mul(n, two)
+    x2_shape = Concat <axis = 0> (P, Q, rows)
+    x2f = Reshape(xt, x2_shape)
+    x2 = Cast <to = 11> (x2f)
+  )";
+  text += has_input(n, 1) ? "L64 = Cast <to = 7> (dft_length)\nL = Reshape(L64, shape1)\n" : "L = Identity(n)\n";
+  text += onesided ? "half = Div(L, two)\nK = Add(half, one)\n" : "K = Identity(L)\n";
+  text += R"(
+    zero_s = Constant <value_int = 0> ()
+    one_s = Constant <value_int = 1> ()
+    n_s = Squeeze(n)
+    K_s = Squeeze(K)
+    ns = Range(zero_s, n_s, one_s)
+    ks = Range(zero_s, K_s, one_s)
+    n_col = Unsqueeze(ns, one)
+    k_row = Unsqueeze(ks, zero)
+    nk = Mul(n_col, k_row)
+    nk_mod = Mod(nk, L)
+    nk_f = Cast <to = 11> (nk_mod)
+    L_f = Cast <to = 11> (L)
+    two_pi = Constant <value = double {6.283185307179586}> ()
+    turns = Div(nk_f, L_f)
+    angle = Mul(turns, two_pi)
+    in_range = Less(n_col, L)
+    mask = Cast <to = 11> (in_range)
+    cos_a = Cos(angle)
+    sin_a = Sin(angle)
+    c = Mul(cos_a, mask)
+    sin_m = Mul(sin_a, mask)
+  )";
+  text += inverse ? "sn = Identity(sin_m)\n" : "sn = Neg(sin_m)\n";
+  text += R"(
+    neg_sn = Neg(sn)
+    axis2 = Constant <value_ints = [2]> ()
+    c3 = Unsqueeze(c, axis2)
+    sn3 = Unsqueeze(sn, axis2)
+    neg_sn3 = Unsqueeze(neg_sn, axis2)
+    row_re = Concat <axis = 2> (c3, sn3)
+    row_im = Concat <axis = 2> (neg_sn3, c3)
+    row_re4 = Unsqueeze(row_re, one)
+    row_im4 = Unsqueeze(row_im, one)
+    W = Concat <axis = 1> (row_re4, row_im4)
+    cols = Mul(K, two)
+    W_shape = Concat <axis = 0> (rows, cols)
+    W2 = Reshape(W, W_shape)
+    y2 = MatMul(x2, W2)
+  )";
+  text += inverse ? "y2d = Div(y2, L_f)\ny2s = CastLike(y2d, input)\n" : "y2s = CastLike(y2, input)\n";
+  text += R"(
+    y4_shape = Concat <axis = 0> (P, Q, K, two)
+    y4 = Reshape(y2s, y4_shape)
+    yt = Transpose <perm = [0, 2, 1, 3]> (y4)
+    out_shape = Concat <axis = 0> (pre, K, post, two)
+    output = Reshape(yt, out_shape)
+  )";
+  make_body(f, "DFT", {"input", "dft_length", "axis_in"}, {"output"}, text);
+}
+
+// STFT: frames gathered at multiples of frame_step ([batch, frames, frame_length, 1 or 2]), times
+// the window, then a DFT along the frame axis (onesided by default).
+void stft_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
+  const bool onesided = attr_i(n, "onesided", 1) != 0;
+  if (!has_input(n, 3) && !has_input(n, 2))
+    throw Error("STFT: give the frame_length input, the window input, or both");
+  std::string text = R"(
+    shape1 = Constant <value_ints = [1]> ()
+    zero = Constant <value_ints = [0]> ()
+    one = Constant <value_ints = [1]> ()
+    step64 = Cast <to = 7> (frame_step)
+    step = Reshape(step64, shape1)
+  )";
+  text += has_input(n, 3) ? "L64 = Cast <to = 7> (frame_length)\nL = Reshape(L64, shape1)\n" : "L = Shape(window)\n";
+  text += R"(
+    len = Shape <start = 1, end = 2> (signal)
+    span = Sub(len, L)
+    steps = Div(span, step)
+    F = Add(steps, one)
+    zero_s = Constant <value_int = 0> ()
+    one_s = Constant <value_int = 1> ()
+    F_s = Squeeze(F)
+    L_s = Squeeze(L)
+    fs = Range(zero_s, F_s, one_s)
+    starts = Mul(fs, step)
+    offsets = Range(zero_s, L_s, one_s)
+    starts2 = Unsqueeze(starts, one)
+    offsets2 = Unsqueeze(offsets, zero)
+    idx = Add(starts2, offsets2)
+    frames = Gather <axis = 1> (signal, idx)
+  )";
+  if (has_input(n, 2))
+    text += R"(
+    w_shape = Constant <value_ints = [1, 1, -1, 1]> ()
+    w4 = Reshape(window, w_shape)
+    w4x = CastLike(w4, signal)
+    framed = Mul(frames, w4x)
+    )";
+  else
+    text += "framed = Identity(frames)\n";
+  text += std::string("output = DFT <axis = 2, onesided = ") + (onesided ? "1" : "0") + "> (framed)\n";
+  make_body(f, "STFT", {"signal", "frame_step", "window", "frame_length"}, {"output"}, text);
+}
+
+using BodyBuilder = void (*)(const onnx::NodeProto&, int64_t opset, onnx::FunctionProto&);
 const std::map<std::string, BodyBuilder>& kiln_bodies() {
   static const std::map<std::string, BodyBuilder> bodies = {
+      {"DFT", dft_body},
       {"MaxUnpool", max_unpool_body},
       {"ReverseSequence", reverse_sequence_body},
+      {"STFT", stft_body},
   };
   return bodies;
 }
@@ -215,7 +357,7 @@ class Expander {
     if (!default_domain(np.domain()) || np.op_type().empty()) return {};
     if (auto k = kiln_bodies().find(np.op_type()); k != kiln_bodies().end()) {
       onnx::FunctionProto& f = built_.emplace_back();
-      k->second(np, f);
+      k->second(np, opset, f);
       return {&f, nullptr, kKilnBodyOpset};
     }
     return schema_body(np.op_type(), opset);
@@ -308,13 +450,14 @@ std::vector<std::string> function_body_op_types(const std::string& op_type, int6
   Body body = schema_body(op_type, opset);
   onnx::FunctionProto built;
   if (auto k = kiln_bodies().find(op_type); k != kiln_bodies().end()) {
-    onnx::NodeProto sample;  // default attributes, and the one MaxUnpool requires
+    onnx::NodeProto sample;  // every input given, default attributes, and the one MaxUnpool requires
     sample.set_op_type(op_type);
+    for (const char* in : {"a", "b", "c", "d"}) sample.add_input(in);
     auto* a = sample.add_attribute();
     a->set_name("kernel_shape");
     a->set_type(onnx::AttributeProto::INTS);
     a->add_ints(2);
-    k->second(sample, built);
+    k->second(sample, opset, built);
     body.proto = &built;
   }
   std::vector<std::string> ops;

@@ -272,18 +272,35 @@ ValueId Importer::const_f32(const std::string& hint, const std::vector<float>& v
 }  // namespace detail
 
 std::map<std::string, std::vector<std::string>> function_op_types() {
-  std::map<std::string, std::vector<std::string>> out;
-  for (const std::string& type : detail::function_op_type_names()) {
+  auto native = [](const std::string& op) {
     onnx::NodeProto np;
-    np.set_op_type(type);
-    if (np.op_type() == "Constant" || node_kind(np)) continue;  // imported natively
-    std::vector<std::string> body = detail::function_body_op_types(type, kMaxOpset);
-    const bool importable = !body.empty() && std::all_of(body.begin(), body.end(), [](const std::string& op) {
-      onnx::NodeProto b;
-      b.set_op_type(op);
-      return op == "Constant" || node_kind(b).has_value();
-    });
-    if (importable) out[type] = std::move(body);
+    np.set_op_type(op);
+    return op == "Constant" || node_kind(np).has_value();
+  };
+  std::map<std::string, std::vector<std::string>> bodies;  // function op -> its body's op types
+  for (const std::string& type : detail::function_op_type_names())
+    if (!native(type)) bodies[type] = detail::function_body_op_types(type, kMaxOpset);
+  // A body may call other functions (STFT calls DFT): their ops take their place, until every op
+  // left is native, or not importable at all.
+  std::map<std::string, std::vector<std::string>> out;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& [type, body] : bodies) {
+      if (out.contains(type) || body.empty()) continue;
+      std::vector<std::string> flat;
+      bool importable = true;
+      for (const std::string& op : body) {
+        const std::vector<std::string>* inner = nullptr;
+        if (auto it = out.find(op); it != out.end()) inner = &it->second;
+        if (!native(op) && inner == nullptr) importable = false;
+        for (const std::string& o : inner ? *inner : std::vector<std::string>{op})
+          if (std::find(flat.begin(), flat.end(), o) == flat.end()) flat.push_back(o);
+      }
+      if (importable) {
+        out[type] = std::move(flat);
+        changed = true;
+      }
+    }
   }
   return out;
 }
@@ -370,7 +387,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     const onnx::NodeProto& np = sn.proto;
     const std::string& node_name = sn.name;
     std::string where = "node " + in_quotes(node_name) + " (" + np.op_type() + ")";
-    if (!sn.in_function.empty()) where += ", in the function body of " + sn.in_function + ",";
+    if (!sn.in_function.empty()) where += " in the function body of " + sn.in_function;
     const bool downstream = std::any_of(np.input().begin(), np.input().end(),
                                         [&](const std::string& in) { return failed_values.contains(in); });
     const std::string unsupported_as = unsupported_key(np);

@@ -802,5 +802,25 @@ TEST(ImportFunctions, ACallWithMoreInputsThanItsFunctionIsAnError) {
   EXPECT_TRUE(has(e, "node 'c1' (ScaledRelu) has 2 inputs and 1 outputs; its function takes 1 and gives 1")) << e;
 }
 
+TEST(ImportFunctions, KilnBodiesCheckTheirAttributes) {
+  onnx::ModelProto m;
+  auto* n = one_node(m, 17, {2, 8, 1}, "DFT", {"x"}, {"y"}, "spectrum");
+  attr_int(n, "inverse", 1);
+  attr_int(n, "onesided", 1);
+  std::string e = import_error(m);
+  EXPECT_TRUE(has(e, "node 'spectrum' (DFT): DFT: inverse and onesided cannot both be set")) << e;
+
+  n = one_node(m, 10, {4, 4}, "ReverseSequence", {"x", "lens"}, {"y"}, "rev");
+  add_input(m, "lens", {4}, onnx::TensorProto::INT64);
+  attr_int(n, "time_axis", 1);
+  attr_int(n, "batch_axis", 1);
+  e = import_error(m);
+  EXPECT_TRUE(has(e, "node 'rev' (ReverseSequence): ReverseSequence: time_axis 1 and batch_axis 1 should be")) << e;
+
+  n = one_node(m, 11, {1, 1, 2, 2}, "MaxUnpool", {"x", "i"}, {"y"}, "unpool");
+  e = import_error(m);
+  EXPECT_TRUE(has(e, "node 'unpool' (MaxUnpool): MaxUnpool: attribute 'kernel_shape' is required")) << e;
+}
+
 }  // namespace
 }  // namespace kiln::graph

@@ -87,6 +87,38 @@ def kiln_bodies_model():
                "img": rng.standard_normal((2, 3, 9, 7)).astype(np.float32)}
 
 
+def spectral_model(opset):
+    # DFT: real and complex inputs, forward, inverse and onesided, dft_length longer and shorter
+    # than the signal, several axes (at opset 20 the axis is an input); STFT with a window.
+    axis = (lambda a: {"axis": a}) if opset < 20 else (lambda a: {})
+    ax = (lambda name: [name]) if opset < 20 else (lambda name: [name, name + "_axis"])
+    nodes = [h.make_node("DFT", ["real", ""] + ax("a1")[1:], ["dft_real"], **axis(1)),
+             h.make_node("DFT", ["real", "len12"] + ax("a2")[1:], ["dft_padded_onesided"], onesided=1, **axis(2)),
+             h.make_node("DFT", ["cplx", "len5"] + ax("a1")[1:], ["dft_cut"], **axis(1)),
+             h.make_node("DFT", ["cplx", ""] + ax("a2")[1:], ["idft"], inverse=1, **axis(2)),
+             h.make_node("STFT", ["audio", "step", "window"], ["spec"])]
+    inits = [numpy_helper.from_array(np.array(12, np.int64), "len12"),
+             numpy_helper.from_array(np.array(5, np.int64), "len5"),
+             numpy_helper.from_array(np.array(6, np.int64), "step")]
+    if opset >= 20:
+        inits += [numpy_helper.from_array(np.array(1, np.int64), "a1_axis"),
+                  numpy_helper.from_array(np.array(2, np.int64), "a2_axis")]
+    g = h.make_graph(nodes, f"spectral_{opset}",
+                     [h.make_tensor_value_info("real", T.FLOAT, [2, 8, 7, 1]),
+                      h.make_tensor_value_info("cplx", T.FLOAT, [2, 8, 7, 2]),
+                      h.make_tensor_value_info("audio", T.FLOAT, [2, 100, 1]),
+                      h.make_tensor_value_info("window", T.FLOAT, [16])],
+                     [h.make_tensor_value_info(o, T.FLOAT, shape) for o, shape in [
+                         ("dft_real", [2, 8, 7, 2]), ("dft_padded_onesided", [2, 8, 7, 2]), ("dft_cut", [2, 5, 7, 2]),
+                         ("idft", [2, 8, 7, 2]), ("spec", [2, 15, 9, 2])]], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=10 if opset >= 20 else 8)
+    rng = np.random.default_rng(3)
+    return m, {"real": rng.standard_normal((2, 8, 7, 1)).astype(np.float32),
+               "cplx": rng.standard_normal((2, 8, 7, 2)).astype(np.float32),
+               "audio": rng.standard_normal((2, 100, 1)).astype(np.float32),
+               "window": np.hanning(16).astype(np.float32)}
+
+
 def check(kiln, device, name, model, feeds, tmp):
     onnx.checker.check_model(model)
     d = os.path.join(tmp, name)
@@ -116,6 +148,8 @@ def main():
         ok &= check(args.kiln, args.device, "local_functions", *local_functions_model(), tmp)
         ok &= check(args.kiln, args.device, "schema_functions", *schema_functions_model(), tmp)
         ok &= check(args.kiln, args.device, "kiln_bodies", *kiln_bodies_model(), tmp)
+        ok &= check(args.kiln, args.device, "spectral_17", *spectral_model(17), tmp)
+        ok &= check(args.kiln, args.device, "spectral_20", *spectral_model(20), tmp)
     print("functions: " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 
