@@ -304,10 +304,191 @@ void stft_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
   make_body(f, "STFT", {"signal", "frame_step", "window", "frame_length"}, {"output"}, text);
 }
 
+// GridSample on 4-D inputs (X [N, C, H, W], grid [N, Ho, Wo, 2] of (x, y) in [-1, 1]), as PyTorch
+// computes it: per axis, the coordinate is denormalized (align_corners), rounded for nearest,
+// and, outside [x_min, x_max], clamped (border) or reflected (reflection), except for bicubic;
+// then each of the 1, 2 or 4 taps per axis is weighted and its index padded (zeros: weight 0;
+// border: clamped; reflection: reflected). The taps' products are gathered from X viewed as
+// [N, C, H*W]. ONNX's reference also moves bicubic's coordinate at the border; PyTorch and
+// onnxruntime do not, and models come from PyTorch. Coordinates and weights are computed in
+// float64, which to-fp16 leaves alone: in float16 a coordinate near 100 is off by up to 0.03 pixel.
+void grid_sample_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
+  auto attr_s = [&](const std::string& name, const std::string& dflt) {
+    const onnx::AttributeProto* a = find_attr(n, name);
+    return a != nullptr ? a->s() : dflt;
+  };
+  std::string mode = attr_s("mode", "bilinear"), padding = attr_s("padding_mode", "zeros");
+  if (mode == "linear") mode = "bilinear";  // opset 20's names
+  if (mode == "cubic") mode = "bicubic";
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    throw Error("GridSample: mode '" + mode + "' is not one of bilinear (linear), nearest, bicubic (cubic)");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    throw Error("GridSample: padding_mode '" + padding + "' is not one of zeros, border, reflection");
+  const bool align = attr_i(n, "align_corners", 0) != 0;
+
+  std::string t = R"(
+    one_i = Constant <value_ints = [1]> ()
+    N = Shape <end = 1> (X)
+    C = Shape <start = 1, end = 2> (X)
+    HW = Shape <start = 2> (X)
+    HoWo = Shape <start = 1, end = 3> (grid)
+    HW_1 = ReduceProd <keepdims = 1> (HW)
+    HoWo_1 = ReduceProd <keepdims = 1> (HoWo)
+    xf_shape = Concat <axis = 0> (N, C, HW_1)
+    Xf = Reshape(X, xf_shape)
+    idx_shape = Concat <axis = 0> (N, one_i, HoWo_1)
+    gather_shape = Concat <axis = 0> (N, C, HoWo_1)
+    gridf = Cast <to = 11> (grid)
+    zero = Constant <value = double {0.0}> ()
+    one = Constant <value = double {1.0}> ()
+    two = Constant <value = double {2.0}> ()
+    half = Constant <value = double {0.5}> ()
+    W_i = Shape <start = 3, end = 4> (X)
+    W_i64 = Squeeze(W_i)
+  )";
+  if (mode == "bicubic")
+    t += "A = Constant <value = double {-0.75}> ()\nA2 = Constant <value = double {1.25}> ()\n"
+         "A3 = Constant <value = double {2.25}> ()\nA5 = Constant <value = double {-3.75}> ()\n"
+         "A8 = Constant <value = double {-6.0}> ()\nA4 = Constant <value = double {-3.0}> ()\n";
+  // The per-axis coordinate and taps: axis "x" is grid[..., 0] along W, "y" grid[..., 1] along H.
+  struct Tap {
+    std::string index, weight;
+  };
+  auto axis_taps = [&](const std::string& a, int component, int dim) {
+    const std::string d = std::to_string(dim);
+    t += a + "_comp = Constant <value_int = " + std::to_string(component) + "> ()\n";
+    t += a + "_g = Gather <axis = 3> (gridf, " + a + "_comp)\n";
+    t += a + "_size_i = Shape <start = " + d + ", end = " + std::to_string(dim + 1) + "> (X)\n";
+    t += a + "_size = Cast <to = 11> (" + a + "_size_i)\n";
+    t += a + "_last = Sub(" + a + "_size, one)\n";
+    t += a + "_g1 = Add(" + a + "_g, one)\n";
+    if (align) {
+      t += a + "_h = Div(" + a + "_g1, two)\n" + a + "_c0 = Mul(" + a + "_h, " + a + "_last)\n";
+      t += a + "_min = Identity(zero)\n" + a + "_max = Identity(" + a + "_last)\n";
+    } else {
+      t += a + "_s = Mul(" + a + "_g1, " + a + "_size)\n" + a + "_s1 = Sub(" + a + "_s, one)\n" + a + "_c0 = Div(" +
+           a + "_s1, two)\n";
+      t += a + "_min = Neg(half)\n" + a + "_max = Sub(" + a + "_size, half)\n";
+    }
+    t += mode == "nearest" ? a + "_c1 = Round(" + a + "_c0)\n" : a + "_c1 = Identity(" + a + "_c0)\n";
+    // v reflected into [lo, hi] (ONNX's _gs_reflect); lo and hi are names of float tensors.
+    auto reflect = [&](const std::string& out, const std::string& v, const std::string& lo, const std::string& hi) {
+      const std::string p = out + "_r";
+      t += p + "_rng = Sub(" + hi + ", " + lo + ")\n";
+      t += p + "_below = Less(" + v + ", " + lo + ")\n";
+      t += p + "_dlo = Sub(" + lo + ", " + v + ")\n" + p + "_dhi = Sub(" + v + ", " + hi + ")\n";
+      t += p + "_dx = Where(" + p + "_below, " + p + "_dlo, " + p + "_dhi)\n";
+      t += p + "_q = Div(" + p + "_dx, " + p + "_rng)\n" + p + "_n = Floor(" + p + "_q)\n";
+      t += p + "_nr = Mul(" + p + "_n, " + p + "_rng)\n" + p + "_rem = Sub(" + p + "_dx, " + p + "_nr)\n";
+      t += p + "_n2 = Div(" + p + "_n, two)\n" + p + "_n2f = Floor(" + p + "_n2)\n" + p + "_n2x = Mul(" + p +
+           "_n2f, two)\n" + p + "_odd = Sub(" + p + "_n, " + p + "_n2x)\n" + p + "_even = Less(" + p +
+           "_odd, half)\n";
+      t += p + "_lo_r = Add(" + lo + ", " + p + "_rem)\n" + p + "_hi_r = Sub(" + hi + ", " + p + "_rem)\n";
+      // below: even -> lo + r, odd -> hi - r; above: even -> hi - r, odd -> lo + r
+      t += p + "_from_lo = Equal(" + p + "_below, " + p + "_even)\n";
+      t += p + "_refl = Where(" + p + "_from_lo, " + p + "_lo_r, " + p + "_hi_r)\n";
+      t += p + "_above = Greater(" + v + ", " + hi + ")\n" + p + "_outside = Or(" + p + "_below, " + p + "_above)\n";
+      t += p + "_has_rng = Greater(" + p + "_rng, zero)\n" + p + "_safe = Where(" + p + "_has_rng, " + p + "_refl, " +
+           lo + ")\n";
+      t += out + " = Where(" + p + "_outside, " + p + "_safe, " + v + ")\n";
+    };
+    auto clamp = [&](const std::string& out, const std::string& v, const std::string& lo, const std::string& hi) {
+      t += out + "_lo = Max(" + v + ", " + lo + ")\n" + out + " = Min(" + out + "_lo, " + hi + ")\n";
+    };
+    if (mode == "bicubic") {  // PyTorch (and onnxruntime) pad bicubic's taps only, not the coordinate
+      t += a + "_c = Identity(" + a + "_c1)\n";
+    } else if (padding == "border") {
+      t += a + "_out_lo = Less(" + a + "_c1, " + a + "_min)\n" + a + "_out_hi = Greater(" + a + "_c1, " + a +
+           "_max)\n" + a + "_out = Or(" + a + "_out_lo, " + a + "_out_hi)\n";
+      clamp(a + "_cl", a + "_c1", "zero", a + "_last");
+      t += a + "_c = Where(" + a + "_out, " + a + "_cl, " + a + "_c1)\n";
+    } else if (padding == "reflection") {
+      reflect(a + "_c", a + "_c1", a + "_min", a + "_max");
+    } else {
+      t += a + "_c = Identity(" + a + "_c1)\n";
+    }
+    // Taps: start offset and weights.
+    std::vector<Tap> taps;
+    std::vector<std::pair<int, std::string>> offsets;  // (offset from floor, weight name)
+    if (mode == "nearest") {
+      t += a + "_f = Identity(" + a + "_c)\n" + a + "_w0z = Mul(" + a + "_c, zero)\n" + a + "_w0 = Add(" + a +
+           "_w0z, one)\n";
+      offsets = {{0, a + "_w0"}};
+    } else {
+      t += a + "_f = Floor(" + a + "_c)\n" + a + "_t = Sub(" + a + "_c, " + a + "_f)\n";
+      if (mode == "bilinear") {
+        t += a + "_w0 = Sub(one, " + a + "_t)\n" + a + "_w1 = Identity(" + a + "_t)\n";
+        offsets = {{0, a + "_w0"}, {1, a + "_w1"}};
+      } else {  // Keys' cubic convolution, A = -0.75, at distances t + 1, t, 1 - t, 2 - t
+        auto far = [&](const std::string& w, const std::string& x) {  // ((A x - 5A) x + 8A) x - 4A
+          t += w + "_a = Mul(A, " + x + ")\n" + w + "_b = Sub(" + w + "_a, A5)\n" + w + "_c = Mul(" + w + "_b, " + x +
+               ")\n" + w + "_d = Add(" + w + "_c, A8)\n" + w + "_e = Mul(" + w + "_d, " + x + ")\n" + w +
+               " = Sub(" + w + "_e, A4)\n";
+        };
+        auto near = [&](const std::string& w, const std::string& x) {  // ((A + 2) x - (A + 3)) x x + 1
+          t += w + "_a = Mul(A2, " + x + ")\n" + w + "_b = Sub(" + w + "_a, A3)\n" + w + "_c = Mul(" + w + "_b, " + x +
+               ")\n" + w + "_d = Mul(" + w + "_c, " + x + ")\n" + w + " = Add(" + w + "_d, one)\n";
+        };
+        t += a + "_x0 = Add(" + a + "_t, one)\n" + a + "_x2 = Sub(one, " + a + "_t)\n" + a + "_x3 = Sub(two, " + a +
+             "_t)\n";
+        far(a + "_w0", a + "_x0");
+        near(a + "_w1", a + "_t");
+        near(a + "_w2", a + "_x2");
+        far(a + "_w3", a + "_x3");
+        offsets = {{-1, a + "_w0"}, {0, a + "_w1"}, {1, a + "_w2"}, {2, a + "_w3"}};
+      }
+    }
+    std::vector<Tap> out;
+    for (const auto& [off, w] : offsets) {
+      const std::string i = a + "_i" + std::to_string(off + 1);
+      t += i + "_off = Constant <value = double {" + std::to_string(off) + ".0}> ()\n";
+      t += i + "_p = Add(" + a + "_f, " + i + "_off)\n";
+      std::string weight = w;
+      if (padding == "zeros") {
+        t += i + "_ge = Less(" + i + "_p, zero)\n" + i + "_lt = Less(" + i + "_p, " + a + "_size)\n" + i +
+             "_in_lo = Not(" + i + "_ge)\n" + i + "_in = And(" + i + "_in_lo, " + i + "_lt)\n" + i +
+             "_inf = Cast <to = 11> (" + i + "_in)\n" + i + "_w = Mul(" + w + ", " + i + "_inf)\n";
+        weight = i + "_w";
+        clamp(i + "_q", i + "_p", "zero", a + "_last");
+      } else if (padding == "border") {
+        clamp(i + "_q", i + "_p", "zero", a + "_last");
+      } else {
+        reflect(i + "_rf", i + "_p", a + "_min", a + "_max");
+        t += i + "_tr = Cast <to = 7> (" + i + "_rf)\n" + i + "_trf = Cast <to = 11> (" + i + "_tr)\n";
+        clamp(i + "_q", i + "_trf", "zero", a + "_last");
+      }
+      t += i + " = Cast <to = 7> (" + i + "_q)\n";
+      out.push_back({i, weight});
+    }
+    return out;
+  };
+  const std::vector<Tap> xs = axis_taps("x", 0, 3), ys = axis_taps("y", 1, 2);
+  std::string sum;
+  int k = 0;
+  for (const Tap& ty : ys)
+    for (const Tap& tx : xs) {
+      const std::string p = "tap" + std::to_string(k++);
+      t += p + "_row = Mul(" + ty.index + ", W_i64)\n" + p + "_idx = Add(" + p + "_row, " + tx.index + ")\n";
+      t += p + "_idx_r = Reshape(" + p + "_idx, idx_shape)\n" + p + "_idx_e = Expand(" + p + "_idx_r, gather_shape)\n";
+      t += p + "_v = GatherElements <axis = 2> (Xf, " + p + "_idx_e)\n";
+      t += p + "_w = Mul(" + ty.weight + ", " + tx.weight + ")\n" + p + "_w_r = Reshape(" + p + "_w, idx_shape)\n" + p +
+           "_w_x = CastLike(" + p + "_w_r, X)\n" + p + "_term = Mul(" + p + "_v, " + p + "_w_x)\n";
+      if (sum.empty()) {
+        sum = p + "_term";
+      } else {
+        t += p + "_sum = Add(" + sum + ", " + p + "_term)\n";
+        sum = p + "_sum";
+      }
+    }
+  t += "y_shape = Concat <axis = 0> (N, C, HoWo)\nY = Reshape(" + sum + ", y_shape)\n";
+  make_body(f, "GridSample", {"X", "grid"}, {"Y"}, t);
+}
+
 using BodyBuilder = void (*)(const onnx::NodeProto&, int64_t opset, onnx::FunctionProto&);
 const std::map<std::string, BodyBuilder>& kiln_bodies() {
   static const std::map<std::string, BodyBuilder> bodies = {
       {"DFT", dft_body},
+      {"GridSample", grid_sample_body},
       {"MaxUnpool", max_unpool_body},
       {"ReverseSequence", reverse_sequence_body},
       {"STFT", stft_body},

@@ -3,7 +3,7 @@
 with attributes referenced by the body, called several times) and op types that ONNX's schemas
 define by a function body (MeanVarianceNormalization, the windows), which Kiln imports by
 expanding that body, and the op types for which Kiln writes a body of its own (ReverseSequence,
-MaxUnpool, DFT, STFT). `--device gpu` runs the same models on the GPU (on the GPU machine).
+MaxUnpool, DFT, STFT, GridSample). `--device gpu` runs the same models on the GPU (on the GPU machine).
 """
 import argparse
 import os
@@ -119,6 +119,26 @@ def spectral_model(opset):
                "window": np.hanning(16).astype(np.float32)}
 
 
+def grid_sample_model(opset):
+    # Every mode, padding mode and align_corners, with grid points up to 1.5x outside [-1, 1].
+    modes = ["bilinear", "nearest", "bicubic"] if opset < 20 else ["linear", "nearest", "cubic"]
+    nodes, outs = [], []
+    for mode in modes:
+        for padding in ["zeros", "border", "reflection"]:
+            for align in [0, 1]:
+                name = f"{mode}_{padding}_{align}"
+                nodes.append(h.make_node("GridSample", ["x", "grid"], [name], mode=mode, padding_mode=padding,
+                                         align_corners=align))
+                outs.append(h.make_tensor_value_info(name, T.FLOAT, [2, 3, 6, 5]))
+    g = h.make_graph(nodes, f"grid_sample_{opset}",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 7, 9]),
+                      h.make_tensor_value_info("grid", T.FLOAT, [2, 6, 5, 2])], outs)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=10 if opset >= 20 else 8)
+    rng = np.random.default_rng(4)
+    return m, {"x": rng.standard_normal((2, 3, 7, 9)).astype(np.float32),
+               "grid": rng.uniform(-1.5, 1.5, (2, 6, 5, 2)).astype(np.float32)}
+
+
 def check(kiln, device, name, model, feeds, tmp):
     onnx.checker.check_model(model)
     d = os.path.join(tmp, name)
@@ -150,6 +170,8 @@ def main():
         ok &= check(args.kiln, args.device, "kiln_bodies", *kiln_bodies_model(), tmp)
         ok &= check(args.kiln, args.device, "spectral_17", *spectral_model(17), tmp)
         ok &= check(args.kiln, args.device, "spectral_20", *spectral_model(20), tmp)
+        ok &= check(args.kiln, args.device, "grid_sample_16", *grid_sample_model(16), tmp)
+        ok &= check(args.kiln, args.device, "grid_sample_20", *grid_sample_model(20), tmp)
     print("functions: " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 
