@@ -484,12 +484,108 @@ void grid_sample_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f)
   make_body(f, "GridSample", {"X", "grid"}, {"Y"}, t);
 }
 
+// MelWeightMatrix, as ONNX's reference computes it (in float64): M + 2 points evenly spaced on the
+// mel scale between the edges, mapped to spectrogram bins (floor((dft_length + 1) f / rate)), and
+// triangle filters between neighbouring points: rising over [left, center], falling over
+// [center, right), a single 1 where left and center coincide.
+void mel_weight_matrix_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
+  const int64_t dtype = attr_i(n, "output_datatype", 1);
+  make_body(f, "MelWeightMatrix", {"num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"},
+            {"output"}, R"(
+    zero_i = Constant <value_int = 0> ()
+    one_i = Constant <value_int = 1> ()
+    two_i = Constant <value_int = 2> ()
+    M = Cast <to = 7> (num_mel_bins)
+    L = Cast <to = 7> (dft_length)
+    half_L = Div(L, two_i)
+    bins = Add(half_L, one_i)
+    M2 = Add(M, two_i)
+    points_i = Range(zero_i, M2, one_i)
+    points = Cast <to = 11> (points_i)
+    M2_f = Cast <to = 11> (M2)
+    one = Constant <value = double {1.0}> ()
+    k700 = Constant <value = double {700.0}> ()
+    k2595 = Constant <value = double {2595.0}> ()
+    ln10 = Constant <value = double {2.302585092994046}> ()
+    lo = Cast <to = 11> (lower_edge_hertz)
+    hi = Cast <to = 11> (upper_edge_hertz)
+    lo_r = Div(lo, k700)
+    lo_1 = Add(lo_r, one)
+    lo_ln = Log(lo_1)
+    lo_l10 = Div(lo_ln, ln10)
+    lo_mel = Mul(lo_l10, k2595)
+    hi_r = Div(hi, k700)
+    hi_1 = Add(hi_r, one)
+    hi_ln = Log(hi_1)
+    hi_l10 = Div(hi_ln, ln10)
+    hi_mel = Mul(hi_l10, k2595)
+    span = Sub(hi_mel, lo_mel)
+    step = Div(span, M2_f)
+    mel_s = Mul(points, step)
+    mel = Add(mel_s, lo_mel)
+    e_a = Div(mel, k2595)
+    e_b = Mul(e_a, ln10)
+    e_c = Exp(e_b)
+    e_d = Sub(e_c, one)
+    hz = Mul(e_d, k700)
+    L1 = Add(L, one_i)
+    L1_f = Cast <to = 11> (L1)
+    rate = Cast <to = 11> (sample_rate)
+    scaled = Mul(hz, L1_f)
+    ratio = Div(scaled, rate)
+    fbin = Floor(ratio)
+    start0 = Constant <value_ints = [0]> ()
+    start1 = Constant <value_ints = [1]> ()
+    start2 = Constant <value_ints = [2]> ()
+    M_1 = Reshape(M, start1)
+    end1 = Add(M_1, start1)
+    end2 = Add(M_1, start2)
+    left_c = Slice(fbin, start0, M_1)
+    center_c = Slice(fbin, start1, end1)
+    right_c = Slice(fbin, start2, end2)
+    left = Unsqueeze(left_c, start0)
+    center = Unsqueeze(center_c, start0)
+    right = Unsqueeze(right_c, start0)
+    j_i = Range(zero_i, bins, one_i)
+    j_f = Cast <to = 11> (j_i)
+    j = Unsqueeze(j_f, start1)
+    flat = Equal(center, left)
+    at_center = Equal(j, center)
+    at_center_f = Cast <to = 11> (at_center)
+    ge_left = Less(j, left)
+    not_below = Not(ge_left)
+    above_center = Greater(j, center)
+    not_above = Not(above_center)
+    rising_in = And(not_below, not_above)
+    rise_num = Sub(j, left)
+    rise_den = Sub(center, left)
+    rise_den1 = Max(rise_den, one)
+    rise = Div(rise_num, rise_den1)
+    rise_in_f = Cast <to = 11> (rising_in)
+    rise_v = Mul(rise, rise_in_f)
+    first = Where(flat, at_center_f, rise_v)
+    has_fall = Greater(right, center)
+    below_center = Less(j, center)
+    from_center = Not(below_center)
+    below_right = Less(j, right)
+    fall_span = And(from_center, below_right)
+    falling = And(has_fall, fall_span)
+    fall_num = Sub(right, j)
+    fall_den = Sub(right, center)
+    fall_den1 = Max(fall_den, one)
+    fall = Div(fall_num, fall_den1)
+    weights = Where(falling, fall, first)
+    output = Cast <to = )" + std::to_string(dtype) + R"(> (weights)
+  )");
+}
+
 using BodyBuilder = void (*)(const onnx::NodeProto&, int64_t opset, onnx::FunctionProto&);
 const std::map<std::string, BodyBuilder>& kiln_bodies() {
   static const std::map<std::string, BodyBuilder> bodies = {
       {"DFT", dft_body},
       {"GridSample", grid_sample_body},
       {"MaxUnpool", max_unpool_body},
+      {"MelWeightMatrix", mel_weight_matrix_body},
       {"ReverseSequence", reverse_sequence_body},
       {"STFT", stft_body},
   };

@@ -3,7 +3,7 @@
 with attributes referenced by the body, called several times) and op types that ONNX's schemas
 define by a function body (MeanVarianceNormalization, the windows), which Kiln imports by
 expanding that body, and the op types for which Kiln writes a body of its own (ReverseSequence,
-MaxUnpool, DFT, STFT, GridSample). `--device gpu` runs the same models on the GPU (on the GPU machine).
+MaxUnpool, DFT, STFT, GridSample, MelWeightMatrix). `--device gpu` runs the same models on the GPU (on the GPU machine).
 """
 import argparse
 import os
@@ -139,6 +139,23 @@ def grid_sample_model(opset):
                "grid": rng.uniform(-1.5, 1.5, (2, 6, 5, 2)).astype(np.float32)}
 
 
+def mel_model():
+    # Two filter banks: a full-band one, and a narrower one in float64 with more bins than fit.
+    nodes = [h.make_node("MelWeightMatrix", ["m", "L", "rate", "lo", "hi"], ["full"]),
+             h.make_node("MelWeightMatrix", ["m2", "L", "rate", "lo2", "hi2"], ["narrow"], output_datatype=T.DOUBLE)]
+    inits = [numpy_helper.from_array(np.array(v, dt), name) for name, v, dt in
+             [("m2", 24, np.int64), ("lo2", 300.0, np.float32), ("hi2", 4000.0, np.float32)]]
+    g = h.make_graph(nodes, "mel",
+                     [h.make_tensor_value_info("m", T.INT64, []), h.make_tensor_value_info("L", T.INT64, []),
+                      h.make_tensor_value_info("rate", T.INT64, []), h.make_tensor_value_info("lo", T.FLOAT, []),
+                      h.make_tensor_value_info("hi", T.FLOAT, [])],
+                     [h.make_tensor_value_info("full", T.FLOAT, [65, 10]),
+                      h.make_tensor_value_info("narrow", T.DOUBLE, [65, 24])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    return m, {"m": np.array(10, np.int64), "L": np.array(128, np.int64), "rate": np.array(16000, np.int64),
+               "lo": np.array(0.0, np.float32), "hi": np.array(8000.0, np.float32)}
+
+
 def check(kiln, device, name, model, feeds, tmp):
     onnx.checker.check_model(model)
     d = os.path.join(tmp, name)
@@ -172,6 +189,7 @@ def main():
         ok &= check(args.kiln, args.device, "spectral_20", *spectral_model(20), tmp)
         ok &= check(args.kiln, args.device, "grid_sample_16", *grid_sample_model(16), tmp)
         ok &= check(args.kiln, args.device, "grid_sample_20", *grid_sample_model(20), tmp)
+        ok &= check(args.kiln, args.device, "mel", *mel_model(), tmp)
     print("functions: " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 
