@@ -579,6 +579,130 @@ void mel_weight_matrix_body(const onnx::NodeProto& n, int64_t, onnx::FunctionPro
   )");
 }
 
+// RoiAlign with a fixed sampling_ratio, as ONNX's reference computes it: per region, sr x sr
+// sample points in each output bin (their offsets in bins are constants), each sample bilinear
+// from its four neighbours (zero outside [-1, H] x [-1, W], clamped to the last row and column),
+// then averaged (avg) or maxed (max: the largest weighted neighbour, as onnxruntime does). X is
+// viewed as [N*H*W, C] and gathered at (batch, y, x) for all channels at once.
+void roi_align_body(const onnx::NodeProto& n, int64_t opset, onnx::FunctionProto& f) {
+  auto attr_s = [&](const std::string& name, const std::string& dflt) {
+    const onnx::AttributeProto* a = find_attr(n, name);
+    return a != nullptr ? a->s() : dflt;
+  };
+  const std::string mode = attr_s("mode", "avg");
+  const std::string ctm = attr_s("coordinate_transformation_mode", opset >= 16 ? "half_pixel" : "output_half_pixel");
+  const int64_t oh = attr_i(n, "output_height", 1), ow = attr_i(n, "output_width", 1);
+  const int64_t sr = attr_i(n, "sampling_ratio", 0);
+  const onnx::AttributeProto* scale_attr = find_attr(n, "spatial_scale");
+  const float scale = scale_attr != nullptr ? scale_attr->f() : 1.0f;
+  if (mode != "avg" && mode != "max") throw Error("RoiAlign: mode '" + mode + "' is not avg or max");
+  if (ctm != "half_pixel" && ctm != "output_half_pixel")
+    throw Error("RoiAlign: coordinate_transformation_mode '" + ctm + "' is not half_pixel or output_half_pixel");
+  if (oh < 1 || ow < 1 || oh > 4096 || ow > 4096)
+    throw Error("RoiAlign: output_height and output_width should be 1 to 4096");
+  if (sr < 1 || sr > 64)
+    throw Error("RoiAlign: sampling_ratio " + std::to_string(sr) +
+                " is not supported: Kiln takes a fixed number of samples per bin, 1 to 64 (0, adaptive, makes "
+                "the count depend on each region's size)");
+  auto offsets = [&](int64_t bins) {  // bin + (i + 0.5) / sr, for every sample along an axis
+    std::string v = "[";
+    for (int64_t b = 0; b < bins; ++b)
+      for (int64_t i = 0; i < sr; ++i)
+        v += (v.size() > 1 ? ", " : "") + std::to_string(static_cast<double>(b) + (static_cast<double>(i) + 0.5) / sr);
+    return v + "]";
+  };
+  std::string t = R"(
+    roisf = Cast <to = 1> (rois)
+    scale = Constant <value_float = )" + std::to_string(scale) + R"(> ()
+    shift = Constant <value_float = )" + (ctm == "half_pixel" ? "0.5" : "0.0") + R"(> ()
+    scaled = Mul(roisf, scale)
+    box = Sub(scaled, shift)
+    i0 = Constant <value_int = 0> ()
+    i1 = Constant <value_int = 1> ()
+    i2 = Constant <value_int = 2> ()
+    i3 = Constant <value_int = 3> ()
+    x1 = Gather <axis = 1> (box, i0)
+    y1 = Gather <axis = 1> (box, i1)
+    x2 = Gather <axis = 1> (box, i2)
+    y2 = Gather <axis = 1> (box, i3)
+    zero = Constant <value_float = 0.0> ()
+    one = Constant <value_float = 1.0> ()
+    minus_one = Constant <value_float = -1.0> ()
+    axis1 = Constant <value_ints = [1]> ()
+    N = Shape <end = 1> (X)
+    C = Shape <start = 1, end = 2> (X)
+    H_i = Shape <start = 2, end = 3> (X)
+    W_i = Shape <start = 3, end = 4> (X)
+    H_s = Squeeze(H_i)
+    W_s = Squeeze(W_i)
+    H_f = Cast <to = 1> (H_i)
+    W_f = Cast <to = 1> (W_i)
+    Xt = Transpose <perm = [0, 2, 3, 1]> (X)
+    minus1 = Constant <value_ints = [-1]> ()
+    Xt_shape = Concat <axis = 0> (minus1, C)
+    Xflat = Reshape(Xt, Xt_shape)
+    batch = Unsqueeze(batch_indices, axis1)
+  )";
+  // Per axis: the samples' low and high rows (columns), their weights, and whether they count.
+  auto axis = [&](const std::string& a, const std::string& lo, const std::string& hi, const std::string& size_f,
+                  int64_t bins) {
+    t += a + "_len0 = Sub(" + hi + ", " + lo + ")\n";
+    t += ctm == "output_half_pixel" ? a + "_len = Max(" + a + "_len0, one)\n" : a + "_len = Identity(" + a + "_len0)\n";
+    t += a + "_bins = Constant <value_float = " + std::to_string(bins) + ".0> ()\n";
+    t += a + "_bin = Div(" + a + "_len, " + a + "_bins)\n";
+    t += a + "_offsets = Constant <value_floats = " + offsets(bins) + "> ()\n";
+    t += a + "_bin2 = Unsqueeze(" + a + "_bin, axis1)\n" + a + "_lo2 = Unsqueeze(" + lo + ", axis1)\n";
+    t += a + "_step = Mul(" + a + "_bin2, " + a + "_offsets)\n" + a + "_p = Add(" + a + "_lo2, " + a + "_step)\n";
+    t += a + "_under = Less(" + a + "_p, minus_one)\n" + a + "_over = Greater(" + a + "_p, " + size_f + ")\n" + a +
+         "_out = Or(" + a + "_under, " + a + "_over)\n" + a + "_in = Not(" + a + "_out)\n" + a +
+         "_mask = Cast <to = 1> (" + a + "_in)\n";
+    t += a + "_pc = Max(" + a + "_p, zero)\n" + a + "_fl = Floor(" + a + "_pc)\n" + a + "_last = Sub(" + size_f +
+         ", one)\n";
+    t += a + "_at_end = Less(" + a + "_fl, " + a + "_last)\n" + a + "_edge = Not(" + a + "_at_end)\n";
+    t += a + "_lo_f = Min(" + a + "_fl, " + a + "_last)\n" + a + "_p2 = Where(" + a + "_edge, " + a + "_lo_f, " + a +
+         "_pc)\n";
+    t += a + "_hi_f0 = Add(" + a + "_lo_f, one)\n" + a + "_hi_f = Min(" + a + "_hi_f0, " + a + "_last)\n";
+    t += a + "_l = Sub(" + a + "_p2, " + a + "_lo_f)\n" + a + "_h = Sub(one, " + a + "_l)\n";
+    t += a + "_wl = Mul(" + a + "_h, " + a + "_mask)\n" + a + "_wh = Mul(" + a + "_l, " + a + "_mask)\n";
+    t += a + "_ilo = Cast <to = 7> (" + a + "_lo_f)\n" + a + "_ihi = Cast <to = 7> (" + a + "_hi_f)\n";
+  };
+  axis("y", "y1", "y2", "H_f", oh);
+  axis("x", "x1", "x2", "W_f", ow);
+  // [R, Sy, 1] and [R, 1, Sx] index and weight grids for the four neighbours.
+  t += R"(
+    axis2 = Constant <value_ints = [2]> ()
+    batch3 = Unsqueeze(batch, axis2)
+    bH = Mul(batch3, H_s)
+  )";
+  std::vector<std::string> terms;
+  for (const char* ya : {"lo", "hi"})
+    for (const char* xa : {"lo", "hi"}) {
+      const std::string p = std::string("c_") + ya + xa;
+      const std::string yi = std::string("y_i") + ya, xi = std::string("x_i") + xa;
+      const std::string yw = std::string("y_w") + (ya[0] == 'l' ? "l" : "h"), xw = std::string("x_w") + (xa[0] == 'l' ? "l" : "h");
+      t += p + "_y3 = Unsqueeze(" + yi + ", axis2)\n" + p + "_x3 = Unsqueeze(" + xi + ", axis1)\n";
+      t += p + "_row = Add(bH, " + p + "_y3)\n" + p + "_rowW = Mul(" + p + "_row, W_s)\n" + p + "_idx = Add(" + p +
+           "_rowW, " + p + "_x3)\n";
+      t += p + "_v = Gather(Xflat, " + p + "_idx)\n";  // [R, Sy, Sx, C]
+      t += p + "_wy = Unsqueeze(" + yw + ", axis2)\n" + p + "_wx = Unsqueeze(" + xw + ", axis1)\n" + p +
+           "_w = Mul(" + p + "_wy, " + p + "_wx)\n" + p + "_w4 = Unsqueeze(" + p + "_w, minus1)\n" + p +
+           "_wt = CastLike(" + p + "_w4, X)\n" + p + "_term = Mul(" + p + "_v, " + p + "_wt)\n";
+      terms.push_back(p + "_term");
+    }
+  if (mode == "avg")
+    t += "s01 = Add(" + terms[0] + ", " + terms[1] + ")\ns012 = Add(s01, " + terms[2] + ")\nsamples = Add(s012, " +
+         terms[3] + ")\n";
+  else
+    t += "samples = Max(" + terms[0] + ", " + terms[1] + ", " + terms[2] + ", " + terms[3] + ")\n";
+  t += "R = Shape <end = 1> (rois)\n";
+  t += "grid_dims = Constant <value_ints = [" + std::to_string(oh) + ", " + std::to_string(sr) + ", " +
+       std::to_string(ow) + ", " + std::to_string(sr) + "]> ()\n";
+  t += "split_shape = Concat <axis = 0> (R, grid_dims, C)\nsplit = Reshape(samples, split_shape)\n";
+  t += std::string("pooled = ") + (mode == "avg" ? "ReduceMean" : "ReduceMax") + " <axes = [2, 4], keepdims = 0> (split)\n";
+  t += "Y = Transpose <perm = [0, 3, 1, 2]> (pooled)\n";
+  make_body(f, "RoiAlign", {"X", "rois", "batch_indices"}, {"Y"}, t);
+}
+
 using BodyBuilder = void (*)(const onnx::NodeProto&, int64_t opset, onnx::FunctionProto&);
 const std::map<std::string, BodyBuilder>& kiln_bodies() {
   static const std::map<std::string, BodyBuilder> bodies = {
@@ -587,6 +711,7 @@ const std::map<std::string, BodyBuilder>& kiln_bodies() {
       {"MaxUnpool", max_unpool_body},
       {"MelWeightMatrix", mel_weight_matrix_body},
       {"ReverseSequence", reverse_sequence_body},
+      {"RoiAlign", roi_align_body},
       {"STFT", stft_body},
   };
   return bodies;
@@ -727,13 +852,18 @@ std::vector<std::string> function_body_op_types(const std::string& op_type, int6
   Body body = schema_body(op_type, opset);
   onnx::FunctionProto built;
   if (auto k = kiln_bodies().find(op_type); k != kiln_bodies().end()) {
-    onnx::NodeProto sample;  // every input given, default attributes, and the one MaxUnpool requires
+    // Every input given, default attributes, and the ones MaxUnpool and RoiAlign need.
+    onnx::NodeProto sample;
     sample.set_op_type(op_type);
     for (const char* in : {"a", "b", "c", "d"}) sample.add_input(in);
     auto* a = sample.add_attribute();
     a->set_name("kernel_shape");
     a->set_type(onnx::AttributeProto::INTS);
     a->add_ints(2);
+    auto* sr = sample.add_attribute();
+    sr->set_name("sampling_ratio");
+    sr->set_type(onnx::AttributeProto::INT);
+    sr->set_i(2);
     k->second(sample, opset, built);
     body.proto = &built;
   }

@@ -820,6 +820,10 @@ TEST(ImportFunctions, KilnBodiesCheckTheirAttributes) {
   n = one_node(m, 11, {1, 1, 2, 2}, "MaxUnpool", {"x", "i"}, {"y"}, "unpool");
   e = import_error(m);
   EXPECT_TRUE(has(e, "node 'unpool' (MaxUnpool): MaxUnpool: attribute 'kernel_shape' is required")) << e;
+
+  one_node(m, 16, {1, 3, 8, 8}, "RoiAlign", {"x", "rois", "batch"}, {"y"}, "roi");  // sampling_ratio 0
+  e = import_error(m);
+  EXPECT_TRUE(has(e, "node 'roi' (RoiAlign): RoiAlign: sampling_ratio 0 is not supported")) << e;
 }
 
 }  // namespace

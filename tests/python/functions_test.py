@@ -3,7 +3,7 @@
 with attributes referenced by the body, called several times) and op types that ONNX's schemas
 define by a function body (MeanVarianceNormalization, the windows), which Kiln imports by
 expanding that body, and the op types for which Kiln writes a body of its own (ReverseSequence,
-MaxUnpool, DFT, STFT, GridSample, MelWeightMatrix). `--device gpu` runs the same models on the GPU (on the GPU machine).
+MaxUnpool, DFT, STFT, GridSample, MelWeightMatrix, RoiAlign). `--device gpu` runs the same models on the GPU (on the GPU machine).
 """
 import argparse
 import os
@@ -156,6 +156,30 @@ def mel_model():
                "lo": np.array(0.0, np.float32), "hi": np.array(8000.0, np.float32)}
 
 
+def roi_align_model(opset):
+    # Regions inside, across and outside the image edge; both modes; both coordinate modes (opset 16).
+    configs = [("avg", "half_pixel", 2, 3, 4, 0.5), ("avg", "output_half_pixel", 1, 2, 2, 1.0),
+               ("max", "half_pixel", 2, 2, 3, 0.25), ("avg", "half_pixel", 3, 5, 5, 0.5)]
+    nodes, outs = [], []
+    for k, (mode, ctm, sr, oh, ow, scale) in enumerate(configs):
+        extra = {"coordinate_transformation_mode": ctm} if opset >= 16 else {}
+        if opset < 16 and ctm == "half_pixel":
+            continue
+        nodes.append(h.make_node("RoiAlign", ["x", "rois", "batch"], [f"y{k}"], mode=mode, sampling_ratio=sr,
+                                 output_height=oh, output_width=ow, spatial_scale=scale, **extra))
+        outs.append(h.make_tensor_value_info(f"y{k}", T.FLOAT, [5, 3, oh, ow]))
+    g = h.make_graph(nodes, f"roi_align_{opset}",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 10, 12]),
+                      h.make_tensor_value_info("rois", T.FLOAT, [5, 4]),
+                      h.make_tensor_value_info("batch", T.INT64, [5])], outs)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=8)
+    rng = np.random.default_rng(5)
+    rois = np.array([[1, 1, 9, 7], [0, 0, 23, 19], [-3, -2, 5, 6], [18, 12, 30, 26], [4.5, 2.2, 4.9, 2.6]],
+                    np.float32)
+    return m, {"x": rng.standard_normal((2, 3, 10, 12)).astype(np.float32), "rois": rois,
+               "batch": np.array([0, 1, 1, 0, 1], np.int64)}
+
+
 def check(kiln, device, name, model, feeds, tmp):
     onnx.checker.check_model(model)
     d = os.path.join(tmp, name)
@@ -190,6 +214,8 @@ def main():
         ok &= check(args.kiln, args.device, "grid_sample_16", *grid_sample_model(16), tmp)
         ok &= check(args.kiln, args.device, "grid_sample_20", *grid_sample_model(20), tmp)
         ok &= check(args.kiln, args.device, "mel", *mel_model(), tmp)
+        ok &= check(args.kiln, args.device, "roi_align_16", *roi_align_model(16), tmp)
+        ok &= check(args.kiln, args.device, "roi_align_10", *roi_align_model(10), tmp)
     print("functions: " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 
