@@ -67,6 +67,8 @@ if [[ -d "$TESTDATA/node" ]]; then
 else
   echo "warning: $TESTDATA not found; the ONNX and tensor corpora start empty" >&2
 fi
+# A model calling its own functions (the ONNX test data of this version has none).
+python3 "$ROOT/tests/fuzz/functions_seed.py" "$SEEDS/onnx/functions_seed.onnx" 2>/dev/null || true
 # IDX: Fashion-MNIST's gzipped test labels (5 KB) and a small plain uint8 [2, 2] file.
 [[ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]] &&
   cp /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz "$SEEDS/idx/labels.gz"
