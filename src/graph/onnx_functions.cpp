@@ -703,6 +703,128 @@ void roi_align_body(const onnx::NodeProto& n, int64_t opset, onnx::FunctionProto
   make_body(f, "RoiAlign", {"X", "rois", "batch_indices"}, {"Y"}, t);
 }
 
+// ---- ai.onnx.preview.training's optimizers: one update step, elementwise, per the spec's formulas.
+// Inputs R (learning rate), T (step count), then the n tensors X, the n gradients G and the n (or
+// 2n, Adam) states; outputs the new X then the new states.
+
+float attr_f(const onnx::NodeProto& n, const std::string& name, float dflt) {
+  const onnx::AttributeProto* a = find_attr(n, name);
+  return a != nullptr ? a->f() : dflt;
+}
+std::string float_const(const std::string& name, float v) {
+  return name + " = Constant <value_float = " + std::to_string(v) + "> ()\n";
+}
+// The number of tensors a call updates: (inputs - 2) / per_tensor, checked.
+int optimizer_tensors(const onnx::NodeProto& n, int per_tensor) {
+  const int k = n.input_size() - 2;
+  if (k <= 0 || k % per_tensor != 0 || n.output_size() > k / per_tensor * (per_tensor - 1))
+    throw Error(n.op_type() + ": expects R, T and " + std::to_string(per_tensor) + " inputs per tensor (X, G, state" +
+                (per_tensor == 4 ? "s" : "") + "), and at most " + std::to_string(per_tensor - 1) +
+                " outputs per tensor; got " + std::to_string(n.input_size()) + " inputs and " +
+                std::to_string(n.output_size()) + " outputs");
+  return k / per_tensor;
+}
+std::vector<std::string> names(const std::string& prefix, int count) {
+  std::vector<std::string> v;
+  for (int i = 0; i < count; ++i) v.push_back(prefix + std::to_string(i));
+  return v;
+}
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+void adagrad_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
+  const int k = optimizer_tensors(n, 3);
+  std::string t = float_const("decay", attr_f(n, "decay_factor", 0.0f)) + float_const("eps", attr_f(n, "epsilon", 1e-6f)) +
+                  float_const("norm", attr_f(n, "norm_coefficient", 0.0f)) + float_const("one", 1.0f) + R"(
+    T_f = Cast <to = 1> (T)
+    decayed = Mul(T_f, decay)
+    denom = Add(decayed, one)
+    r = Div(R, denom)
+  )";
+  for (int i = 0; i < k; ++i) {
+    const std::string s = std::to_string(i);
+    t += "nx" + s + " = Mul(norm, X" + s + ")\ng" + s + " = Add(nx" + s + ", G" + s + ")\n";
+    t += "g2_" + s + " = Mul(g" + s + ", g" + s + ")\nH_new" + s + " = Add(H" + s + ", g2_" + s + ")\n";
+    t += "root" + s + " = Sqrt(H_new" + s + ")\nadaptive" + s + " = Add(root" + s + ", eps)\n";
+    t += "rg" + s + " = Mul(r, g" + s + ")\nstep" + s + " = Div(rg" + s + ", adaptive" + s + ")\n";
+    t += "X_new" + s + " = Sub(X" + s + ", step" + s + ")\n";
+  }
+  make_body(f, "Adagrad", concat(concat(concat({"R", "T"}, names("X", k)), names("G", k)), names("H", k)),
+            concat(names("X_new", k), names("H_new", k)), t);
+}
+
+void momentum_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
+  const int k = optimizer_tensors(n, 3);
+  auto mode = find_attr(n, "mode");
+  const std::string m = mode != nullptr ? mode->s() : "standard";
+  if (m != "standard" && m != "nesterov") throw Error("Momentum: mode '" + m + "' is not standard or nesterov");
+  if (find_attr(n, "alpha") == nullptr || find_attr(n, "beta") == nullptr)
+    throw Error("Momentum: attributes 'alpha' and 'beta' are required");
+  std::string t = float_const("alpha", attr_f(n, "alpha", 0.0f)) + float_const("beta", attr_f(n, "beta", 0.0f)) +
+                  float_const("norm", attr_f(n, "norm_coefficient", 0.0f)) + float_const("one", 1.0f) + R"(
+    zero_i = Constant <value_int = 0> ()
+    started = Greater(T, zero_i)
+    beta_t = Where(started, beta, one)
+  )";
+  for (int i = 0; i < k; ++i) {
+    const std::string s = std::to_string(i);
+    t += "nx" + s + " = Mul(norm, X" + s + ")\ng" + s + " = Add(nx" + s + ", G" + s + ")\n";
+    t += "av" + s + " = Mul(alpha, V" + s + ")\nbg" + s + " = Mul(beta_t, g" + s + ")\nV_new" + s + " = Add(av" + s +
+         ", bg" + s + ")\n";
+    if (m == "standard") {
+      t += "dir" + s + " = Identity(V_new" + s + ")\n";
+    } else {
+      t += "av_new" + s + " = Mul(alpha, V_new" + s + ")\ndir" + s + " = Add(g" + s + ", av_new" + s + ")\n";
+    }
+    t += "step" + s + " = Mul(R, dir" + s + ")\nX_new" + s + " = Sub(X" + s + ", step" + s + ")\n";
+  }
+  make_body(f, "Momentum", concat(concat(concat({"R", "T"}, names("X", k)), names("G", k)), names("V", k)),
+            concat(names("X_new", k), names("V_new", k)), t);
+}
+
+void adam_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
+  const int k = optimizer_tensors(n, 4);
+  std::string t = float_const("alpha", attr_f(n, "alpha", 0.9f)) + float_const("beta", attr_f(n, "beta", 0.999f)) +
+                  float_const("eps", attr_f(n, "epsilon", 1e-6f)) + float_const("norm", attr_f(n, "norm_coefficient", 0.0f)) +
+                  float_const("post", attr_f(n, "norm_coefficient_post", 0.0f)) + float_const("one", 1.0f) + R"(
+    one_m_alpha = Sub(one, alpha)
+    one_m_beta = Sub(one, beta)
+    keep = Sub(one, post)
+    zero_i = Constant <value_int = 0> ()
+    started = Greater(T, zero_i)
+    T_f = Cast <to = 1> (T)
+    alpha_t = Pow(alpha, T_f)
+    beta_t = Pow(beta, T_f)
+    bias_b = Sub(one, beta_t)
+    bias_b_root = Sqrt(bias_b)
+    bias_a = Sub(one, alpha_t)
+    bias = Div(bias_b_root, bias_a)
+    R_bias = Mul(R, bias)
+    r = Where(started, R_bias, R)
+  )";
+  for (int i = 0; i < k; ++i) {
+    const std::string s = std::to_string(i);
+    t += "nx" + s + " = Mul(norm, X" + s + ")\ng" + s + " = Add(nx" + s + ", G" + s + ")\n";
+    t += "av" + s + " = Mul(alpha, V" + s + ")\nag" + s + " = Mul(one_m_alpha, g" + s + ")\nV_new" + s + " = Add(av" +
+         s + ", ag" + s + ")\n";
+    t += "g2_" + s + " = Mul(g" + s + ", g" + s + ")\nbh" + s + " = Mul(beta, H" + s + ")\nbg" + s +
+         " = Mul(one_m_beta, g2_" + s + ")\nH_new" + s + " = Add(bh" + s + ", bg" + s + ")\n";
+    t += "root" + s + " = Sqrt(H_new" + s + ")\nden" + s + " = Add(root" + s + ", eps)\n";
+    t += "rv" + s + " = Mul(r, V_new" + s + ")\nstep" + s + " = Div(rv" + s + ", den" + s + ")\nx1_" + s + " = Sub(X" +
+         s + ", step" + s + ")\nX_new" + s + " = Mul(x1_" + s + ", keep)\n";
+  }
+  make_body(f, "Adam",
+            concat(concat(concat(concat({"R", "T"}, names("X", k)), names("G", k)), names("V", k)), names("H", k)),
+            concat(concat(names("X_new", k), names("V_new", k)), names("H_new", k)), t);
+}
+
+// Kiln's bodies are keyed by op type, "domain::op type" outside the default domain.
+std::string body_key(const std::string& domain, const std::string& op_type) {
+  return default_domain(domain) ? op_type : domain + "::" + op_type;
+}
+
 using BodyBuilder = void (*)(const onnx::NodeProto&, int64_t opset, onnx::FunctionProto&);
 const std::map<std::string, BodyBuilder>& kiln_bodies() {
   static const std::map<std::string, BodyBuilder> bodies = {
@@ -713,6 +835,9 @@ const std::map<std::string, BodyBuilder>& kiln_bodies() {
       {"ReverseSequence", reverse_sequence_body},
       {"RoiAlign", roi_align_body},
       {"STFT", stft_body},
+      {"ai.onnx.preview.training::Adagrad", adagrad_body},
+      {"ai.onnx.preview.training::Adam", adam_body},
+      {"ai.onnx.preview.training::Momentum", momentum_body},
   };
   return bodies;
 }
@@ -756,13 +881,13 @@ class Expander {
   Body find(const onnx::NodeProto& np, int64_t opset) {
     auto it = local_.find({np.domain(), np.op_type()});
     if (it != local_.end()) return {it->second, nullptr, body_opset(*it->second, opset)};
-    if (!default_domain(np.domain()) || np.op_type().empty()) return {};
-    if (auto k = kiln_bodies().find(np.op_type()); k != kiln_bodies().end()) {
+    if (np.op_type().empty()) return {};
+    if (auto k = kiln_bodies().find(body_key(np.domain(), np.op_type())); k != kiln_bodies().end()) {
       onnx::FunctionProto& f = built_.emplace_back();
       k->second(np, opset, f);
       return {&f, nullptr, kKilnBodyOpset};
     }
-    return schema_body(np.op_type(), opset);
+    return default_domain(np.domain()) ? schema_body(np.op_type(), opset) : Body{};
   }
 
   std::string fresh(const std::string& hint) {
@@ -852,10 +977,19 @@ std::vector<std::string> function_body_op_types(const std::string& op_type, int6
   Body body = schema_body(op_type, opset);
   onnx::FunctionProto built;
   if (auto k = kiln_bodies().find(op_type); k != kiln_bodies().end()) {
-    // Every input given, default attributes, and the ones MaxUnpool and RoiAlign need.
+    // Every input given (14: R, T and 4 tensors of 3 inputs or 3 of 4 for the optimizers), default
+    // attributes, and the ones MaxUnpool, RoiAlign and Momentum need.
     onnx::NodeProto sample;
-    sample.set_op_type(op_type);
-    for (const char* in : {"a", "b", "c", "d"}) sample.add_input(in);
+    const size_t sep = op_type.find("::");
+    sample.set_op_type(sep == std::string::npos ? op_type : op_type.substr(sep + 2));
+    if (sep != std::string::npos) sample.set_domain(op_type.substr(0, sep));
+    for (int i = 0; i < 14; ++i) sample.add_input(std::to_string(i));
+    for (const char* name : {"alpha", "beta"}) {
+      auto* ab = sample.add_attribute();
+      ab->set_name(name);
+      ab->set_type(onnx::AttributeProto::FLOAT);
+      ab->set_f(0.5f);
+    }
     auto* a = sample.add_attribute();
     a->set_name("kernel_shape");
     a->set_type(onnx::AttributeProto::INTS);

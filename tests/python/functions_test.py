@@ -3,7 +3,8 @@
 with attributes referenced by the body, called several times) and op types that ONNX's schemas
 define by a function body (MeanVarianceNormalization, the windows), which Kiln imports by
 expanding that body, and the op types for which Kiln writes a body of its own (ReverseSequence,
-MaxUnpool, DFT, STFT, GridSample, MelWeightMatrix, RoiAlign). `--device gpu` runs the same models on the GPU (on the GPU machine).
+MaxUnpool, DFT, STFT, GridSample, MelWeightMatrix, RoiAlign, and ai.onnx.preview.training's
+Adagrad, Momentum and Adam, checked against ONNX's reference evaluator). `--device gpu` runs the same models on the GPU (on the GPU machine).
 """
 import argparse
 import os
@@ -17,6 +18,7 @@ import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 
 def local_functions_model():
@@ -180,13 +182,45 @@ def roi_align_model(opset):
                "batch": np.array([0, 1, 1, 0, 1], np.int64)}
 
 
-def check(kiln, device, name, model, feeds, tmp):
+def optimizers_model():
+    # ai.onnx.preview.training's update steps (onnxruntime does not run them: ONNX's reference
+    # evaluator is the oracle), several tensors each, every attribute set, T > 0.
+    d = "ai.onnx.preview.training"
+    nodes = [h.make_node("Adagrad", ["R", "T", "X1", "X2", "G1", "G2", "H1", "H2"],
+                         ["ag_X1", "ag_X2", "ag_H1", "ag_H2"], domain=d, decay_factor=0.1, epsilon=1e-3,
+                         norm_coefficient=0.01),
+             h.make_node("Momentum", ["R", "T", "X1", "X2", "G1", "G2", "H1", "H2"],
+                         ["mn_X1", "mn_X2", "mn_V1", "mn_V2"], domain=d, alpha=0.9, beta=0.5, mode="nesterov",
+                         norm_coefficient=0.02),
+             h.make_node("Adam", ["R", "T", "X1", "X2", "G1", "G2", "H1", "H2", "H1", "H2"],
+                         ["ad_X1", "ad_X2", "ad_V1", "ad_V2", "ad_H1", "ad_H2"], domain=d, alpha=0.8, beta=0.7,
+                         epsilon=1e-4, norm_coefficient=0.03, norm_coefficient_post=0.05)]
+    shapes = {"X1": [3, 4], "X2": [5]}
+    inputs = [h.make_tensor_value_info("R", T.FLOAT, []), h.make_tensor_value_info("T", T.INT64, [])]
+    for k in ["X", "G", "H"]:
+        inputs += [h.make_tensor_value_info(f"{k}{i}", T.FLOAT, shapes[f"X{i}"]) for i in (1, 2)]
+    outputs = [h.make_tensor_value_info(o, T.FLOAT, shapes["X" + o[-1]]) for n in nodes for o in n.output]
+    g = h.make_graph(nodes, "optimizers", inputs, outputs)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid(d, 1)], ir_version=8)
+    rng = np.random.default_rng(6)
+    feeds = {"R": np.array(0.1, np.float32), "T": np.array(3, np.int64)}
+    for k in ["X", "G", "H"]:
+        for i in (1, 2):
+            v = rng.standard_normal(shapes[f"X{i}"]).astype(np.float32)
+            feeds[f"{k}{i}"] = np.abs(v) if k == "H" else v
+    return m, feeds
+
+
+def check(kiln, device, name, model, feeds, tmp, oracle="onnxruntime"):
     onnx.checker.check_model(model)
     d = os.path.join(tmp, name)
     os.makedirs(d)
     path = os.path.join(d, "model.onnx")
     onnx.save(model, path)
-    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    if oracle == "onnxruntime":
+        expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    else:
+        expected = ReferenceEvaluator(model).run(None, feeds)
     for i, (k, v) in enumerate(feeds.items()):
         with open(os.path.join(d, f"input_{i}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(v, k).SerializeToString())
@@ -216,6 +250,7 @@ def main():
         ok &= check(args.kiln, args.device, "mel", *mel_model(), tmp)
         ok &= check(args.kiln, args.device, "roi_align_16", *roi_align_model(16), tmp)
         ok &= check(args.kiln, args.device, "roi_align_10", *roi_align_model(10), tmp)
+        ok &= check(args.kiln, args.device, "optimizers", *optimizers_model(), tmp, oracle="onnx reference")
     print("functions: " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 
