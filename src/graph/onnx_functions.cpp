@@ -820,24 +820,181 @@ void adam_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
             concat(concat(names("X_new", k), names("V_new", k)), names("H_new", k)), t);
 }
 
+// TfIdfVectorizer over integer tokens (X [L] or [N, L]): for each n-gram length and skip distance
+// d (only d = 1 for unigrams, as onnxruntime counts them once), the n slices X[:, j d : ...] are
+// compared with all pool n-grams of that length at once ([N, positions, G]), matched positions
+// counted, and the counts mapped to ngram_indexes by a constant 0/1 matrix; TF, IDF or TFIDF
+// weighting per pool n-gram.
+void tfidf_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
+  auto attr_s = [&](const std::string& name, const std::string& dflt) {
+    const onnx::AttributeProto* a = find_attr(n, name);
+    return a != nullptr ? a->s() : dflt;
+  };
+  if (find_attr(n, "pool_strings") != nullptr)
+    throw Error("TfIdfVectorizer: string n-grams (pool_strings) are not supported; Kiln has no string tensors");
+  const std::string mode = attr_s("mode", "");
+  if (mode != "TF" && mode != "IDF" && mode != "TFIDF") throw Error("TfIdfVectorizer: mode should be TF, IDF or TFIDF");
+  const int64_t min_n = attr_i(n, "min_gram_length", 0), max_n = attr_i(n, "max_gram_length", 0),
+                skips = attr_i(n, "max_skip_count", 0);
+  const std::vector<int64_t> pool = attr_ints(n, "pool_int64s"), counts = attr_ints(n, "ngram_counts"),
+                             indexes = attr_ints(n, "ngram_indexes");
+  std::vector<float> weights;
+  if (const onnx::AttributeProto* w = find_attr(n, "weights")) weights.assign(w->floats().begin(), w->floats().end());
+  if (min_n < 1 || max_n < min_n || max_n > static_cast<int64_t>(counts.size()) || skips < 0 || skips > 64)
+    throw Error("TfIdfVectorizer: min_gram_length " + std::to_string(min_n) + ", max_gram_length " +
+                std::to_string(max_n) + ", max_skip_count " + std::to_string(skips) + " and " +
+                std::to_string(counts.size()) + " ngram_counts do not fit together");
+  // The pool's n-grams by length: [start, end) in pool for length k + 1.
+  std::vector<std::vector<std::vector<int64_t>>> grams(counts.size());
+  size_t total = 0;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    const int64_t start = counts[k], end = k + 1 < counts.size() ? counts[k + 1] : static_cast<int64_t>(pool.size());
+    const int64_t len = static_cast<int64_t>(k) + 1;
+    if (start < 0 || end < start || end > static_cast<int64_t>(pool.size()) || (end - start) % len != 0)
+      throw Error("TfIdfVectorizer: ngram_counts " + ints_text(counts) + " do not split pool_int64s (" +
+                  std::to_string(pool.size()) + " values) into n-grams");
+    for (int64_t g = start; g < end; g += len) grams[k].emplace_back(pool.begin() + g, pool.begin() + g + len);
+    total += grams[k].size();
+  }
+  if (indexes.size() != total || (!weights.empty() && weights.size() != total))
+    throw Error("TfIdfVectorizer: the pool holds " + std::to_string(total) + " n-grams, ngram_indexes has " +
+                std::to_string(indexes.size()) + (weights.empty() ? "" : " and weights " + std::to_string(weights.size())));
+  int64_t outputs = 0;
+  for (int64_t i : indexes) {
+    if (i < 0 || i > (1 << 24)) throw Error("TfIdfVectorizer: ngram_indexes value " + std::to_string(i) + " is out of range");
+    outputs = std::max(outputs, i + 1);
+  }
+  if (total * static_cast<size_t>(skips + 1) > 65536)
+    throw Error("TfIdfVectorizer: " + std::to_string(total) + " n-grams with " + std::to_string(skips + 1) +
+                " skip distances are more than Kiln's body handles (65536 comparisons per position)");
+
+  std::string t = R"(
+    last = Constant <value_ints = [-1]> ()
+    L = Shape <start = -1> (X)
+    x_shape = Concat <axis = 0> (last, L)
+    X64 = Cast <to = 7> (X)
+    x2 = Reshape(X64, x_shape)
+    zero = Constant <value_ints = [0]> ()
+    one = Constant <value_ints = [1]> ()
+    axis1 = Constant <value_ints = [1]> ()
+    axis2 = Constant <value_ints = [2]> ()
+  )";
+  std::vector<std::string> per_length;  // [N, G_k] counts for each length in [min_n, max_n]
+  std::vector<int64_t> order;           // pool positions of the n-grams in per_length's order
+  size_t pool_pos = 0;
+  for (size_t k = 0; k < grams.size(); ++k) {
+    const int64_t len = static_cast<int64_t>(k) + 1;
+    const size_t first = pool_pos;
+    pool_pos += grams[k].size();
+    if (len < min_n || len > max_n || grams[k].empty()) continue;
+    const std::string g = "g" + std::to_string(len);
+    for (int64_t j = 0; j < len; ++j) {  // the j-th item of every n-gram of this length: [1, 1, G]
+      std::vector<int64_t> items;
+      for (const auto& gram : grams[k]) items.push_back(gram[j]);
+      t += g + "_item" + std::to_string(j) + " = Constant <value_ints = " + ints_text(items) + "> ()\n";
+    }
+    std::vector<std::string> per_skip;
+    for (int64_t d = 1; d <= (len == 1 ? 1 : skips + 1); ++d) {
+      const std::string p = g + "_d" + std::to_string(d);
+      std::string match;
+      for (int64_t j = 0; j < len; ++j) {
+        const std::string q = p + "_j" + std::to_string(j);
+        t += q + "_start = Constant <value_ints = [" + std::to_string(j * d) + "]> ()\n";
+        t += q + "_back = Constant <value_ints = [" + std::to_string((len - 1 - j) * d) + "]> ()\n";
+        t += q + "_end = Sub(L, " + q + "_back)\n";
+        t += q + "_x = Slice(x2, " + q + "_start, " + q + "_end, axis1)\n";
+        t += q + "_x3 = Unsqueeze(" + q + "_x, axis2)\n";
+        t += q + "_eq = Equal(" + q + "_x3, " + g + "_item" + std::to_string(j) + ")\n";
+        if (match.empty()) {
+          match = q + "_eq";
+        } else {
+          t += q + "_and = And(" + match + ", " + q + "_eq)\n";
+          match = q + "_and";
+        }
+      }
+      t += p + "_hits = Cast <to = 1> (" + match + ")\n";
+      t += p + "_count = ReduceSum <keepdims = 0> (" + p + "_hits, axis1)\n";
+      per_skip.push_back(p + "_count");
+    }
+    std::string sum = per_skip[0];
+    for (size_t i = 1; i < per_skip.size(); ++i) {
+      t += g + "_sum" + std::to_string(i) + " = Add(" + sum + ", " + per_skip[i] + ")\n";
+      sum = g + "_sum" + std::to_string(i);
+    }
+    per_length.push_back(sum);
+    for (size_t i = 0; i < grams[k].size(); ++i) order.push_back(static_cast<int64_t>(first + i));
+  }
+  std::string all;
+  if (per_length.empty()) {  // no n-gram of a counted length: all zeros
+    t += "N = Shape <end = 1> (x2)\nz_shape = Concat <axis = 0> (N, one)\nzeros_i = ConstantOfShape(z_shape)\n"
+         "tf = Cast <to = 1> (zeros_i)\n";
+    order.clear();
+    all = "tf";
+  } else if (per_length.size() == 1) {
+    all = per_length[0];
+  } else {
+    t += "tf = Concat <axis = 1> (";
+    for (size_t i = 0; i < per_length.size(); ++i) t += (i ? ", " : "") + per_length[i];
+    t += ")\n";
+    all = "tf";
+  }
+  // Weighting per n-gram, then a [G, outputs] 0/1 matrix to the output positions.
+  const size_t G = order.empty() ? 1 : order.size();
+  std::vector<float> w(G, 1.0f), map(G * static_cast<size_t>(outputs), 0.0f);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (!weights.empty()) w[i] = weights[static_cast<size_t>(order[i])];
+    map[i * static_cast<size_t>(outputs) + static_cast<size_t>(indexes[static_cast<size_t>(order[i])])] = 1.0f;
+  }
+  auto floats_text = [](const std::vector<float>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  };
+  t += "w = Constant <value_floats = " + floats_text(w) + "> ()\n";
+  if (mode == "TF") {
+    t += "weighted = Identity(" + all + ")\n";
+  } else if (mode == "IDF") {
+    t += "zero_f = Constant <value_float = 0.0> ()\npresent = Greater(" + all +
+         ", zero_f)\npresent_f = Cast <to = 1> (present)\nweighted = Mul(present_f, w)\n";
+  } else {
+    t += "weighted = Mul(" + all + ", w)\n";
+  }
+  t += "map_flat = Constant <value_floats = " + floats_text(map) + "> ()\n";
+  t += "map_shape = Constant <value_ints = [" + std::to_string(G) + ", " + std::to_string(outputs) + "]> ()\n";
+  t += "map = Reshape(map_flat, map_shape)\nY2 = MatMul(weighted, map)\n";
+  t += "lead = Shape <end = -1> (X)\nC = Constant <value_ints = [" + std::to_string(outputs) +
+       "]> ()\nY_shape = Concat <axis = 0> (lead, C)\nY = Reshape(Y2, Y_shape)\n";
+  make_body(f, "TfIdfVectorizer", {"X"}, {"Y"}, t);
+}
+
 // Kiln's bodies are keyed by op type, "domain::op type" outside the default domain.
 std::string body_key(const std::string& domain, const std::string& op_type) {
   return default_domain(domain) ? op_type : domain + "::" + op_type;
 }
 
 using BodyBuilder = void (*)(const onnx::NodeProto&, int64_t opset, onnx::FunctionProto&);
-const std::map<std::string, BodyBuilder>& kiln_bodies() {
-  static const std::map<std::string, BodyBuilder> bodies = {
-      {"DFT", dft_body},
-      {"GridSample", grid_sample_body},
-      {"MaxUnpool", max_unpool_body},
-      {"MelWeightMatrix", mel_weight_matrix_body},
-      {"ReverseSequence", reverse_sequence_body},
-      {"RoiAlign", roi_align_body},
-      {"STFT", stft_body},
-      {"ai.onnx.preview.training::Adagrad", adagrad_body},
-      {"ai.onnx.preview.training::Adam", adam_body},
-      {"ai.onnx.preview.training::Momentum", momentum_body},
+struct KilnBody {
+  BodyBuilder build;
+  // A representative call in ONNX's text syntax, with the attributes the body requires: `kiln ops`
+  // builds it to list the op types the body uses.
+  const char* sample;
+};
+const std::map<std::string, KilnBody>& kiln_bodies() {
+  static const std::map<std::string, KilnBody> bodies = {
+      {"DFT", {dft_body, "y = DFT <onesided = 1> (x, length)"}},
+      {"GridSample", {grid_sample_body, "y = GridSample <mode = \"bicubic\"> (x, grid)"}},
+      {"MaxUnpool", {max_unpool_body, "y = MaxUnpool <kernel_shape = [2, 2]> (x, i, shape)"}},
+      {"MelWeightMatrix", {mel_weight_matrix_body, "y = MelWeightMatrix (m, l, r, lo, hi)"}},
+      {"ReverseSequence", {reverse_sequence_body, "y = ReverseSequence (x, lens)"}},
+      {"RoiAlign", {roi_align_body, "y = RoiAlign <sampling_ratio = 2, mode = \"max\"> (x, rois, batch)"}},
+      {"STFT", {stft_body, "y = STFT (x, step, window, length)"}},
+      {"TfIdfVectorizer",
+       {tfidf_body, "y = TfIdfVectorizer <mode = \"TFIDF\", min_gram_length = 1, max_gram_length = 2, "
+                    "max_skip_count = 1, pool_int64s = [1, 2, 3], ngram_counts = [0, 1], ngram_indexes = [0, 1]> (x)"}},
+      {"ai.onnx.preview.training::Adagrad", {adagrad_body, "y, h = Adagrad (r, t, x, g, h)"}},
+      {"ai.onnx.preview.training::Adam", {adam_body, "y, v, h = Adam (r, t, x, g, v, h)"}},
+      {"ai.onnx.preview.training::Momentum",
+       {momentum_body, "y, v = Momentum <alpha = 0.5, beta = 0.5, mode = \"nesterov\"> (r, t, x, g, v)"}},
   };
   return bodies;
 }
@@ -884,7 +1041,7 @@ class Expander {
     if (np.op_type().empty()) return {};
     if (auto k = kiln_bodies().find(body_key(np.domain(), np.op_type())); k != kiln_bodies().end()) {
       onnx::FunctionProto& f = built_.emplace_back();
-      k->second(np, opset, f);
+      k->second.build(np, opset, f);
       return {&f, nullptr, kKilnBodyOpset};
     }
     return default_domain(np.domain()) ? schema_body(np.op_type(), opset) : Body{};
@@ -977,28 +1134,10 @@ std::vector<std::string> function_body_op_types(const std::string& op_type, int6
   Body body = schema_body(op_type, opset);
   onnx::FunctionProto built;
   if (auto k = kiln_bodies().find(op_type); k != kiln_bodies().end()) {
-    // Every input given (14: R, T and 4 tensors of 3 inputs or 3 of 4 for the optimizers), default
-    // attributes, and the ones MaxUnpool, RoiAlign and Momentum need.
     onnx::NodeProto sample;
-    const size_t sep = op_type.find("::");
-    sample.set_op_type(sep == std::string::npos ? op_type : op_type.substr(sep + 2));
-    if (sep != std::string::npos) sample.set_domain(op_type.substr(0, sep));
-    for (int i = 0; i < 14; ++i) sample.add_input(std::to_string(i));
-    for (const char* name : {"alpha", "beta"}) {
-      auto* ab = sample.add_attribute();
-      ab->set_name(name);
-      ab->set_type(onnx::AttributeProto::FLOAT);
-      ab->set_f(0.5f);
-    }
-    auto* a = sample.add_attribute();
-    a->set_name("kernel_shape");
-    a->set_type(onnx::AttributeProto::INTS);
-    a->add_ints(2);
-    auto* sr = sample.add_attribute();
-    sr->set_name("sampling_ratio");
-    sr->set_type(onnx::AttributeProto::INT);
-    sr->set_i(2);
-    k->second(sample, opset, built);
+    onnx::OnnxParser parser(k->second.sample);
+    if (!parser.Parse(sample).IsOK()) throw Error("the sample call of " + op_type + " does not parse");
+    k->second.build(sample, opset, built);
     body.proto = &built;
   }
   std::vector<std::string> ops;
@@ -1012,7 +1151,7 @@ std::vector<std::string> function_body_op_types(const std::string& op_type, int6
 
 std::vector<std::string> function_op_type_names() {
   std::vector<std::string> ops;
-  for (const auto& [type, build] : kiln_bodies()) ops.push_back(type);
+  for (const auto& [type, body] : kiln_bodies()) ops.push_back(type);
   for (const onnx::OpSchema& s : onnx::OpSchemaRegistry::get_all_schemas())
     if (default_domain(s.domain()) && s.HasFunction()) ops.push_back(s.Name());
   return ops;

@@ -824,6 +824,13 @@ TEST(ImportFunctions, KilnBodiesCheckTheirAttributes) {
   one_node(m, 16, {1, 3, 8, 8}, "RoiAlign", {"x", "rois", "batch"}, {"y"}, "roi");  // sampling_ratio 0
   e = import_error(m);
   EXPECT_TRUE(has(e, "node 'roi' (RoiAlign): RoiAlign: sampling_ratio 0 is not supported")) << e;
+
+  n = one_node(m, 17, {4}, "TfIdfVectorizer", {"x"}, {"y"}, "tfidf");
+  attr_string(n, "mode", "TF");
+  auto* strings = new_attr(n, "pool_strings", onnx::AttributeProto::STRINGS);
+  strings->add_strings("a");
+  e = import_error(m);
+  EXPECT_TRUE(has(e, "node 'tfidf' (TfIdfVectorizer): TfIdfVectorizer: string n-grams (pool_strings) are not")) << e;
 }
 
 }  // namespace

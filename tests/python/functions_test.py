@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """ONNX functions through `kiln run --expect`, against onnxruntime: model-local functions (nested,
-with attributes referenced by the body, called several times) and op types that ONNX's schemas
+with attributes referenced by the body, called several times), op types that ONNX's schemas
 define by a function body (MeanVarianceNormalization, the windows), which Kiln imports by
 expanding that body, and the op types for which Kiln writes a body of its own (ReverseSequence,
-MaxUnpool, DFT, STFT, GridSample, MelWeightMatrix, RoiAlign, and ai.onnx.preview.training's
-Adagrad, Momentum and Adam, checked against ONNX's reference evaluator). `--device gpu` runs the same models on the GPU (on the GPU machine).
+MaxUnpool, DFT, STFT, GridSample, MelWeightMatrix, RoiAlign, TfIdfVectorizer, and
+ai.onnx.preview.training's Adagrad, Momentum and Adam, which onnxruntime does not run: ONNX's
+reference evaluator checks those). `--device gpu` runs the same models on the GPU machine.
 """
 import argparse
 import os
@@ -182,6 +183,25 @@ def roi_align_model(opset):
                "batch": np.array([0, 1, 1, 0, 1], np.int64)}
 
 
+def tfidf_model():
+    # Unigrams, bigrams and trigrams with skips; TF, IDF and TFIDF with weights; 1-D and 2-D tokens.
+    pool = [1, 2, 3, 4, 1, 2, 2, 3, 3, 1, 1, 2, 3, 2, 3, 1]  # 4 unigrams, 3 bigrams, 2 trigrams
+    common = dict(pool_int64s=pool, ngram_counts=[0, 4, 10], ngram_indexes=[8, 0, 7, 1, 2, 6, 3, 5, 4])
+    nodes = [h.make_node("TfIdfVectorizer", ["tokens"], ["tf"], mode="TF", min_gram_length=1, max_gram_length=3,
+                         max_skip_count=2, **common),
+             h.make_node("TfIdfVectorizer", ["tokens"], ["idf"], mode="IDF", min_gram_length=2, max_gram_length=3,
+                         max_skip_count=1, weights=[0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5], **common),
+             h.make_node("TfIdfVectorizer", ["row"], ["tfidf"], mode="TFIDF", min_gram_length=1, max_gram_length=2,
+                         max_skip_count=3, weights=[0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5], **common)]
+    g = h.make_graph(nodes, "tfidf",
+                     [h.make_tensor_value_info("tokens", T.INT64, [3, 10]), h.make_tensor_value_info("row", T.INT32, [12])],
+                     [h.make_tensor_value_info("tf", T.FLOAT, [3, 9]), h.make_tensor_value_info("idf", T.FLOAT, [3, 9]),
+                      h.make_tensor_value_info("tfidf", T.FLOAT, [9])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    rng = np.random.default_rng(7)
+    return m, {"tokens": rng.integers(0, 5, (3, 10)).astype(np.int64), "row": rng.integers(0, 5, 12).astype(np.int32)}
+
+
 def optimizers_model():
     # ai.onnx.preview.training's update steps (onnxruntime does not run them: ONNX's reference
     # evaluator is the oracle), several tensors each, every attribute set, T > 0.
@@ -250,6 +270,7 @@ def main():
         ok &= check(args.kiln, args.device, "mel", *mel_model(), tmp)
         ok &= check(args.kiln, args.device, "roi_align_16", *roi_align_model(16), tmp)
         ok &= check(args.kiln, args.device, "roi_align_10", *roi_align_model(10), tmp)
+        ok &= check(args.kiln, args.device, "tfidf", *tfidf_model(), tmp)
         ok &= check(args.kiln, args.device, "optimizers", *optimizers_model(), tmp, oracle="onnx reference")
     print("functions: " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
