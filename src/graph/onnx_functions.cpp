@@ -598,8 +598,8 @@ void roi_align_body(const onnx::NodeProto& n, int64_t opset, onnx::FunctionProto
   if (mode != "avg" && mode != "max") throw Error("RoiAlign: mode '" + mode + "' is not avg or max");
   if (ctm != "half_pixel" && ctm != "output_half_pixel")
     throw Error("RoiAlign: coordinate_transformation_mode '" + ctm + "' is not half_pixel or output_half_pixel");
-  if (oh < 1 || ow < 1 || oh > 4096 || ow > 4096)
-    throw Error("RoiAlign: output_height and output_width should be 1 to 4096");
+  if (oh < 1 || ow < 1 || oh > 1024 || ow > 1024)
+    throw Error("RoiAlign: output_height and output_width should be 1 to 1024");
   if (sr < 1 || sr > 64)
     throw Error("RoiAlign: sampling_ratio " + std::to_string(sr) +
                 " is not supported: Kiln takes a fixed number of samples per bin, 1 to 64 (0, adaptive, makes "
@@ -823,8 +823,7 @@ void adam_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
 // TfIdfVectorizer over integer tokens (X [L] or [N, L]): for each n-gram length and skip distance
 // d (only d = 1 for unigrams, as onnxruntime counts them once), the n slices X[:, j d : ...] are
 // compared with all pool n-grams of that length at once ([N, positions, G]), matched positions
-// counted, and the counts mapped to ngram_indexes by a constant 0/1 matrix; TF, IDF or TFIDF
-// weighting per pool n-gram.
+// counted, weighted (TF, IDF or TFIDF) and gathered into the positions ngram_indexes gives.
 void tfidf_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
   auto attr_s = [&](const std::string& name, const std::string& dflt) {
     const onnx::AttributeProto* a = find_attr(n, name);
@@ -861,13 +860,16 @@ void tfidf_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
                 std::to_string(indexes.size()) + (weights.empty() ? "" : " and weights " + std::to_string(weights.size())));
   int64_t outputs = 0;
   for (int64_t i : indexes) {
-    if (i < 0 || i > (1 << 24)) throw Error("TfIdfVectorizer: ngram_indexes value " + std::to_string(i) + " is out of range");
+    if (i < 0 || i >= (1 << 20)) throw Error("TfIdfVectorizer: ngram_indexes value " + std::to_string(i) + " is out of range");
     outputs = std::max(outputs, i + 1);
   }
+  std::vector<int64_t> sorted = indexes;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw Error("TfIdfVectorizer: ngram_indexes names an output position twice");
   if (total * static_cast<size_t>(skips + 1) > 65536)
     throw Error("TfIdfVectorizer: " + std::to_string(total) + " n-grams with " + std::to_string(skips + 1) +
                 " skip distances are more than Kiln's body handles (65536 comparisons per position)");
-
   std::string t = R"(
     last = Constant <value_ints = [-1]> ()
     L = Shape <start = -1> (X)
@@ -938,19 +940,18 @@ void tfidf_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
     t += ")\n";
     all = "tf";
   }
-  // Weighting per n-gram, then a [G, outputs] 0/1 matrix to the output positions.
+  // Weighting per n-gram, then a zero column appended and each output position gathered from the
+  // n-gram that ngram_indexes sends there (or from the zero column).
   const size_t G = order.empty() ? 1 : order.size();
-  std::vector<float> w(G, 1.0f), map(G * static_cast<size_t>(outputs), 0.0f);
+  std::vector<float> w(G, 1.0f);
+  std::vector<int64_t> source(static_cast<size_t>(outputs), static_cast<int64_t>(G));
   for (size_t i = 0; i < order.size(); ++i) {
     if (!weights.empty()) w[i] = weights[static_cast<size_t>(order[i])];
-    map[i * static_cast<size_t>(outputs) + static_cast<size_t>(indexes[static_cast<size_t>(order[i])])] = 1.0f;
+    source[static_cast<size_t>(indexes[static_cast<size_t>(order[i])])] = static_cast<int64_t>(i);
   }
-  auto floats_text = [](const std::vector<float>& v) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
-  };
-  t += "w = Constant <value_floats = " + floats_text(w) + "> ()\n";
+  std::string wt = "[";
+  for (size_t i = 0; i < w.size(); ++i) wt += (i ? ", " : "") + std::to_string(w[i]);
+  t += "w = Constant <value_floats = " + wt + "]> ()\n";
   if (mode == "TF") {
     t += "weighted = Identity(" + all + ")\n";
   } else if (mode == "IDF") {
@@ -959,9 +960,15 @@ void tfidf_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
   } else {
     t += "weighted = Mul(" + all + ", w)\n";
   }
-  t += "map_flat = Constant <value_floats = " + floats_text(map) + "> ()\n";
-  t += "map_shape = Constant <value_ints = [" + std::to_string(G) + ", " + std::to_string(outputs) + "]> ()\n";
-  t += "map = Reshape(map_flat, map_shape)\nY2 = MatMul(weighted, map)\n";
+  t += R"(
+    N = Shape <end = 1> (x2)
+    zero_col_shape = Concat <axis = 0> (N, one)
+    zero_col_i = ConstantOfShape(zero_col_shape)
+    zero_col = Cast <to = 1> (zero_col_i)
+    padded = Concat <axis = 1> (weighted, zero_col)
+  )";
+  t += "source = Constant <value_ints = " + ints_text(source) + "> ()\n";
+  t += "Y2 = Gather <axis = 1> (padded, source)\n";
   t += "lead = Shape <end = -1> (X)\nC = Constant <value_ints = [" + std::to_string(outputs) +
        "]> ()\nY_shape = Concat <axis = 0> (lead, C)\nY = Reshape(Y2, Y_shape)\n";
   make_body(f, "TfIdfVectorizer", {"X"}, {"Y"}, t);
