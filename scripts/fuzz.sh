@@ -67,6 +67,11 @@ if [[ -d "$TESTDATA/node" ]]; then
 else
   echo "warning: $TESTDATA not found; the ONNX and tensor corpora start empty" >&2
 fi
+# Inputs that found bugs before (tests/fuzz/regressions/<corpus>/): libFuzzer runs every seed
+# first, so a bug that comes back fails at once.
+for dir in "$ROOT"/tests/fuzz/regressions/*/; do
+  cp "$dir"* "$SEEDS/$(basename "$dir")/" 2>/dev/null || true
+done
 # A model calling its own functions (the ONNX test data of this version has none).
 python3 "$ROOT/tests/fuzz/functions_seed.py" "$SEEDS/onnx/functions_seed.onnx" 2>/dev/null || true
 # IDX: Fashion-MNIST's gzipped test labels (5 KB) and a small plain uint8 [2, 2] file.

@@ -126,9 +126,10 @@ ValueId append_unit_dims(Importer& im, ImportNode& n, ValueId v, int64_t trailin
   }
   std::vector<int64_t> axes;
   for (int64_t i = 0; i < trailing; ++i) axes.push_back(rank + i);
+  const std::string name = b.name;  // adding values below moves the graph's values, b with them
   ValueId ax = im.const_i64(n.proto.name() + "_axes", axes);
   Value out;
-  out.name = im.g.unique_name(b.name + "_aligned");
+  out.name = im.g.unique_name(name + "_aligned");
   ValueId id = im.g.add_value(std::move(out));
   im.g.nodes.push_back(Node{n.proto.name() + "_align", OpKind::kUnsqueeze, NoAttrs{}, {v, ax}, {id}, n.proto.name()});
   return id;

@@ -667,6 +667,20 @@ TEST(ImportShapes, StaticShapeHasNoDimParamsAndUnnamedDimIsQuestionMark) {
   ASSERT_EQ(g.inputs.size(), 2u);
 }
 
+// Found by onnx_import_fuzz (under ASan): aligning a non-constant slope read its name after adding
+// values had moved it.
+TEST(ImportOpset, PReluBeforeOpset7AlignsAnInputSlopeOnChannels) {
+  onnx::ModelProto m;
+  one_node(m, 6, {3, 5, 5}, "PRelu", {"x", "slope"}, {"y"}, "prelu");
+  add_input(m, "slope", {5});
+  Graph g = import(m);
+  const Node& u = only_node(g, OpKind::kUnsqueeze);
+  EXPECT_EQ(u.inputs[0], g.find("slope"));
+  EXPECT_EQ(const_i64(g, u.inputs[1]), (I64s{1}));
+  EXPECT_TRUE(g.value(u.outputs[0]).name.starts_with("slope_aligned")) << g.value(u.outputs[0]).name;
+  EXPECT_EQ(only_node(g, OpKind::kPRelu).inputs[1], u.outputs[0]);
+}
+
 // ---- ONNX functions: op types defined by a body of other ops ---------------------------------------
 
 std::vector<OpKind> kinds(const Graph& g) {
