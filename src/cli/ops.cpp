@@ -39,7 +39,7 @@ int run_ops(const OpsOptions& o) {
       if (backends.empty() || backends[0] != "cpu") continue;
       names.push_back(type);
       all.push_back({{"op", type},
-                     {"imports_as", fmt::format("its ONNX function body: {}", fmt::join(f->second, ", "))},
+                     {"imports_as", fmt::format("function body: {}", fmt::join(f->second, ", "))},
                      {"backends", backends}});
       continue;
     }
