@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool), with build-dev/ carried: ONNX's backend test suite through
 # `kiln run --device gpu --expect`, and the same tests on the CPU for the comparison, using the test
-# data Debian ships (libonnx-testdata), carried in build-dev/testdata.tar.xz. Full results in $OUT/suite_{cpu,gpu}.json.
+# data Debian ships (libonnx-testdata), carried in build-dev/testdata.tar.xz, then tests/python/functions_test.py
+# on the GPU. Full results in $OUT/suite_{cpu,gpu}.json and $OUT/functions_gpu.log.
 set -uo pipefail
 source bench/device_env.sh
 PY=/opt/torch/.venv/bin/python
@@ -28,3 +29,9 @@ print(f"pass on the CPU but not on the GPU: {len(diff)}")
 for k in diff[:60]:
     print(f"  {k}: {gpu.get(k, {}).get('detail', '')[:220]}")
 PY
+# ONNX functions and the op types Kiln imports as bodies, on the GPU, against onnxruntime (CPU).
+if [[ " $devices " == *" gpu "* ]]; then
+  $PY tests/python/functions_test.py --kiln "$PWD/build-dev/kiln" --device gpu > "$OUT/functions_gpu.log" 2>&1
+  echo "== functions_test.py --device gpu: exit $?"
+  grep -E "\): exit|MISMATCH|^functions:" "$OUT/functions_gpu.log"
+fi
