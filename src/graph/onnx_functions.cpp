@@ -3,15 +3,18 @@
 // exporters use for their own composite ops). A node of such a type that Kiln does not import
 // natively is replaced by its body, the way the ONNX spec defines its meaning; a native kernel,
 // where one exists, is always preferred.
+#include <google/protobuf/unknown_field_set.h>
 #include <onnx/defs/function.h>
 #include <onnx/defs/schema.h>
 
 #include <deque>
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <set>
 
+#include "graph/onnx_import.h"
 #include "graph/onnx_import_internal.h"
 
 namespace kiln::graph::detail {
@@ -19,7 +22,8 @@ namespace kiln::graph::detail {
 namespace {
 
 constexpr int kMaxDepth = 8;              // functions calling functions
-constexpr size_t kMaxNodes = 1u << 20;  // after expansion: a bound on what a small file can grow to
+constexpr size_t kMaxNodes = 1u << 20;  // nodes visited while expanding: what a small file may grow to
+constexpr size_t kMaxBytes = size_t{256} << 20;  // and the bytes of the nodes it becomes
 
 bool default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
@@ -28,6 +32,20 @@ struct Body {
   const onnx::OpSchema* schema = nullptr;  // for the attributes' defaults; null for model functions
   int64_t opset = 0;                       // the default-domain opset its nodes follow
 };
+
+// A model function's attribute defaults: FunctionProto.attribute_proto (IR 9, field 11), which
+// Debian's libonnx 1.12 predates, so it is read from the unknown fields.
+std::map<std::string, onnx::AttributeProto> function_defaults(const onnx::FunctionProto& f) {
+  std::map<std::string, onnx::AttributeProto> out;
+  const google::protobuf::UnknownFieldSet& unknown = f.GetReflection()->GetUnknownFields(f);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField& u = unknown.field(i);
+    if (u.number() != 11 || u.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    onnx::AttributeProto a;
+    if (a.ParseFromString(u.length_delimited()) && !a.name().empty()) out[a.name()] = a;
+  }
+  return out;
+}
 
 int64_t body_opset(const onnx::FunctionProto& f, int64_t fallback) {
   for (const auto& o : f.opset_import())
@@ -63,6 +81,16 @@ std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name
   const onnx::AttributeProto* a = find_attr(n, name);
   return a != nullptr ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
 }
+// A float as ONNX's text syntax reads it back exactly ("1e-08", not to_string's "0.000000"),
+// whatever the locale, and always as a float ("1.0": a bare "1" parses as an int).
+std::string num_text(float v) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".eEni") == std::string::npos) s += ".0";
+  return s;
+}
+
 std::string ints_text(const std::vector<int64_t>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -130,9 +158,10 @@ void max_unpool_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) 
                 std::to_string(r) + " and pads " + std::to_string(2 * r));
   std::vector<int64_t> extra(r);
   for (size_t i = 0; i < r; ++i) extra[i] = kernel[i] - pads[i] - pads[i + r];
-  // Indices refer to the default shape; a larger output_shape pads the result at the end of each
-  // dimension (as ONNX's reference does).
-  std::string text = R"(
+  // With output_shape the indices refer to that shape, as the spec's text describes (the indices of
+  // a MaxPool whose input had that shape), and as onnxruntime and PyTorch read them. ONNX's
+  // reference reads them in the default shape and pads the result instead; its test data follows.
+  std::string text = has_input(n, 2) ? "out_shape = Cast <to = 7> (output_shape)\n" : R"(
     nc = Shape <end = 2> (X)
     spatial = Shape <start = 2> (X)
     one = Constant <value_int = 1> ()
@@ -142,6 +171,8 @@ void max_unpool_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) 
     spatial_s = Mul(spatial_m1, strides)
     out_spatial = Add(spatial_s, extra)
     out_shape = Concat <axis = 0> (nc, out_spatial)
+  )";
+  text += R"(
     total = ReduceProd <keepdims = 1> (out_shape)
     zeros = ConstantOfShape(total)
     zeros_x = CastLike(zeros, X)
@@ -149,18 +180,8 @@ void max_unpool_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) 
     X_flat = Reshape(X, flat)
     I_flat = Reshape(I, flat)
     Y_flat = ScatterElements <axis = 0> (zeros_x, I_flat, X_flat)
+    Y = Reshape(Y_flat, out_shape)
   )";
-  if (has_input(n, 2))
-    text += R"(
-    Y_default = Reshape(Y_flat, out_shape)
-    grow = Sub(output_shape, out_shape)
-    zero = Constant <value_int = 0> ()
-    no_grow = Mul(out_shape, zero)
-    pads = Concat <axis = 0> (no_grow, grow)
-    Y = Pad(Y_default, pads)
-    )";
-  else
-    text += "Y = Reshape(Y_flat, out_shape)\n";
   make_body(f, "MaxUnpool", {"X", "I", "output_shape"}, {"Y"}, text);
 }
 
@@ -600,6 +621,8 @@ void roi_align_body(const onnx::NodeProto& n, int64_t opset, onnx::FunctionProto
     throw Error("RoiAlign: coordinate_transformation_mode '" + ctm + "' is not half_pixel or output_half_pixel");
   if (oh < 1 || ow < 1 || oh > 1024 || ow > 1024)
     throw Error("RoiAlign: output_height and output_width should be 1 to 1024");
+  if (sr >= 1 && (oh * sr > 4096 || ow * sr > 4096))
+    throw Error("RoiAlign: output_height and output_width times sampling_ratio should be at most 4096");
   if (sr < 1 || sr > 64)
     throw Error("RoiAlign: sampling_ratio " + std::to_string(sr) +
                 " is not supported: Kiln takes a fixed number of samples per bin, 1 to 64 (0, adaptive, makes "
@@ -608,12 +631,12 @@ void roi_align_body(const onnx::NodeProto& n, int64_t opset, onnx::FunctionProto
     std::string v = "[";
     for (int64_t b = 0; b < bins; ++b)
       for (int64_t i = 0; i < sr; ++i)
-        v += (v.size() > 1 ? ", " : "") + std::to_string(static_cast<double>(b) + (static_cast<double>(i) + 0.5) / sr);
+        v += (v.size() > 1 ? ", " : "") + num_text(static_cast<float>(static_cast<double>(b) + (static_cast<double>(i) + 0.5) / sr));
     return v + "]";
   };
   std::string t = R"(
     roisf = Cast <to = 1> (rois)
-    scale = Constant <value_float = )" + std::to_string(scale) + R"(> ()
+    scale = Constant <value_float = )" + num_text(scale) + R"(> ()
     shift = Constant <value_float = )" + (ctm == "half_pixel" ? "0.5" : "0.0") + R"(> ()
     scaled = Mul(roisf, scale)
     box = Sub(scaled, shift)
@@ -711,8 +734,9 @@ float attr_f(const onnx::NodeProto& n, const std::string& name, float dflt) {
   const onnx::AttributeProto* a = find_attr(n, name);
   return a != nullptr ? a->f() : dflt;
 }
+// A constant in the type of the first tensor updated (float, double or float16).
 std::string float_const(const std::string& name, float v) {
-  return name + " = Constant <value_float = " + std::to_string(v) + "> ()\n";
+  return name + "_f = Constant <value_float = " + num_text(v) + "> ()\n" + name + " = CastLike(" + name + "_f, X0)\n";
 }
 // The number of tensors a call updates: (inputs - 2) / per_tensor, checked.
 int optimizer_tensors(const onnx::NodeProto& n, int per_tensor) {
@@ -738,10 +762,11 @@ void adagrad_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
   const int k = optimizer_tensors(n, 3);
   std::string t = float_const("decay", attr_f(n, "decay_factor", 0.0f)) + float_const("eps", attr_f(n, "epsilon", 1e-6f)) +
                   float_const("norm", attr_f(n, "norm_coefficient", 0.0f)) + float_const("one", 1.0f) + R"(
-    T_f = Cast <to = 1> (T)
+    R_x = CastLike(R, X0)
+    T_f = CastLike(T, X0)
     decayed = Mul(T_f, decay)
     denom = Add(decayed, one)
-    r = Div(R, denom)
+    r = Div(R_x, denom)
   )";
   for (int i = 0; i < k; ++i) {
     const std::string s = std::to_string(i);
@@ -764,6 +789,7 @@ void momentum_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
     throw Error("Momentum: attributes 'alpha' and 'beta' are required");
   std::string t = float_const("alpha", attr_f(n, "alpha", 0.0f)) + float_const("beta", attr_f(n, "beta", 0.0f)) +
                   float_const("norm", attr_f(n, "norm_coefficient", 0.0f)) + float_const("one", 1.0f) + R"(
+    R_x = CastLike(R, X0)
     zero_i = Constant <value_int = 0> ()
     started = Greater(T, zero_i)
     beta_t = Where(started, beta, one)
@@ -778,7 +804,7 @@ void momentum_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
     } else {
       t += "av_new" + s + " = Mul(alpha, V_new" + s + ")\ndir" + s + " = Add(g" + s + ", av_new" + s + ")\n";
     }
-    t += "step" + s + " = Mul(R, dir" + s + ")\nX_new" + s + " = Sub(X" + s + ", step" + s + ")\n";
+    t += "step" + s + " = Mul(R_x, dir" + s + ")\nX_new" + s + " = Sub(X" + s + ", step" + s + ")\n";
   }
   make_body(f, "Momentum", concat(concat(concat({"R", "T"}, names("X", k)), names("G", k)), names("V", k)),
             concat(names("X_new", k), names("V_new", k)), t);
@@ -794,15 +820,16 @@ void adam_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
     keep = Sub(one, post)
     zero_i = Constant <value_int = 0> ()
     started = Greater(T, zero_i)
-    T_f = Cast <to = 1> (T)
+    T_f = CastLike(T, X0)
+    R_x = CastLike(R, X0)
     alpha_t = Pow(alpha, T_f)
     beta_t = Pow(beta, T_f)
     bias_b = Sub(one, beta_t)
     bias_b_root = Sqrt(bias_b)
     bias_a = Sub(one, alpha_t)
     bias = Div(bias_b_root, bias_a)
-    R_bias = Mul(R, bias)
-    r = Where(started, R_bias, R)
+    R_bias = Mul(R_x, bias)
+    r = Where(started, R_bias, R_x)
   )";
   for (int i = 0; i < k; ++i) {
     const std::string s = std::to_string(i);
@@ -870,6 +897,13 @@ void tfidf_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
   if (total * static_cast<size_t>(skips + 1) > 65536)
     throw Error("TfIdfVectorizer: " + std::to_string(total) + " n-grams with " + std::to_string(skips + 1) +
                 " skip distances are more than Kiln's body handles (65536 comparisons per position)");
+  size_t slices = 0;  // the body's size: one slice per item of each counted length and skip distance
+  for (size_t k = 0; k < grams.size(); ++k)
+    if (!grams[k].empty() && static_cast<int64_t>(k) + 1 >= min_n && static_cast<int64_t>(k) + 1 <= max_n)
+      slices += (k + 1) * (k == 0 ? 1 : static_cast<size_t>(skips + 1));
+  if (slices > 4096)
+    throw Error("TfIdfVectorizer: n-grams up to length " + std::to_string(max_n) + " with " +
+                std::to_string(skips + 1) + " skip distances are more than Kiln's body handles");
   std::string t = R"(
     last = Constant <value_ints = [-1]> ()
     L = Shape <start = -1> (X)
@@ -903,7 +937,7 @@ void tfidf_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
         const std::string q = p + "_j" + std::to_string(j);
         t += q + "_start = Constant <value_ints = [" + std::to_string(j * d) + "]> ()\n";
         t += q + "_back = Constant <value_ints = [" + std::to_string((len - 1 - j) * d) + "]> ()\n";
-        t += q + "_end = Sub(L, " + q + "_back)\n";
+        t += q + "_end0 = Sub(L, " + q + "_back)\n" + q + "_end = Max(" + q + "_end0, zero)\n";
         t += q + "_x = Slice(x2, " + q + "_start, " + q + "_end, axis1)\n";
         t += q + "_x3 = Unsqueeze(" + q + "_x, axis2)\n";
         t += q + "_eq = Equal(" + q + "_x3, " + g + "_item" + std::to_string(j) + ")\n";
@@ -950,7 +984,7 @@ void tfidf_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
     source[static_cast<size_t>(indexes[static_cast<size_t>(order[i])])] = static_cast<int64_t>(i);
   }
   std::string wt = "[";
-  for (size_t i = 0; i < w.size(); ++i) wt += (i ? ", " : "") + std::to_string(w[i]);
+  for (size_t i = 0; i < w.size(); ++i) wt += (i ? ", " : "") + num_text(w[i]);
   t += "w = Constant <value_floats = " + wt + "]> ()\n";
   if (mode == "TF") {
     t += "weighted = Identity(" + all + ")\n";
@@ -1011,14 +1045,22 @@ class Expander {
   Expander(const onnx::ModelProto& m, int64_t opset, const std::function<bool(const onnx::NodeProto&)>& native)
       : opset_(opset), native_(native) {
     for (const auto& f : m.functions()) local_[{f.domain(), f.name()}] = &f;
-    for (const auto& t : m.graph().initializer()) taken_.insert(t.name());
-    for (const auto& v : m.graph().input()) taken_.insert(v.name());
-    for (const auto& n : m.graph().node())
+    // Every name the graph uses: a fresh name must not pick up a declared type or a dangling reader.
+    const onnx::GraphProto& g = m.graph();
+    for (const auto& t : g.initializer()) taken_.insert(t.name());
+    for (const auto& v : g.input()) taken_.insert(v.name());
+    for (const auto& v : g.output()) taken_.insert(v.name());
+    for (const auto& v : g.value_info()) taken_.insert(v.name());
+    for (const auto& n : g.node()) {
+      for (const auto& i : n.input()) taken_.insert(i);
       for (const auto& o : n.output()) taken_.insert(o);
+    }
   }
 
   void add(const onnx::NodeProto& np, int64_t opset, const std::string& name, const std::string& in_function,
            int depth, std::vector<SourceNode>& out) {
+    if (++visited_ > kMaxNodes)
+      throw Error("the model expands to more than " + std::to_string(kMaxNodes) + " nodes through its functions");
     if (!native_(np)) {
       Body body;
       try {
@@ -1034,8 +1076,10 @@ class Expander {
         return;
       }
     }
-    if (out.size() >= kMaxNodes)
-      throw Error("the model expands to more than " + std::to_string(kMaxNodes) + " nodes through its functions");
+    bytes_ += np.ByteSizeLong();
+    if (bytes_ > kMaxBytes)
+      throw Error("the model expands to more than " + std::to_string(kMaxBytes >> 20) +
+                  " MiB of nodes through its functions");
     out.push_back({np, opset, name, in_function});
   }
 
@@ -1044,7 +1088,13 @@ class Expander {
 
   Body find(const onnx::NodeProto& np, int64_t opset) {
     auto it = local_.find({np.domain(), np.op_type()});
-    if (it != local_.end()) return {it->second, nullptr, body_opset(*it->second, opset)};
+    if (it != local_.end()) {
+      const int64_t v = body_opset(*it->second, opset);
+      if (v < kMinOpset || v > kMaxOpset)
+        throw Error("its function imports opset " + std::to_string(v) + " of the default domain; Kiln reads " +
+                    std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
+      return {it->second, nullptr, v};
+    }
     if (np.op_type().empty()) return {};
     if (auto k = kiln_bodies().find(body_key(np.domain(), np.op_type())); k != kiln_bodies().end()) {
       onnx::FunctionProto& f = built_.emplace_back();
@@ -1056,7 +1106,8 @@ class Expander {
 
   std::string fresh(const std::string& hint) {
     std::string n = hint;
-    for (int k = 1; taken_.contains(n); ++k) n = hint + "_" + std::to_string(k);
+    int& k = next_suffix_[hint];  // continues where the last search for this hint stopped
+    while (taken_.contains(n)) n = hint + "_" + std::to_string(++k);
     taken_.insert(n);
     return n;
   }
@@ -1083,6 +1134,7 @@ class Expander {
     };
     std::map<std::string, const onnx::AttributeProto*> given;
     for (const auto& a : call.attribute()) given[a.name()] = &a;
+    const std::map<std::string, onnx::AttributeProto> defaults = function_defaults(f);
 
     for (int k = 0; k < f.node_size(); ++k) {
       const onnx::NodeProto& bn = f.node(k);
@@ -1100,6 +1152,10 @@ class Expander {
         // left out (the body op's own default applies).
         const onnx::AttributeProto* v = nullptr;
         if (auto it = given.find(a.ref_attr_name()); it != given.end()) v = it->second;
+        if (v == nullptr && body.schema == nullptr) {
+          auto d = defaults.find(a.ref_attr_name());
+          if (d != defaults.end()) v = &d->second;
+        }
         if (v == nullptr && body.schema != nullptr) {
           auto d = body.schema->attributes().find(a.ref_attr_name());
           if (d != body.schema->attributes().end() && d->second.default_value.has_name()) v = &d->second.default_value;
@@ -1119,7 +1175,9 @@ class Expander {
   const std::function<bool(const onnx::NodeProto&)>& native_;
   std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> local_;
   std::set<std::string> taken_;
+  std::map<std::string, int> next_suffix_;
   std::deque<onnx::FunctionProto> built_;  // Kiln's bodies, built per node
+  size_t visited_ = 0, bytes_ = 0;
 };
 
 }  // namespace

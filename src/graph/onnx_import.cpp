@@ -332,7 +332,13 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
   if (opset < 0 && model.opset_import_size() == 0) opset = 1;  // IR version 1 models: opset 1
   // Only other domains imported (ai.onnx.preview.training's tests): no node of the default domain
   // may appear, and Kiln's function bodies bring their own opset.
-  if (opset < 0) opset = kMaxOpset;
+  if (opset < 0) {
+    for (const auto& np : model.graph().node())
+      if (default_domain(np.domain()))
+        throw Error(origin + ": node '" + np.name() + "' is a " + np.op_type() +
+                    " of the default ONNX domain, but the model imports no opset of it (opset_import)");
+    opset = kMaxOpset;
+  }
   if (opset < kMinOpset || opset > kMaxOpset)
     throw Error(origin + ": opset " + std::to_string(opset) +
                 " of the default ONNX domain is not supported (Kiln reads " + std::to_string(kMinOpset) + " to " +

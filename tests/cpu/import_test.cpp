@@ -807,6 +807,36 @@ TEST(ImportFunctions, AFunctionThatCallsItselfIsAnError) {
   EXPECT_TRUE(has(e, "functions nest more than 8 deep")) << e;
 }
 
+// Found in review: the node cap counted only the nodes expansion produced, so functions calling
+// functions that produce nothing could make 150^8 calls.
+TEST(ImportFunctions, ExpansionStopsAtAMillionNodesVisited) {
+  onnx::ModelProto m;
+  one_node(m, 17, {4}, "Relu", {"x"}, {"y"});
+  for (int level = 1; level <= 8; ++level) {
+    onnx::FunctionProto* f = m.add_functions();
+    f->set_name("F" + std::to_string(level));
+    f->set_domain("custom");
+    if (level == 8) continue;  // the innermost does nothing
+    for (int k = 0; k < 8; ++k) {  // 8^7 calls of F8
+      auto* c = f->add_node();
+      c->set_op_type("F" + std::to_string(level + 1));
+      c->set_domain("custom");
+    }
+  }
+  call(m, "F1", "x", "", "top")->clear_input();
+  m.mutable_graph()->mutable_node(1)->clear_output();
+  const std::string e = import_error(m);
+  EXPECT_TRUE(has(e, "expands to more than 1048576 nodes")) << e;
+}
+
+TEST(ImportFunctions, DefaultDomainNodesNeedTheDefaultOpset) {
+  onnx::ModelProto m;
+  one_node(m, 17, {4}, "Relu", {"x"}, {"y"}, "relu");
+  m.mutable_opset_import(0)->set_domain("custom");
+  const std::string e = import_error(m);
+  EXPECT_TRUE(has(e, "node 'relu' is a Relu of the default ONNX domain, but the model imports no opset")) << e;
+}
+
 TEST(ImportFunctions, ACallWithMoreInputsThanItsFunctionIsAnError) {
   onnx::ModelProto m;
   one_node(m, 17, {4}, "Relu", {"x"}, {"x1"});

@@ -50,6 +50,22 @@ def local_functions_model():
     return m, {"x": np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)}
 
 
+def function_defaults_model():
+    # A model function whose attribute has a default (FunctionProto.attribute_proto, IR 9): one call
+    # sets it, one relies on the default.
+    const = onnx.NodeProto(op_type="Constant", output=["a"])
+    const.attribute.append(h.make_attribute_ref("value_float", onnx.AttributeProto.FLOAT))
+    const.attribute[0].ref_attr_name = "scale"
+    fn = h.make_function("custom", "Scale", ["X"], ["Y"], [const, h.make_node("Mul", ["X", "a"], ["Y"])],
+                         [h.make_opsetid("", 17)], attribute_protos=[h.make_attribute("scale", 0.25)])
+    g = h.make_graph([h.make_node("Scale", ["x"], ["h"], domain="custom", scale=3.0),
+                      h.make_node("Scale", ["h"], ["y"], domain="custom")], "function_defaults",
+                     [h.make_tensor_value_info("x", T.FLOAT, [4])], [h.make_tensor_value_info("y", T.FLOAT, [4])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("custom", 1)], functions=[fn],
+                     ir_version=9)
+    return m, {"x": np.array([1, -2, 3, 0.5], np.float32)}
+
+
 def schema_functions_model():
     # The windows take their size as an input: Kiln freezes it to the value given at build time.
     nodes = [h.make_node("HannWindow", ["n"], ["hann"], periodic=0),
@@ -76,14 +92,20 @@ def kiln_bodies_model():
              h.make_node("ReverseSequence", ["seq_bt", "lens"], ["rev_batch"], time_axis=1, batch_axis=0),
              h.make_node("MaxPool", ["img"], ["pooled", "where"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
              h.make_node("MaxUnpool", ["pooled", "where"], ["unpooled"], kernel_shape=[3, 3], strides=[2, 2],
-                         pads=[1, 1, 1, 1])]
+                         pads=[1, 1, 1, 1]),
+             # An odd-sized input pooled 2x2: output_shape gives it back, and the indices refer to it.
+             h.make_node("MaxPool", ["img"], ["pooled2", "where2"], kernel_shape=[2, 2], strides=[2, 2]),
+             h.make_node("Shape", ["img"], ["img_shape"]),
+             h.make_node("MaxUnpool", ["pooled2", "where2", "img_shape"], ["unpooled_to_shape"], kernel_shape=[2, 2],
+                         strides=[2, 2])]
     g = h.make_graph(nodes, "kiln_bodies",
                      [h.make_tensor_value_info("seq", T.FLOAT, [5, 3, 4]),
                       h.make_tensor_value_info("lens", T.INT64, [3]),
                       h.make_tensor_value_info("img", T.FLOAT, [2, 3, 9, 7])],
                      [h.make_tensor_value_info("rev_time", T.FLOAT, [5, 3, 4]),
                       h.make_tensor_value_info("rev_batch", T.FLOAT, [3, 5, 4]),
-                      h.make_tensor_value_info("unpooled", T.FLOAT, [2, 3, 9, 7])])
+                      h.make_tensor_value_info("unpooled", T.FLOAT, [2, 3, 9, 7]),
+                      h.make_tensor_value_info("unpooled_to_shape", T.FLOAT, [2, 3, 9, 7])])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
     rng = np.random.default_rng(2)
     return m, {"seq": rng.standard_normal((5, 3, 4)).astype(np.float32), "lens": np.array([5, 2, 1], np.int64),
@@ -192,17 +214,22 @@ def tfidf_model():
              h.make_node("TfIdfVectorizer", ["tokens"], ["idf"], mode="IDF", min_gram_length=2, max_gram_length=3,
                          max_skip_count=1, weights=[0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5], **common),
              h.make_node("TfIdfVectorizer", ["row"], ["tfidf"], mode="TFIDF", min_gram_length=1, max_gram_length=2,
-                         max_skip_count=3, weights=[0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5], **common)]
+                         max_skip_count=3, weights=[0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5], **common),
+             # Shorter than some skips reach: those count nothing.
+             h.make_node("TfIdfVectorizer", ["short"], ["short_tf"], mode="TF", min_gram_length=1, max_gram_length=3,
+                         max_skip_count=4, **common)]
     g = h.make_graph(nodes, "tfidf",
-                     [h.make_tensor_value_info("tokens", T.INT64, [3, 10]), h.make_tensor_value_info("row", T.INT32, [12])],
+                     [h.make_tensor_value_info("tokens", T.INT64, [3, 10]), h.make_tensor_value_info("row", T.INT32, [12]),
+                      h.make_tensor_value_info("short", T.INT64, [4])],
                      [h.make_tensor_value_info("tf", T.FLOAT, [3, 9]), h.make_tensor_value_info("idf", T.FLOAT, [3, 9]),
-                      h.make_tensor_value_info("tfidf", T.FLOAT, [9])])
+                      h.make_tensor_value_info("tfidf", T.FLOAT, [9]), h.make_tensor_value_info("short_tf", T.FLOAT, [9])])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
     rng = np.random.default_rng(7)
-    return m, {"tokens": rng.integers(0, 5, (3, 10)).astype(np.int64), "row": rng.integers(0, 5, 12).astype(np.int32)}
+    return m, {"tokens": rng.integers(0, 5, (3, 10)).astype(np.int64), "row": rng.integers(0, 5, 12).astype(np.int32),
+               "short": np.array([1, 2, 1, 2], np.int64)}
 
 
-def optimizers_model():
+def optimizers_model(elem=T.FLOAT):
     # ai.onnx.preview.training's update steps (onnxruntime does not run them: ONNX's reference
     # evaluator is the oracle), several tensors each, every attribute set, T > 0.
     d = "ai.onnx.preview.training"
@@ -216,17 +243,18 @@ def optimizers_model():
                          ["ad_X1", "ad_X2", "ad_V1", "ad_V2", "ad_H1", "ad_H2"], domain=d, alpha=0.8, beta=0.7,
                          epsilon=1e-4, norm_coefficient=0.03, norm_coefficient_post=0.05)]
     shapes = {"X1": [3, 4], "X2": [5]}
-    inputs = [h.make_tensor_value_info("R", T.FLOAT, []), h.make_tensor_value_info("T", T.INT64, [])]
+    np_type = np.float64 if elem == T.DOUBLE else np.float32
+    inputs = [h.make_tensor_value_info("R", elem, []), h.make_tensor_value_info("T", T.INT64, [])]
     for k in ["X", "G", "H"]:
-        inputs += [h.make_tensor_value_info(f"{k}{i}", T.FLOAT, shapes[f"X{i}"]) for i in (1, 2)]
-    outputs = [h.make_tensor_value_info(o, T.FLOAT, shapes["X" + o[-1]]) for n in nodes for o in n.output]
-    g = h.make_graph(nodes, "optimizers", inputs, outputs)
+        inputs += [h.make_tensor_value_info(f"{k}{i}", elem, shapes[f"X{i}"]) for i in (1, 2)]
+    outputs = [h.make_tensor_value_info(o, elem, shapes["X" + o[-1]]) for n in nodes for o in n.output]
+    g = h.make_graph(nodes, f"optimizers_{np.dtype(np_type).name}", inputs, outputs)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid(d, 1)], ir_version=8)
     rng = np.random.default_rng(6)
-    feeds = {"R": np.array(0.1, np.float32), "T": np.array(3, np.int64)}
+    feeds = {"R": np.array(0.1, np_type), "T": np.array(3, np.int64)}
     for k in ["X", "G", "H"]:
         for i in (1, 2):
-            v = rng.standard_normal(shapes[f"X{i}"]).astype(np.float32)
+            v = rng.standard_normal(shapes[f"X{i}"]).astype(np_type)
             feeds[f"{k}{i}"] = np.abs(v) if k == "H" else v
     return m, feeds
 
@@ -239,8 +267,9 @@ def check(kiln, device, name, model, feeds, tmp, oracle="onnxruntime"):
     onnx.save(model, path)
     if oracle == "onnxruntime":
         expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
-    else:
-        expected = ReferenceEvaluator(model).run(None, feeds)
+    else:  # its Adam returns float32 for float64 inputs: the declared output types decide
+        expected = [np.asarray(v).astype(onnx.helper.tensor_dtype_to_np_dtype(o.type.tensor_type.elem_type))
+                    for v, o in zip(ReferenceEvaluator(model).run(None, feeds), model.graph.output)]
     for i, (k, v) in enumerate(feeds.items()):
         with open(os.path.join(d, f"input_{i}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(v, k).SerializeToString())
@@ -261,6 +290,7 @@ def main():
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         ok &= check(args.kiln, args.device, "local_functions", *local_functions_model(), tmp)
+        ok &= check(args.kiln, args.device, "function_defaults", *function_defaults_model(), tmp)
         ok &= check(args.kiln, args.device, "schema_functions", *schema_functions_model(), tmp)
         ok &= check(args.kiln, args.device, "kiln_bodies", *kiln_bodies_model(), tmp)
         ok &= check(args.kiln, args.device, "spectral_17", *spectral_model(17), tmp)
@@ -272,6 +302,7 @@ def main():
         ok &= check(args.kiln, args.device, "roi_align_10", *roi_align_model(10), tmp)
         ok &= check(args.kiln, args.device, "tfidf", *tfidf_model(), tmp)
         ok &= check(args.kiln, args.device, "optimizers", *optimizers_model(), tmp, oracle="onnx reference")
+        ok &= check(args.kiln, args.device, "optimizers_f64", *optimizers_model(T.DOUBLE), tmp, oracle="onnx reference")
     print("functions: " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 
