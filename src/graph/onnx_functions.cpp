@@ -329,8 +329,8 @@ void stft_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
 // computes it: per axis, the coordinate is denormalized (align_corners), rounded for nearest,
 // and, outside [x_min, x_max], clamped (border) or reflected (reflection), except for bicubic;
 // then each of the 1, 2 or 4 taps per axis is weighted and its index padded (zeros: weight 0;
-// border: clamped; reflection: reflected). The taps' products are gathered from X viewed as
-// [N, C, H*W]. ONNX's reference also moves bicubic's coordinate at the border; PyTorch and
+// border: clamped; reflection: reflected). Each tap gathers whole rows of channels from X viewed
+// as [N*H*W, C] (one index per sample, not per channel). ONNX's reference also moves bicubic's coordinate at the border; PyTorch and
 // onnxruntime do not, and models come from PyTorch. Coordinates and weights are computed in
 // float64, which to-fp16 leaves alone: in float16 a coordinate near 100 is off by up to 0.03 pixel.
 void grid_sample_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f) {
@@ -348,17 +348,22 @@ void grid_sample_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f)
   const bool align = attr_i(n, "align_corners", 0) != 0;
 
   std::string t = R"(
-    one_i = Constant <value_ints = [1]> ()
     N = Shape <end = 1> (X)
     C = Shape <start = 1, end = 2> (X)
     HW = Shape <start = 2> (X)
-    HoWo = Shape <start = 1, end = 3> (grid)
     HW_1 = ReduceProd <keepdims = 1> (HW)
-    HoWo_1 = ReduceProd <keepdims = 1> (HoWo)
-    xf_shape = Concat <axis = 0> (N, C, HW_1)
-    Xf = Reshape(X, xf_shape)
-    idx_shape = Concat <axis = 0> (N, one_i, HoWo_1)
-    gather_shape = Concat <axis = 0> (N, C, HoWo_1)
+    Xt = Transpose <perm = [0, 2, 3, 1]> (X)
+    minus1 = Constant <value_ints = [-1]> ()
+    rows_shape = Concat <axis = 0> (minus1, C)
+    Xrows = Reshape(Xt, rows_shape)
+    zero_s = Constant <value_int = 0> ()
+    one_s = Constant <value_int = 1> ()
+    N_s = Squeeze(N)
+    HW_s = Squeeze(HW_1)
+    batches = Range(zero_s, N_s, one_s)
+    batch_rows = Mul(batches, HW_s)
+    b3_shape = Constant <value_ints = [-1, 1, 1]> ()
+    batch_rows3 = Reshape(batch_rows, b3_shape)
     gridf = Cast <to = 11> (grid)
     zero = Constant <value = double {0.0}> ()
     one = Constant <value = double {1.0}> ()
@@ -489,11 +494,11 @@ void grid_sample_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f)
   for (const Tap& ty : ys)
     for (const Tap& tx : xs) {
       const std::string p = "tap" + std::to_string(k++);
-      t += p + "_row = Mul(" + ty.index + ", W_i64)\n" + p + "_idx = Add(" + p + "_row, " + tx.index + ")\n";
-      t += p + "_idx_r = Reshape(" + p + "_idx, idx_shape)\n" + p + "_idx_e = Expand(" + p + "_idx_r, gather_shape)\n";
-      t += p + "_v = GatherElements <axis = 2> (Xf, " + p + "_idx_e)\n";
-      t += p + "_w = Mul(" + ty.weight + ", " + tx.weight + ")\n" + p + "_w_r = Reshape(" + p + "_w, idx_shape)\n" + p +
-           "_w_x = CastLike(" + p + "_w_r, X)\n" + p + "_term = Mul(" + p + "_v, " + p + "_w_x)\n";
+      t += p + "_row = Mul(" + ty.index + ", W_i64)\n" + p + "_pos = Add(" + p + "_row, " + tx.index + ")\n";
+      t += p + "_idx = Add(" + p + "_pos, batch_rows3)\n";
+      t += p + "_v = Gather(Xrows, " + p + "_idx)\n";  // [N, Ho, Wo, C]
+      t += p + "_w = Mul(" + ty.weight + ", " + tx.weight + ")\n" + p + "_w4 = Unsqueeze(" + p + "_w, minus1)\n" + p +
+           "_w_x = CastLike(" + p + "_w4, X)\n" + p + "_term = Mul(" + p + "_v, " + p + "_w_x)\n";
       if (sum.empty()) {
         sum = p + "_term";
       } else {
@@ -501,7 +506,7 @@ void grid_sample_body(const onnx::NodeProto& n, int64_t, onnx::FunctionProto& f)
         sum = p + "_sum";
       }
     }
-  t += "y_shape = Concat <axis = 0> (N, C, HoWo)\nY = Reshape(" + sum + ", y_shape)\n";
+  t += "Y = Transpose <perm = [0, 3, 1, 2]> (" + sum + ")\n";
   make_body(f, "GridSample", {"X", "grid"}, {"Y"}, t);
 }
 
