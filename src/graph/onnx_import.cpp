@@ -15,6 +15,7 @@ namespace kiln::graph {
 namespace {
 
 using detail::Importer;
+using detail::default_domain;
 using detail::ImportNode;
 
 std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
@@ -222,8 +223,6 @@ void import_constant(Importer& im, const onnx::NodeProto& n, const std::filesyst
   if (im.g.find(out) != kNoValue) throw Error("value " + in_quotes(out) + " is defined twice");
   im.g.add_constant(out, t.dtype, t.shape, std::move(t.data));
 }
-
-bool default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
 // The op kind of a node of the default domain whose op type Kiln imports as a node; none for
 // other domains, unknown and internal op types, and Constant (imported as a value).

@@ -47,6 +47,22 @@ const std::map<std::string, LegacyFn>& import_rules();
 // Op types that import as something else entirely (Constant is handled by the importer itself).
 std::optional<OpKind> renamed_op(const std::string& op_type);
 
+inline bool default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
+// Kiln's own function bodies (onnx_kiln_bodies.cpp), for op types ONNX defines without one, keyed
+// by body_key: the op type, "domain::op type" outside the default domain. Each is built per node,
+// at kKilnBodyOpset.
+inline constexpr int64_t kKilnBodyOpset = 17;
+using BodyBuilder = void (*)(const onnx::NodeProto&, int64_t opset, onnx::FunctionProto&);
+struct KilnBody {
+  BodyBuilder build;
+  // A representative call in ONNX's text syntax, with the attributes the body requires: `kiln ops`
+  // builds it to list the op types the body uses.
+  const char* sample;
+};
+const std::map<std::string, KilnBody>& kiln_bodies();
+std::string body_key(const std::string& domain, const std::string& op_type);
+
 // A node as the importer reads it: the graph's own nodes, and the bodies of the ONNX functions
 // they call (onnx_functions.cpp).
 struct SourceNode {
