@@ -624,6 +624,17 @@ TEST(ImportErrors, NotProtobuf) {
   EXPECT_TRUE(has(e, (dir.path / "bad.onnx").string() + ": not a valid ONNX model")) << e;
   e = error_of([&] { import_onnx(dir.path / "missing.onnx"); });
   EXPECT_TRUE(has(e, "missing.onnx: cannot open the file")) << e;
+  e = error_of([&] { import_onnx(dir.path); });
+  EXPECT_TRUE(has(e, dir.path.string() + ": not a regular file")) << e;
+  write_file(dir.path / "empty.onnx", "");
+  e = error_of([&] { import_onnx(dir.path / "empty.onnx"); });
+  EXPECT_TRUE(has(e, "empty.onnx: the file is empty")) << e;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  m.mutable_graph()->set_name("nothing");
+  e = import_error(m);
+  EXPECT_TRUE(has(e, "the graph has no outputs")) << e;
 }
 
 TEST(ImportErrors, SeveralProblemsReportedTogether) {
