@@ -32,6 +32,11 @@ bool fold_affine_into(graph::Graph& g, size_t p, const std::vector<double>& scal
   if (prod.inputs.size() < 2 || prod.inputs[1] == graph::kNoValue) return false;
   const graph::Value& wv = g.value(prod.inputs[1]);
   if (wv.dtype != yv.dtype || !wv.shape_static()) return false;
+  bool has_shift = false;
+  for (double s : shift) has_shift |= s != 0.0;
+  // A MatMul takes a shift only as a 2-D Gemm's bias: refused before its weights are read (GPT-2's
+  // 3-D MatMul + bias pairs read 600 MB as doubles for nothing).
+  if (prod.kind == OpKind::kMatMul && has_shift && (yv.shape.size() != 2 || g.value(prod.inputs[0]).shape.size() != 2)) return false;
   std::vector<double> w = read_doubles(wv);
   if (w.empty() || static_cast<int64_t>(w.size()) != numel(wv.shape)) return false;
   const graph::ValueId bid = prod.inputs.size() > 2 ? prod.inputs[2] : graph::kNoValue;
@@ -44,8 +49,6 @@ bool fold_affine_into(graph::Graph& g, size_t p, const std::vector<double>& scal
     if (!bv.is_constant() || static_cast<int64_t>(b.size()) != numel(bv.shape)) return false;
     b_shape = bv.shape;
   }
-  bool has_shift = false;
-  for (double s : shift) has_shift |= s != 0.0;
   const auto ch = static_cast<size_t>(channels);
 
   std::vector<double> new_b;  // stays empty when the node needs no bias
