@@ -9,11 +9,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
+# ONNX's backend test data (Debian's libonnx-testdata; the GPU machine has none) for
+# bench/gpu_suite.sh, so that both backends run the same tests as CI does (5.8 MB).
+pack_testdata() {
+  if [ -d /usr/share/libonnx-testdata/data ]; then
+    tar -C /usr/share/libonnx-testdata -cf - data | xz -6 -T2 > build-dev/testdata.tar.xz
+    ls -la build-dev/testdata.tar.xz
+  fi
+}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib" "$stage/tests"
 strip -o "$stage/kiln" build/kiln
-for lib in libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9 libpng16.so.16 libjpeg.so.62 libbenchmark.so.1debian; do
+for lib in libonnx.so.1 libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9 libpng16.so.16 libjpeg.so.62 libbenchmark.so.1debian; do
   cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"
 done
 for t in build/tests/*_gpu_test build/bench/gpu_*_bench build/bench/gpu_engine_timing; do
@@ -32,6 +40,7 @@ if [ "${1:-}" = "--kiln-only" ]; then
   mv "$keep" "$stage/tests"
   tar -C "$stage" -cf - . | xz -9 -T2 > build-dev/pack.tar.xz
   ls -la build-dev/pack.tar.xz
+  pack_testdata
   exit 0
 fi
 # With --slim: only kiln and its libraries plus all of Fashion-MNIST, in build-slim/ (about 45 MB),
@@ -59,9 +68,4 @@ if [ "${1:-}" = "--with-fashion" ] && [ -d /usr/share/datasets/fashion-mnist ]; 
   cp -r /usr/share/datasets/fashion-mnist build-dev/fashion-mnist
   du -sh build-dev/fashion-mnist
 fi
-# ONNX's backend test data (Debian's libonnx-testdata; the GPU machine has none) for
-# bench/gpu_suite.sh, so that both backends run the same tests as CI does.
-if [ -d /usr/share/libonnx-testdata/data ]; then
-  tar -C /usr/share/libonnx-testdata -cf - data | xz -6 -T2 > build-dev/testdata.tar.xz
-  ls -la build-dev/testdata.tar.xz
-fi
+pack_testdata
