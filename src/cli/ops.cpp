@@ -43,6 +43,15 @@ int run_ops(const OpsOptions& o) {
                      {"backends", backends}});
       continue;
     }
+    if (auto l = graph::lowered_op_types().find(type); l != graph::lowered_op_types().end()) {
+      names.push_back(type);
+      std::vector<std::string> backends{"cpu"};
+#if defined(KILN_HAVE_CUDA)
+      backends.push_back("gpu");
+#endif
+      all.push_back({{"op", type}, {"imports_as", l->second}, {"backends", backends}});
+      continue;
+    }
     std::optional<OpKind> kind = op_kind_from_name(type);
     std::string as = type == "Upsample" ? "Resize" : type == "Scatter" ? "ScatterElements" : "";
     if (!as.empty()) kind = op_kind_from_name(as);

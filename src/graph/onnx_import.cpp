@@ -242,7 +242,9 @@ std::optional<OpKind> node_kind(const onnx::NodeProto& np) {
 // where Kiln imports it, and for a node without an op type (reported as a problem of its own).
 std::string unsupported_key(const onnx::NodeProto& np) {
   if (!default_domain(np.domain())) return np.domain() + "::" + np.op_type();
-  if (np.op_type().empty() || np.op_type() == "Constant" || node_kind(np)) return "";
+  if (np.op_type().empty() || np.op_type() == "Constant" || node_kind(np) ||
+      lowered_op_types().contains(np.op_type()))
+    return "";
   return np.op_type();
 }
 
@@ -308,10 +310,27 @@ std::map<std::string, std::vector<std::string>> function_op_types() {
   return out;
 }
 
+const std::map<std::string, std::string>& lowered_op_types() {
+  static const std::map<std::string, std::string> ops = [] {
+    std::map<std::string, std::string> m;
+    for (const char* op : {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt",
+                           "SequenceLength", "ConcatFromSequence", "SplitToSequence"})
+      m[op] =
+          "static sequence: lowered at import to Identity, Split, Squeeze, Unsqueeze, Concat or a constant (the "
+          "length and positions must be known then)";
+    m["Scan"] =
+        "unrolled at import: a copy of the body per step, Gather, Unsqueeze, Concat (the scan length must be known "
+        "then)";
+    return m;
+  }();
+  return ops;
+}
+
 std::vector<std::string> importable_op_types() {
   std::vector<std::string> ops = {"Constant", "Scatter", "Upsample"};
   for (size_t i = 0; i < kOnnxOpCount; ++i) ops.emplace_back(kOpTable[i].name);
   for (const auto& [type, body] : function_op_types()) ops.push_back(type);
+  for (const auto& [type, how] : lowered_op_types()) ops.push_back(type);
   std::sort(ops.begin(), ops.end());
   return ops;
 }
@@ -407,6 +426,10 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     if (init.has_raw_data()) std::string().swap(*model.mutable_graph()->mutable_initializer(i)->mutable_raw_data());
   }
   if (gp.sparse_initializer_size() > 0) problems.push_back("sparse initializers are not supported");
+  // The inputs and node outputs that could not be imported (unsupported, or a problem already
+  // reported): the nodes that read them are skipped without a message of their own, so that one
+  // problem gets one message and not one per node downstream of it.
+  std::set<std::string> failed_values;
   for (const auto& in : gp.input()) {
     if (g.find(in.name()) != kNoValue) continue;  // IR < 4 lists initializers as inputs too
     try {
@@ -416,16 +439,13 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       g.inputs.push_back(g.add_value(std::move(v)));
     } catch (const Error& e) {
       problems.push_back(e.what());
+      failed_values.insert(in.name());
     }
   }
   std::map<std::string, const onnx::TypeProto*> declared;
   for (const auto& vi : gp.value_info()) declared[vi.name()] = &vi.type();
   for (const auto& vi : gp.output()) declared[vi.name()] = &vi.type();
 
-  // The outputs of nodes that could not be imported (unsupported, or a problem already reported):
-  // the nodes that read them are skipped without a message of their own, so that one problem gets
-  // one message and not one per node downstream of it.
-  std::set<std::string> failed_values;
   auto fail_outputs = [&](const onnx::NodeProto& np) {
     for (const std::string& out : np.output())
       if (!out.empty()) failed_values.insert(out);
@@ -438,7 +458,10 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
   } catch (const Error& e) {
     throw Error(origin + ": cannot import the model: " + e.what());
   }
-  for (const detail::SourceNode& sn : nodes) {
+  detail::StaticSequences sequences;
+  int unrolled = 0;  // names made by unroll_scan
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const detail::SourceNode& sn = nodes[i];
     const onnx::NodeProto& np = sn.proto;
     const std::string& node_name = sn.name;
     std::string where = "node " + in_quotes(node_name) + " (" + np.op_type() + ")";
@@ -453,6 +476,14 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     }
     try {
       if (np.op_type().empty()) throw Error("has no op_type; every node needs one (Relu, Conv, ...)");
+      const bool scan = default_domain(np.domain()) && np.op_type() == "Scan";
+      if (scan || sequences.handles(np)) {
+        std::vector<detail::SourceNode> lowered =
+            scan ? detail::unroll_scan(sn, g, unrolled) : sequences.lower(sn, g);
+        nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::make_move_iterator(lowered.begin()),
+                     std::make_move_iterator(lowered.end()));
+        continue;
+      }
       if (!unsupported_as.empty()) {
         unsupported[unsupported_as].push_back(node_name);
         fail_outputs(np);
@@ -474,6 +505,9 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
           continue;
         }
         ValueId id = g.find(in);
+        if (id == kNoValue && sequences.is_sequence(in))
+          throw Error("reads the sequence " + in_quotes(in) + "; Kiln lowers sequences at import, for the sequence "
+                      "ops only (SequenceAt or ConcatFromSequence make tensors of one)");
         if (id == kNoValue)
           throw Error("reads " + in_quotes(in) + ", which no earlier node, input or initializer defines");
         n.inputs.push_back(id);
@@ -524,7 +558,11 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     ValueId id = g.find(out.name());
     if (id == kNoValue) {
       if (failed_values.contains(out.name())) continue;
-      problems.push_back("graph output " + in_quotes(out.name()) + " is never computed");
+      if (sequences.is_sequence(out.name()))
+        problems.push_back("graph output " + in_quotes(out.name()) +
+                           " is a sequence; Kiln's engines output tensors (ConcatFromSequence makes one of it)");
+      else
+        problems.push_back("graph output " + in_quotes(out.name()) + " is never computed");
       continue;
     }
     g.outputs.push_back(id);

@@ -26,12 +26,16 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
                         const std::filesystem::path& base_dir);
 
 // Every ONNX op type the importer accepts (the op table's names plus Constant, renamed legacy
-// ops such as Upsample, and the function ops below), sorted.
+// ops such as Upsample, the function ops and the lowered ops below), sorted.
 std::vector<std::string> importable_op_types();
 // The op types Kiln imports as the function body ONNX's schemas define for them (at the newest
 // opset Kiln reads), each with the op types of its body, all of which Kiln imports natively.
 // Any op type ONNX or the model defines by a function is expanded at import; these are the
 // ones known to import whole.
 std::map<std::string, std::vector<std::string>> function_op_types();
+// The op types Kiln rewrites at import into others where what they depend on is known then, each
+// with how: sequences of a known length at constant positions (onnx_sequences.cpp), Scan of a
+// known length (onnx_scan.cpp).
+const std::map<std::string, std::string>& lowered_op_types();
 
 }  // namespace kiln::graph

@@ -71,6 +71,27 @@ struct SourceNode {
   std::string name;         // for messages and the IR ("mvn/ReduceMean_2" inside a body)
   std::string in_function;  // the call it was expanded from ("MeanVarianceNormalization 'mvn'"), or ""
 };
+
+// The sequences of a model known at import (onnx_sequences.cpp): each sequence value is the list
+// of its elements' tensor names, and the ops that read one are replaced by tensor ops.
+class StaticSequences {
+ public:
+  // Whether lower() takes np: an op that makes a sequence, or reads one known here.
+  bool handles(const onnx::NodeProto& np) const;
+  // The nodes that replace sn (Constant, Identity, Split, Squeeze, Unsqueeze, Concat; none where
+  // only the list changes), at sn's opset. Throws kiln::Error for what needs run-time values.
+  std::vector<SourceNode> lower(const SourceNode& sn, const Graph& g);
+  bool is_sequence(const std::string& name) const;
+
+ private:
+  std::map<std::string, std::vector<std::string>> seqs_;  // "" for an element known only at run time
+  int counter_ = 0;
+};
+
+// The nodes that replace a Scan node whose scan length is known from g's shapes: a copy of its body
+// per step (onnx_scan.cpp). `counter` numbers the names it makes. Throws kiln::Error otherwise.
+std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& counter);
+
 // The graph's nodes in order, each node that Kiln does not import natively (`native` says false)
 // and that ONNX's schemas or the model's own functions define by a body replaced by that body,
 // recursively. Throws kiln::Error for bodies nested too deep or grown too large.

@@ -5,7 +5,8 @@ define by a function body (MeanVarianceNormalization, the windows), which Kiln i
 expanding that body, and the op types for which Kiln writes a body of its own (ReverseSequence,
 MaxUnpool, DFT, STFT, GridSample, MelWeightMatrix, RoiAlign, TfIdfVectorizer, and
 ai.onnx.preview.training's Adagrad, Momentum and Adam, which onnxruntime does not run: ONNX's
-reference evaluator checks those). `--device gpu` runs the same models on the GPU machine.
+reference evaluator checks those). Also what the importer lowers: Scan unrolled (opsets 8 and 17)
+and sequences of a known length. `--device gpu` runs the same models on the GPU machine.
 """
 import argparse
 import os
@@ -259,6 +260,63 @@ def optimizers_model(elem=T.FLOAT):
     return m, feeds
 
 
+def scan_model(opset):
+    # Scan unrolled at import: a state, two scan inputs (one along axis 1, reversed), an outer-scope
+    # weight and a body initializer, two scan outputs (one stacked along axis 1, reversed). At
+    # opset 8 every tensor has a batch axis first and the directions are one attribute.
+    body = h.make_graph(
+        [h.make_node("Mul", ["a", "w"], ["aw"]), h.make_node("Add", ["s", "aw"], ["t"]),
+         h.make_node("Add", ["t", "b"], ["s_out"]), h.make_node("Mul", ["s_out", "c"], ["o1"]),
+         h.make_node("Relu", ["b"], ["o2"])],
+        "body", [h.make_tensor_value_info(n, T.FLOAT, [2]) for n in ("s", "a", "b")],
+        [h.make_tensor_value_info(n, T.FLOAT, [2]) for n in ("s_out", "o1", "o2")],
+        [numpy_helper.from_array(np.array([0.5, -2.0], np.float32), "c")])
+    batch = [3] if opset < 9 else []
+    inputs = ([""] if opset < 9 else []) + ["s0", "x1", "x2"]
+    attrs = {"body": body, "num_scan_inputs": 2}
+    if opset < 9:
+        attrs["directions"] = [0, 1]
+        x2_shape = batch + [4, 2]
+    else:
+        attrs.update(scan_input_axes=[0, 1], scan_input_directions=[0, 1], scan_output_axes=[0, 1],
+                     scan_output_directions=[0, 1])
+        x2_shape = [2, 4]
+    node = h.make_node("Scan", inputs, ["s_final", "y1", "y2"], **attrs)
+    g = h.make_graph(
+        [node], f"scan_{opset}",
+        [h.make_tensor_value_info("s0", T.FLOAT, batch + [2]), h.make_tensor_value_info("x1", T.FLOAT, batch + [4, 2]),
+         h.make_tensor_value_info("x2", T.FLOAT, x2_shape)],
+        [h.make_tensor_value_info("s_final", T.FLOAT, batch + [2]),
+         h.make_tensor_value_info("y1", T.FLOAT, batch + [4, 2]),
+         h.make_tensor_value_info("y2", T.FLOAT, batch + [4, 2] if opset < 9 else [2, 4])],
+        [numpy_helper.from_array(np.array([1.5, -0.25], np.float32), "w")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=8 if opset >= 9 else 4)
+    rng = np.random.default_rng(7)
+    feeds = {"s0": rng.standard_normal(batch + [2]).astype(np.float32),
+             "x1": rng.standard_normal(batch + [4, 2]).astype(np.float32),
+             "x2": rng.standard_normal(x2_shape).astype(np.float32)}
+    return m, feeds
+
+
+def sequences_model():
+    # Sequences of a known length lowered at import: split without keepdims, insert and erase at
+    # constant positions, stack with new_axis, take an element, count them.
+    pos = [numpy_helper.from_array(np.array(v, np.int64), n) for v, n in ((1, "one"), (-1, "last"))]
+    nodes = [h.make_node("SplitToSequence", ["x"], ["s"], axis=1, keepdims=0),
+             h.make_node("SequenceInsert", ["s", "y", "one"], ["s2"]),
+             h.make_node("SequenceErase", ["s2", "last"], ["s3"]),
+             h.make_node("ConcatFromSequence", ["s3"], ["stacked"], axis=-1, new_axis=1),
+             h.make_node("SequenceAt", ["s3", "one"], ["picked"]),
+             h.make_node("SequenceLength", ["s3"], ["n"])]
+    g = h.make_graph(nodes, "sequences",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2, 4]), h.make_tensor_value_info("y", T.FLOAT, [2])],
+                     [h.make_tensor_value_info(o, t, d) for o, t, d in
+                      (("stacked", T.FLOAT, [2, 4]), ("picked", T.FLOAT, [2]), ("n", T.INT64, []))], pos)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    rng = np.random.default_rng(8)
+    return m, {"x": rng.standard_normal([2, 4]).astype(np.float32), "y": rng.standard_normal([2]).astype(np.float32)}
+
+
 def check(kiln, device, name, model, feeds, tmp, oracle="onnxruntime"):
     onnx.checker.check_model(model)
     d = os.path.join(tmp, name)
@@ -303,6 +361,9 @@ def main():
         ok &= check(args.kiln, args.device, "tfidf", *tfidf_model(), tmp)
         ok &= check(args.kiln, args.device, "optimizers", *optimizers_model(), tmp, oracle="onnx reference")
         ok &= check(args.kiln, args.device, "optimizers_f64", *optimizers_model(T.DOUBLE), tmp, oracle="onnx reference")
+        ok &= check(args.kiln, args.device, "scan_17", *scan_model(17), tmp)
+        ok &= check(args.kiln, args.device, "scan_8", *scan_model(8), tmp)
+        ok &= check(args.kiln, args.device, "sequences", *sequences_model(), tmp)
     print("functions: " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 

@@ -1,0 +1,280 @@
+// Sequences whose length and elements are known when the model is imported: SequenceConstruct,
+// SequenceEmpty, SequenceInsert/Erase at constant positions, SplitToSequence of a static shape.
+// Each sequence becomes the list of its elements' tensor names, and the ops that read one become
+// tensor ops: SequenceAt an Identity, SequenceLength a constant, ConcatFromSequence a Concat
+// (after Unsqueezes with new_axis), SplitToSequence a Split (and Squeezes without keepdims). What
+// depends on the data (a position computed at run time, a sequence the graph takes as an input)
+// is left to the importer's usual message for an op type it does not run, or gets one naming the
+// node and what would have to be constant.
+#include <cstring>
+#include <deque>
+#include <iterator>
+#include <set>
+
+#include "graph/onnx_import_internal.h"
+#include "kiln/types.h"
+
+namespace kiln::graph::detail {
+
+namespace {
+
+bool sequence_op(const std::string& op) {
+  static const std::set<std::string> ops{"SequenceEmpty", "SequenceConstruct", "SequenceInsert",
+                                         "SequenceErase", "SequenceAt",        "SequenceLength",
+                                         "ConcatFromSequence", "SplitToSequence"};
+  return ops.contains(op);
+}
+
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t int_attr(const onnx::NodeProto& n, const std::string& name, int64_t fallback) {
+  const onnx::AttributeProto* a = find_attr(n, name);
+  return a ? a->i() : fallback;
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// The integer values of constant `name` (an initializer or an earlier Constant node), or none.
+std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const std::string& name) {
+  const ValueId id = g.find(name);
+  if (id == kNoValue) return std::nullopt;
+  const Value& v = g.value(id);
+  if (!v.is_constant()) return std::nullopt;
+  std::vector<int64_t> out;
+  const std::vector<uint8_t>& bytes = *v.data;
+  if (v.dtype == DataType::kInt64) {
+    out.resize(bytes.size() / 8);
+    if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * 8);
+  } else if (v.dtype == DataType::kInt32) {
+    std::vector<int32_t> w(bytes.size() / 4);
+    if (!w.empty()) std::memcpy(w.data(), bytes.data(), w.size() * 4);
+    out.assign(w.begin(), w.end());
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar) {
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto_DataType_INT64);
+  if (!scalar) t.add_dims(static_cast<int64_t>(v.size()));
+  for (int64_t x : v) t.add_int64_data(x);
+  return t;
+}
+
+}  // namespace
+
+bool StaticSequences::handles(const onnx::NodeProto& np) const {
+  if (!default_domain(np.domain())) return false;
+  const std::string& op = np.op_type();
+  if (sequence_op(op)) return true;
+  return op == "Identity" && np.input_size() > 0 && seqs_.contains(np.input(0));
+}
+
+bool StaticSequences::is_sequence(const std::string& name) const { return seqs_.contains(name); }
+
+std::vector<SourceNode> StaticSequences::lower(const SourceNode& sn, const Graph& g) {
+  const onnx::NodeProto& np = sn.proto;
+  const std::string& op = np.op_type();
+  std::deque<SourceNode> consts, out;  // constants first: they feed the other nodes
+  auto fresh = [&](const std::string& what) {
+    std::string name;
+    do name = sn.name + "/" + what + "_" + std::to_string(counter_++);
+    while (g.find(name) != kNoValue);
+    return name;
+  };
+  auto emit = [&](const std::string& op_type, const std::vector<std::string>& inputs,
+                  const std::vector<std::string>& outputs) {
+    std::deque<SourceNode>& to = op_type == "Constant" ? consts : out;
+    to.push_back(SourceNode{onnx::NodeProto{}, sn.opset, sn.name + "/" + op_type, sn.in_function});
+    onnx::NodeProto& p = to.back().proto;
+    p.set_op_type(op_type);
+    p.set_name(to.back().name);
+    for (const std::string& i : inputs) p.add_input(i);
+    for (const std::string& o : outputs) p.add_output(o);
+    return &p;  // stays valid: a deque's push_back moves no element
+  };
+  auto constant = [&](const std::vector<int64_t>& v, bool scalar, const std::string& name) {
+    onnx::NodeProto* c = emit("Constant", {}, {name});
+    onnx::AttributeProto* a = c->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+    *a->mutable_t() = int64_tensor(v, scalar);
+  };
+  // The axes of Squeeze/Unsqueeze and the sizes of Split: an input from opset 13 on (18 for Split's
+  // num_outputs form, which is not used), an attribute before.
+  auto ints_operand = [&](onnx::NodeProto* n, const char* attr, const std::vector<int64_t>& v) {
+    if (sn.opset >= 13) {
+      const std::string name = fresh(attr);
+      constant(v, false, name);
+      n->add_input(name);
+    } else {
+      onnx::AttributeProto* a = n->add_attribute();
+      a->set_name(attr);
+      a->set_type(onnx::AttributeProto_AttributeType_INTS);
+      for (int64_t x : v) a->add_ints(x);
+    }
+  };
+  // A constant position (a scalar) in input `slot`, or `fallback` where the input is absent.
+  auto position = [&](int slot, int64_t fallback) -> int64_t {
+    if (np.input_size() <= slot || np.input(slot).empty()) return fallback;
+    const std::optional<std::vector<int64_t>> v = constant_ints(g, np.input(slot));
+    if (!v || v->size() != 1)
+      throw Error("its position " + quoted(np.input(slot)) +
+                  " is computed at run time; Kiln lowers sequences at import and needs it constant");
+    return (*v)[0];
+  };
+  auto element = [&](const std::vector<std::string>& seq, int64_t pos) -> const std::string& {
+    const auto n = static_cast<int64_t>(seq.size());
+    if (pos < -n || pos >= n)
+      throw Error("position " + std::to_string(pos) + " is outside the sequence of " + std::to_string(n) +
+                  " element(s)");
+    const std::string& e = seq[static_cast<size_t>(pos < 0 ? pos + n : pos)];
+    if (e.empty())
+      throw Error("reads an element of a sequence split at run-time sizes (SplitToSequence with a split "
+                  "input that is not constant): its shape depends on the data");
+    return e;
+  };
+  if (op != "SequenceEmpty" && op != "SequenceConstruct" && op != "SplitToSequence" &&
+      (np.input_size() < 1 || !seqs_.contains(np.input(0))))
+    throw Error("reads " + quoted(np.input_size() ? np.input(0) : "") +
+                ", which is not a sequence known at import (Kiln lowers sequences made in the graph by "
+                "SequenceConstruct, SequenceEmpty or SplitToSequence; not sequence inputs or sequences from "
+                "control flow)");
+  auto output = [&]() -> const std::string& {
+    if (np.output_size() < 1 || np.output(0).empty()) throw Error("has no output");
+    return np.output(0);
+  };
+
+  if (op == "SequenceEmpty") {
+    seqs_[output()] = {};
+  } else if (op == "SequenceConstruct") {
+    std::vector<std::string> seq(np.input().begin(), np.input().end());
+    for (const std::string& e : seq)
+      if (e.empty()) throw Error("has an empty input name; every element must be a tensor");
+    seqs_[output()] = std::move(seq);
+  } else if (op == "Identity") {
+    seqs_[output()] = seqs_.at(np.input(0));
+  } else if (op == "SequenceInsert") {
+    std::vector<std::string> seq = seqs_.at(np.input(0));
+    if (np.input_size() < 2 || np.input(1).empty()) throw Error("needs the tensor to insert (input 1)");
+    const auto n = static_cast<int64_t>(seq.size());
+    int64_t pos = position(2, n);
+    if (pos < -n || pos > n)
+      throw Error("position " + std::to_string(pos) + " is outside [-" + std::to_string(n) + ", " +
+                  std::to_string(n) + "]");
+    if (pos < 0) pos += n;
+    seq.insert(seq.begin() + pos, np.input(1));
+    seqs_[output()] = std::move(seq);
+  } else if (op == "SequenceErase") {
+    std::vector<std::string> seq = seqs_.at(np.input(0));
+    const auto n = static_cast<int64_t>(seq.size());
+    int64_t pos = position(1, -1);
+    if (pos < -n || pos >= n)
+      throw Error("position " + std::to_string(pos) + " is outside the sequence of " + std::to_string(n) +
+                  " element(s)");
+    if (pos < 0) pos += n;
+    seq.erase(seq.begin() + pos);
+    seqs_[output()] = std::move(seq);
+  } else if (op == "SequenceAt") {
+    if (np.input_size() < 2 || np.input(1).empty()) throw Error("needs a position (input 1)");
+    emit("Identity", {element(seqs_.at(np.input(0)), position(1, 0))}, {output()});
+  } else if (op == "SequenceLength") {
+    constant({static_cast<int64_t>(seqs_.at(np.input(0)).size())}, true, output());
+  } else if (op == "ConcatFromSequence") {
+    const std::vector<std::string>& seq = seqs_.at(np.input(0));
+    if (!find_attr(np, "axis")) throw Error("needs attribute 'axis'");
+    if (seq.empty()) throw Error("concatenates an empty sequence; ONNX defines no result for it");
+    const int64_t axis = int_attr(np, "axis", 0);
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < seq.size(); ++i) {
+      const std::string& e = element(seq, static_cast<int64_t>(i));
+      if (int_attr(np, "new_axis", 0) == 0) {
+        parts.push_back(e);
+        continue;
+      }
+      const std::string u = fresh("unsqueezed");
+      ints_operand(emit("Unsqueeze", {e}, {u}), "axes", {axis});
+      parts.push_back(u);
+    }
+    onnx::NodeProto* c = emit("Concat", parts, {output()});
+    onnx::AttributeProto* a = c->add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto_AttributeType_INT);
+    a->set_i(axis);
+  } else if (op == "SplitToSequence") {
+    if (np.input_size() < 1 || np.input(0).empty()) throw Error("needs the tensor to split (input 0)");
+    const std::string& x = np.input(0);
+    const ValueId xid = g.find(x);
+    int64_t axis = int_attr(np, "axis", 0);
+    const bool keepdims = int_attr(np, "keepdims", 1) != 0;
+    const Value* xv = xid == kNoValue ? nullptr : &g.value(xid);
+    const bool ranked = xv && xv->has_shape;
+    if (ranked) {
+      const auto r = static_cast<int64_t>(xv->shape.size());
+      if (axis < -r || axis >= r)
+        throw Error("axis " + std::to_string(axis) + " is outside the rank " + std::to_string(r) + " of " + quoted(x));
+      if (axis < 0) axis += r;
+    }
+    const int64_t dim = ranked && axis >= 0 ? xv->shape[static_cast<size_t>(axis)] : -1;
+    const bool has_split = np.input_size() > 1 && !np.input(1).empty();
+    std::vector<int64_t> sizes;
+    if (has_split) {
+      const std::optional<std::vector<int64_t>> split = constant_ints(g, np.input(1));
+      const ValueId sid = g.find(np.input(1));
+      if (!split) {
+        const Value* sv = sid == kNoValue ? nullptr : &g.value(sid);
+        if (sv && sv->has_shape && sv->shape.size() == 1 && sv->shape[0] >= 0) {
+          seqs_[output()] = std::vector<std::string>(static_cast<size_t>(sv->shape[0]));  // length only
+          return {};
+        }
+        throw Error("its split " + quoted(np.input(1)) +
+                    " is computed at run time, so the number of elements depends on the data");
+      }
+      if (sid != kNoValue && g.value(sid).shape.empty()) {  // a scalar: chunks of that size
+        const int64_t s = split->at(0);
+        if (s <= 0) throw Error("split size " + std::to_string(s) + " must be positive");
+        if (dim < 0) throw Error("splits " + quoted(x) + " in chunks, which needs its size along the axis known");
+        for (int64_t left = dim; left > 0; left -= s) sizes.push_back(std::min(s, left));
+      } else {
+        sizes = *split;
+      }
+    } else {
+      if (dim < 0)
+        throw Error("splits " + quoted(x) + " into one element per index, which needs its size along axis " +
+                    std::to_string(axis) + " known at import (declare the shape, or export with static shapes)");
+      sizes.assign(static_cast<size_t>(dim), 1);
+    }
+    if (sizes.empty()) {
+      seqs_[output()] = {};
+      return {};
+    }
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < sizes.size(); ++i) parts.push_back(fresh("part"));
+    onnx::NodeProto* s = emit("Split", {x}, parts);
+    onnx::AttributeProto* a = s->add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto_AttributeType_INT);
+    a->set_i(axis);
+    ints_operand(s, "split", sizes);
+    if (!has_split && !keepdims) {
+      if (!ranked) throw Error("drops the split axis of " + quoted(x) + ", whose rank is not known at import");
+      for (std::string& p : parts) {
+        const std::string q = fresh("squeezed");
+        ints_operand(emit("Squeeze", {p}, {q}), "axes", {axis});
+        p = q;
+      }
+    }
+    seqs_[output()] = std::move(parts);
+  }
+  std::vector<SourceNode> nodes(std::make_move_iterator(consts.begin()), std::make_move_iterator(consts.end()));
+  nodes.insert(nodes.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
+  return nodes;
+}
+
+}  // namespace kiln::graph::detail
