@@ -165,6 +165,13 @@ enum class OpKind : uint16_t {
 };
 inline constexpr OpKind kFirstInternalOp = OpKind::kFusedConv;
 
+// What passes ask of an op instead of keeping lists of their own (OpInfo::traits, a bit set).
+enum OpTrait : uint32_t {
+  // The output is the first input's data, in the same order, with another shape (a Cast or a
+  // quantization commutes with it; the runtime makes it a view).
+  kReshapeLike = 1u << 0,
+};
+
 struct OpInfo {
   OpKind kind;
   std::string_view name;  // ONNX op type (internal ops: Kiln's own name)
@@ -175,6 +182,7 @@ struct OpInfo {
   int8_t max_outputs;     // -1: variadic
   uint32_t const_inputs;  // bit i set: input i determines the output shape, so it must be known
                           // (an initializer or folded constant) when the engine is built
+  uint32_t traits = 0;    // OpTrait bits
 };
 
 inline constexpr OpInfo kOpTable[] = {
@@ -218,7 +226,7 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kExp, "Exp", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kExpand, "Expand", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x2},
     {OpKind::kEyeLike, "EyeLike", kAttrsIndex<EyeLikeAttrs>, 1, 1, 1, 1, 0x0},
-    {OpKind::kFlatten, "Flatten", kAttrsIndex<AxisAttrs>, 1, 1, 1, 1, 0x0},
+    {OpKind::kFlatten, "Flatten", kAttrsIndex<AxisAttrs>, 1, 1, 1, 1, 0x0, kReshapeLike},
     {OpKind::kFloor, "Floor", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kGRU, "GRU", kAttrsIndex<RnnAttrs>, 3, 6, 0, 2, 0x0},
     {OpKind::kGather, "Gather", kAttrsIndex<AxisAttrs>, 2, 2, 1, 1, 0x0},
@@ -279,7 +287,7 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kReduceSum, "ReduceSum", kAttrsIndex<ReduceAttrs>, 1, 2, 1, 1, 0x2},
     {OpKind::kReduceSumSquare, "ReduceSumSquare", kAttrsIndex<ReduceAttrs>, 1, 2, 1, 1, 0x2},
     {OpKind::kRelu, "Relu", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},
-    {OpKind::kReshape, "Reshape", kAttrsIndex<ReshapeAttrs>, 2, 2, 1, 1, 0x2},
+    {OpKind::kReshape, "Reshape", kAttrsIndex<ReshapeAttrs>, 2, 2, 1, 1, 0x2, kReshapeLike},
     {OpKind::kResize, "Resize", kAttrsIndex<ResizeAttrs>, 1, 4, 1, 1, 0xe},
     {OpKind::kRound, "Round", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kScatterElements, "ScatterElements", kAttrsIndex<ScatterAttrs>, 3, 3, 1, 1, 0x0},
@@ -300,7 +308,7 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kSpaceToDepth, "SpaceToDepth", kAttrsIndex<DepthToSpaceAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kSplit, "Split", kAttrsIndex<SplitAttrs>, 1, 2, 1, -1, 0x2},
     {OpKind::kSqrt, "Sqrt", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},
-    {OpKind::kSqueeze, "Squeeze", kAttrsIndex<NoAttrs>, 1, 2, 1, 1, 0x2},
+    {OpKind::kSqueeze, "Squeeze", kAttrsIndex<NoAttrs>, 1, 2, 1, 1, 0x2, kReshapeLike},
     {OpKind::kSub, "Sub", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x0},
     {OpKind::kSum, "Sum", kAttrsIndex<NoAttrs>, 1, -1, 1, 1, 0x0},
     {OpKind::kTan, "Tan", kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0},
@@ -310,7 +318,7 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kTopK, "TopK", kAttrsIndex<TopKAttrs>, 2, 2, 2, 2, 0x2},
     {OpKind::kTranspose, "Transpose", kAttrsIndex<TransposeAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kTrilu, "Trilu", kAttrsIndex<TriluAttrs>, 1, 2, 1, 1, 0x2},
-    {OpKind::kUnsqueeze, "Unsqueeze", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x2},
+    {OpKind::kUnsqueeze, "Unsqueeze", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x2, kReshapeLike},
     {OpKind::kWhere, "Where", kAttrsIndex<NoAttrs>, 3, 3, 1, 1, 0x0},
     {OpKind::kXor, "Xor", kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x0},
     // Inputs: X, W, optional B, optional Z (the residual). See FusedConvAttrs.
@@ -354,6 +362,7 @@ static_assert(static_cast<size_t>(OpKind::kNhwcQConv) + 1 == kOpCount, "every Op
 inline constexpr size_t kOnnxOpCount = static_cast<size_t>(kFirstInternalOp);
 
 inline const OpInfo& op_info(OpKind k) { return kOpTable[static_cast<size_t>(k)]; }
+inline bool has_trait(OpKind k, OpTrait t) { return (op_info(k).traits & t) != 0; }
 inline std::string_view op_name(OpKind k) { return op_info(k).name; }
 inline constexpr bool is_internal_op(OpKind k) { return static_cast<size_t>(k) >= kOnnxOpCount; }
 // The ONNX op type's kind; never an internal op.

@@ -31,12 +31,9 @@ using graph::ValueId;
 // Ops that only move values or take their maximum (all inputs after the first are constants that
 // shape the result); MaxPool without its Indices output.
 bool moves_values(const graph::Node& n) {
+  if (has_trait(n.kind, kReshapeLike)) return true;
   switch (n.kind) {
     case OpKind::kMaxPool: return n.outputs.size() == 1;
-    case OpKind::kReshape:
-    case OpKind::kFlatten:
-    case OpKind::kSqueeze:
-    case OpKind::kUnsqueeze:
     case OpKind::kTranspose:
     case OpKind::kIdentity:
     case OpKind::kConcat: return true;

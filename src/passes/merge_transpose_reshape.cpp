@@ -17,9 +17,7 @@ namespace kiln::passes {
 
 namespace {
 
-bool reshape_like(OpKind k) {
-  return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze;
-}
+bool reshape_like(OpKind k) { return has_trait(k, kReshapeLike); }
 
 std::vector<uint8_t> int64_bytes(const std::vector<int64_t>& v) {
   std::vector<uint8_t> b(v.size() * 8);

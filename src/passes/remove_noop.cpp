@@ -68,11 +68,10 @@ bool pads_all_zero(const graph::Graph& g, const graph::Node& n, const std::vecto
   return true;
 }
 
-// Ops that hand on their first input when the checks in passthrough_input hold.
-constexpr OpKind kLayoutOps[] = {OpKind::kReshape, OpKind::kFlatten,  OpKind::kSqueeze,   OpKind::kUnsqueeze,
-                                 OpKind::kExpand,  OpKind::kTile,     OpKind::kSplit,     OpKind::kConcat,
-                                 OpKind::kCast,    OpKind::kCastLike, OpKind::kTranspose, OpKind::kSlice,
-                                 OpKind::kPad};
+// Ops that hand on their first input when the checks in passthrough_input hold (and the
+// reshape-like ops of the op table).
+constexpr OpKind kLayoutOps[] = {OpKind::kExpand, OpKind::kTile,      OpKind::kSplit, OpKind::kConcat, OpKind::kCast,
+                                 OpKind::kCastLike, OpKind::kTranspose, OpKind::kSlice, OpKind::kPad};
 
 // The input that node n hands on unchanged, or kNoValue when n does some work.
 graph::ValueId passthrough_input(const graph::Graph& g, const graph::Node& n) {
@@ -80,7 +79,8 @@ graph::ValueId passthrough_input(const graph::Graph& g, const graph::Node& n) {
   graph::ValueId in = graph::kNoValue;
   if (n.kind == OpKind::kAdd || n.kind == OpKind::kSub || n.kind == OpKind::kMul || n.kind == OpKind::kDiv) {
     in = arithmetic_passthrough(g, n);
-  } else if (std::find(std::begin(kLayoutOps), std::end(kLayoutOps), n.kind) != std::end(kLayoutOps)) {
+  } else if (has_trait(n.kind, kReshapeLike) ||
+             std::find(std::begin(kLayoutOps), std::end(kLayoutOps), n.kind) != std::end(kLayoutOps)) {
     if (n.kind == OpKind::kConcat && n.inputs.size() != 1) return graph::kNoValue;
     in = n.inputs[0];
   }

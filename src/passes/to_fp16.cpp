@@ -46,8 +46,6 @@ const std::set<OpKind> kKeepFloat32 = {
 const std::set<OpKind> kReductions = {OpKind::kReduceMean, OpKind::kReduceMax,         OpKind::kReduceMin,
                                       OpKind::kReduceSum,  OpKind::kGlobalAveragePool, OpKind::kGlobalMaxPool};
 
-// Ops that only reinterpret their input's shape: a Cast after them is the same as one before.
-const std::set<OpKind> kViews = {OpKind::kFlatten, OpKind::kReshape, OpKind::kSqueeze, OpKind::kUnsqueeze};
 
 // The rows of a matrix-vector product with float16 weights: the GPU's GEMV takes up to 8
 // (runtime/cuda/nn_internal.cuh, kGemvMaxM); above that the product is not bound by its weights.
@@ -160,7 +158,7 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
   auto keeps_float = [&](ValueId v) { return kept_float.count(v) > 0; };
   // A view of kept float32: stays float32.
   auto view_of_kept = [&](const graph::Node& n) {
-    return kViews.count(n.kind) && !n.inputs.empty() && keeps_float(n.inputs[0]) && n.outputs.size() == 1;
+    return has_trait(n.kind, kReshapeLike) && !n.inputs.empty() && keeps_float(n.inputs[0]) && n.outputs.size() == 1;
   };
   // A Gemm or FusedGemm of 1 to kVectorRows rows reading kept float32 with constant float32 weights
   // (B transposed, K a multiple of 8) and no residual: float16 weights, float32 everything else.

@@ -206,8 +206,7 @@ class Planner {
         if (a < 0 || a >= static_cast<int64_t>(shape.size())) return false;
       return perm_keeps_order(perm, shape);
     }
-    return k == OpKind::kReshape || k == OpKind::kFlatten || k == OpKind::kSqueeze || k == OpKind::kUnsqueeze ||
-           k == OpKind::kIdentity;
+    return has_trait(k, kReshapeLike) || k == OpKind::kIdentity;
   }
   static std::string slices_detail(int views, int copies) {
     if (views + copies == 0) return "";
