@@ -253,9 +253,7 @@ std::string unsupported_key(const onnx::NodeProto& np) {
 namespace detail {
 
 const onnx::AttributeProto* Importer::attr(const onnx::NodeProto& n, const std::string& name) const {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
+  return find_attr(n, name);
 }
 
 ValueId Importer::const_i64(const std::string& hint, const std::vector<int64_t>& v, bool scalar) {

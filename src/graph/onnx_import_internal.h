@@ -3,6 +3,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -49,6 +50,13 @@ std::optional<OpKind> renamed_op(const std::string& op_type);
 
 inline bool default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
+// Node n's attribute `name`, or null.
+inline const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
 // Kiln's own function bodies (onnx_kiln_bodies.cpp), for op types ONNX defines without one, keyed
 // by body_key: the op type, "domain::op type" outside the default domain. Each is built per node,
 // at kKilnBodyOpset.
@@ -87,6 +95,38 @@ class StaticSequences {
   std::map<std::string, std::vector<std::string>> seqs_;  // "" for an element known only at run time
   int counter_ = 0;
 };
+
+// The nodes that replace one source node at import (onnx_lowering.cpp): each at the source's opset
+// and named after it, value names no graph value has, and Constant nodes ahead of the others,
+// which may read them. References returned stay valid as nodes are added.
+class Lowering {
+ public:
+  Lowering(const SourceNode& source, const Graph& g, int& counter) : sn_(source), g_(g), counter_(counter) {}
+  // "<source>/<hint>_<k>", unused in g.
+  std::string fresh(const std::string& hint);
+  // A node op_type(inputs) -> outputs, named "<source>/<label>" (label: the op type by default).
+  onnx::NodeProto& emit(const std::string& op_type, const std::vector<std::string>& inputs,
+                        const std::vector<std::string>& outputs, const std::string& label = "");
+  // A node of its own (a copy of a body's node), kept in order with the emitted ones.
+  onnx::NodeProto& add(SourceNode node);
+  // A Constant node of t writing `name`, or a fresh name from `hint`; returns the name.
+  std::string constant(const onnx::TensorProto& t, const std::string& name);
+  std::string fresh_constant(const onnx::TensorProto& t, const std::string& hint) { return constant(t, fresh(hint)); }
+  static void set_int(onnx::NodeProto& n, const char* name, int64_t v);
+  // Squeeze/Unsqueeze's axes and Split's sizes: an input from opset 13 on, an attribute before.
+  void ints_operand(onnx::NodeProto& n, const char* name, const std::vector<int64_t>& v);
+  // The nodes made, constants first.
+  std::vector<SourceNode> take();
+
+ private:
+  const SourceNode& sn_;
+  const Graph& g_;
+  int& counter_;
+  std::deque<SourceNode> constants_, nodes_;
+};
+
+// An int64 tensor of v: a scalar, or 1-D.
+onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar);
 
 // The nodes that replace a Scan node whose scan length is known from g's shapes: a copy of its body
 // per step (onnx_scan.cpp). `counter` numbers the names it makes. Throws kiln::Error otherwise.

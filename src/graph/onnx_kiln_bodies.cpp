@@ -14,11 +14,6 @@ namespace kiln::graph::detail {
 
 namespace {
 
-const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
 int64_t attr_i(const onnx::NodeProto& n, const std::string& name, int64_t dflt) {
   const onnx::AttributeProto* a = find_attr(n, name);
   return a != nullptr ? a->i() : dflt;

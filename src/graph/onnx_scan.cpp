@@ -4,10 +4,7 @@
 // batch as well. The copies are ordinary nodes that the importer reads next, so a body's own Scans,
 // sequences and functions import as anywhere else.
 #include <algorithm>
-#include <deque>
-#include <iterator>
 #include <map>
-#include <set>
 
 #include "graph/onnx_import_internal.h"
 #include "kiln/types.h"
@@ -19,12 +16,6 @@ namespace {
 // At most this many body nodes in all the copies of one Scan.
 constexpr int64_t kMaxUnrolledNodes = 1 << 16;
 
-const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
-
 std::vector<int64_t> ints_attr(const onnx::NodeProto& n, const std::string& name, size_t count) {
   const onnx::AttributeProto* a = find_attr(n, name);
   if (!a) return std::vector<int64_t>(count, 0);
@@ -32,13 +23,6 @@ std::vector<int64_t> ints_attr(const onnx::NodeProto& n, const std::string& name
     throw Error("attribute '" + name + "' has " + std::to_string(a->ints_size()) + " values for " +
                 std::to_string(count) + " tensors");
   return {a->ints().begin(), a->ints().end()};
-}
-
-onnx::TensorProto int64_scalar(int64_t v) {
-  onnx::TensorProto t;
-  t.set_data_type(onnx::TensorProto_DataType_INT64);
-  t.add_int64_data(v);
-  return t;
 }
 
 }  // namespace
@@ -101,78 +85,32 @@ std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& c
                 std::to_string(body.node_size()) + " nodes, more than Kiln's limit of " +
                 std::to_string(kMaxUnrolledNodes) + " nodes");
 
-  std::deque<SourceNode> out;  // a deque: emit's references stay valid as nodes are added
-  auto fresh = [&](const std::string& what) {
-    std::string name;
-    do name = sn.name + "/" + what + "_" + std::to_string(counter++);
-    while (g.find(name) != kNoValue);
-    return name;
-  };
-  auto emit = [&](const std::string& op_type, const std::vector<std::string>& inputs,
-                  const std::vector<std::string>& outputs, const std::string& name) -> onnx::NodeProto& {
-    out.push_back(SourceNode{onnx::NodeProto{}, sn.opset, sn.name + "/" + name, sn.in_function});
-    onnx::NodeProto& p = out.back().proto;
-    p.set_op_type(op_type);
-    p.set_name(out.back().name);
-    for (const std::string& i : inputs) p.add_input(i);
-    for (const std::string& o : outputs) p.add_output(o);
-    return p;
-  };
-  auto int_attr = [](onnx::NodeProto& p, const char* name, int64_t v) {
-    onnx::AttributeProto* a = p.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto_AttributeType_INT);
-    a->set_i(v);
-  };
-  auto constant = [&](const onnx::TensorProto& t, const std::string& hint) {
-    const std::string name = fresh(hint);
-    onnx::NodeProto& c = emit("Constant", {}, {name}, hint);
-    onnx::AttributeProto* a = c.add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
-    *a->mutable_t() = t;
-    return name;
-  };
+  Lowering out(sn, g, counter);
   std::map<int64_t, std::string> indices;  // index -> its int64 scalar constant
   auto index = [&](int64_t i) {
     auto it = indices.find(i);
-    if (it == indices.end()) it = indices.emplace(i, constant(int64_scalar(i), "index")).first;
+    if (it == indices.end()) it = indices.emplace(i, out.fresh_constant(int64_tensor({i}, true), "index")).first;
     return it->second;
   };
   auto gather = [&](const std::string& x, int64_t i, int64_t axis) {
-    const std::string y = fresh("slice");
-    int_attr(emit("Gather", {x, index(i)}, {y}, "gather"), "axis", axis);
+    const std::string y = out.fresh("slice");
+    Lowering::set_int(out.emit("Gather", {x, index(i)}, {y}, "gather"), "axis", axis);
     return y;
-  };
-  auto axes_operand = [&](onnx::NodeProto& p, int64_t axis) {
-    if (sn.opset >= 13) {
-      onnx::TensorProto t;
-      t.set_data_type(onnx::TensorProto_DataType_INT64);
-      t.add_dims(1);
-      t.add_int64_data(axis);
-      p.add_input(constant(t, "axes"));
-    } else {
-      onnx::AttributeProto* a = p.add_attribute();
-      a->set_name("axes");
-      a->set_type(onnx::AttributeProto_AttributeType_INTS);
-      a->add_ints(axis);
-    }
   };
   // Stacks `parts` along a new axis `axis`: Unsqueeze each, then Concat (into `into`).
   auto stack = [&](const std::vector<std::string>& parts, int64_t axis, const std::string& into) {
     std::vector<std::string> lifted;
     for (const std::string& p : parts) {
-      lifted.push_back(fresh("lifted"));
-      axes_operand(emit("Unsqueeze", {p}, {lifted.back()}, "unsqueeze"), axis);
+      lifted.push_back(out.fresh("lifted"));
+      out.ints_operand(out.emit("Unsqueeze", {p}, {lifted.back()}, "unsqueeze"), "axes", {axis});
     }
-    int_attr(emit("Concat", lifted, {into}, "concat"), "axis", axis);
+    Lowering::set_int(out.emit("Concat", lifted, {into}, "concat"), "axis", axis);
   };
 
   // The body's initializers, once, as constants.
   std::map<std::string, std::string> body_constants;
-  for (const onnx::TensorProto& t : body.initializer()) body_constants[t.name()] = constant(t, "body_constant");
-  std::set<std::string> body_inputs;
-  for (const auto& vi : body.input()) body_inputs.insert(vi.name());
+  for (const onnx::TensorProto& t : body.initializer())
+    body_constants[t.name()] = out.fresh_constant(t, "body_constant");
 
   // Per batch row (one where not batched): the states through the steps, and the scan outputs.
   std::vector<std::vector<std::string>> final_states(un), scanned(uk);
@@ -196,14 +134,14 @@ std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& c
       }
       const std::string step = "step" + std::to_string(b * steps + t);
       for (const onnx::NodeProto& bn : body.node()) {
-        out.push_back(SourceNode{bn, sn.opset, sn.name + "/" + step + "/" + bn.name(), sn.in_function});
-        onnx::NodeProto& p = out.back().proto;
-        p.set_name(out.back().name);
+        const std::string name = sn.name + "/" + step + "/" + bn.name();
+        onnx::NodeProto& p = out.add(SourceNode{bn, sn.opset, name, sn.in_function});
+        p.set_name(name);
         for (int i = 0; i < p.input_size(); ++i)
           if (auto it = names.find(p.input(i)); it != names.end()) p.set_input(i, it->second);
         for (int i = 0; i < p.output_size(); ++i) {
           if (p.output(i).empty()) continue;
-          const std::string renamed = fresh(step + "/" + p.output(i));
+          const std::string renamed = out.fresh(step + "/" + p.output(i));
           names[p.output(i)] = renamed;
           p.set_output(i, renamed);
         }
@@ -224,7 +162,7 @@ std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& c
         scanned[q] = elements[q];
         continue;
       }
-      const std::string row = fresh("scanned");
+      const std::string row = out.fresh("scanned");
       stack(elements[q], 0, row);
       scanned[q].push_back(row);
     }
@@ -235,15 +173,13 @@ std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& c
     if (batched)
       stack(final_states[i], 0, y);
     else
-      emit("Identity", {final_states[i][0]}, {y}, "state");
+      out.emit("Identity", {final_states[i][0]}, {y}, "state");
   }
   for (size_t q = 0; q < uk && un + q < static_cast<size_t>(np.output_size()); ++q) {
     const std::string& y = np.output(static_cast<int>(un + q));
     if (!y.empty()) stack(scanned[q], out_axes[q], y);
   }
-  // The constants first: they are made on first use, after some of the nodes that read them.
-  std::stable_partition(out.begin(), out.end(), [](const SourceNode& s) { return s.proto.op_type() == "Constant"; });
-  return {std::make_move_iterator(out.begin()), std::make_move_iterator(out.end())};
+  return out.take();
 }
 
 }  // namespace kiln::graph::detail

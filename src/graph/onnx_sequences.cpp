@@ -7,8 +7,6 @@
 // is left to the importer's usual message for an op type it does not run, or gets one naming the
 // node and what would have to be constant.
 #include <cstring>
-#include <deque>
-#include <iterator>
 #include <set>
 
 #include "graph/onnx_import_internal.h"
@@ -23,12 +21,6 @@ bool sequence_op(const std::string& op) {
                                          "SequenceErase", "SequenceAt",        "SequenceLength",
                                          "ConcatFromSequence", "SplitToSequence"};
   return ops.contains(op);
-}
-
-const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
 }
 
 int64_t int_attr(const onnx::NodeProto& n, const std::string& name, int64_t fallback) {
@@ -59,14 +51,6 @@ std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const std::str
   return out;
 }
 
-onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar) {
-  onnx::TensorProto t;
-  t.set_data_type(onnx::TensorProto_DataType_INT64);
-  if (!scalar) t.add_dims(static_cast<int64_t>(v.size()));
-  for (int64_t x : v) t.add_int64_data(x);
-  return t;
-}
-
 }  // namespace
 
 bool StaticSequences::handles(const onnx::NodeProto& np) const {
@@ -81,45 +65,7 @@ bool StaticSequences::is_sequence(const std::string& name) const { return seqs_.
 std::vector<SourceNode> StaticSequences::lower(const SourceNode& sn, const Graph& g) {
   const onnx::NodeProto& np = sn.proto;
   const std::string& op = np.op_type();
-  std::deque<SourceNode> consts, out;  // constants first: they feed the other nodes
-  auto fresh = [&](const std::string& what) {
-    std::string name;
-    do name = sn.name + "/" + what + "_" + std::to_string(counter_++);
-    while (g.find(name) != kNoValue);
-    return name;
-  };
-  auto emit = [&](const std::string& op_type, const std::vector<std::string>& inputs,
-                  const std::vector<std::string>& outputs) {
-    std::deque<SourceNode>& to = op_type == "Constant" ? consts : out;
-    to.push_back(SourceNode{onnx::NodeProto{}, sn.opset, sn.name + "/" + op_type, sn.in_function});
-    onnx::NodeProto& p = to.back().proto;
-    p.set_op_type(op_type);
-    p.set_name(to.back().name);
-    for (const std::string& i : inputs) p.add_input(i);
-    for (const std::string& o : outputs) p.add_output(o);
-    return &p;  // stays valid: a deque's push_back moves no element
-  };
-  auto constant = [&](const std::vector<int64_t>& v, bool scalar, const std::string& name) {
-    onnx::NodeProto* c = emit("Constant", {}, {name});
-    onnx::AttributeProto* a = c->add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
-    *a->mutable_t() = int64_tensor(v, scalar);
-  };
-  // The axes of Squeeze/Unsqueeze and the sizes of Split: an input from opset 13 on (18 for Split's
-  // num_outputs form, which is not used), an attribute before.
-  auto ints_operand = [&](onnx::NodeProto* n, const char* attr, const std::vector<int64_t>& v) {
-    if (sn.opset >= 13) {
-      const std::string name = fresh(attr);
-      constant(v, false, name);
-      n->add_input(name);
-    } else {
-      onnx::AttributeProto* a = n->add_attribute();
-      a->set_name(attr);
-      a->set_type(onnx::AttributeProto_AttributeType_INTS);
-      for (int64_t x : v) a->add_ints(x);
-    }
-  };
+  Lowering out(sn, g, counter_);
   // A constant position (a scalar) in input `slot`, or `fallback` where the input is absent.
   auto position = [&](int slot, int64_t fallback) -> int64_t {
     if (np.input_size() <= slot || np.input(slot).empty()) return fallback;
@@ -183,9 +129,9 @@ std::vector<SourceNode> StaticSequences::lower(const SourceNode& sn, const Graph
     seqs_[output()] = std::move(seq);
   } else if (op == "SequenceAt") {
     if (np.input_size() < 2 || np.input(1).empty()) throw Error("needs a position (input 1)");
-    emit("Identity", {element(seqs_.at(np.input(0)), position(1, 0))}, {output()});
+    out.emit("Identity", {element(seqs_.at(np.input(0)), position(1, 0))}, {output()});
   } else if (op == "SequenceLength") {
-    constant({static_cast<int64_t>(seqs_.at(np.input(0)).size())}, true, output());
+    out.constant(int64_tensor({static_cast<int64_t>(seqs_.at(np.input(0)).size())}, true), output());
   } else if (op == "ConcatFromSequence") {
     const std::vector<std::string>& seq = seqs_.at(np.input(0));
     if (!find_attr(np, "axis")) throw Error("needs attribute 'axis'");
@@ -198,15 +144,11 @@ std::vector<SourceNode> StaticSequences::lower(const SourceNode& sn, const Graph
         parts.push_back(e);
         continue;
       }
-      const std::string u = fresh("unsqueezed");
-      ints_operand(emit("Unsqueeze", {e}, {u}), "axes", {axis});
+      const std::string u = out.fresh("unsqueezed");
+      out.ints_operand(out.emit("Unsqueeze", {e}, {u}), "axes", {axis});
       parts.push_back(u);
     }
-    onnx::NodeProto* c = emit("Concat", parts, {output()});
-    onnx::AttributeProto* a = c->add_attribute();
-    a->set_name("axis");
-    a->set_type(onnx::AttributeProto_AttributeType_INT);
-    a->set_i(axis);
+    Lowering::set_int(out.emit("Concat", parts, {output()}), "axis", axis);
   } else if (op == "SplitToSequence") {
     if (np.input_size() < 1 || np.input(0).empty()) throw Error("needs the tensor to split (input 0)");
     const std::string& x = np.input(0);
@@ -255,26 +197,21 @@ std::vector<SourceNode> StaticSequences::lower(const SourceNode& sn, const Graph
       return {};
     }
     std::vector<std::string> parts;
-    for (size_t i = 0; i < sizes.size(); ++i) parts.push_back(fresh("part"));
-    onnx::NodeProto* s = emit("Split", {x}, parts);
-    onnx::AttributeProto* a = s->add_attribute();
-    a->set_name("axis");
-    a->set_type(onnx::AttributeProto_AttributeType_INT);
-    a->set_i(axis);
-    ints_operand(s, "split", sizes);
+    for (size_t i = 0; i < sizes.size(); ++i) parts.push_back(out.fresh("part"));
+    onnx::NodeProto& split = out.emit("Split", {x}, parts);
+    Lowering::set_int(split, "axis", axis);
+    out.ints_operand(split, "split", sizes);
     if (!has_split && !keepdims) {
       if (!ranked) throw Error("drops the split axis of " + quoted(x) + ", whose rank is not known at import");
       for (std::string& p : parts) {
-        const std::string q = fresh("squeezed");
-        ints_operand(emit("Squeeze", {p}, {q}), "axes", {axis});
+        const std::string q = out.fresh("squeezed");
+        out.ints_operand(out.emit("Squeeze", {p}, {q}), "axes", {axis});
         p = q;
       }
     }
     seqs_[output()] = std::move(parts);
   }
-  std::vector<SourceNode> nodes(std::make_move_iterator(consts.begin()), std::make_move_iterator(consts.end()));
-  nodes.insert(nodes.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
-  return nodes;
+  return out.take();
 }
 
 }  // namespace kiln::graph::detail

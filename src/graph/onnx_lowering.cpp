@@ -1,0 +1,75 @@
+// Lowering: the nodes that replace one source node at import (StaticSequences, unroll_scan).
+#include <iterator>
+
+#include "graph/onnx_import_internal.h"
+
+namespace kiln::graph::detail {
+
+std::string Lowering::fresh(const std::string& hint) {
+  std::string name;
+  do name = sn_.name + "/" + hint + "_" + std::to_string(counter_++);
+  while (g_.find(name) != kNoValue);
+  return name;
+}
+
+onnx::NodeProto& Lowering::add(SourceNode node) {
+  std::deque<SourceNode>& to = node.proto.op_type() == "Constant" ? constants_ : nodes_;
+  to.push_back(std::move(node));
+  return to.back().proto;
+}
+
+onnx::NodeProto& Lowering::emit(const std::string& op_type, const std::vector<std::string>& inputs,
+                                const std::vector<std::string>& outputs, const std::string& label) {
+  const std::string name = sn_.name + "/" + (label.empty() ? op_type : label);
+  SourceNode node{onnx::NodeProto{}, sn_.opset, name, sn_.in_function};
+  node.proto.set_op_type(op_type);  // before add(), which files Constants by it
+  node.proto.set_name(name);
+  onnx::NodeProto& p = add(std::move(node));
+  for (const std::string& i : inputs) p.add_input(i);
+  for (const std::string& o : outputs) p.add_output(o);
+  return p;
+}
+
+std::string Lowering::constant(const onnx::TensorProto& t, const std::string& name) {
+  onnx::AttributeProto* a = emit("Constant", {}, {name}).add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+  *a->mutable_t() = t;
+  return name;
+}
+
+void Lowering::set_int(onnx::NodeProto& n, const char* name, int64_t v) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto_AttributeType_INT);
+  a->set_i(v);
+}
+
+void Lowering::ints_operand(onnx::NodeProto& n, const char* name, const std::vector<int64_t>& v) {
+  if (sn_.opset >= 13) {
+    n.add_input(fresh_constant(int64_tensor(v, false), name));
+    return;
+  }
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto_AttributeType_INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+std::vector<SourceNode> Lowering::take() {
+  std::vector<SourceNode> all(std::make_move_iterator(constants_.begin()), std::make_move_iterator(constants_.end()));
+  all.insert(all.end(), std::make_move_iterator(nodes_.begin()), std::make_move_iterator(nodes_.end()));
+  constants_.clear();
+  nodes_.clear();
+  return all;
+}
+
+onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar) {
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto_DataType_INT64);
+  if (!scalar) t.add_dims(static_cast<int64_t>(v.size()));
+  for (int64_t x : v) t.add_int64_data(x);
+  return t;
+}
+
+}  // namespace kiln::graph::detail
