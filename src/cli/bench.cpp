@@ -18,7 +18,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "graph/onnx_import.h"
-#include "runtime/sample_inputs.h"
+#include "build/sample_inputs.h"
 
 #if defined(KILN_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -200,12 +200,12 @@ int run_bench(const BenchOptions& o) {
   std::filesystem::path model = o.model;
   std::shared_ptr<const Engine> engine;
   if (is_onnx(model)) {
-    const passes::BuildOptions bo = build_options(o.build);
+    const build::BuildOptions bo = build_options(o.build);
     fmt::print("building {} for {} (batch {}{})\n", model.string(), bo.target, o.build.batch,
                o.build.fp16 ? ", fp16" : "");
     graph::Graph g = graph::import_onnx(model);
-    passes::BuildReport report;
-    std::vector<uint8_t> bytes = passes::build_engine(g, bo, &report);
+    build::BuildReport report;
+    std::vector<uint8_t> bytes = build::build_engine(g, bo, &report);
     if (!report.precision_choice.empty()) fmt::print(stderr, "{}\n", report.precision_choice);
     engine = Engine::from_bytes(bytes, model.string());
   } else {
@@ -216,7 +216,7 @@ int run_bench(const BenchOptions& o) {
   const bool gpu = engine->is_gpu();
   int64_t batch = 1;
   if (!engine->inputs().empty() && !engine->inputs()[0].shape.empty()) batch = engine->inputs()[0].shape[0];
-  const auto inputs = sample_inputs(*engine);
+  const auto inputs = build::sample_inputs(*engine);
   Plan plan{o.warmup, o.iterations, o.duration, !o.no_transfers};
   ContextOptions co;
   co.cuda_graph = o.cuda_graph;

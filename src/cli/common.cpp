@@ -40,8 +40,8 @@ std::vector<int64_t> parse_dims(const std::string& s, const char* option) {
   return dims;
 }
 
-passes::BuildOptions build_options(const ModelOptions& m) {
-  passes::BuildOptions o;
+build::BuildOptions build_options(const ModelOptions& m) {
+  build::BuildOptions o;
   if (m.batch < 1) throw Error("--batch must be at least 1");
   o.batch = m.batch;
   for (const std::string& s : m.shapes) {
@@ -117,14 +117,14 @@ std::shared_ptr<const Engine> load_engine(const std::filesystem::path& path, con
   return e;
 }
 
-std::function<void(const passes::BuildProgress&)> build_progress() {
+std::function<void(const build::BuildProgress&)> build_progress() {
   struct State {
     bool tty = isatty(fileno(stderr)) != 0;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last{};
     bool drawn = false;
   };
   auto st = std::make_shared<State>();
-  return [st](const passes::BuildProgress& p) {
+  return [st](const build::BuildProgress& p) {
     using namespace std::chrono;
     const auto now = steady_clock::now();
     const double s = duration<double>(now - st->start).count();

@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "graph/tensor_file.h"
 #include "kiln/engine.h"
-#include "passes/build.h"
+#include "build/build.h"
 
 namespace kiln::cli {
 
@@ -29,15 +29,15 @@ std::vector<int64_t> parse_dims(const std::string& s, const char* option);
 // else "cpu", and the choice is printed to stderr (with `what`, e.g. "building", "training").
 std::string resolve_device(const std::string& device, const char* what);
 // Builds options shared by optimize and run from --batch/--shape/--const/--disable-pass.
-passes::BuildOptions build_options(const ModelOptions& m);
+build::BuildOptions build_options(const ModelOptions& m);
 // Loads an engine file for run, bench and eval; a --device given explicitly that is not the
 // engine's (a CPU engine with --device gpu, say) is an error naming the rebuild, not a silent run
 // on the other device.
 std::shared_ptr<const Engine> load_engine(const std::filesystem::path& path, const ModelOptions& m);
-// The build's progress line (passes::BuildOptions::progress): after the first second of a long
+// The build's progress line (build::BuildOptions::progress): after the first second of a long
 // stage, redrawn on a terminal's stderr at most ten times a second, and a line every five seconds
 // to a log that is not a terminal.
-std::function<void(const passes::BuildProgress&)> build_progress();
+std::function<void(const build::BuildProgress&)> build_progress();
 std::string human_bytes(uint64_t b);
 // A progress callback that redraws "what [####......] done/total batches, T s" on a terminal's
 // stderr, and prints one line at the end otherwise.

@@ -47,8 +47,8 @@ int run_eval(const EvalOptions& o) {
   std::shared_ptr<const Engine> engine;
   if (is_onnx(model)) {
     graph::Graph g = graph::import_onnx(model);
-    passes::BuildReport report;
-    std::vector<uint8_t> bytes = passes::build_engine(g, build_options(o.build), &report);
+    build::BuildReport report;
+    std::vector<uint8_t> bytes = build::build_engine(g, build_options(o.build), &report);
     if (!report.precision_choice.empty()) fmt::print(stderr, "{}\n", report.precision_choice);
     engine = Engine::from_bytes(bytes, model.string());
   } else {

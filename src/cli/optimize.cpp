@@ -15,11 +15,11 @@ int run_optimize(const OptimizeOptions& o) {
   if (!is_onnx(in)) throw Error(o.model + ": expected an .onnx model");
   std::filesystem::path out =
       o.output.empty() ? std::filesystem::path(in).replace_extension(".kiln") : std::filesystem::path(o.output);
-  passes::BuildOptions bo =
+  build::BuildOptions bo =
       build_options(o.build);
   graph::Graph g = graph::import_onnx(in);
-  passes::BuildReport report;
-  std::vector<uint8_t> bytes = passes::build_engine(g, bo, &report);
+  build::BuildReport report;
+  std::vector<uint8_t> bytes = build::build_engine(g, bo, &report);
   std::ofstream f(out, std::ios::binary);
   if (!f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
     throw Error(out.string() + ": cannot write the engine file");

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "passes/pass.h"
 #include "graph/onnx_import.h"
 
 namespace kiln::cli {
@@ -91,7 +92,7 @@ int run_run(const RunOptions& o) {
       throw Error(fmt::format("{}: {} input files given, the model has {} inputs", o.inputs_dir, positional.size(),
                               input_names.size()));
     for (size_t i = 0; i < positional.size(); ++i) given.try_emplace(input_names[i], positional[i]);
-    passes::BuildOptions bo =
+    build::BuildOptions bo =
         build_options(o.build);
     for (const auto& [name, t] : given) {
       if (std::find(input_names.begin(), input_names.end(), name) == input_names.end())
@@ -101,8 +102,8 @@ int run_run(const RunOptions& o) {
     }
     for (const std::string& name : passes::shape_determining_inputs(g))
       if (given.count(name) && !bo.constant_inputs.count(name)) bo.constant_inputs[name] = given[name];
-    passes::BuildReport report;
-    std::vector<uint8_t> bytes = passes::build_engine(g, bo, &report);
+    build::BuildReport report;
+    std::vector<uint8_t> bytes = build::build_engine(g, bo, &report);
     if (!report.precision_choice.empty()) fmt::print(stderr, "{}\n", report.precision_choice);
     engine = Engine::from_bytes(bytes, model.string());
   } else {

@@ -29,8 +29,8 @@
 
 #include "core/infer/nn_geometry.h"
 #include "core/shape_infer.h"
-#include "passes/rewrite_util.h"
 #include "passes/pass.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln::passes {
 
@@ -47,16 +47,6 @@ std::vector<int64_t> permute(const std::vector<int64_t>& v, const std::vector<in
   for (size_t i = 0; i < perm.size(); ++i) out[i] = v[static_cast<size_t>(perm[i])];
   return out;
 }
-
-const std::set<OpKind> kUnary = {
-    OpKind::kAbs,       OpKind::kCast,    OpKind::kClip,        OpKind::kElu,        OpKind::kErf,
-    OpKind::kExp,       OpKind::kGelu,    OpKind::kHardSigmoid, OpKind::kHardSwish,  OpKind::kIdentity,
-    OpKind::kLeakyRelu, OpKind::kMish,    OpKind::kNeg,         OpKind::kReciprocal, OpKind::kRelu,
-    OpKind::kSelu,      OpKind::kSigmoid, OpKind::kSoftplus,    OpKind::kSoftsign,   OpKind::kSqrt,
-    OpKind::kTanh,      OpKind::kQuantizeLinear, OpKind::kDequantizeLinear,
-};
-const std::set<OpKind> kBroadcasting = {OpKind::kAdd, OpKind::kSub, OpKind::kMul,  OpKind::kDiv, OpKind::kMax,
-                                        OpKind::kMin, OpKind::kSum, OpKind::kMean, OpKind::kPow, OpKind::kPRelu};
 
 class Rewriter {
  public:
@@ -191,7 +181,7 @@ class Rewriter {
     if (n.kind == OpKind::kConv || n.kind == OpKind::kFusedConv) return convert_conv(n);
     if (n.kind == OpKind::kQConv) return convert_qconv(n);
     const bool has_twin = twin_.count(x) > 0;
-    if (kUnary.count(n.kind)) {
+    if (has_trait(n.kind, kPerElement)) {
       if (!has_twin) return false;
       for (size_t i = 1; i < n.inputs.size(); ++i)
         if (n.inputs[i] != kNoValue && val(n.inputs[i]).view().numel() != 1) return false;
@@ -200,7 +190,7 @@ class Rewriter {
       emit_converted(n, n.kind, n.attrs, ins, n.outputs);
       return true;
     }
-    if (kBroadcasting.count(n.kind)) return convert_broadcasting(n);
+    if (has_trait(n.kind, kBroadcast)) return convert_broadcasting(n);
     if (!has_twin) return false;
     switch (n.kind) {
       case OpKind::kMaxPool:
@@ -275,7 +265,7 @@ class Rewriter {
     return a.group != 1 && a.group == val(n.inputs[0]).shape[1] && ws[0] == a.group && ws[1] == 1;
   }
 
-  // The INT8 convolutions the GPU runs channels-last (runtime/cuda/extra_qconv_nhwc.cu): 2-D,
+  // The INT8 convolutions the GPU runs channels-last (runtime/cuda/quant/conv/nhwc.cu): 2-D,
   // one group (cuDNN's and Kiln's tensor-core kernels) or depthwise (Kiln's direct kernel),
   // symmetric explicit pads, int8 data and weights with zero points 0, output channels
   // a multiple of 4 (cuDNN's int8 vector, the depthwise kernel's; a one-group convolution's input

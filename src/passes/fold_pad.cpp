@@ -14,7 +14,7 @@
 
 namespace kiln {
 namespace tensor_plan {
-// Defined in src/core/infer/tensor.cpp: Pad's pads as inference resolves them (axes input included).
+// Defined in src/core/infer/tensor/layout.cpp: Pad's pads as inference resolves them (axes input included).
 void pad_plan(std::span<const int64_t> shape, std::span<const TensorView> in, std::vector<int64_t>& begin,
               std::vector<int64_t>& end);
 }  // namespace tensor_plan

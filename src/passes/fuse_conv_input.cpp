@@ -7,7 +7,7 @@
 // kernels and two passes over the image go (ResNet-50 at batch 256: 0.4 GB of traffic). On the
 // GPU, Kiln's small-channel stem kernel stages X's rows as they are and converts them in shared
 // memory; every other tactic runs the same Cast and Transpose into its workspace first, so the
-// step costs what the chain did (runtime/cuda/nn_conv.cu). The CPU casts X and runs the
+// step costs what the chain did (runtime/cuda/conv/conv.cu). The CPU casts X and runs the
 // convolution. The Cast rounds as before, so the outputs are unchanged.
 // Guards (nothing changes): the convolution is not of the stem kernel's shapes (3 input channels,
 // 2-D, one group, a square 3x3 or 7x7 kernel with stride 2, 32 or 64 filters: elsewhere folding
@@ -26,7 +26,7 @@ namespace {
 
 using graph::ValueId;
 
-// The shapes of Kiln's RGB stem kernel (runtime/cuda/conv_small_c.cuh), which reads a
+// The shapes of Kiln's RGB stem kernel (runtime/cuda/conv/small_c.cuh), which reads a
 // channels-first X itself: W [M, k, k, 3] with M 32 or 64, k 3 or 7, stride 2, one group.
 bool stem_shape(const graph::Graph& g, const graph::Node& conv) {
   const auto& a = std::get<FusedConvAttrs>(conv.attrs);

@@ -10,7 +10,7 @@
 // Conv -> ReLU6 -> Q. Kiln's small-channel stem kernel then stores int8 instead of float16 (half the
 // bytes), the QuantizeLinear step goes, and ResNet's MaxPool reads int8; on the GPU the other
 // NhwcConv tactics compute the float output into their workspace and quantize it in the same step
-// (runtime/cuda/nn_conv.cu), so the fused node is never slower than the pair.
+// (runtime/cuda/conv/conv.cu), so the fused node is never slower than the pair.
 // The fused node computes what the pair did: the float output in X's type, then the same
 // QuantizeLinear (the CPU kernel exactly; Kiln's GPU stem kernel quantizes the float value before
 // its float16 rounding, so a value within half a float16 unit of a half step may land one step

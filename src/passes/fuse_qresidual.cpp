@@ -5,10 +5,10 @@
 //   kiln.QConv(..., y_scale, y_zero, z = Rq, z_scale, z_zero; activation relu if the Relu was there) -> Y
 // where Rq is R's quantized form: the input of the per-tensor DequantizeLinear producing R, or the
 // output of a per-tensor QuantizeLinear reading R. The Add uses that quantized value of R instead
-// of the float one (as TensorRT does; docs/decisions.md). Where R has no quantized form (a float
-// tensor nothing quantizes; quantize-int8 quantizes ResNet's downsampling shortcuts for this pass),
-// z is R itself, in float32. Other readers of T (the next block's
-// Add, a pooling, a graph output) read T = DequantizeLinear(Y) instead: one DQ node writing the
+// of the float one (as TensorRT does; docs/decisions/30-quantized-downsample-shortcut.md). Where R
+// has no quantized form (a float tensor nothing quantizes; quantize-int8 quantizes ResNet's
+// downsampling shortcuts for this pass), z is R itself, in float32. Other readers of T (the next
+// block's Add, a pooling, a graph output) read T = DequantizeLinear(Y) instead: one DQ node writing the
 // same value, so graph outputs keep their names, and the next block then finds its R produced by
 // that DQ. Matches are taken in topological order, with the use facts recomputed after each.
 // Where no per-tensor QuantizeLinear reads T (ResNet's last block, before the pooling), the fused

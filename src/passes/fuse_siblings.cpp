@@ -14,7 +14,7 @@
 // same function on every slice. A residual Z is added element by element: joining would need the
 // siblings' Zs laid side by side in one tensor, a Concat that no model we know gets for free, so a
 // sibling with a Z stays alone.
-// It fires only where the Split is free, that is where eliminate-split (view_plan.h) will make its
+// It fires only where the Split is free, that is where eliminate-split (passes/view_rules.h) will make its
 // outputs views of the fused output: the dims before the split axis multiply to 1 (batch 1 for a
 // Conv, one row for a Gemm or MatMul) and every slice starts at a multiple of the target's view
 // alignment (counted in float16 when --fp16 will convert the tensors). Elsewhere each slice is
@@ -39,7 +39,7 @@
 #include "core/attrs_codec.h"
 #include "passes/pass.h"
 #include "passes/rewrite_util.h"
-#include "passes/view_plan.h"
+#include "passes/view_rules.h"
 
 namespace kiln::passes {
 

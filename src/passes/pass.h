@@ -1,12 +1,16 @@
 // One pass per file. A pass rewrites the graph in place and returns how many changes it made.
-// pipeline.cpp holds the one ordered list of passes, with the reason for each position.
+// build/pipeline.cpp holds the one ordered list of passes, with the reason for each position.
 #pragma once
 
 #include <string>
+#include <vector>
 
-#include "passes/build.h"
+#include "build/options.h"
+#include "graph/graph.h"
 
 namespace kiln::passes {
+
+using build::BuildOptions;
 
 struct PassResult {
   int changes = 0;
@@ -34,7 +38,6 @@ PassResult remove_identity(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_epilogue(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_siblings(graph::Graph& g, const BuildOptions& options);
 PassResult remove_dead_nodes(graph::Graph& g, const BuildOptions& options);
-PassResult quantize_int8(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_qdq(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_qresidual(graph::Graph& g, const BuildOptions& options);
 PassResult to_fp16(graph::Graph& g, const BuildOptions& options);
@@ -44,5 +47,9 @@ PassResult fuse_conv_input(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_conv_quantize(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_conv_pool(graph::Graph& g, const BuildOptions& options);
 PassResult materialize_outputs(graph::Graph& g, const BuildOptions& options);
+
+// The inputs whose values determine shapes in g (directly or through shape computations), i.e.
+// the inputs that must be frozen with BuildOptions::constant_inputs.
+std::vector<std::string> shape_determining_inputs(const graph::Graph& g);
 
 }  // namespace kiln::passes

@@ -24,7 +24,7 @@
 
 namespace kiln {
 namespace tensor_plan {
-// Defined in src/core/infer/tensor.cpp: the parameters of Slice and Pad as inference resolves them.
+// Defined in src/core/infer/tensor/layout.cpp: the parameters of Slice and Pad as inference resolves them.
 void slice_plan(std::span<const int64_t> shape, std::span<const TensorView> in, std::vector<int64_t>& start,
                 std::vector<int64_t>& step, std::vector<int64_t>& count);
 void pad_plan(std::span<const int64_t> shape, std::span<const TensorView> in, std::vector<int64_t>& begin,

@@ -15,7 +15,7 @@
 // Float32 that the engine keeps (a reduction's result, an INT8 layer's float output) passes
 // through views (Flatten, Reshape, Squeeze, Unsqueeze) as it is, and a matrix-vector product that
 // reads it (a Gemm of 1 to 8 rows, B transposed, K a multiple of 8: a classifier at small batch)
-// becomes a FusedGemm with float16 weights and everything else float32 (core/infer/nn_fused.cpp).
+// becomes a FusedGemm with float16 weights and everything else float32 (core/infer/gemm/gemm.cpp).
 // The product is bound by reading its weights, which float16 halves, and no Cast runs before or
 // after it: ResNet-50's GlobalAveragePool -> Cast -> Gemm -> Cast at batch 1 becomes
 // GlobalAveragePool -> FusedGemm.

@@ -4,7 +4,7 @@
 // names every layer; labels.npy, when present, is what top-1 is measured against.
 #include "int8_test_util.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 namespace {
 
 using namespace kiln::test;
@@ -40,7 +40,7 @@ Guarded build_guarded(const TempDir& dir, double budget, calib::Method method, d
   o.calib.accuracy_budget = budget;
   Guarded g;
   o.calib.report = [&](const std::string& t) { g.table = t; };
-  g.built = build(net(), o);
+  g.built = build_model(net(), o);
   return g;
 }
 
@@ -101,4 +101,4 @@ TEST(AccuracyGuard, NeedsValidationData) {
 }
 
 }  // namespace
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -11,10 +11,13 @@
 // tested here too, since it is what feeds this pass.
 #include <cmath>
 
+#include "build/quantize_int8.h"
 #include "int8_test_util.h"
 #include "layout_build.h"
 
 namespace kiln::passes {
+
+using namespace kiln::build;  // build_engine, BuildOptions: the passes run inside a build
 namespace {
 
 using namespace kiln::test;

@@ -1,4 +1,4 @@
-// decide_in_engine (passes/close_calls.h): the builder's close calls between tactics, decided by
+// decide_in_engine (build/close_calls.h): the builder's close calls between tactics, decided by
 // timing whole engines. On the GPU the engines differ in one step's tactic; here the writer stands in
 // for the builder with CPU engines whose times differ a hundredfold (a 4x8 by 8x3 MatMul against
 // three 384-square ones), so that the decision is certain and the test checks the bookkeeping: the
@@ -8,10 +8,10 @@
 
 #include "kiln/types.h"
 #include "onnx_model_util.h"
-#include "passes/build.h"
-#include "passes/close_calls.h"
+#include "build/build.h"
+#include "build/close_calls.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 namespace {
 
 using namespace kiln::test;
@@ -201,4 +201,4 @@ TEST(CloseCalls, NoRivalsWithoutAFastest) {
 }
 
 }  // namespace
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -16,7 +16,7 @@
 
 #include "graph/onnx_import.h"
 #include "kiln/engine.h"
-#include "passes/build.h"
+#include "build/build.h"
 #include "runtime/engine_format.h"
 
 namespace kiln {
@@ -125,10 +125,10 @@ std::vector<uint8_t> convnet_onnx() {
 
 std::vector<uint8_t> build(const std::vector<uint8_t>& onnx_bytes, std::vector<std::string> disabled = {}) {
   graph::Graph g = graph::import_onnx_bytes(onnx_bytes, "model.onnx", "");
-  passes::BuildOptions o;
+  build::BuildOptions o;
   o.disabled_passes = std::move(disabled);
   o.disabled_passes.push_back("fuse-epilogue");  // the crafted-file tests address the Relu step
-  return passes::build_engine(g, o);
+  return build::build_engine(g, o);
 }
 
 // Built with its Flatten as a step (not a view), so that the crafted engines below can address each

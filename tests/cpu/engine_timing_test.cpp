@@ -1,4 +1,4 @@
-// The engine timing behind the GPU builder's INT8-or-float choice (passes/engine_timing.h). The
+// The engine timing behind the GPU builder's INT8-or-float choice (build/engine_timing.h). The
 // choice itself needs a GPU; the timing runs any engine, so it is checked here on CPU engines: it
 // must bind every input itself (an engine refuses to run with an input unset) and return a time.
 // The data it (and the per-layer tactic timing, and kiln bench) runs on: sample_values.
@@ -10,11 +10,11 @@
 
 #include "core/half.h"
 #include "onnx_model_util.h"
-#include "passes/build.h"
-#include "passes/engine_timing.h"
-#include "runtime/sample_inputs.h"
+#include "build/build.h"
+#include "build/engine_timing.h"
+#include "build/sample_inputs.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 namespace {
 
 using namespace kiln::test;
@@ -76,4 +76,4 @@ TEST(EngineTiming, SampleValuesAreSpreadAndDeterministic) {
 }
 
 }  // namespace
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -10,11 +10,14 @@
 #include <fstream>
 #include <random>
 
+#include "build/quantize_int8.h"
 #include "int8_test_util.h"
 #include "layout_build.h"
 #include "op_test_util.h"
 
 namespace kiln::passes {
+
+using namespace kiln::build;  // build_engine, BuildOptions: the passes run inside a build
 namespace {
 
 using namespace kiln::test;

@@ -9,6 +9,8 @@
 #include "int8_test_util.h"
 
 namespace kiln::passes {
+
+using namespace kiln::build;  // build_engine, BuildOptions: the passes run inside a build
 namespace {
 
 using namespace kiln::test;
@@ -73,7 +75,7 @@ BuildOptions unfused() {
 
 // The fused and the unfused engine agree to one output step (or to float rounding: float_out).
 void expect_parity(const OnnxModel& m, size_t n_in, bool float_out = false) {
-  const Built f = build(m, BuildOptions{}), u = build(m, unfused());
+  const Built f = build_model(m, BuildOptions{}), u = build_model(m, unfused());
   const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(n_in, 3)}};
   auto yf = run_engine(f.engine, feed, {"y"}), yu = run_engine(u.engine, feed, {"y"});
   ASSERT_EQ(yf["y"].size(), yu["y"].size());
@@ -82,7 +84,7 @@ void expect_parity(const OnnxModel& m, size_t n_in, bool float_out = false) {
 }
 
 TEST(FuseQdq, ConvBiasReluRequantizeBecomeOneStep) {
-  const Built b = build(conv_model(), BuildOptions{});
+  const Built b = build_model(conv_model(), BuildOptions{});
   EXPECT_EQ(b.ops, (std::vector<std::string>{"QuantizeLinear", "kiln.QConv", "DequantizeLinear"}));
   EXPECT_TRUE(has(b.details.at("fuse-qdq"), "1 kiln.QConv")) << b.details.at("fuse-qdq");
   expect_parity(conv_model(), 108);
@@ -96,7 +98,7 @@ TEST(FuseQdq, MatMulAddBecomeOneStepWithBias) {
   m.node("MatMul", "mm", {"xd", "wd"}, {"p"});
   m.node("Add", "add", {"bias", "p"}, {"a"});
   quantize_output(m, "a");
-  const Built b = build(m, BuildOptions{});
+  const Built b = build_model(m, BuildOptions{});
   EXPECT_EQ(b.ops, (std::vector<std::string>{"QuantizeLinear", "kiln.QMatMul", "DequantizeLinear"}));
   expect_parity(m, 80);
 }
@@ -111,7 +113,7 @@ TEST(FuseQdq, GemmAlphaBetaTransBWithFloatOutput) {
   attr_float(g, "alpha", 0.5f);
   attr_float(g, "beta", 2.0f);
   m.output("y");
-  const Built b = build(m, BuildOptions{});
+  const Built b = build_model(m, BuildOptions{});
   EXPECT_EQ(b.ops, (std::vector<std::string>{"QuantizeLinear", "kiln.QMatMul"}));
   expect_parity(m, 24, true);
 }
@@ -124,7 +126,7 @@ TEST(FuseQdq, FloatWeightsAreNotFused) {
   m.init_rand("w", {4, 3, 3, 3});
   m.node("Conv", "conv", {"xd", "w"}, {"c"});
   quantize_output(m, "c");
-  const Built b = build(m, BuildOptions{});
+  const Built b = build_model(m, BuildOptions{});
   EXPECT_EQ(b.count("Conv"), 1);
   EXPECT_EQ(b.count("kiln.QConv"), 0);
 }
@@ -138,7 +140,7 @@ TEST(FuseQdq, PerChannelActivationScaleIsNotFused) {
   dequantized_weights(m, {4, 3, 3, 3}, 0);
   m.node("Conv", "conv", {"xd", "wd"}, {"c"});
   quantize_output(m, "c");
-  const Built b = build(m, BuildOptions{});
+  const Built b = build_model(m, BuildOptions{});
   EXPECT_EQ(b.count("kiln.QConv"), 0);
 }
 
@@ -148,7 +150,7 @@ TEST(FuseQdq, SharedConvOutputKeepsActivationApart) {
   OnnxModel m = conv_model();
   m.node("Add", "add", {"c", "c"}, {"z"});
   m.output("z");
-  const Built b = build(m, BuildOptions{});
+  const Built b = build_model(m, BuildOptions{});
   EXPECT_EQ(b.count("kiln.QConv"), 1);
   EXPECT_EQ(b.count("Relu"), 1);
   EXPECT_EQ(b.count("QuantizeLinear"), 2);
@@ -157,7 +159,7 @@ TEST(FuseQdq, SharedConvOutputKeepsActivationApart) {
 TEST(FuseQdq, ConvOutputThatIsAGraphOutputKeepsActivationApart) {
   OnnxModel m = conv_model();
   m.output("c");
-  const Built b = build(m, BuildOptions{});
+  const Built b = build_model(m, BuildOptions{});
   EXPECT_EQ(b.count("kiln.QConv"), 1);
   EXPECT_EQ(b.count("Relu"), 1);
 }
@@ -168,7 +170,7 @@ TEST(FuseQdq, GemmWithTransAIsNotFused) {
   dequantized_weights(m, {8, 6}, 1);
   attr_int(m.node("Gemm", "fc", {"xd", "wd"}, {"y"}), "transA", 1);
   m.output("y");
-  EXPECT_EQ(build(m, BuildOptions{}).count("kiln.QMatMul"), 0);
+  EXPECT_EQ(build_model(m, BuildOptions{}).count("kiln.QMatMul"), 0);
 }
 
 TEST(FuseQdq, GemmWithMatrixBiasIsNotFused) {
@@ -178,7 +180,7 @@ TEST(FuseQdq, GemmWithMatrixBiasIsNotFused) {
   m.init_rand("c", {3, 6});
   m.node("Gemm", "fc", {"xd", "wd", "c"}, {"y"});
   m.output("y");
-  EXPECT_EQ(build(m, BuildOptions{}).count("kiln.QMatMul"), 0);
+  EXPECT_EQ(build_model(m, BuildOptions{}).count("kiln.QMatMul"), 0);
 }
 
 // ---- moving and removing Q/DQ ----------------------------------------------------------------
@@ -203,7 +205,7 @@ OnnxModel pool_model(bool relu_read_twice) {
 }
 
 TEST(FuseQdq, QuantizeMovesAboveMaxPool) {
-  const Built b = build(pool_model(false), BuildOptions{});
+  const Built b = build_model(pool_model(false), BuildOptions{});
   EXPECT_EQ(b.ops, (std::vector<std::string>{"QuantizeLinear", "kiln.QConv", "MaxPool", "DequantizeLinear"}));
   for (const graph::Node& n : b.graph.nodes)
     if (n.kind == OpKind::kMaxPool) {
@@ -214,7 +216,7 @@ TEST(FuseQdq, QuantizeMovesAboveMaxPool) {
 }
 
 TEST(FuseQdq, QuantizeStaysBelowAnOpWhoseInputIsReadTwice) {
-  const Built b = build(pool_model(true), BuildOptions{});
+  const Built b = build_model(pool_model(true), BuildOptions{});
   for (const graph::Node& n : b.graph.nodes)
     if (n.kind == OpKind::kMaxPool) {
       EXPECT_EQ(b.graph.value(n.inputs[0]).dtype, DataType::kFloat32);
@@ -238,7 +240,7 @@ OnnxModel float_stem_model(int64_t stride) {
 }
 
 TEST(FuseQdq, LoneQuantizeStaysBelowStridedMaxPool) {
-  const Built b = build(float_stem_model(2), BuildOptions{});
+  const Built b = build_model(float_stem_model(2), BuildOptions{});
   const std::vector<std::string>& ops = b.ops;
   const auto pool = std::find(ops.begin(), ops.end(), "MaxPool");
   const auto q = std::find(ops.begin(), ops.end(), "QuantizeLinear");
@@ -253,7 +255,7 @@ TEST(FuseQdq, LoneQuantizeStaysBelowStridedMaxPool) {
 }
 
 TEST(FuseQdq, LoneQuantizeMovesAboveUnstridedMaxPool) {
-  const Built b = build(float_stem_model(1), BuildOptions{});
+  const Built b = build_model(float_stem_model(1), BuildOptions{});
   for (const graph::Node& n : b.graph.nodes)
     if (n.kind == OpKind::kMaxPool) {
       EXPECT_EQ(b.graph.value(n.inputs[0]).dtype, DataType::kInt8);
@@ -278,7 +280,7 @@ OnnxModel residual_pool_model() {
 }
 
 TEST(FuseQdq, QuantizeAfterQConvResidualStaysAboveStridedMaxPool) {
-  const Built b = build(residual_pool_model(), BuildOptions{});
+  const Built b = build_model(residual_pool_model(), BuildOptions{});
   for (const graph::Node& n : b.graph.nodes) {
     if (n.kind == OpKind::kMaxPool) {
       EXPECT_EQ(b.graph.value(n.inputs[0]).dtype, DataType::kInt8);
@@ -301,13 +303,13 @@ OnnxModel dq_pool_q_model(float s2) {
 }
 
 TEST(FuseQdq, DequantizeOpQuantizeWithSameScaleRunsOnInt8) {
-  const Built b = build(dq_pool_q_model(0.02f), BuildOptions{});
+  const Built b = build_model(dq_pool_q_model(0.02f), BuildOptions{});
   EXPECT_EQ(b.ops, (std::vector<std::string>{"QuantizeLinear", "MaxPool", "DequantizeLinear"}));
   expect_parity(dq_pool_q_model(0.02f), 32);
 }
 
 TEST(FuseQdq, DequantizeOpQuantizeWithAnotherScaleStays) {
-  const Built b = build(dq_pool_q_model(0.03f), BuildOptions{});
+  const Built b = build_model(dq_pool_q_model(0.03f), BuildOptions{});
   EXPECT_EQ(b.count("QuantizeLinear"), 2);
   EXPECT_EQ(b.count("DequantizeLinear"), 2);
 }
@@ -318,7 +320,7 @@ TEST(FuseQdq, QuantizeOfDequantizeWithSameParametersCancels) {
   m.node("QuantizeLinear", "q2", {"xd", "sx", "zx"}, {"xq2"});
   m.node("DequantizeLinear", "dq2", {"xq2", "sx", "zx"}, {"y"});
   m.output("y");
-  const Built b = build(m, BuildOptions{});
+  const Built b = build_model(m, BuildOptions{});
   EXPECT_EQ(b.ops, (std::vector<std::string>{"QuantizeLinear", "DequantizeLinear"}));
 }
 
@@ -329,7 +331,7 @@ TEST(FuseQdq, LeftoverConstantDequantizeFolds) {
   dequantized_weights(m, {8, 6}, 1);
   m.node("Add", "add", {"x", "wd"}, {"y"});
   m.output("y");
-  const Built b = build(m, BuildOptions{});
+  const Built b = build_model(m, BuildOptions{});
   EXPECT_EQ(b.ops, (std::vector<std::string>{"Add"}));
   EXPECT_TRUE(has(b.details.at("fuse-qdq"), "1 constant DQ folded")) << b.details.at("fuse-qdq");
   expect_parity(m, 48, true);

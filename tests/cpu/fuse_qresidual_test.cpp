@@ -14,6 +14,8 @@
 #include "passes/rewrite_util.h"
 
 namespace kiln::passes {
+
+using namespace kiln::build;  // build_engine, BuildOptions: the passes run inside a build
 namespace {
 
 using namespace kiln::test;
@@ -74,8 +76,8 @@ int int8_output_of(const Built& b, const std::string& name) {
 
 TEST(FuseQresidual, BothBlocksOfACalibratedResidualNetFuse) {
   TempDir dir;
-  const Built f = build(two_blocks(), int8_options(dir));
-  const Built u = build(two_blocks(), int8_options(dir, {"fuse-qresidual"}));
+  const Built f = build_model(two_blocks(), int8_options(dir));
+  const Built u = build_model(two_blocks(), int8_options(dir, {"fuse-qresidual"}));
   EXPECT_EQ(u.count("Add"), 2);
   EXPECT_EQ(f.count("Add"), 0);
   EXPECT_EQ(f.count("Relu"), 0);
@@ -138,7 +140,7 @@ int residuals_of(const Built& b, DataType dtype) {
 
 TEST(FuseQresidual, DownsamplingShortcutIsReadInInt8) {
   TempDir dir;
-  const Built f = build(downsampling_block(), int8_options(dir));
+  const Built f = build_model(downsampling_block(), int8_options(dir));
   EXPECT_EQ(f.count("Add"), 0);
   EXPECT_TRUE(has(f.details.at("quantize-int8"), "4 nodes quantized, 4 activation ranges"))
       << f.details.at("quantize-int8");
@@ -149,8 +151,8 @@ TEST(FuseQresidual, DownsamplingShortcutIsReadInInt8) {
   EXPECT_EQ(int8_shortcuts, 1);
   // Within a few quantization steps of the unfused INT8 engine, and within this small random
   // network's INT8 error (0.076 with or without the shortcut quantized) of the float engine.
-  const Built u = build(downsampling_block(), int8_options(dir, {"fuse-qresidual"}));
-  const Built ref = build(downsampling_block(), BuildOptions{});
+  const Built u = build_model(downsampling_block(), int8_options(dir, {"fuse-qresidual"}));
+  const Built ref = build_model(downsampling_block(), BuildOptions{});
   const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(256, 5)}};
   auto yf = run_engine(f.engine, feed, {"y"}), yu = run_engine(u.engine, feed, {"y"}),
        yr = run_engine(ref.engine, feed, {"y"});
@@ -176,8 +178,8 @@ TEST(FuseQresidual, LastBlockWithoutQuantizeLinearWritesFloat) {
   m.node("Relu", "relu", {"s"}, {"r"});
   m.node("GlobalAveragePool", "pool", {"r"}, {"y"});
   TempDir dir;
-  const Built f = build(m, int8_options(dir));
-  const Built u = build(m, int8_options(dir, {"fuse-qresidual"}));
+  const Built f = build_model(m, int8_options(dir));
+  const Built u = build_model(m, int8_options(dir, {"fuse-qresidual"}));
   EXPECT_EQ(u.count("Add"), 1);
   EXPECT_EQ(f.count("Add"), 0);
   EXPECT_EQ(f.count("Relu"), 0);
@@ -197,7 +199,7 @@ TEST(FuseQresidual, LastBlockWithoutQuantizeLinearWritesFloat) {
 // (its readers expect the float value), so the block reads it as a float32 residual.
 TEST(FuseQresidual, ShortcutWithAnotherReaderStaysFloat) {
   TempDir dir;
-  const Built f = build(downsampling_block(true), int8_options(dir));
+  const Built f = build_model(downsampling_block(true), int8_options(dir));
   EXPECT_EQ(f.count("Add"), 0);
   EXPECT_TRUE(has(f.details.at("quantize-int8"), "4 nodes quantized, 3 activation ranges"))
       << f.details.at("quantize-int8");
@@ -208,7 +210,7 @@ TEST(FuseQresidual, ShortcutWithAnotherReaderStaysFloat) {
 // is needed.
 void expect_shortcut_keeps_its_quantizer(const OnnxModel& m) {
   TempDir dir;
-  const Built f = build(m, int8_options(dir));
+  const Built f = build_model(m, int8_options(dir));
   EXPECT_EQ(f.count("Add"), 0);
   EXPECT_TRUE(has(f.details.at("fuse-qresidual"), "0 QuantizeLinear into")) << f.details.at("fuse-qresidual");
   EXPECT_EQ(int8_output_of(f, "conv0"), 0);
@@ -231,7 +233,7 @@ TEST(FuseQresidual, ShortcutWithAFloatReaderKeepsItsQuantizeLinear) {
 
 TEST(FuseQresidual, DisablePassKeepsTheAdds) {
   TempDir dir;
-  const Built u = build(two_blocks(), int8_options(dir, {"fuse-qresidual"}));
+  const Built u = build_model(two_blocks(), int8_options(dir, {"fuse-qresidual"}));
   EXPECT_EQ(u.count("Add"), 2);
   EXPECT_EQ(u.details.count("fuse-qresidual"), 0u);
 }
@@ -291,7 +293,7 @@ BuildOptions without_qresidual() {
 }
 
 TEST(FuseQresidual, DequantizedResidualIsBitExact) {
-  const Built f = build(block({}), BuildOptions{}), u = build(block({}), without_qresidual());
+  const Built f = build_model(block({}), BuildOptions{}), u = build_model(block({}), without_qresidual());
   EXPECT_EQ(f.ops, (std::vector<std::string>{"QuantizeLinear", "kiln.QConv", "DequantizeLinear"}));
   EXPECT_EQ(u.count("Add"), 1);
   const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(100, 5)}};
@@ -312,7 +314,7 @@ TEST(FuseQresidual, QuantizedResidualFuses) {
     m.node("Identity", "keep", {"rd"}, {"rd_out"});
     m.output("rd_out");
   };
-  const Built f = build(block(b, extra), BuildOptions{}), u = build(block(b, extra), without_qresidual());
+  const Built f = build_model(block(b, extra), BuildOptions{}), u = build_model(block(b, extra), without_qresidual());
   EXPECT_EQ(f.count("Add"), 0);
   const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(100, 5)}, {"r_in", random_vec(100, 6)}};
   auto yf = run_engine(f.engine, feed, {"y"}), yu = run_engine(u.engine, feed, {"y"});
@@ -324,7 +326,7 @@ TEST(FuseQresidual, QuantizedResidualFuses) {
 // The Add of a float32 residual goes into the QConv as z in float32: the same float32 operations
 // in the same order as the unfused engine, so bit-exact.
 void expect_fused_float_residual(const OnnxModel& m) {
-  const Built f = build(m, BuildOptions{}), u = build(m, without_qresidual());
+  const Built f = build_model(m, BuildOptions{}), u = build_model(m, without_qresidual());
   EXPECT_EQ(f.count("Add"), 0);
   EXPECT_EQ(u.count("Add"), 1);
   const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(100, 5)}, {"r_in", random_vec(100, 6)}};
@@ -335,7 +337,7 @@ void expect_fused_float_residual(const OnnxModel& m) {
 // ---- guards: the Add stays ---------------------------------------------------------------------
 
 void expect_not_fused(const OnnxModel& m) {
-  const Built b = build(m, BuildOptions{});
+  const Built b = build_model(m, BuildOptions{});
   EXPECT_EQ(b.count("Add"), 1);
   EXPECT_EQ(b.details.at("fuse-qresidual"), "");
 }

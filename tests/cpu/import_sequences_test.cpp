@@ -10,7 +10,7 @@
 #include "kiln/engine.h"
 #include "kiln/types.h"
 #include "onnx_model_util.h"
-#include "passes/build.h"
+#include "build/build.h"
 
 namespace kiln {
 namespace {
@@ -30,7 +30,7 @@ std::string import_error(const OnnxModel& om) {
 std::vector<float> run(const OnnxModel& m, const std::map<std::string, std::vector<float>>& inputs,
                        const std::string& output) {
   graph::Graph g = m.import();
-  const std::vector<uint8_t> engine = passes::build_engine(g, passes::BuildOptions{}, nullptr);
+  const std::vector<uint8_t> engine = build::build_engine(g, build::BuildOptions{}, nullptr);
   return run_engine(engine, inputs, {output}).at(output);
 }
 

@@ -19,7 +19,7 @@
 #include "graph/tensor_file.h"
 #include "kiln/engine.h"
 #include "onnx_model_util.h"
-#include "passes/build.h"
+#include "build/build.h"
 
 namespace kiln::test {
 
@@ -99,19 +99,19 @@ struct Built {
   int count(const std::string& op) const { return static_cast<int>(std::count(ops.begin(), ops.end(), op)); }
 };
 
-inline Built build(const OnnxModel& m, const passes::BuildOptions& o) {
+inline Built build_model(const OnnxModel& m, const build::BuildOptions& o) {
   Built b;
   b.graph = m.import();
-  passes::BuildReport r;
-  b.engine = passes::build_engine(b.graph, o, &r);
-  for (const passes::PassReport& p : r.passes) b.details[p.name] = p.detail;
+  build::BuildReport r;
+  b.engine = build::build_engine(b.graph, o, &r);
+  for (const build::PassReport& p : r.passes) b.details[p.name] = p.detail;
   for (const StepInfo& s : Engine::from_bytes(b.engine)->summary().steps) b.ops.push_back(s.op);
   return b;
 }
 
-inline std::string build_error(const OnnxModel& m, const passes::BuildOptions& o) {
+inline std::string build_error(const OnnxModel& m, const build::BuildOptions& o) {
   try {
-    build(m, o);
+    build_model(m, o);
   } catch (const Error& e) {
     return e.what();
   }

@@ -10,11 +10,11 @@
 
 #include "kiln/engine.h"
 #include "onnx_model_util.h"
-#include "passes/build.h"
-#include "passes/choose_tactics.h"
-#include "passes/engine_writer.h"
+#include "build/build.h"
+#include "build/choose_tactics.h"
+#include "build/engine_writer.h"
 #include "passes/pass.h"
-#include "passes/view_plan.h"
+#include "build/view_plan.h"
 
 namespace kiln::test {
 
@@ -39,7 +39,7 @@ struct LayoutBuilt {
 };
 
 // after: passes run after the channels-last pass (if asked); what the last did is in `after`.
-inline LayoutBuilt build_layout(const OnnxModel& m, const passes::BuildOptions& o,
+inline LayoutBuilt build_layout(const OnnxModel& m, const build::BuildOptions& o,
                                 std::initializer_list<passes::PassFn> pipeline, bool channels_last,
                                 std::initializer_list<passes::PassFn> after = {}) {
   graph::Graph g = m.import();
@@ -57,8 +57,8 @@ inline LayoutBuilt build_layout(const OnnxModel& m, const passes::BuildOptions& 
     }
   }
   passes::materialize_outputs(g, o);
-  const passes::EngineProgram program = passes::plan_views(g, o);
-  b.engine = passes::write_engine(program, "cpu", passes::choose_tactics(program.graph, o), nullptr);
+  const build::EngineProgram program = build::plan_views(g, o);
+  b.engine = build::write_engine(program, "cpu", build::choose_tactics(program.graph, o), nullptr);
   b.steps = Engine::from_bytes(b.engine)->summary().steps;
   return b;
 }

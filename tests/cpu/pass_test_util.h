@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "onnx_model_util.h"
-#include "passes/build.h"
+#include "build/build.h"
 #include "passes/pass.h"
 
 namespace kiln::test {
@@ -37,7 +37,7 @@ struct PassModel : OnnxModel {
 
 struct Built {
   std::vector<uint8_t> engine;
-  passes::BuildReport report;
+  build::BuildReport report;
   int changes = -1;  // reported by the pass under test; -1 when it was disabled
   std::string detail;
 };
@@ -47,15 +47,15 @@ struct Built {
 inline Built build_with(const OnnxModel& m, const std::string& pass, bool enabled,
                         const std::vector<std::string>& also_off = {}) {
   graph::Graph g = m.import();
-  passes::BuildOptions o;
+  build::BuildOptions o;
   o.disabled_passes = also_off;
   if (pass != "fuse-epilogue" &&
       std::find(also_off.begin(), also_off.end(), "fuse-epilogue") == also_off.end())
     o.disabled_passes.push_back("fuse-epilogue");
   if (!enabled) o.disabled_passes.push_back(pass);
   Built b;
-  b.engine = passes::build_engine(g, o, &b.report);
-  for (const passes::PassReport& p : b.report.passes)
+  b.engine = build::build_engine(g, o, &b.report);
+  for (const build::PassReport& p : b.report.passes)
     if (p.name == pass) {
       b.changes = p.changes;
       b.detail = p.detail;
@@ -119,7 +119,7 @@ inline Built check_pass(const OnnxModel& m, const std::string& pass, int changes
 // The graph after binding and inference, for calling one pass directly.
 inline graph::Graph inferred(const OnnxModel& m) {
   graph::Graph g = m.import();
-  passes::BuildOptions o;
+  build::BuildOptions o;
   passes::bind_inputs(g, o);
   passes::infer_and_fold(g, o);
   return g;

@@ -9,10 +9,12 @@
 #include "graph/onnx_import.h"
 #include "kiln/engine.h"
 #include "onnx_model_util.h"
-#include "passes/build.h"
+#include "build/build.h"
 #include "passes/pass.h"
 
 namespace kiln::passes {
+
+using namespace kiln::build;  // build_engine, BuildOptions: the passes run inside a build
 namespace {
 
 using namespace kiln::test;  // attr_* and import_model (onnx_model_util.h)

@@ -7,7 +7,7 @@
 
 #include "int8_test_util.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 namespace {
 
 using namespace kiln::test;
@@ -43,7 +43,7 @@ BuildOptions int8_options(const TempDir& dir, bool fuse = false) {
 
 TEST(QuantizeInt8, InsertsQdqAroundConvAndGemm) {
   TempDir dir;
-  const Built b = build(cnn(), int8_options(dir));
+  const Built b = build_model(cnn(), int8_options(dir));
   // Activations x (shared by both convs) and f get one Q/DQ pair each; three weights get a DQ.
   EXPECT_EQ(b.count("QuantizeLinear"), 2);
   EXPECT_EQ(b.count("DequantizeLinear"), 5);
@@ -57,7 +57,7 @@ TEST(QuantizeInt8, OffWithoutInt8) {
   TempDir dir;
   BuildOptions o = int8_options(dir);
   o.int8 = false;
-  const Built b = build(cnn(), o);
+  const Built b = build_model(cnn(), o);
   EXPECT_EQ(b.count("QuantizeLinear"), 0);
   EXPECT_EQ(b.details.at("quantize-int8"), "");
 }
@@ -66,7 +66,7 @@ TEST(QuantizeInt8, OffWithoutInt8) {
 TEST(QuantizeInt8, WeightsSymmetricPerOutputChannel) {
   TempDir dir;
   const OnnxModel m = cnn();
-  const Built b = build(m, int8_options(dir));
+  const Built b = build_model(m, int8_options(dir));
   const graph::Graph orig = m.import();
   int checked = 0;
   for (const graph::Node& n : b.graph.nodes) {
@@ -101,7 +101,7 @@ TEST(QuantizeInt8, MatMulWeightsPerColumn) {
   m.output("y");
   m.init_rand("w", {8, 6});
   m.node("MatMul", "mm", {"x", "w"}, {"y"});
-  const Built b = build(m, int8_options(dir));
+  const Built b = build_model(m, int8_options(dir));
   bool found = false;
   for (const graph::Node& n : b.graph.nodes)
     if (n.kind == OpKind::kDequantizeLinear && b.graph.value(n.inputs[0]).is_constant()) {
@@ -124,7 +124,7 @@ TEST(QuantizeInt8, ModelWithQdqIsLeftAlone) {
   m.node("QuantizeLinear", "q", {"x", "s", "z"}, {"xq"});
   m.node("DequantizeLinear", "dq", {"xq", "s", "z"}, {"xd"});
   m.node("Conv", "conv", {"xd", "w"}, {"y"});
-  const Built b = build(m, int8_options(dir));
+  const Built b = build_model(m, int8_options(dir));
   EXPECT_EQ(b.count("QuantizeLinear"), 1);
   EXPECT_TRUE(has(b.details.at("quantize-int8"), "carries Q/DQ nodes")) << b.details.at("quantize-int8");
 }
@@ -136,7 +136,7 @@ TEST(QuantizeInt8, MatMulOfTwoActivationsStaysFloat) {
   m.output("y");
   attr_ints(m.node("Transpose", "t", {"x"}, {"xt"}), "perm", {0, 1, 3, 2});
   m.node("MatMul", "mm", {"x", "xt"}, {"y"});
-  const Built b = build(m, int8_options(dir));
+  const Built b = build_model(m, int8_options(dir));
   EXPECT_EQ(b.count("QuantizeLinear"), 0);
   EXPECT_TRUE(has(b.details.at("quantize-int8"), "no Conv, Gemm or MatMul")) << b.details.at("quantize-int8");
 }
@@ -149,7 +149,7 @@ TEST(QuantizeInt8, GemmWithTransposedInputStaysFloat) {
   m.init_rand("w", {2, 5});
   m.node("Flatten", "f", {"x"}, {"f"});                            // [2, 192]
   attr_int(m.node("Gemm", "fc", {"f", "w"}, {"y"}), "transA", 1);  // [192, 2] x [2, 5]
-  const Built b = build(m, int8_options(dir));
+  const Built b = build_model(m, int8_options(dir));
   EXPECT_EQ(b.count("QuantizeLinear"), 0);
 }
 
@@ -163,7 +163,7 @@ TEST(QuantizeInt8, Float16ActivationStaysFloat) {
   attr_int(cast, "to", onnx::TensorProto::FLOAT16);
   m.node("Cast", "wc", {"w"}, {"wh"})->add_attribute()->CopyFrom(cast->attribute(0));
   m.node("Conv", "conv", {"xh", "wh"}, {"y"});
-  const Built b = build(m, int8_options(dir));
+  const Built b = build_model(m, int8_options(dir));
   EXPECT_EQ(b.count("QuantizeLinear"), 0);
 }
 
@@ -172,7 +172,7 @@ TEST(QuantizeInt8, NumbersCloseToFloat) {
   TempDir dir;
   const OnnxModel m = cnn();
   BuildOptions f;
-  const Built q = build(m, int8_options(dir)), fl = build(m, f);
+  const Built q = build_model(m, int8_options(dir)), fl = build_model(m, f);
   const std::map<std::string, std::vector<float>> feed = {{"x", random_vec(2 * 3 * 8 * 8, 11)}};
   auto yq = run_engine(q.engine, feed, {"y", "z"}), yf = run_engine(fl.engine, feed, {"y", "z"});
   EXPECT_LT(rel_error(yq["y"], yf["y"]), 0.03);
@@ -201,11 +201,11 @@ TEST(QuantizeInt8, CacheWrittenThenReusedWithoutData) {
   TempDir dir;
   BuildOptions o = int8_options(dir, true);
   o.calib.cache = dir / "cache.json";
-  const Built first = build(cnn(), o);
+  const Built first = build_model(cnn(), o);
   ASSERT_TRUE(std::filesystem::exists(o.calib.cache));
   EXPECT_TRUE(has(first.details.at("quantize-int8"), "cached in")) << first.details.at("quantize-int8");
   o.calib.data.clear();
-  const Built again = build(cnn(), o);
+  const Built again = build_model(cnn(), o);
   EXPECT_TRUE(has(again.details.at("quantize-int8"), "ranges from the calibration cache"));
   EXPECT_EQ(first.engine, again.engine);
 }
@@ -214,7 +214,7 @@ TEST(QuantizeInt8, CacheOfAnotherModelOrMethodIsRefused) {
   TempDir dir;
   BuildOptions o = int8_options(dir, true);
   o.calib.cache = dir / "cache.json";
-  build(cnn(), o);
+  build_model(cnn(), o);
   OnnxModel other = cnn();
   other.g()->mutable_initializer(0)->set_float_data(0, 0.125f);  // other weights: another model
   std::string e = build_error(other, o);
@@ -237,11 +237,11 @@ TEST(QuantizeInt8, CacheServesOtherBatchSizes) {
   BuildOptions o = int8_options(dir, true);
   o.batch = 2;
   o.calib.cache = dir / "cache.json";
-  build(m, o);
+  build_model(m, o);
   o.calib.data.clear();
   o.batch = 5;
-  EXPECT_NO_THROW(build(m, o));
+  EXPECT_NO_THROW(build_model(m, o));
 }
 
 }  // namespace
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -1,20 +1,20 @@
-// Builds an engine for sm_90 without a GPU: the build pipeline's passes (passes/pipeline.cpp) for a
+// Builds an engine for sm_90 without a GPU: the build pipeline's passes (build/pipeline.cpp) for a
 // GPU target, channels-last included for float16, written without timing tactics.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "passes/engine_writer.h"
+#include "build/engine_writer.h"
 #include "passes/pass.h"
-#include "passes/view_plan.h"
+#include "build/view_plan.h"
 #include "onnx_model_util.h"
 
 namespace kiln::test {
 
 inline std::vector<uint8_t> build_sm90(const OnnxModel& m, bool fp16) {
   graph::Graph g = m.import();
-  passes::BuildOptions o;
+  build::BuildOptions o;
   o.target = "sm_90";
   o.fp16 = fp16;
   using passes::PassFn;
@@ -25,7 +25,7 @@ inline std::vector<uint8_t> build_sm90(const OnnxModel& m, bool fp16) {
     pass(g, o);
     graph::verify(g, pass != passes::bind_inputs);
   }
-  return passes::write_engine(passes::plan_views(g, o), o.target, {}, nullptr);
+  return build::write_engine(build::plan_views(g, o), o.target, {}, nullptr);
 }
 
 }  // namespace kiln::test

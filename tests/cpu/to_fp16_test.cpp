@@ -13,9 +13,11 @@
 #include "core/half.h"
 #include "core/shape_infer.h"
 #include "onnx_model_util.h"
-#include "passes/build.h"
+#include "build/build.h"
 
 namespace kiln::passes {
+
+using namespace kiln::build;  // build_engine, BuildOptions: the passes run inside a build
 namespace {
 
 using namespace kiln::test;

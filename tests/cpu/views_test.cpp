@@ -1,13 +1,13 @@
-// Tests for the view stages (passes/view_plan.h): view-reshapes, eliminate-concat and
+// Tests for the view stages (build/view_plan.h): view-reshapes, eliminate-concat and
 // eliminate-split fire where they should (steps gone, views in the engine, arena figures), do not
 // fire where a guard says no (one test per guard), and every engine computes exactly the bytes the
 // same engine computes with the stage switched off (a view moves no arithmetic).
 #include <gtest/gtest.h>
 
 #include "pass_test_util.h"
-#include "passes/view_plan.h"
+#include "build/view_plan.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 namespace {
 
 using namespace kiln::test;
@@ -507,4 +507,4 @@ TEST(Views, BuildingTwiceGivesIdenticalBytes) {
 }
 
 }  // namespace
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -319,7 +319,7 @@ TEST(WholeNetPlan, TablesComputeWhatTheCpuEngineComputes) {
       const WholeNetPlan p = gpu::plan_whole_network(*e, kSm90Smem);
       ASSERT_TRUE(p.eligible()) << p.refusal;
       graph::Graph g = m.import();
-      const std::vector<uint8_t> cpu = passes::build_engine(g, {});
+      const std::vector<uint8_t> cpu = build::build_engine(g, {});
       const TensorInfo in = Engine::from_bytes(cpu)->inputs()[0];
       const std::vector<float> x = test::random_vec(static_cast<size_t>(in.numel()), 7);
       const std::vector<float> want = test::run_engine(cpu, {{in.name, x}}, {"y"})["y"];
@@ -341,7 +341,7 @@ TEST(WholeNetPlan, TablesKeepTheCpuNanRules) {
     ASSERT_TRUE(p.eligible()) << p.refusal;
     graph::Graph g = m.import();
     const std::vector<float> x = test::nan_pools_input(2, 3);
-    const std::vector<float> want = test::run_engine(passes::build_engine(g, {}), {{"x", x}}, {"y"})["y"];
+    const std::vector<float> want = test::run_engine(build::build_engine(g, {}), {{"x", x}}, {"y"})["y"];
     const std::vector<float> got = TableRunner(p, *e).run(x);
     ASSERT_EQ(got.size(), 8u);
     for (size_t i = 0; i < got.size(); ++i) {
@@ -419,7 +419,7 @@ TEST(WholeNetPlan, SharedMemoryOfTargets) {
 
 TEST(WholeNetPlan, CpuEnginesSayNothing) {
   graph::Graph g = test::lenet5(1).import();
-  EXPECT_TRUE(Engine::from_bytes(passes::build_engine(g, {}))->summary().whole_network.empty());
+  EXPECT_TRUE(Engine::from_bytes(build::build_engine(g, {}))->summary().whole_network.empty());
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 #include "graph/onnx_import.h"
 #include "kiln/engine.h"
-#include "passes/build.h"
+#include "build/build.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::graph::Graph g;
@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<uint8_t> engine;
   try {
-    engine = kiln::passes::build_engine(g, kiln::passes::BuildOptions{});
+    engine = kiln::build::build_engine(g, kiln::build::BuildOptions{});
   } catch (const kiln::Error&) {
     return 0;
   }

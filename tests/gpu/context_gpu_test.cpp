@@ -18,7 +18,7 @@
 #include "../cpu/onnx_model_util.h"
 #include "../cpu/small_nets.h"
 #include "kiln/engine.h"
-#include "passes/build.h"
+#include "build/build.h"
 #include "gpu_harness.h"
 #include "runtime/cuda/device.h"
 
@@ -46,12 +46,12 @@ onnx::ModelProto small_cnn() {
 std::shared_ptr<const Engine> build(const onnx::ModelProto& m, const std::string& target, bool fp16 = false,
                                     const std::string& cache = "", std::vector<std::string>* log = nullptr) {
   graph::Graph g = test::import_model(m);
-  passes::BuildOptions o;
+  build::BuildOptions o;
   o.target = target;
   o.fp16 = fp16;
   o.timing_cache = cache;
   if (log) o.log = [log](const std::string& s) { log->push_back(s); };
-  return Engine::from_bytes(passes::build_engine(g, o), m.graph().name());
+  return Engine::from_bytes(build::build_engine(g, o), m.graph().name());
 }
 
 std::vector<float> random_input(unsigned seed) {
@@ -484,11 +484,11 @@ TEST(GpuContext, ViewsUnderGraphsWithDeviceBoundOutputs) {
   KILN_SKIP_WITHOUT_GPU();
   const auto m = views_model();
   graph::Graph g_ref = test::import_model(m), g_gpu = test::import_model(m);
-  passes::BuildOptions ref_options, gpu_options;
+  build::BuildOptions ref_options, gpu_options;
   ref_options.disabled_passes = {"fuse-siblings", "view-reshapes", "eliminate-concat", "eliminate-split"};
   gpu_options.target = gpu::gpu_target();
-  auto cpu = Engine::from_bytes(passes::build_engine(g_ref, ref_options), "views_cpu");
-  auto gpu = Engine::from_bytes(passes::build_engine(g_gpu, gpu_options), "views_gpu");
+  auto cpu = Engine::from_bytes(build::build_engine(g_ref, ref_options), "views_cpu");
+  auto gpu = Engine::from_bytes(build::build_engine(g_gpu, gpu_options), "views_gpu");
   const EngineSummary summary = gpu->summary();
   bool view_of_y = false, concat = false;
   for (const ViewInfo& v : summary.views) view_of_y |= v.base == "y";

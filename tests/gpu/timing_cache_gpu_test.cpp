@@ -15,7 +15,7 @@
 #include "../cpu/onnx_model_util.h"
 #include "gpu_harness.h"
 #include "kiln/engine.h"
-#include "passes/build.h"
+#include "build/build.h"
 #include "runtime/cuda/device.h"
 
 namespace kiln {
@@ -65,11 +65,11 @@ struct Built {
 Built build(int64_t classes, const std::filesystem::path& cache) {
   Built b;
   graph::Graph g = test::import_model(net(classes));
-  passes::BuildOptions o;
+  build::BuildOptions o;
   o.target = gpu::gpu_target();
   o.timing_cache = cache.string();
   o.log = [&b](const std::string& s) { b.log.push_back(s); };
-  b.engine = Engine::from_bytes(passes::build_engine(g, o), "net");
+  b.engine = Engine::from_bytes(build::build_engine(g, o), "net");
   return b;
 }
 

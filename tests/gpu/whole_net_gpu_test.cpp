@@ -18,7 +18,7 @@
 #include "../cpu/small_nets.h"
 #include "gpu_harness.h"
 #include "kiln/engine.h"
-#include "passes/build.h"
+#include "build/build.h"
 
 namespace kiln {
 namespace {
@@ -28,10 +28,10 @@ using Vec = std::vector<float>;
 
 std::shared_ptr<const Engine> build(const SmallNet& m, const std::string& target, bool fp16) {
   graph::Graph g = m.import();
-  passes::BuildOptions o;
+  build::BuildOptions o;
   o.target = target;
   o.fp16 = fp16;
-  return Engine::from_bytes(passes::build_engine(g, o), m.m.graph().name());
+  return Engine::from_bytes(build::build_engine(g, o), m.m.graph().name());
 }
 
 size_t input_numel(const Engine& e) { return static_cast<size_t>(e.inputs()[0].numel()); }

@@ -1,11 +1,11 @@
-#include "passes/memory_plan.h"
+#include "build/memory_plan.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "runtime/engine_format.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 
 MemoryPlan plan_memory(const std::vector<Lifetime>& t) {
   MemoryPlan plan;
@@ -42,4 +42,4 @@ MemoryPlan plan_memory(const std::vector<Lifetime>& t) {
   return plan;
 }
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

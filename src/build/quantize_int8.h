@@ -5,9 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "passes/build.h"
+#include "build/build.h"
+#include "passes/pass.h"
 
-namespace kiln::passes {
+namespace kiln::build {
+
+// The quantize-int8 pass (--int8): calibrates and inserts Q/DQ nodes around the planned targets.
+passes::PassResult quantize_int8(graph::Graph& g, const BuildOptions& options);
 
 struct Int8Target {
   size_t node;  // index in the graph's nodes
@@ -42,4 +46,4 @@ void insert_qdq(graph::Graph& g, const Int8Plan& plan, const std::vector<char>& 
 std::vector<char> guard_int8_layers(const graph::Graph& g, const Int8Plan& plan, const std::vector<char>& allowed,
                                     const BuildOptions& options, std::string* detail);
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

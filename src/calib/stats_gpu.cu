@@ -13,8 +13,7 @@
 #include <vector>
 
 #include "kiln/types.h"
-#include "runtime/cuda/device_buffer.h"
-#include "runtime/cuda/gpu_kernels.h"
+#include "runtime/cuda/shared.h"
 
 namespace kiln::calib {
 

@@ -20,12 +20,17 @@
 #include "calib/data_source.h"
 #include "core/half.h"
 #include "kiln/engine.h"
-#include "passes/engine_writer.h"
+#include "build/engine_writer.h"
 #include "passes/pass.h"
-#include "passes/quantize_int8.h"
-#include "passes/view_plan.h"
+#include "build/quantize_int8.h"
+#include "build/view_plan.h"
 
-namespace kiln::passes {
+namespace kiln::build {
+
+using passes::fuse_qdq;
+using passes::materialize_outputs;
+using passes::remove_dead_nodes;
+using passes::to_fp16;
 
 namespace {
 
@@ -168,4 +173,4 @@ std::vector<char> guard_int8_layers(const graph::Graph& g, const Int8Plan& plan,
   return keep;
 }
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

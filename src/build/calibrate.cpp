@@ -4,7 +4,7 @@
 // are read where the context keeps them (Context::output_device), and the statistics are made
 // there (calib/stats_gpu.h): at batch 256 ResNet-50's 54 calibrated tensors are 8 GiB, whose pinned
 // staging took seconds to allocate and whose counting on the host took 3 s a batch.
-#include "passes/calibrate.h"
+#include "build/calibrate.h"
 
 #include <fmt/format.h>
 
@@ -15,20 +15,22 @@
 
 #include "calib/data_source.h"
 #include "kiln/engine.h"
-#include "passes/engine_writer.h"
+#include "build/engine_writer.h"
 #include "passes/pass.h"
-#include "passes/stopwatch.h"
+#include "build/stopwatch.h"
 #include "runtime/cpu/thread_pool.h"
 
 #if defined(KILN_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
 #include "calib/stats_gpu.h"
-#include "passes/device_buffers.h"
+#include "build/device_buffers.h"
 #include "runtime/cuda/gpu_kernels.h"
 #endif
 
-namespace kiln::passes {
+namespace kiln::build {
+
+using passes::remove_dead_nodes;
 
 namespace {
 
@@ -210,4 +212,4 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
   return run;
 }
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -1,4 +1,5 @@
-// The builder: Graph -> optimized Graph -> engine file bytes.
+// What a build is asked for (kiln optimize's options). The rewrites of src/passes take it too: it
+// says the target, the precision and which passes are disabled.
 #pragma once
 
 #include <cstdint>
@@ -8,10 +9,9 @@
 #include <vector>
 
 #include "calib/calib.h"
-#include "graph/graph.h"
 #include "graph/tensor_file.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 
 // Where a long stage of the build is: `done` of `total` steps, and the step at hand.
 struct BuildProgress {
@@ -46,30 +46,4 @@ struct BuildOptions {
   std::function<void(const BuildProgress&)> progress;
 };
 
-struct PassReport {
-  std::string name;
-  int changes = 0;
-  std::string detail;
-};
-
-struct BuildReport {
-  size_t nodes_in = 0;
-  size_t nodes_out = 0;  // after the passes
-  size_t steps = 0;      // in the engine: nodes_out less the nodes whose outputs became views (view_plan.h)
-  std::vector<PassReport> passes;
-  size_t engine_bytes = 0;
-  size_t weight_bytes = 0;
-  size_t arena_bytes = 0;
-  size_t activation_bytes = 0;  // sum of all activation sizes (no sharing)
-  size_t peak_live_bytes = 0;   // the most bytes live at once: the lower bound of any arena
-  std::string precision_choice;  // GPU INT8 builds: the timed INT8-or-float decision, for the user
-};
-
-// Runs the pass pipeline on g (in place), then writes the engine.
-std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, BuildReport* report = nullptr);
-
-// The inputs whose values determine shapes in g (directly or through shape computations), i.e.
-// the inputs that must be frozen with BuildOptions::constant_inputs.
-std::vector<std::string> shape_determining_inputs(const graph::Graph& g);
-
-}  // namespace kiln::passes
+}  // namespace kiln::build

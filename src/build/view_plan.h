@@ -16,12 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "build/build.h"
 #include "graph/graph.h"
-#include "passes/build.h"
+#include "passes/view_rules.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 
-inline constexpr const char* kViewStages[] = {"view-reshapes", "eliminate-concat", "eliminate-split"};
+using passes::contiguous_slices;
+using passes::kViewStages;
+using passes::view_alignment;
 
 // What the engine runs: the graph's nodes less those whose outputs became views, plus at most one
 // Identity step per eliminated Concat or Split for a slice that could not be a view, and where every
@@ -33,16 +36,8 @@ struct EngineProgram {
   std::vector<PassReport> stages;    // what each stage changed, in kViewStages order (disabled ones left out)
 };
 
-// The byte alignment a view needs on `target`: the element size on the CPU; 16 bytes on a GPU, below
-// which cuDNN convolutions and the vectorized kernels fall back to slower paths.
-uint64_t view_alignment(const std::string& target, DataType dtype);
-
-// True when a Concat (or Split) along `axis` of a tensor of this shape has contiguous slices: the
-// dims before the axis multiply to 1.
-bool contiguous_slices(const std::vector<int64_t>& shape, int64_t axis);
-
 // Decides the views of g (fully typed, after the passes) for options.target, skipping the stages
 // named in options.disabled_passes. Deterministic: one walk over the nodes in order.
 EngineProgram plan_views(const graph::Graph& g, const BuildOptions& options);
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

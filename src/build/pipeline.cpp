@@ -6,16 +6,19 @@
 #include <set>
 #include <string>
 
-#include "passes/choose_tactics.h"
-#include "passes/engine_writer.h"
-#include "passes/engine_timing.h"
+#include "build/choose_tactics.h"
+#include "build/engine_writer.h"
+#include "build/engine_timing.h"
+#include "build/quantize_int8.h"
 #include "passes/pass.h"
-#include "passes/stopwatch.h"
-#include "passes/view_plan.h"
+#include "build/stopwatch.h"
+#include "build/view_plan.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 
 namespace {
+
+using namespace passes;  // the pipeline lists the rewrites of src/passes
 
 // The pipeline, in order.
 constexpr Pass kPipeline[] = {
@@ -239,4 +242,4 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   return fl;
 }
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

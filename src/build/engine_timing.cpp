@@ -4,23 +4,23 @@
 // around Context::enqueue, as `kiln bench --no-transfers` does: timing Context::run() included
 // copying the inputs from pageable host memory (ResNet-50 at batch 256: 154 MB, about 25 ms), whose
 // noise outweighed the 1 ms difference between the engines and once kept the slower one.
-#include "passes/engine_timing.h"
+#include "build/engine_timing.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "kiln/engine.h"
-#include "passes/stopwatch.h"
-#include "runtime/sample_inputs.h"
+#include "build/stopwatch.h"
+#include "build/sample_inputs.h"
 
 #if defined(KILN_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
-#include "passes/device_buffers.h"
+#include "build/device_buffers.h"
 #endif
 
-namespace kiln::passes {
+namespace kiln::build {
 
 namespace {
 
@@ -124,4 +124,4 @@ double TimedEngine::median_ms(int runs) {
 
 double median_run_ms(std::span<const uint8_t> engine, int runs) { return TimedEngine(engine).median_ms(runs); }
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

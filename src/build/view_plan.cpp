@@ -17,14 +17,17 @@
 // An eliminated Concat or Split may leave one slice to copy (an engine input or output, a value
 // already placed elsewhere): an Identity step into (or out of) that slice. With two or more, the
 // node stays as it is: k copy launches would cost more than the one launch they replace saves.
-#include "passes/view_plan.h"
+#include "build/view_plan.h"
 
 #include <algorithm>
 #include <set>
 
 #include "passes/rewrite_util.h"
 
-namespace kiln::passes {
+namespace kiln::build {
+
+using passes::perm_keeps_order;
+using passes::resolved_perm;
 
 namespace {
 
@@ -350,17 +353,6 @@ class Planner {
 
 }  // namespace
 
-uint64_t view_alignment(const std::string& target, DataType dtype) {
-  const uint64_t element = dtype_size(dtype);
-  return target == "cpu" ? element : std::max<uint64_t>(16, element);
-}
-
-bool contiguous_slices(const std::vector<int64_t>& shape, int64_t axis) {
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
-  return outer == 1;
-}
-
 EngineProgram plan_views(const graph::Graph& g, const BuildOptions& options) {
   EngineProgram p;
   p.graph = g;
@@ -368,4 +360,4 @@ EngineProgram plan_views(const graph::Graph& g, const BuildOptions& options) {
   return p;
 }
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "calib/stats.h"
-#include "passes/build.h"
+#include "build/build.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 
 struct CalibrationRun {
   std::vector<calib::TensorStats> stats;  // one per requested tensor, in order
@@ -22,4 +22,4 @@ struct CalibrationRun {
 CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::ValueId>& tensors,
                                const BuildOptions& options);
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace kiln::passes {
+namespace kiln::build {
 
 struct Lifetime {
   uint64_t bytes = 0;
@@ -22,4 +22,4 @@ struct MemoryPlan {
 // placed tensor whose lifetime overlaps. Deterministic (ties broken by index).
 MemoryPlan plan_memory(const std::vector<Lifetime>& tensors);
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "passes/build.h"
-#include "passes/close_calls.h"
+#include "build/build.h"
+#include "build/close_calls.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 
 // Per node of g (final, fully typed): the fastest tactic of its GPU kernel on this GPU, or -1 (one
 // implementation, or a CPU target). Reads and updates options.timing_cache when set. Where `write`
@@ -16,4 +16,4 @@ namespace kiln::passes {
 std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& options,
                                     const EngineWriter& write = {});
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -1,4 +1,4 @@
-#include "passes/close_calls.h"
+#include "build/close_calls.h"
 
 #include <fmt/format.h>
 
@@ -7,10 +7,10 @@
 #include <memory>
 
 #include "kiln/types.h"
-#include "passes/engine_timing.h"
-#include "passes/stopwatch.h"
+#include "build/engine_timing.h"
+#include "build/stopwatch.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 
 namespace {
 
@@ -129,4 +129,4 @@ void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tacti
   }
 }
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-namespace kiln::passes {
+namespace kiln::build {
 
 // A tactic within this fraction of the fastest, timed alone, is a rival.
 constexpr double kClose = 0.10;
@@ -59,4 +59,4 @@ using EngineWriter = std::function<std::vector<uint8_t>(const std::vector<int32_
 void decide_in_engine(std::vector<CloseCall>& calls, std::vector<int32_t>& tactics, const EngineWriter& write,
                       double budget_s, double long_budget_s);
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

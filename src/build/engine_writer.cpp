@@ -4,17 +4,17 @@
 // the first step that writes any of them to the last that reads any of them. On a GPU, a side step's
 // (runtime/side_steps.h) tensors live across its whole window, from the step after its fork to the
 // step before its join, so that the steps it runs beside use other bytes.
-#include "passes/engine_writer.h"
+#include "build/engine_writer.h"
 
 #include <engine_schema_generated.h>
 
 #include "core/attrs_codec.h"
 #include "kiln/engine.h"
-#include "passes/memory_plan.h"
+#include "build/memory_plan.h"
 #include "runtime/engine_format.h"
 #include "runtime/side_steps.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 
 namespace {
 
@@ -183,4 +183,4 @@ std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& tar
   return file;
 }
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

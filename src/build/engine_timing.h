@@ -9,9 +9,9 @@
 #include <span>
 #include <vector>
 
-namespace kiln::passes {
+namespace kiln::build {
 
-// An engine ready to be timed on kiln bench's inputs (runtime/sample_inputs.h), after a few warm-up
+// An engine ready to be timed on kiln bench's inputs (build/sample_inputs.h), after a few warm-up
 // runs: a GPU engine in a CUDA graph on device buffers, timed with CUDA events (no host copies); a
 // CPU engine by the wall time of Context::run().
 class TimedEngine {
@@ -35,4 +35,4 @@ double median(std::vector<double> v);
 // The median time in ms of one inference of the engine (TimedEngine).
 double median_run_ms(std::span<const uint8_t> engine, int runs = 20);
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -15,7 +15,7 @@
 // channels-last INT8 convolution (NhwcQConv) cannot run: one that is not 2-D, or neither of one
 // group with input and output channels multiples of 4 (cuDNN's and Kiln's tensor-core kernels) nor
 // depthwise (group = input channels = output channels, W [C, 1, kh, kw]) with C a multiple of 4
-// (Kiln's direct depthwise kernel, runtime/cuda/qconv_depthwise.cu, which reads 4 channels at a
+// (Kiln's direct depthwise kernel, runtime/cuda/quant/conv/depthwise/depthwise.cu, which reads 4 channels at a
 // time). Grouped convolutions with 1 < group < C stay float: the only other GPU INT8 convolution is
 // a channels-first WMMA kernel, slower than the float16 kernels, so such a layer is faster in float.
 // Nor a Conv whose input channels are not a multiple of 4 (an RGB stem): the channels-last
@@ -23,22 +23,25 @@
 // 256 on an H100, against 2.94 ms for the float32 stem. Skipped
 // layers are calibrated all the same, so one calibration cache serves CPU and GPU builds. With
 // --accuracy-budget, the accuracy guard (accuracy_guard.cpp) may leave more nodes in float.
-#include "passes/quantize_int8.h"
+#include "build/quantize_int8.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
 
+#include "build/calibrate.h"
+#include "build/stopwatch.h"
 #include "calib/cache.h"
 #include "core/infer/nn_geometry.h"
-#include "passes/calibrate.h"
 #include "passes/pass.h"
 #include "passes/qdq_util.h"
-#include "passes/stopwatch.h"
 #include "runtime/cpu/thread_pool.h"
 
-namespace kiln::passes {
+namespace kiln::build {
+
+namespace qdq = passes::qdq;
+using passes::PassResult;
 
 namespace {
 
@@ -74,12 +77,8 @@ std::optional<Target> target_of(const graph::Graph& g, size_t i) {
 }
 
 bool explicitly_quantized(const graph::Graph& g) {
-  constexpr OpKind kQuantized[] = {
-      OpKind::kQuantizeLinear, OpKind::kDequantizeLinear, OpKind::kQLinearConv,           OpKind::kQLinearMatMul,
-      OpKind::kConvInteger,    OpKind::kMatMulInteger,    OpKind::kDynamicQuantizeLinear, OpKind::kQConv,
-      OpKind::kQMatMul};
   for (const graph::Node& n : g.nodes)
-    if (std::find(std::begin(kQuantized), std::end(kQuantized), n.kind) != std::end(kQuantized)) return true;
+    if (op_info(n.kind).family == OpFamily::kQuant) return true;
   return false;
 }
 
@@ -205,8 +204,8 @@ void find_residuals(const graph::Graph& g, Int8Plan& plan) {
     for (size_t j = 0; j < 2 && ok; ++j) {
       const graph::ValueId v = n.inputs[j];
       const int p = v == graph::kNoValue ? -1 : u.producer[static_cast<size_t>(v)];
-      ok = p >= 0 && target_at.count(static_cast<size_t>(p)) && float32_activation(g, v) &&
-           qdq::single_use(g, u, v) && g.value(v).shape == g.value(n.inputs[0]).shape;
+      ok = p >= 0 && target_at.count(static_cast<size_t>(p)) && float32_activation(g, v) && qdq::single_use(g, u, v) &&
+           g.value(v).shape == g.value(n.inputs[0]).shape;
       if (ok) producer[j] = static_cast<size_t>(p);
     }
     if (!ok) continue;
@@ -222,8 +221,7 @@ void find_residuals(const graph::Graph& g, Int8Plan& plan) {
 // padding at stride 2 would leave the QConv channels-first, on the slow WMMA kernel).
 bool nhwc_qconv_runs(const ConvAttrs& a, const std::vector<int64_t>& xs, const std::vector<int64_t>& ws) {
   if (ws.size() != 4 || xs.size() != 4) return false;
-  const bool fits = a.group == 1 ? ws[0] % 4 == 0 && ws[1] % 4 == 0
-                                 : ws[1] == 1 && a.group == ws[0] && ws[0] % 4 == 0;
+  const bool fits = a.group == 1 ? ws[0] % 4 == 0 && ws[1] % 4 == 0 : ws[1] == 1 && a.group == ws[0] && ws[0] % 4 == 0;
   if (!fits) return false;
   const nn::WindowGeometry geo = nn::conv_geometry(a, xs, ws);
   return geo.pads[0] == geo.pads[2] && geo.pads[1] == geo.pads[3];
@@ -323,4 +321,4 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   return r;
 }
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

@@ -8,7 +8,7 @@
 
 #include "runtime/cuda/device_buffer.h"
 
-namespace kiln::passes {
+namespace kiln::build {
 
 class DeviceBuffers {
  public:
@@ -19,5 +19,5 @@ class DeviceBuffers {
   std::vector<gpu::DeviceBuffer> buffers_;
 };
 
-}  // namespace kiln::passes
+}  // namespace kiln::build
 #endif

@@ -14,7 +14,7 @@
 // verdict holds only for the engine it was timed in: an --int8 engine is float32 around its INT8
 // layers, a --best engine float16. A call left undecided (budget spent, a failure) keeps the choice
 // made alone and is stored as such, so that a build with the cache times nothing.
-#include "passes/choose_tactics.h"
+#include "build/choose_tactics.h"
 
 #include <fmt/format.h>
 
@@ -29,7 +29,7 @@
 #include <thread>
 
 #include "core/attrs_codec.h"
-#include "passes/stopwatch.h"
+#include "build/stopwatch.h"
 
 #if defined(KILN_HAVE_CUDA)
 #define XXH_INLINE_ALL
@@ -37,10 +37,10 @@
 
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/gpu_kernels.h"
-#include "runtime/sample_inputs.h"
+#include "build/sample_inputs.h"
 #endif
 
-namespace kiln::passes {
+namespace kiln::build {
 
 #if defined(KILN_HAVE_CUDA)
 
@@ -55,7 +55,7 @@ DeviceBuffer test_buffer(size_t bytes) {
   return DeviceBuffer(std::max<size_t>(bytes, 256), "choosing kernels: allocating a test buffer");
 }
 
-// kiln bench's kind of data (runtime/sample_inputs.h) for the tactics' inputs: a GPU runs kernels
+// kiln bench's kind of data (build/sample_inputs.h) for the tactics' inputs: a GPU runs kernels
 // faster on zeros, float16 tensor-core kernels more so, which could favour one candidate over
 // another. One block of sample values per dtype on the device, repeated over each buffer (device
 // copies: generating every activation's values on the host would add seconds to a build).
@@ -216,7 +216,7 @@ struct Handles {
   }
 };
 
-// Half the cores, at most 8: each node's listing may run up to 6 threads of its own (cudnn_graph.cu).
+// Half the cores, at most 8: each node's listing may run up to 6 threads of its own (runtime/cuda/quant/conv/cudnn_graph.cu).
 size_t listing_threads(size_t nodes) {
   return std::min<size_t>(nodes, std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
 }
@@ -635,4 +635,4 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
 
 #endif
 
-}  // namespace kiln::passes
+}  // namespace kiln::build

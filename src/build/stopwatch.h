@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-namespace kiln::passes {
+namespace kiln::build {
 
 class Stopwatch {
  public:
@@ -22,4 +22,4 @@ class Stopwatch {
   Clock::time_point start_ = Clock::now();
 };
 
-}  // namespace kiln::passes
+}  // namespace kiln::build
