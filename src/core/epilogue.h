@@ -1,6 +1,6 @@
 // The math of a fused epilogue (EpilogueAttrs in core/attrs.h), shared by the CPU kernels and the
 // CUDA kernels so that both compute every activation by the same formula as the ONNX op it replaces
-// (runtime/cpu/ops/elementwise_unary.cpp): min and max are written as comparisons so that a NaN
+// (runtime/cpu/elementwise/unary.cpp): min and max are written as comparisons so that a NaN
 // passes Relu and Clip as it does there. C is the compute type: float, or double for float64.
 #pragma once
 

@@ -8,16 +8,39 @@ namespace kiln {
 
 namespace {
 
+struct FamilyEntries {
+  OpFamily family;
+  std::span<const InferEntry> entries;
+};
+
 struct InferTable {
   std::array<InferFn, kOpCount> fns{};
   std::array<int, kOpCount> count{};
+  std::string misplaced;  // the entries a family registers for an op of another family
   InferTable() {
-    // The op families, one explicit list.
-    for (auto entries : {elementwise_infer_entries(), reduce_infer_entries(), nn_infer_entries(),
-                         tensor_infer_entries(), extra_infer_entries(), rnn_infer_entries()}) {
-      for (const InferEntry& e : entries) {
+    // The op families, one explicit list in OpFamily order.
+    const FamilyEntries families[] = {
+        {OpFamily::kElementwise, elementwise_infer_entries()},
+        {OpFamily::kReduce, reduce_infer_entries()},
+        {OpFamily::kNorm, norm_infer_entries()},
+        {OpFamily::kConv, conv_infer_entries()},
+        {OpFamily::kGemm, gemm_infer_entries()},
+        {OpFamily::kPool, pool_infer_entries()},
+        {OpFamily::kResize, resize_infer_entries()},
+        {OpFamily::kTensor, tensor_infer_entries()},
+        {OpFamily::kRnn, rnn_infer_entries()},
+        {OpFamily::kQuant, quant_infer_entries()},
+        {OpFamily::kLoss, loss_infer_entries()},
+    };
+    static_assert(sizeof(families) / sizeof(families[0]) == kOpFamilyCount, "one entry list per op family");
+    for (const FamilyEntries& f : families) {
+      for (const InferEntry& e : f.entries) {
         fns[static_cast<size_t>(e.kind)] = e.fn;
         ++count[static_cast<size_t>(e.kind)];
+        const OpFamily own = op_info(e.kind).family;
+        if (own != f.family)
+          misplaced += std::string(op_name(e.kind)) + " is registered by the " + std::string(family_name(f.family)) +
+                       " family but belongs to the " + std::string(family_name(own)) + " family; ";
       }
     }
   }
@@ -37,6 +60,10 @@ bool infer_table_complete(std::string* missing) {
       ok = false;
       if (missing) *missing += std::string(kOpTable[i].name) + "(" + std::to_string(table().count[i]) + ") ";
     }
+  }
+  if (!table().misplaced.empty()) {
+    ok = false;
+    if (missing) *missing += table().misplaced;
   }
   return ok;
 }

@@ -29,18 +29,26 @@ struct InferEntry {
   InferFn fn;
 };
 
-// Each op family lists its entries; infer_shapes() finds the entry by kind.
+// Each op family (OpInfo::family) lists its entries, in core/infer/<family>/; infer_shapes() finds
+// the entry by kind.
 std::span<const InferEntry> elementwise_infer_entries();
 std::span<const InferEntry> reduce_infer_entries();
-std::span<const InferEntry> nn_infer_entries();
+std::span<const InferEntry> norm_infer_entries();
+std::span<const InferEntry> conv_infer_entries();
+std::span<const InferEntry> gemm_infer_entries();
+std::span<const InferEntry> pool_infer_entries();
+std::span<const InferEntry> resize_infer_entries();
 std::span<const InferEntry> tensor_infer_entries();
-std::span<const InferEntry> extra_infer_entries();
 std::span<const InferEntry> rnn_infer_entries();
+std::span<const InferEntry> quant_infer_entries();
+std::span<const InferEntry> loss_infer_entries();
 
 // Checks arity against OpInfo, then runs the op's InferFn.
 std::vector<OutputType> infer_shapes(OpKind kind, const Attrs& attrs, std::span<const TensorView> inputs,
                                      size_t num_outputs);
-// True if every OpKind has exactly one InferEntry (checked by a unit test).
+// True if every OpKind has exactly one InferEntry, registered by its own family's function
+// (OpInfo::family) (checked by a unit test). Otherwise appends to *missing each op without exactly
+// one entry, as "Name(count) ", and each op a family registers that is not of it, naming both families.
 bool infer_table_complete(std::string* missing);
 
 // The inputs of a channels-last op (NhwcConv, NhwcQConv, NhwcMaxPool, NhwcAveragePool) stored

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "runtime/cuda/nn_gemm.h"
+#include "runtime/cuda/shared.h"
 #include "train/cuda_internal.cuh"
 #include "train/random.h"
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <sstream>
 
-#include "runtime/cuda/nn_gemm.h"
+#include "runtime/cuda/shared.h"
 #include "train/algorithm_cache.h"
 #include "train/cuda_internal.cuh"
 

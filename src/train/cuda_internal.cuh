@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cuda/gpu_kernels.h"
+#include "runtime/cuda/shared.h"
 #include "train/cpu_internal.h"
 #include "train/cuda_backend.h"
 

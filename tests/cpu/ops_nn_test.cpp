@@ -1142,15 +1142,5 @@ TEST(NnInfer, RejectsBadInput) {
                      {&rx, &roi3, &sc}, 1, "roi length");
 }
 
-TEST(NnInfer, EveryOpHasEntries) {
-  for (OpKind k :
-       {OpKind::kConv, OpKind::kConvTranspose, OpKind::kAveragePool, OpKind::kMaxPool, OpKind::kGlobalAveragePool,
-        OpKind::kGlobalMaxPool, OpKind::kGemm, OpKind::kMatMul, OpKind::kResize}) {
-    EXPECT_NE(cpu::cpu_kernel(k), nullptr) << op_name(k);
-    int found = 0;
-    for (const InferEntry& e : nn_infer_entries()) found += e.kind == k;
-    EXPECT_EQ(found, 1) << op_name(k);
-  }
-}
 }  // namespace
 }  // namespace kiln

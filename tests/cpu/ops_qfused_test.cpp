@@ -1,5 +1,5 @@
 // The CPU kernels of kiln.QConv and kiln.QMatMul against a reference made of the ONNX integer ops
-// (ConvInteger, MatMulInteger: exact int32 sums, tested against float64 sums in ops_extra_test.cpp)
+// (ConvInteger, MatMulInteger: exact int32 sums, tested against float64 sums in ops_quant_test.cpp)
 // and the epilogue written out here: real = float(acc) * (x_scale * w_scale[m]) + bias[m], then the
 // activation, then QuantizeLinear's rounding. Results must be identical. Covers int8/uint8 inputs
 // and weights, zero points (none, scalar, per channel), bias, every activation, float / int8 /

@@ -955,35 +955,3 @@ TEST(LRN, AgainstReference) {
   infer_throws(OpKind::kLRN, LrnAttrs{1e-4f, 0.75f, 1.0f, 3}, {random_buf(DataType::kInt64, {1, 3, 2}, -1, 1)});
 }
 
-TEST(ReduceFamily, TablesCoverEveryOp) {
-  for (OpKind k : {OpKind::kReduceL1,
-                   OpKind::kReduceL2,
-                   OpKind::kReduceLogSum,
-                   OpKind::kReduceLogSumExp,
-                   OpKind::kReduceMax,
-                   OpKind::kReduceMean,
-                   OpKind::kReduceMin,
-                   OpKind::kReduceProd,
-                   OpKind::kReduceSum,
-                   OpKind::kReduceSumSquare,
-                   OpKind::kArgMax,
-                   OpKind::kArgMin,
-                   OpKind::kSoftmax,
-                   OpKind::kLogSoftmax,
-                   OpKind::kHardmax,
-                   OpKind::kCumSum,
-                   OpKind::kTopK,
-                   OpKind::kEinsum,
-                   OpKind::kLayerNormalization,
-                   OpKind::kInstanceNormalization,
-                   OpKind::kBatchNormalization,
-                   OpKind::kLRN}) {
-    EXPECT_NE(cpu::cpu_kernel(k), nullptr) << op_name(k);
-    std::vector<TensorView> none;
-    try {
-      infer_shapes(k, default_attrs(k), none, 1);
-    } catch (const Error& e) {  // arity error, not "has no shape inference"
-      EXPECT_EQ(std::string(e.what()).find("no shape inference"), std::string::npos) << e.what();
-    }
-  }
-}

@@ -336,14 +336,6 @@ constexpr RnnDirection kDirs[] = {RnnDirection::kForward, RnnDirection::kReverse
 
 // ---- tests -------------------------------------------------------------------------------------
 
-TEST(Rnn, TablesComplete) {
-  std::string missing;
-  EXPECT_TRUE(infer_table_complete(&missing)) << missing;
-  missing.clear();
-  EXPECT_TRUE(cpu::kernel_table_complete(&missing)) << missing;
-  for (OpKind k : kKinds) EXPECT_EQ(op_kind_from_name(op_name(k)), k);
-}
-
 TEST(Rnn, DefaultsEveryDirection) {
   std::mt19937 rng(1);
   for (OpKind k : kKinds)

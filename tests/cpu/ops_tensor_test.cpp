@@ -189,19 +189,6 @@ Dims rand_shape(std::mt19937& rng, int rank, int lo = 1, int hi = 5) {
   return s;
 }
 
-TEST(TensorOps, EveryOpHasInferenceAndKernel) {
-  for (OpKind k : {OpKind::kReshape,        OpKind::kFlatten,      OpKind::kSqueeze,
-                   OpKind::kUnsqueeze,      OpKind::kTranspose,    OpKind::kConcat,
-                   OpKind::kSplit,          OpKind::kSlice,        OpKind::kGather,
-                   OpKind::kGatherElements, OpKind::kGatherND,     OpKind::kScatterElements,
-                   OpKind::kScatterND,      OpKind::kPad,          OpKind::kTile,
-                   OpKind::kExpand,         OpKind::kDepthToSpace, OpKind::kSpaceToDepth,
-                   OpKind::kShape,          OpKind::kSize,         OpKind::kConstantOfShape,
-                   OpKind::kRange,          OpKind::kEyeLike,      OpKind::kOneHot,
-                   OpKind::kTrilu})
-    EXPECT_NE(cpu::cpu_kernel(k), nullptr) << op_name(k);
-}
-
 // ---- Reshape, Flatten, Squeeze, Unsqueeze ----------------------------------------------------
 
 TEST(TensorOps, Reshape) {

@@ -379,7 +379,7 @@ TEST_P(NnGpuTactics, EveryTacticMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(Nn, NnGpuTactics, testing::ValuesIn(tactic_cases()),
                          [](const testing::TestParamInfo<NnCase>& info) { return info.param.name; });
 
-// The GEMV tactic is offered exactly where nn_gemv.cu takes the product: at most 8 rows of A, W
+// The GEMV tactic is offered exactly where runtime/cuda/gemm/gemv.cu takes the product: at most 8 rows of A, W
 // transposed, k a whole number of 16-byte chunks, a float type other than float64.
 TEST(NnGpuGemv, OfferedForSmallBatchesOnly) {
   KILN_SKIP_WITHOUT_GPU();
@@ -488,7 +488,7 @@ void expect_gpu_throws(OpKind kind, const Attrs& attrs, const Inputs& in, const 
 }
 
 // FusedGemm's float16 weights under a float32 product (to-fp16's classifier head,
-// core/infer/nn_fused.cpp): the GEMV is the only tactic and runs it whatever the engine's tactic,
+// core/infer/gemm/gemm.cpp): the GEMV is the only tactic and runs it whatever the engine's tactic,
 // against the CPU kernel, which widens the weights first; pointers the GEMV cannot take are refused
 // with a message rather than run by another kernel that reads one type.
 TEST(NnGpuGemv, Float16WeightsUnderFloat32Product) {

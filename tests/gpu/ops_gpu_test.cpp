@@ -363,6 +363,23 @@ std::vector<OpCase> quant_cases() {
   return c;
 }
 
+// ---- BitShift --------------------------------------------------------------------------------
+const std::vector<std::pair<Shape, Shape>> kShiftShapes = {
+    {{7}, {7}}, {{2, 3, 4}, {4}}, {{3, 1, 5}, {1, 4, 1}},   {{}, {3}},
+    {{5}, {}},  {{0, 3}, {3}},    {{300, 129}, {300, 129}}, {{64, 1}, {1, 513}}};
+
+OpCase bitshift_case(BitShiftDirection dir) {
+  return {std::string("BitShift_") + (dir == BitShiftDirection::kLeft ? "left" : "right"), OpKind::kBitShift,
+          BitShiftAttrs{dir}, {DT::kUInt8, DT::kUInt16, DT::kUInt32, DT::kUInt64}, [](DT dt) {
+            InputSets s;
+            const int bits = static_cast<int>(dtype_size(dt)) * 8;
+            const double hi = bits == 8 ? 255 : bits == 16 ? 65535 : bits == 32 ? 4294967295.0 : 1099511627775.0;
+            for (const auto& [sa, sb] : kShiftShapes)
+              s.push_back({rand_tensor(dt, sa, 0, hi), rand_tensor(dt, sb, 0, bits + 3)});  // past the width: 0
+            return s;
+          }};
+}
+
 std::vector<OpCase> all_cases() {
   using A = Accuracy;
   using K = OpKind;
@@ -447,6 +464,8 @@ std::vector<OpCase> all_cases() {
       copy_case(K::kDropout, kFloat, 2, "mask"),
   };
   for (OpCase& q : quant_cases()) c.push_back(std::move(q));
+  c.push_back(bitshift_case(BitShiftDirection::kLeft));
+  c.push_back(bitshift_case(BitShiftDirection::kRight));
   for (DT to : kAll) {
     c.push_back(cast_case(K::kCast, to));
     c.push_back(cast_case(K::kCastLike, to));
@@ -520,7 +539,8 @@ TEST(GpuCoverage, EveryGpuOpHasCases) {
   KILN_SKIP_WITHOUT_GPU();
   std::string dup;
   EXPECT_TRUE(gpu::gpu_kernel_table_valid(&dup)) << "ops with several GPU kernels: " << dup;
-  // This file tests the elementwise family; every other family has its own <family>_gpu_test.cpp.
+  // This file tests the elementwise family (and QuantizeLinear / DequantizeLinear of the quant
+  // family); the other families have their own *_gpu_test.cpp.
   for (const gpu::GpuKernelEntry& e : gpu::elementwise_gpu_kernels()) {
     const bool tested = std::any_of(cases().begin(), cases().end(), [&](const OpCase& c) { return c.kind == e.kind; });
     EXPECT_TRUE(tested) << op_name(e.kind) << " has a GPU kernel but no case in ops_gpu_test.cpp";

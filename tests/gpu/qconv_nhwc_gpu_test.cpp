@@ -1,20 +1,20 @@
-// NhwcQConv on the GPU (runtime/cuda/extra_qconv_nhwc.cu: a cuDNN graph per step, or the direct
+// NhwcQConv on the GPU (runtime/cuda/quant/conv/nhwc.cu: a cuDNN graph per step, or the direct
 // kernel where cuDNN has no engine) against the CPU kernel (kiln.QConv on permuted tensors), with
 // every tactic (candidate cuDNN plan) and under stream capture. cuDNN rounds its float epilogue in its
 // own order, so an int8 output may differ by one quantization step, on at most 1% of the values
 // (a wrong rounding mode, such as truncation, would move about half of them); float outputs agree to
 // float32 rounding. Tactic 1000 asks for the direct kernel (the fallback where cuDNN has no engine),
 // which shares the CPU's epilogue: it must match bit for bit. The tensor-core kernel (tactics 2000 +
-// tile shape, qconv_igemm.cu, offered where C % 64 == 0 and M % 8 == 0) rounds like cuDNN, and so
-// do the streaming 1x1 kernel (tactics 2100 + tile shape, qconv_stream.cu) and, on compute
-// capability 9.0, the 3x3 window kernel (tactics 2200 +, qconv_halo.cuh); the implicit GEMM's
+// tile shape, runtime/cuda/quant/conv/igemm/igemm.cu, offered where C % 64 == 0 and M % 8 == 0) rounds like cuDNN, and so
+// do the streaming 1x1 kernel (tactics 2100 + tile shape, runtime/cuda/quant/conv/stream/stream.cu) and, on compute
+// capability 9.0, the 3x3 window kernel (tactics 2200 +, runtime/cuda/quant/conv/halo/halo.cuh); the implicit GEMM's
 // split tiles (2007-2012) on ResNet-50's batch-1 layers; and two of Kiln's steps chained in one
 // CUDA graph, where the second may start before the first ends (dependent_launch.cuh) and must
 // still read the first's finished output. Pooled steps (pool_mean) at every tactic against the CPU.
 // The channels-last pass's
 // RGB stem (3 channels padded with a zero channel to 4 by a Pad) against the CPU's unpadded
 // convolution.
-// Depthwise steps (group = C = M: Kiln's direct depthwise kernel, qconv_depthwise.cu, one tactic)
+// Depthwise steps (group = C = M: Kiln's direct depthwise kernel, runtime/cuda/quant/conv/depthwise/depthwise.cu, one tactic)
 // must match the CPU (bit for bit for float32 outputs, as cuDNN for int8 ones): each kernel-size
 // path, strides, pads, dilation, bias or not, each activation, int8 and float32 outputs and
 // residuals, per-channel and per-tensor w_scale, direct, captured and misaligned; and exactly the
@@ -24,16 +24,16 @@
 #include <cmath>
 
 #include "gpu_harness.h"
-#include "runtime/cuda/qconv_halo.cuh"
-#include "runtime/cuda/qconv_igemm.cuh"
-#include "runtime/cuda/qconv_stream.cuh"
+#include "runtime/cuda/quant/conv/halo/halo.cuh"
+#include "runtime/cuda/quant/conv/igemm/igemm.cuh"
+#include "runtime/cuda/quant/conv/stream/stream.cuh"
 
 namespace kiln::gpu_test {
 namespace {
 
 using Inputs = std::vector<HostTensor>;
 
-constexpr int32_t kDirectTactic = 1000;  // extra_qconv_nhwc.cu's direct kernel
+constexpr int32_t kDirectTactic = 1000;  // runtime/cuda/quant/conv/nhwc.cu's direct kernel
 constexpr int32_t kIgemmTactic = 2000;   // and its tensor-core kernel's first tile shape
 constexpr int32_t kStreamTactic = 2100;  // and its streaming 1x1 kernel's
 constexpr int32_t kHaloTactic = 2200;    // and its 3x3 window kernel's
@@ -44,26 +44,26 @@ struct Case {
 
 // The tile shapes a convolution the kernel takes gets on this GPU: the implicit GEMM's for P output
 // pixels and M channels (the split ones where 64x64 tiles leave SMs without two CTAs), and the
-// streaming kernel's with C input channels (its wgmma ones where C >= 64); qconv_igemm.cuh and
-// qconv_stream.cuh.
+// streaming kernel's with C input channels (its wgmma ones where C >= 64); runtime/cuda/quant/conv/igemm/igemm.cuh and
+// runtime/cuda/quant/conv/stream/stream.cuh.
 int igemm_tiles(int64_t P, int64_t M) {
-  if (!hopper()) return gpu::extra::igemm::kSyncConfigs;
+  if (!hopper()) return gpu::quant::igemm::kSyncConfigs;
   int device = 0, sms = 0;
   EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
   EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
   const bool few = (P + 63) / 64 * ((M + 63) / 64) < 2 * sms;
-  return gpu::extra::igemm::kConfigs + (few ? gpu::extra::igemm::kSplitConfigs : 0);
+  return gpu::quant::igemm::kConfigs + (few ? gpu::quant::igemm::kSplitConfigs : 0);
 }
 // The streaming kernel's tile shapes for C input channels on this GPU (configs 0 .. n - 1), and
 // whether config i's shared memory fits it.
 int stream_configs(int64_t C) {
-  return hopper() && C >= 64 ? gpu::extra::stream::kConfigs : gpu::extra::stream::kSyncConfigs;
+  return hopper() && C >= 64 ? gpu::quant::stream::kConfigs : gpu::quant::stream::kSyncConfigs;
 }
 bool stream_tile_fits(int i, int64_t C) {
   int device = 0, smem = 0;
   EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
   EXPECT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
-  return gpu::extra::stream::shared_memory(i, static_cast<int>(C)) <= smem;
+  return gpu::quant::stream::shared_memory(i, static_cast<int>(C)) <= smem;
 }
 // How many of them fit: the streaming tactics the op must offer.
 int stream_tiles(int64_t C) {
@@ -224,7 +224,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
                       ys[1] == (H - 1) / a.strides[0] + 1 && ys[2] == (W - 1) / a.strides[1] + 1 && int8_y && !float_z;
   const bool halo = hopper() && (C == 64 || C == 128) && M % 64 == 0 && a.kernel_shape == std::vector<int64_t>{3, 3} &&
                     a.strides == std::vector<int64_t>{1, 1} && a.pads == std::vector<int64_t>{1, 1, 1, 1} &&
-                    a.dilations == std::vector<int64_t>{1, 1} && gpu::extra::halo::shared_memory(C, W) <= smem;
+                    a.dilations == std::vector<int64_t>{1, 1} && gpu::quant::halo::shared_memory(C, W) <= smem;
   auto offered = [&](int32_t lo, int32_t hi) {
     return std::count_if(tactics.begin(), tactics.end(), [&](int32_t t) { return t >= lo && t < hi; });
   };
@@ -232,7 +232,7 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
       << what << ": tensor-core tile shapes offered";
   EXPECT_EQ(offered(kStreamTactic, kStreamTactic + 100), stream ? stream_tiles(C) : 0)
       << what << ": streaming tile shapes offered";
-  EXPECT_EQ(offered(kHaloTactic, kHaloTactic + 100), halo ? gpu::extra::halo::kConfigs : 0)
+  EXPECT_EQ(offered(kHaloTactic, kHaloTactic + 100), halo ? gpu::quant::halo::kConfigs : 0)
       << what << ": 3x3 window tile shapes offered";
   tactics.push_back(kDirectTactic);
   for (int32_t t : tactics) {

@@ -1,5 +1,6 @@
-// Resolved geometry of the nn family (Conv, ConvTranspose, pools, Resize), shared by shape
-// inference and the CPU kernels so both derive output sizes and pads by one set of rules.
+// Resolved geometry of Conv, ConvTranspose, the pools and Resize, shared by shape inference and the
+// CPU and CUDA kernels so all derive output sizes and pads by one set of rules. Defined in
+// core/infer/nn_geometry.cpp, resize_plan in core/infer/resize/resize.cpp.
 // Every function validates its inputs and throws kiln::Error; the results are safe to index with.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Helpers of the reduce family shared by its shape inference (src/core/infer/reduce*.cpp) and its
+// Helpers of the reduce family shared by its shape inference (src/core/infer/reduce/) and its
 // CPU kernels (src/runtime/cpu/ops/reduce*.cpp), so both sides agree on axes and equations.
 #pragma once
 

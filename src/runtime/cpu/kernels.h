@@ -26,15 +26,25 @@ struct KernelEntry {
   CpuKernel fn;
 };
 
+// Each op family's kernels (OpInfo::family), registered from runtime/cpu/<family>/: in
+// <family>/<family>.cpp where that is one of the family's files, else in <family>/registry.cpp.
 std::span<const KernelEntry> elementwise_kernels();
 std::span<const KernelEntry> reduce_kernels();
-std::span<const KernelEntry> nn_kernels();
+std::span<const KernelEntry> norm_kernels();
+std::span<const KernelEntry> conv_kernels();
+std::span<const KernelEntry> gemm_kernels();
+std::span<const KernelEntry> pool_kernels();
+std::span<const KernelEntry> resize_kernels();
 std::span<const KernelEntry> tensor_kernels();
-std::span<const KernelEntry> extra_kernels();
 std::span<const KernelEntry> rnn_kernels();
+std::span<const KernelEntry> quant_kernels();
+std::span<const KernelEntry> loss_kernels();
 
 // The kernel for kind, or null if the CPU backend does not support it.
 CpuKernel cpu_kernel(OpKind kind);
+// True when every op has exactly one kernel and every family registers only ops of its own family;
+// else false, with the ops at fault (and their counts, or the family that registered each where it
+// does not belong) appended to *missing.
 bool kernel_table_complete(std::string* missing);
 
 }  // namespace kiln::cpu

@@ -1,5 +1,5 @@
-// Programmatic dependent launch for Kiln's tensor-core convolutions (qconv_igemm_kernel.cuh,
-// qconv_stream_kernel.cuh, sm90a/qconv_halo_wgmma.cu). On compute capability 9.0 and later a
+// Programmatic dependent launch for Kiln's tensor-core convolutions (quant/conv/igemm/igemm_kernel.cuh,
+// quant/conv/stream/stream_kernel.cuh, quant/conv/halo/halo_sm90a.cu). On compute capability 9.0 and later a
 // kernel launched with launch_dependent() may start while the kernel before it in the stream (or
 // in the CUDA graph captured from it) still runs, once every CTA of that one has called
 // start_next_kernel() or finished. Until it calls wait_for_inputs(), which returns when the kernel
@@ -22,9 +22,9 @@
 #include <utility>
 
 #include "runtime/cuda/gpu_kernels.h"
-#include "runtime/cuda/qconv_mma.cuh"
+#include "runtime/cuda/mma.cuh"
 
-namespace kiln::gpu::extra {
+namespace kiln::gpu {
 
 // Lets the next kernel in the stream start (its CTAs wait in wait_for_inputs()).
 __device__ __forceinline__ void start_next_kernel() {
@@ -104,4 +104,4 @@ void launch_dependent(dim3 grid, int threads, size_t smem, cudaStream_t stream, 
   }
 }
 
-}  // namespace kiln::gpu::extra
+}  // namespace kiln::gpu

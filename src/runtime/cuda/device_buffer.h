@@ -1,6 +1,6 @@
 // One block of device memory, freed when its owner goes (on every path, an exception's too):
-// the builder's test buffers and workspaces (passes/choose_tactics.cpp), the buffers a pass
-// allocates for itself (passes/device_buffers.h), the calibration statistics' (calib/stats_gpu.cu).
+// the builder's test buffers and workspaces (build/choose_tactics.cpp), the buffers a pass
+// allocates for itself (build/device_buffers.h), the calibration statistics' (calib/stats_gpu.cu).
 // Move-only. The runtime's engine memory is gpu_context.cpp's device_alloc, which weights shared
 // between contexts need (a shared_ptr).
 #pragma once
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <utility>
 
-#include "runtime/cuda/gpu_kernels.h"
+#include "runtime/cuda/checks.h"
 
 namespace kiln::gpu {
 

@@ -5,20 +5,45 @@
 #include "runtime/cuda/gpu_kernels.h"
 
 #include <array>
+#include <string>
 
 namespace kiln::gpu {
 
 namespace {
 
+// The family spans in OpFamily order (elementwise, reduce, norm, conv, gemm, pool, resize, tensor,
+// rnn, quant, loss).
+struct FamilySpan {
+  OpFamily family;
+  std::span<const GpuKernelEntry> entries;
+};
+
 struct GpuKernelTable {
   std::array<const GpuKernelEntry*, kOpCount> entries{};
   std::array<int, kOpCount> count{};
+  std::string misplaced;  // ops registered by another family's span than their own
   GpuKernelTable() {
-    for (auto family : {elementwise_gpu_kernels(), reduce_gpu_kernels(), nn_gpu_kernels(), pool_gpu_kernels(), tensor_gpu_kernels(),
-                        extra_gpu_kernels(), rnn_gpu_kernels()}) {
-      for (const GpuKernelEntry& e : family) {
+    const FamilySpan families[] = {
+        {OpFamily::kElementwise, elementwise_gpu_kernels()},
+        {OpFamily::kReduce, reduce_gpu_kernels()},
+        {OpFamily::kNorm, norm_gpu_kernels()},
+        {OpFamily::kConv, conv_gpu_kernels()},
+        {OpFamily::kGemm, gemm_gpu_kernels()},
+        {OpFamily::kPool, pool_gpu_kernels()},
+        {OpFamily::kResize, resize_gpu_kernels()},
+        {OpFamily::kTensor, tensor_gpu_kernels()},
+        {OpFamily::kRnn, rnn_gpu_kernels()},
+        {OpFamily::kQuant, quant_gpu_kernels()},
+        {OpFamily::kLoss, loss_gpu_kernels()},
+    };
+    for (const FamilySpan& f : families) {
+      for (const GpuKernelEntry& e : f.entries) {
         entries[static_cast<size_t>(e.kind)] = &e;
         ++count[static_cast<size_t>(e.kind)];
+        const OpFamily own = op_info(e.kind).family;
+        if (own != f.family)
+          misplaced += std::string(op_info(e.kind).name) + " (family " + std::string(family_name(own)) +
+                       ", registered by " + std::string(family_name(f.family)) + ") ";
       }
     }
   }
@@ -54,6 +79,10 @@ bool gpu_kernel_table_valid(std::string* duplicates) {
       ok = false;
       if (duplicates) *duplicates += std::string(kOpTable[i].name) + " ";
     }
+  }
+  if (!table().misplaced.empty()) {
+    ok = false;
+    if (duplicates) *duplicates += table().misplaced;
   }
   return ok;
 }

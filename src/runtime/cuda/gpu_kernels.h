@@ -22,6 +22,7 @@
 
 #include "core/op_kind.h"
 #include "core/tensor.h"
+#include "runtime/cuda/checks.h"
 
 namespace kiln::gpu {
 
@@ -73,28 +74,26 @@ struct GpuKernelEntry {
   GpuTactics tactics = nullptr;      // null: one implementation
 };
 
-// One span per op family (the CPU table's families); the table joins them.
+// One span per op family (OpInfo::family; the folder runtime/cuda/<family>/ defines it); the table
+// joins them.
 std::span<const GpuKernelEntry> elementwise_gpu_kernels();
 std::span<const GpuKernelEntry> reduce_gpu_kernels();
-std::span<const GpuKernelEntry> nn_gpu_kernels();    // Conv, ConvTranspose, Gemm, MatMul
-std::span<const GpuKernelEntry> pool_gpu_kernels();  // pooling, normalization, Resize, Depth/SpaceToDepth
+std::span<const GpuKernelEntry> norm_gpu_kernels();
+std::span<const GpuKernelEntry> conv_gpu_kernels();
+std::span<const GpuKernelEntry> gemm_gpu_kernels();
+std::span<const GpuKernelEntry> pool_gpu_kernels();
+std::span<const GpuKernelEntry> resize_gpu_kernels();
 std::span<const GpuKernelEntry> tensor_gpu_kernels();
-std::span<const GpuKernelEntry> extra_gpu_kernels();
 std::span<const GpuKernelEntry> rnn_gpu_kernels();
+std::span<const GpuKernelEntry> quant_gpu_kernels();
+std::span<const GpuKernelEntry> loss_gpu_kernels();
 
 // The entry for kind, or null if the CUDA backend does not support it.
 const GpuKernelEntry* gpu_kernel_entry(OpKind kind);
 // The kernel for kind, or null if the CUDA backend does not support it yet.
 GpuKernel gpu_kernel(OpKind kind);
-// False (and the duplicated ops appended to *duplicates) if an op has more than one entry.
+// False (and the problems appended to *duplicates) if an op has more than one entry, or if a
+// family's span holds an op of another family (OpInfo::family): "Op (family F, registered by G) ".
 bool gpu_kernel_table_valid(std::string* duplicates);
-
-// Throws kiln::Error "<what>: <CUDA error string>" unless err is cudaSuccess.
-void check_cuda(cudaError_t err, std::string_view what);
-void check_cudnn(cudnnStatus_t st, std::string_view what);
-void check_cublas(cublasStatus_t st, std::string_view what);
-// After a kernel launch: reports a bad launch (configuration, missing sm_90 image, ...) without
-// synchronizing. cudaGetLastError also returns an earlier asynchronous failure of this thread.
-void check_launch(std::string_view what);
 
 }  // namespace kiln::gpu

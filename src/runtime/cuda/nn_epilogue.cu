@@ -1,4 +1,4 @@
-// The epilogue kernel of the nn family (declared in nn_internal.cuh): after a convolution or a
+// The epilogue kernel of the conv and gemm families (declared in nn_internal.cuh): after a convolution or a
 // product that could not fuse it, one pass over the output computes
 //   y = activation2(activation(y + bias[channel]) + z)
 // in place (core/epilogue.h's formulas, in float; double for float64; any float type). It also serves the plain
@@ -10,7 +10,7 @@
 // consecutive channels, whose biases are one aligned vector load. y and z must be 16-byte aligned
 // for that; otherwise one element per thread.
 #include "core/epilogue.h"
-#include "runtime/cuda/elementwise_internal.cuh"
+#include "runtime/cuda/elementwise/elementwise_internal.cuh"
 #include "runtime/cuda/nn_internal.cuh"
 
 namespace kiln::gpu::nn {

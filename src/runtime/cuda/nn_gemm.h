@@ -21,7 +21,7 @@
 
 namespace kiln::gpu {
 
-// The Gemm tactic of Kiln's GEMV for small batches (nn_gemv.cu), next to cuBLASLt's algorithm
+// The Gemm tactic of Kiln's GEMV for small batches (gemm/gemv.cu), next to cuBLASLt's algorithm
 // indices 0-7.
 inline constexpr int32_t kGemvTactic = 64;
 

@@ -1,6 +1,7 @@
-// Shared pieces of the nn family's CUDA kernels (private to src/runtime/cuda/nn*.cu): the entry
-// spans of each file, the own kernels of nn_conv_kernels.cu, nn_gemm_kernels.cu and
-// nn_epilogue.cu, pointer alignment, and the per-step state lookup.
+// Shared pieces of the conv and gemm families' CUDA kernels (conv/, gemm/; the quant family's
+// NhwcQConv and integer products use a few): the own kernels of conv/conv_kernels.cu,
+// gemm/gemm_kernels.cu, gemm/gemv.cu and nn_epilogue.cu, the fused epilogue through cuBLASLt
+// (gemm/gemm.cu), pointer alignment, and the per-step state lookup.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +15,7 @@
 
 namespace kiln::gpu::nn {
 
-std::span<const GpuKernelEntry> conv_gpu_entries();  // nn_conv.cu: Conv, ConvTranspose, FusedConv
-std::span<const GpuKernelEntry> gemm_gpu_entries();  // nn_gemm_ops.cu: Gemm, MatMul, FusedGemm, FusedMatMul
-
-// Conv / ConvTranspose geometry for the direct kernels (nn_conv_direct.cu): one thread per output
+// Conv / ConvTranspose geometry for the direct kernels (conv/conv_kernels.cu): one thread per output
 // element, no workspace, any alignment and any number of spatial axes up to kMaxDirectRank. The
 // fallback where cuDNN cannot run: pointers below 16-byte alignment, more than 3 spatial axes, or
 // tensors beyond cuDNN's 32-bit sizes.
@@ -32,7 +30,7 @@ struct DirectConv {
   bool channels_last = false;
   // Channels last with X channels-first ([batch, C, in...]) of this many bytes per element (4:
   // float32, 2: the conv's float16), converted as read: only the small-channel kernel takes it
-  // (conv_small_c.cuh); 0: X as above, in the conv's type.
+  // (conv/small_c.cuh); 0: X as above, in the conv's type.
   int x_first_bytes = 0;
 };
 // Y = conv(X, W) + B (B may be null); float32, float16 (float accumulation) or float64.
@@ -71,7 +69,7 @@ bool epilogue_is_identity(const EpilogueAttrs& e, const void* bias, const void* 
 void apply_epilogue(void* y, const void* bias, const void* z, const EpilogueAttrs& e, int64_t n, int64_t inner,
                     int64_t channels, DataType dt, cudaStream_t stream, const char* op);
 
-// ---- GEMM helpers (nn_gemm_kernels.cu) ----
+// ---- GEMM helpers (gemm/gemm_kernels.cu) ----
 inline constexpr int kMaxBatchDims = 8;
 // MatMul's output batch dims (merged) with the element strides of A's and B's matrices (0: broadcast).
 struct BatchDims {
@@ -95,7 +93,7 @@ void tiled_gemm(const TiledGemm& g, DataType dt, const void* a, const void* b, c
 void broadcast_c(const void* c, void* y, int64_t m, int64_t n, int64_t crs, int64_t ccs, float scale, DataType dt,
                  cudaStream_t stream, const char* op);
 
-// ---- GEMV for Gemm at small batch (nn_gemv.cu) ----
+// ---- GEMV for Gemm at small batch (gemm/gemv.cu) ----
 // Y [m, n] = epilogue(alpha * A [m, k] W [n, k]^T + beta * C) for 1 <= m <= kGemvMaxM: a warp per
 // row of W. C element (i, j) at i * crs + j * ccs (c null: none); the epilogue, when epi is set, as
 // core/epilogue.h computes it with z [m, n] the residual (or null) and no bias. The Gemm tactic
@@ -117,7 +115,7 @@ bool gemv_fits(DataType a_dt, DataType w_dt, int64_t m, int64_t n, int64_t k, bo
 void gemv(const Gemv& p, DataType a_dt, DataType w_dt, const void* a, const void* w, void* y, cudaStream_t stream,
           const char* op);
 
-// ---- the fused epilogue through cuBLASLt (nn_gemm_ops.cu) ----
+// ---- the fused epilogue through cuBLASLt (gemm/gemm.cu) ----
 // What cuBLASLt's epilogue, act(product + C + bias), computes of a fused op's epilogue (core/attrs.h):
 // without a residual, all of it when the activation is one of cuBLASLt's; with one, all of it when
 // the activation before the add is none, the one after is cuBLASLt's, and cuBLASLt's C is free to

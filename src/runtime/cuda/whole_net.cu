@@ -464,7 +464,7 @@ size_t whole_net_max_smem(int device) {
 // twice as long at batch 8 on an H100), or fewer where 8 do not fit; 1 before Hopper, and where the
 // kernel runs code compiled for an older GPU (which has no cluster code in it).
 int WholeNet::cluster_size(int device) const {
-  if (!extra::runs_sm90_code<whole_net_kernel>(device)) return 1;
+  if (!runs_sm90_code<whole_net_kernel>(device)) return 1;
   for (int s = 8; s > 1; s /= 2) {
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = launch_config(plan_, s, &attr, nullptr);
