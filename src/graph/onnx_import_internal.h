@@ -57,7 +57,7 @@ inline const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std
   return nullptr;
 }
 
-// Kiln's own function bodies (onnx_kiln_bodies.cpp), for op types ONNX defines without one, keyed
+// Kiln's own function bodies (onnx_kiln_bodies.cpp, onnx_bodies_*.cpp), for op types ONNX defines without one, keyed
 // by body_key: the op type, "domain::op type" outside the default domain. Each is built per node,
 // at kKilnBodyOpset.
 inline constexpr int64_t kKilnBodyOpset = 17;
