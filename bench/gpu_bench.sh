@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool), from the repo root, with build-dev/ carried: the kernel
-# microbenchmarks build-dev/tests/gpu_kernels_bench (bench/gpu_kernels_bench.cpp, gpu_fc_bench.cpp,
+# microbenchmarks build-dev/tests/gpu_kernels_bench (bench/micro/gpu_kernels_bench.cpp, gpu_fc_bench.cpp,
 # gpu_graph_bench.cpp), as a table on stdout and as JSON in $OUT/gpu_kernels_bench.json. Extra
 # arguments go to Google Benchmark, e.g. --benchmark_filter='BM_(Relu|Softmax)'.
 set -euo pipefail

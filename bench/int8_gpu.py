@@ -87,7 +87,7 @@ def main():
                 torch._dynamo.reset()
                 del m16, c16
             # int8 / best: the INT8 kernels themselves (--force-int8); auto: what `--best` builds
-            # after timing INT8 against float16 (bench/../src/passes/engine_timing.h). A timing
+            # after timing INT8 against float16 (bench/../src/build/engine_timing.h). A timing
             # cache per precision, as separate builds would have. (Before timing-cache format 2 a
             # --best build that read the --int8 build's cache took the verdicts of close calls
             # made in the --int8 engine, and measured 0.250 ms at batch 1 where fresh --best builds

@@ -2,8 +2,8 @@
 # Builds Kiln here and packs what the GPU machine needs into build-dev/pack.tar.xz (build-dev/ is
 # listed in .git/info/exclude): the stripped kiln binary, the builder-side shared libraries the GPU
 # machine's image lacks, and the stripped GPU test binaries. The binaries share most of their bytes
-# (the CUDA kernels), so one xz stream with a large dictionary keeps the pack small enough to carry
-# (64 MiB limit). Then, from the device tool: carry build-dev and run bench/gpu_tests.sh,
+# (the CUDA kernels), so one xz stream with a dictionary as large as all of them keeps the pack small
+# enough to carry (64 MiB limit). Then, from the device tool: carry build-dev and run bench/gpu_tests.sh,
 # bench/gpu_bench.sh, bench/gpu_check.sh or bench/peers.sh; they unpack it there
 # (bench/device_env.sh).
 set -euo pipefail
@@ -30,8 +30,7 @@ for t in build/tests/*_gpu_test build/bench/gpu_*_bench build/bench/gpu_engine_t
 done
 # With --kiln-only [BINARY...]: only kiln and its libraries in build-dev/pack.tar.xz (about 15 MB),
 # plus the named test or benchmark binaries (e.g. ops_gpu_test gpu_kernels_bench), for the
-# end-to-end runs (bench/int8_gpu.sh, bench/int8_profiles.sh) and a few GPU tests; the full pack
-# is now too large to carry.
+# end-to-end runs (bench/int8_gpu.sh, bench/experiments/int8_profiles.sh) and a few GPU tests.
 if [ "${1:-}" = "--kiln-only" ]; then
   shift
   keep=$(mktemp -d)
@@ -60,7 +59,10 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
   mkdir -p build-dev/fashion-mnist
   cp /usr/share/datasets/fashion-mnist/t10k-*.gz build-dev/fashion-mnist/
 fi
-tar -C "$stage" -cf - . | xz -9 -T2 > build-dev/pack.tar.xz
+# One xz stream whose dictionary spans all the binaries (each carries the same CUDA kernels, about
+# 60 MB apart in the tar): with xz's default 64 MiB window the pack was 129 MB; decompressing needs
+# 1 GiB of memory there.
+tar -C "$stage" -cf - . | xz -9 --lzma2=preset=9,dict=1GiB -T1 > build-dev/pack.tar.xz
 ls -la build-dev/pack.tar.xz
 # With --with-fashion: Fashion-MNIST (31 MB, gzipped IDX) for bench/train_bench.sh --fashion
 # build-dev/fashion-mnist; it may take the carry past its limit together with the pack.

@@ -3,7 +3,7 @@
 # of an INT8 build goes. For each model (default: resnet50), `kiln optimize --int8 --force-int8
 # --batch 256` with 512 calibration images and no caches, as bench/int8_gpu.sh times it, twice;
 # prints the build's wall time and the `-v` lines that break it down. Logs go to $OUT/build_time.
-#   bench/build_time.sh [MODEL...]    (resnet50, mobilenet_v2)
+#   bench/experiments/build_time.sh [MODEL...]    (resnet50, mobilenet_v2)
 set -uo pipefail
 source bench/device_env.sh
 PY=/opt/torch/.venv/bin/python

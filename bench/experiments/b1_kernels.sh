@@ -3,7 +3,7 @@
 # at batch 1, built once, then (1) its steps (kiln inspect), (2) the per-layer profile and the CUDA
 # graph's GPU compute, (3) each kernel's own duration under Nsight Compute (one inference launched
 # step by step, after warm-up). Shows where batch 1's time goes: kernels against the gaps between them.
-# Usage: bash bench/b1_kernels.sh [torchvision model, default resnet50]. Nsight Compute keeps the
+# Usage: bash bench/experiments/b1_kernels.sh [torchvision model, default resnet50]. Nsight Compute keeps the
 # caches warm between kernels (as in the graph); NCU_CACHE=all flushes them before each kernel.
 # Then (4) the graph with and without the side stream (`--no-side-stream`), alternated three times.
 # Writes $OUT/build_b1.txt, inspect_b1.txt, prof_b1.txt, ncu_b1.csv, side_b1.txt; prints the kernel

@@ -4,7 +4,7 @@ kernels for them, in the same run: GridSample (a spatial transformer's sampling)
 R-CNN's box head input) and STFT (a speech front end). Kiln: `kiln bench --device cpu`, median
 latency; onnxruntime: median of timed runs after warm-up; both with the same thread count.
 
-  bench/bodies_cpu.py --kiln build/kiln [--threads 2]
+  bench/micro/bodies_cpu.py --kiln build/kiln [--threads 2]
 """
 import argparse
 import json

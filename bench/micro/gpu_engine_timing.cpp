@@ -1,6 +1,6 @@
-// gpu_engine_timing A.kiln B.kiln: how the builder's engine timing (passes/engine_timing.h, used by
-// the close calls of passes/close_calls.h) ranks two engines, measured several ways, for comparing
-// with `kiln bench` on the same files (bench/b1_close_call.sh):
+// gpu_engine_timing A.kiln B.kiln: how the builder's engine timing (build/engine_timing.h, used by
+// the close calls of build/close_calls.h) ranks two engines, measured several ways, for comparing
+// with `kiln bench` on the same files (bench/experiments/b1_close_call.sh):
 //   alternating  both engines alive, rounds of R runs each, alternated (the builder's way);
 //   warm         the same, each round after W runs not counted;
 //   alone        one engine alive at a time, a long round after a long warm-up.
@@ -12,10 +12,10 @@
 #include <memory>
 #include <vector>
 
-#include "passes/engine_timing.h"
+#include "build/engine_timing.h"
 
-using kiln::passes::median;
-using kiln::passes::TimedEngine;
+using kiln::build::median;
+using kiln::build::TimedEngine;
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Fused convolutions of ResNet-50's shapes at batch 256, channels-last, through cuDNN's graph API
-// (runtime/cuda/cudnn_graph.cuh): what an INT8 engine's convolution step can reach against the FP16
+// (runtime/cuda/quant/conv/cudnn_graph.cuh): what an INT8 engine's convolution step can reach against the FP16
 // one on the same GPU.
 //  - fp16: y = relu(conv(x, w) + bias), x, w and y float16, float accumulation.
 //  - int8: y = int8(relu(conv(x, w) * scale + bias)), x and w int8, int32 accumulation, scale per
@@ -8,16 +8,16 @@
 // reported: time per call, TOPS (2 * N * P * K * C * R * S per second), and `plans`, the candidates.
 // Args: channels in, channels out, kernel size, stride, input size, int8 (0/1).
 // BM_IgemmConv times Kiln's own tensor-core INT8 kernels on the same step (per-channel scale, bias,
-// ReLU, int8 out): the implicit GEMM (runtime/cuda/qconv_igemm.cu), on the 1x1 layers the
-// streaming kernel (qconv_stream.cu), and on Hopper's 3x3 stride-1 layers with 64 or 128 channels
-// the window kernel (qconv_halo.cuh); every tile shape timed, as the counter us<tactic> (2000 + i,
+// ReLU, int8 out): the implicit GEMM (runtime/cuda/quant/conv/igemm/igemm.cu), on the 1x1 layers the
+// streaming kernel (runtime/cuda/quant/conv/stream/stream.cu), and on Hopper's 3x3 stride-1 layers with 64 or 128 channels
+// the window kernel (runtime/cuda/quant/conv/halo/halo.cuh); every tile shape timed, as the counter us<tactic> (2000 + i,
 // 2100 + i, 2200 + i), the fastest reported. With `residual` 1 it also adds an int8 residual, ResNet's block
 // ending. BM_IgemmConv/mobilenet_v2 times MobileNetV2's 1x1 expansions and a projection likewise.
 // BM_LtInt8Conv1x1 times the 1x1 stride-1 shapes as one cuBLASLt INT8 GEMM (IMMA: int8 A and B,
 // int32 sums, float scale per output channel as an alpha vector, float bias and ReLU in the
 // epilogue, int8 D; with `residual` 1 an int8 C added with a host beta): every algorithm of the
 // heuristic's list (up to 16) timed, the fastest reported, or an error where cuBLASLt has none.
-// BM_DepthwiseQConv times Kiln's depthwise INT8 kernel (runtime/cuda/qconv_depthwise.cu) on
+// BM_DepthwiseQConv times Kiln's depthwise INT8 kernel (runtime/cuda/quant/conv/depthwise/depthwise.cu) on
 // MobileNetV2's 3x3 depthwise layers at batch 256 (per-channel scale, bias, ReLU6, int8 out):
 // GB/s of x + y + w per second, next to copy_GB/s, a device-to-device copy of as many bytes (the
 // bandwidth ceiling). Args: channels, input size, stride.
@@ -32,12 +32,12 @@
 #include <vector>
 
 #include "gpu_bench_util.h"
-#include "runtime/cuda/cudnn_graph.cuh"
+#include "runtime/cuda/quant/conv/cudnn_graph.cuh"
 #include "runtime/cuda/device.h"
-#include "runtime/cuda/qconv_depthwise.cuh"
-#include "runtime/cuda/qconv_halo.cuh"
-#include "runtime/cuda/qconv_igemm.cuh"
-#include "runtime/cuda/qconv_stream.cuh"
+#include "runtime/cuda/quant/conv/depthwise/depthwise.cuh"
+#include "runtime/cuda/quant/conv/halo/halo.cuh"
+#include "runtime/cuda/quant/conv/igemm/igemm.cuh"
+#include "runtime/cuda/quant/conv/stream/stream.cuh"
 
 namespace kiln::gpu {
 namespace {
@@ -140,7 +140,7 @@ void BM_IgemmConv(benchmark::State& state) {
   check_cuda(cudaMemset(zm.p, 1, ys), "memset");
   check_cuda(cudaMemset(sm.p, 0, static_cast<size_t>(K) * 4), "memset");
   check_cuda(cudaMemset(bm.p, 0, static_cast<size_t>(K) * 4), "memset");
-  extra::QConvNhwcArgs a{kBatch, H, H, C, K, P, P, R, R, stride, stride, pad, pad, 1, 1,
+  quant::QConvNhwcArgs a{kBatch, H, H, C, K, P, P, R, R, stride, stride, pad, pad, 1, 1,
                          static_cast<const int8_t*>(xm.p), static_cast<const int8_t*>(wm.p), ym.p,
                          static_cast<const float*>(sm.p), true, static_cast<const float*>(bm.p), 0.02f,
                          residual ? zm.p : nullptr, false, {}};
@@ -150,13 +150,13 @@ void BM_IgemmConv(benchmark::State& state) {
   a.epi.z_scale = 0.05f;
   // Every tile shape of Kiln's kernels, as NhwcQConv's tactics number them.
   std::vector<std::pair<int, std::function<void()>>> candidates;
-  for (int c = 0, n = extra::igemm::configs(a); c < n; ++c)
-    candidates.emplace_back(2000 + c, [&a, &r, c] { extra::igemm::run(c, a, r.stream); });
-  for (int c = 0, n = extra::stream::configs(a); c < n; ++c)
-    if (extra::stream::runs(c, a))
-      candidates.emplace_back(2100 + c, [&a, &r, c] { extra::stream::run(c, a, r.stream); });
-  for (int c = 0, n = extra::halo::configs(a); c < n; ++c)
-    candidates.emplace_back(2200 + c, [&a, &r, c] { extra::halo::run(c, a, r.stream); });
+  for (int c = 0, n = quant::igemm::configs(a); c < n; ++c)
+    candidates.emplace_back(2000 + c, [&a, &r, c] { quant::igemm::run(c, a, r.stream); });
+  for (int c = 0, n = quant::stream::configs(a); c < n; ++c)
+    if (quant::stream::runs(c, a))
+      candidates.emplace_back(2100 + c, [&a, &r, c] { quant::stream::run(c, a, r.stream); });
+  for (int c = 0, n = quant::halo::configs(a); c < n; ++c)
+    candidates.emplace_back(2200 + c, [&a, &r, c] { quant::halo::run(c, a, r.stream); });
   size_t best = 0;
   double best_s = 1e30;
   for (size_t c = 0; c < candidates.size(); ++c) {
@@ -273,7 +273,7 @@ void BM_DepthwiseQConv(benchmark::State& state) {
   check_cuda(cudaMemset(wm.p, 1, ws), "memset");
   check_cuda(cudaMemset(sm.p, 0, static_cast<size_t>(C) * 4), "memset");
   check_cuda(cudaMemset(bm.p, 0, static_cast<size_t>(C) * 4), "memset");
-  extra::QConvNhwcArgs a{kBatch, H, H, C, C, P, P, R, R, stride, stride, pad, pad, 1, 1,
+  quant::QConvNhwcArgs a{kBatch, H, H, C, C, P, P, R, R, stride, stride, pad, pad, 1, 1,
                          static_cast<const int8_t*>(xm.p), static_cast<const int8_t*>(wm.p), ym.p,
                          static_cast<const float*>(sm.p), true, static_cast<const float*>(bm.p), 0.02f,
                          nullptr, false, {}};
@@ -281,7 +281,7 @@ void BM_DepthwiseQConv(benchmark::State& state) {
   a.epi.act_beta = 6;
   a.epi.quantize = true;
   a.epi.y_scale = 0.05f;
-  auto run = [&] { extra::depthwise::run(a, r.stream); };
+  auto run = [&] { quant::depthwise::run(a, r.stream); };
   r.time(run);
   for (auto _ : state) state.SetIterationTime(r.time(run));
   const double bytes = static_cast<double>(xs + ys + ws);

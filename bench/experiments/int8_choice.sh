@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool), with build-dev/ carried: the builder's timed INT8-or-float
-# choice (src/passes/engine_timing.h) on torchvision MobileNetV2 at batch 64: `kiln optimize --best`
+# choice (src/build/engine_timing.h) on torchvision MobileNetV2 at batch 64: `kiln optimize --best`
 # without and with --force-int8, calibrated on 64 random images. Prints the builder's decision.
 set -uo pipefail
 source bench/device_env.sh

@@ -3,7 +3,7 @@
 # one close call of ResNet-50 `--best --force-int8` at batch 1, measured by the builder's engine
 # timing and by `kiln bench`. Engine A is a fresh build; engine B the same build with the other of
 # tactics 2008 and 2009 on layer3's stride-1 3x3 layers (256 channels, 14x14), through an edited
-# timing cache. Then bench/gpu_engine_timing.cpp times A and B the builder's way and others, and
+# timing cache. Then bench/micro/gpu_engine_timing.cpp times A and B the builder's way and others, and
 # `kiln bench` times them alternately. Logs in $OUT/b1_close_call/.
 set -uo pipefail
 source bench/device_env.sh

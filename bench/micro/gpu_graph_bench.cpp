@@ -1,5 +1,5 @@
 // The cost of one layer inside a CUDA graph. An engine of N chained Relu steps on a float32 [1, 64]
-// tensor (graph IR -> passes::build_engine for this GPU, as `kiln optimize --device gpu` builds one;
+// tensor (graph IR -> build::build_engine for this GPU, as `kiln optimize --device gpu` builds one;
 // input and output bound to device memory) runs through Context::enqueue, replayed as a CUDA graph
 // (graph=1) or launched step by step (graph=0). Each kernel does almost nothing, so what a run costs
 // beyond the first layer is the per-layer overhead.
@@ -24,7 +24,7 @@
 
 #include "gpu_bench_util.h"
 #include "kiln/engine.h"
-#include "passes/build.h"
+#include "build/build.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/gpu_kernels.h"
 
@@ -64,9 +64,9 @@ std::shared_ptr<const Engine> relu_chain(int64_t n) {
     x = y;
   }
   g.outputs.push_back(x);
-  passes::BuildOptions o;
+  build::BuildOptions o;
   o.target = gpu_target();
-  return Engine::from_bytes(passes::build_engine(g, o), g.name);
+  return Engine::from_bytes(build::build_engine(g, o), g.name);
 }
 
 // A context of the n-step engine on device-bound x and y, past its first runs (the direct run, and

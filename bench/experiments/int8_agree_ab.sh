@@ -2,7 +2,7 @@
 # Runs on the GPU machine (device tool), with build-dev/ carried: GPU-vs-CPU INT8 agreement of two
 # builds of Kiln on the same model, calibration cache and images, so that a kernel change's effect
 # on accuracy is not hidden by the fresh random weights of each bench/int8_gpu.py run.
-# build-dev/kiln (this tree) against build-dev/base_kiln.xz (as for bench/b1_ab.sh). For each
+# build-dev/kiln (this tree) against build-dev/base_kiln.xz (as for bench/experiments/b1_ab.sh). For each
 # torchvision model named (default mobilenet_v2,resnet50): one calibration cache (this tree's
 # binary), the CPU INT8 engine at batch 8, and each binary's GPU `--int8 --force-int8` engine at
 # batch 8; prints max |gpu - cpu| / max |cpu| and the top-1 agreement of each on 8 images.

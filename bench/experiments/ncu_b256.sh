@@ -4,7 +4,7 @@
 # warp-state sections on every kernel of one inference (stream launches, after a warm-up run),
 # then one line per kernel: time, SM and DRAM throughput, issue slots busy, achieved occupancy,
 # shared-memory pipe, warp cycles per issued instruction. Full report: $OUT/ncu_b256.csv.
-# Usage: bench/ncu_b256.sh [MODEL] [BATCH]
+# Usage: bench/experiments/ncu_b256.sh [MODEL] [BATCH]
 set -uo pipefail
 source bench/device_env.sh
 PY=/opt/torch/.venv/bin/python
