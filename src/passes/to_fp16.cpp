@@ -2,15 +2,15 @@
 // float16, compute and accumulate in float32 (cuDNN/cuBLASLt: float accumulation) and store
 // float16, so this halves memory traffic and enables tensor cores.
 //
-// A node computes in float16 unless its op is in kKeepFloat32: ops whose float inputs are not the
-// data (quantization, losses), whose results overflow float16's range easily (sums of squares,
-// products), or recurrent nets, whose error compounds over time. Shape-determining inputs (Resize
-// scales, ...) keep their type. Casts are inserted where a float16 value meets a float32 reader and
-// vice versa, one per value; constants read in float16 are converted once. A reduction of a float32
-// tensor not yet converted (an INT8 layer's float output) stays float32, and its smaller result
-// is what gets cast. QuantizeLinear reads a float16 x without a Cast (its kernels convert to
-// float32 exactly). The graph's inputs and outputs keep their types: the user's data does not
-// change.
+// A node computes in float16 unless its op has the trait kKeepsFloat32 (op_kind.h): ops whose float
+// inputs are not the data (quantization, losses), whose results overflow float16's range easily
+// (sums of squares, products), or recurrent nets, whose error compounds over time.
+// Shape-determining inputs (Resize scales, ...) keep their type. Casts are inserted where a float16
+// value meets a float32 reader and vice versa, one per value; constants read in float16 are
+// converted once. A reduction of a float32 tensor not yet converted (an INT8 layer's float output)
+// stays float32, and its smaller result is what gets cast. QuantizeLinear reads a float16 x without
+// a Cast (its kernels convert to float32 exactly). The graph's inputs and outputs keep their types:
+// the user's data does not change.
 //
 // Float32 that the engine keeps (a reduction's result, an INT8 layer's float output) passes
 // through views (Flatten, Reshape, Squeeze, Unsqueeze) as it is, and a matrix-vector product that
@@ -32,20 +32,9 @@ namespace kiln::passes {
 
 namespace {
 
-const std::set<OpKind> kKeepFloat32 = {
-    OpKind::kCast,         OpKind::kCastLike,         OpKind::kQuantizeLinear,       OpKind::kDequantizeLinear,
-    OpKind::kDynamicQuantizeLinear, OpKind::kQLinearConv, OpKind::kQLinearMatMul,    OpKind::kMatMulInteger,
-    OpKind::kConvInteger,  OpKind::kNegativeLogLikelihoodLoss, OpKind::kSoftmaxCrossEntropyLoss,
-    OpKind::kLSTM,         OpKind::kGRU,              OpKind::kRNN,                  OpKind::kConstantOfShape,
-    OpKind::kRange,        OpKind::kEyeLike,          OpKind::kReduceSumSquare,      OpKind::kReduceL2,
-    OpKind::kReduceProd,   OpKind::kReduceLogSumExp,  OpKind::kCumSum,             OpKind::kQConv,
-    OpKind::kQMatMul,
-};
-
 // Reductions that stay float32 when their data arrives in float32 (reduce_in_float32).
 const std::set<OpKind> kReductions = {OpKind::kReduceMean, OpKind::kReduceMax,         OpKind::kReduceMin,
                                       OpKind::kReduceSum,  OpKind::kGlobalAveragePool, OpKind::kGlobalMaxPool};
-
 
 // The rows of a matrix-vector product with float16 weights: the GPU's GEMV takes up to 8
 // (runtime/cuda/nn_internal.cuh, kGemvMaxM); above that the product is not bound by its weights.
@@ -84,7 +73,7 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
   if (!options.fp16) return r;
   using graph::ValueId;
   std::vector<graph::Node> out;
-  std::map<ValueId, ValueId> half_of, float_of;  // cached conversions of a value
+  std::map<ValueId, ValueId> half_of, float_of;    // cached conversions of a value
   std::vector<char> now_half(g.values.size(), 0);  // values whose dtype this pass changed to float16
   int casts = 0, converted = 0, constants = 0;
 
@@ -148,7 +137,7 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
   };
 
   // Values the engine keeps in float32 (reduce_in_float32's results, float outputs of the ops in
-  // kKeepFloat32) and views of them. Graph outputs are left out: a caller may bind them to memory of
+  // kKeepsFloat32) and views of them. Graph outputs are left out: a caller may bind them to memory of
   // any alignment, which the GEMV cannot read (it would refuse to run).
   std::set<ValueId> kept_float;
   const std::set<ValueId> graph_outputs(g.outputs.begin(), g.outputs.end());
@@ -195,7 +184,7 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
     }
     const bool float_view = view_of_kept(n);
     const bool float_reduction = reduce_in_float32(n);
-    bool half = !kKeepFloat32.count(n.kind) && !float_reduction && !float_view;
+    bool half = !has_trait(n.kind, kKeepsFloat32) && !float_reduction && !float_view;
     if (half) {
       bool any_float = false;
       for (size_t i = 0; i < n.inputs.size(); ++i)
@@ -209,7 +198,7 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
       for (size_t i = 0; i < n.inputs.size(); ++i)
         if (n.inputs[i] != graph::kNoValue && !(n.kind == OpKind::kQuantizeLinear && i == 0))
           n.inputs[i] = as_float(n.inputs[i]);
-      if (float_view || float_reduction || kKeepFloat32.count(n.kind))
+      if (float_view || float_reduction || has_trait(n.kind, kKeepsFloat32))
         for (ValueId o : n.outputs) keep_float(o);
       out.push_back(std::move(n));
       continue;
