@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "core/layout.h"
+#include "core/shape_infer.h"
 #include "core/tensor.h"
 
 namespace kiln::cpu::channels_last {
@@ -47,6 +49,28 @@ inline void to_last(const TensorView& first, const TensorView& out) {
   const int64_t s = first.shape[0] * c > 0 ? first.numel() / (first.shape[0] * c) : 0;
   swap_inner(static_cast<const uint8_t*>(first.data), static_cast<uint8_t*>(out.data), first.shape[0], c, s,
              dtype_size(first.dtype));
+}
+
+// Runs kernel(inputs, y) on channels-first copies of the inputs of `kind` that
+// nhwc_permuted_inputs names (the others as they are) and writes y, permuted back to channels-last,
+// to out: the whole CPU kernel of a channels-last op that has a channels-first twin.
+template <class Kernel>
+void run_channels_first(OpKind kind, std::span<const TensorView> in, const TensorView& out, Kernel&& kernel) {
+  const std::vector<size_t> permuted = nhwc_permuted_inputs(kind);
+  std::vector<Owned> owned;
+  owned.reserve(permuted.size());  // the views below point into owned's elements
+  std::vector<TensorView> ins(in.begin(), in.end());
+  for (size_t i : permuted) {
+    if (i >= in.size() || !in[i].exists) continue;
+    owned.push_back(to_first(in[i]));
+    ins[i] = owned.back().view(in[i].dtype);
+  }
+  Owned y;
+  y.shape = channels_first_shape(out.shape);
+  y.bytes.resize(out.bytes());
+  const TensorView yv = y.view(out.dtype);
+  kernel(std::span<const TensorView>(ins), yv);
+  to_last(yv, out);
 }
 
 }  // namespace kiln::cpu::channels_last

@@ -1,15 +1,16 @@
-// Device helpers that the pool, norm and resize families' CUDA kernels share: warp and block sums,
-// the arithmetic that keeps float results equal to the CPU kernels', parameters of any float type
-// read and written by dtype code, and division by a divisor fixed on the host. The CPU is built
-// without contraction (ISO C++, no -ffp-contract=fast), so where a GPU kernel must give the CPU's
-// bits (BatchNormalization, Resize) it multiplies and adds with the __fmul_rn/__fadd_rn family,
-// which nvcc never fuses into an FMA.
+// Device helpers that several families' CUDA kernels share (pool, norm, resize, quant, loss): warp
+// and block sums, the arithmetic that keeps float results equal to the CPU kernels', parameters of
+// any float type read and written by dtype code, conversions through double, the device error flag,
+// and division by a divisor fixed on the host. The CPU is built without contraction (ISO C++, no
+// -ffp-contract=fast), so where a GPU kernel must give the CPU's bits (BatchNormalization, Resize)
+// it multiplies and adds with the __fmul_rn/__fadd_rn family, which nvcc never fuses into an FMA.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "runtime/cuda/elementwise/elementwise_internal.cuh"
 
@@ -72,6 +73,33 @@ __device__ __forceinline__ void store_any(void* p, FloatCode c, int64_t i, doubl
     case FloatCode::kF64: static_cast<double*>(p)[i] = v; break;
     case FloatCode::kBF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(static_cast<float>(v)); break;
   }
+}
+
+// Half types widen through float, then to double; stores narrow double -> float -> half, exactly as
+// the CPU's from_d does (T(static_cast<float>(v))).
+template <class T>
+__device__ __forceinline__ double to_d(T v) {
+  if constexpr (std::is_same_v<T, __half>)
+    return static_cast<double>(__half2float(v));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return static_cast<double>(__bfloat162float(v));
+  else
+    return static_cast<double>(v);
+}
+
+template <class T>
+__device__ __forceinline__ T from_d(double v) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+
+// Records the first device error of a launch (kGpuIndexOutOfRange, ...) in *err, if there is one.
+__device__ __forceinline__ void set_error(int* err, int code) {
+  if (err) atomicCAS(err, 0, code);
 }
 
 // n / d for a divisor fixed on the host, by a multiply-high and a shift (PyTorch's IntDivider):

@@ -250,21 +250,9 @@ void nhwc_qconv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorVi
     return cpu_kernel(OpKind::kReduceMean)(OpKind::kReduceMean, ReduceAttrs{}, std::span<const TensorView>(mean_in),
                                            out, env);
   }
-  std::vector<Owned> owned;
-  owned.reserve(4);
-  std::vector<TensorView> ins(in.begin(), in.end());
-  for (size_t i : nhwc_permuted_inputs(kind)) {
-    if (i >= in.size() || !in[i].exists) continue;
-    owned.push_back(channels_last::to_first(in[i]));
-    ins[i] = owned.back().view(in[i].dtype);
-  }
-  const TensorView& Y = out[0];
-  Owned y;
-  y.shape = channels_first_shape(Y.shape);
-  y.bytes.resize(Y.bytes());
-  const TensorView yv = y.view(Y.dtype);
-  qconv_kernel(OpKind::kQConv, attrs, ins, {&yv, 1}, env);
-  channels_last::to_last(yv, Y);
+  channels_last::run_channels_first(kind, in, out[0], [&](std::span<const TensorView> ins, const TensorView& y) {
+    qconv_kernel(OpKind::kQConv, attrs, ins, {&y, 1}, env);
+  });
 }
 
 namespace {

@@ -15,6 +15,7 @@
 
 #include <type_traits>
 
+#include "runtime/cuda/device_math.cuh"
 #include "runtime/cuda/elementwise/elementwise_internal.cuh"
 
 namespace kiln::gpu {
@@ -22,32 +23,6 @@ namespace kiln::gpu {
 namespace loss {
 
 namespace {
-
-// Half types widen through float, then to double; stores narrow double -> float -> half, exactly as
-// the CPU's from_d does (T(static_cast<float>(v))).
-template <class T>
-__device__ __forceinline__ double to_d(T v) {
-  if constexpr (std::is_same_v<T, __half>)
-    return static_cast<double>(__half2float(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return static_cast<double>(__bfloat162float(v));
-  else
-    return static_cast<double>(v);
-}
-
-template <class T>
-__device__ __forceinline__ T from_d(double v) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __float2half_rn(static_cast<float>(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16_rn(static_cast<float>(v));
-  else
-    return static_cast<T>(v);
-}
-
-__device__ __forceinline__ void set_error(int* err, int code) {
-  if (err) atomicCAS(err, 0, code);
-}
 
 constexpr int kSumThreads = 1024;
 

@@ -13,32 +13,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/cuda/device_math.cuh"
 #include "runtime/cuda/elementwise/elementwise_internal.cuh"
 
 namespace kiln::gpu::quant {
-
-// ---- element loads -------------------------------------------------------------------------------
-// Half types widen through float, then to double; stores narrow double -> float -> half, exactly as
-// the CPU's from_d does (T(static_cast<float>(v))).
-template <class T>
-__device__ __forceinline__ double to_d(T v) {
-  if constexpr (std::is_same_v<T, __half>)
-    return static_cast<double>(__half2float(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return static_cast<double>(__bfloat162float(v));
-  else
-    return static_cast<double>(v);
-}
-
-template <class T>
-__device__ __forceinline__ T from_d(double v) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __float2half_rn(static_cast<float>(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16_rn(static_cast<float>(v));
-  else
-    return static_cast<T>(v);
-}
 
 // Whether the op's optional input i is given.
 inline bool present(std::span<const TensorView> in, size_t i) { return i < in.size() && in[i].exists; }
@@ -124,10 +102,6 @@ __device__ __forceinline__ int32_t requantize_acc(int32_t acc, float s_a, float 
   const float mult = __fdiv_rn(__fmul_rn(s_a, s_b), s_y);
   return requantize(__dadd_rn(__dmul_rn(static_cast<double>(acc), static_cast<double>(mult)), static_cast<double>(zy)),
                     lo, hi);
-}
-
-__device__ __forceinline__ void set_error(int* err, int code) {
-  if (err) atomicCAS(err, 0, code);
 }
 
 // ---- the group files' entries (registry.cu joins them) ---------------------------------------------
