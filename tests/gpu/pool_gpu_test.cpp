@@ -1,10 +1,10 @@
 // The pool family's GPU kernels against the CPU kernels (the reference): MaxPool (with Indices),
 // AveragePool, GlobalAveragePool, GlobalMaxPool, BatchNormalization, InstanceNormalization, LRN,
 // LayerNormalization, Resize, DepthToSpace and SpaceToDepth. Per op: the shapes and attribute
-// variants of the CPU tests (tests/cpu/ops_nn_test.cpp, ops_reduce_test.cpp) plus odd, size-1,
-// zero-size and model-sized shapes, every element type the CPU kernel takes (the four float types,
-// and the integer and bool types an op takes), each input set in all three GpuModes; then the
-// errors the GPU kernels raise.
+// variants of the CPU tests (tests/cpu/ops_pool_test.cpp, ops_resize_test.cpp, ops_reduce_test.cpp)
+// plus odd, size-1, zero-size and model-sized shapes, every element type the CPU kernel takes (the
+// four float types, and the integer and bool types an op takes), each input set in all three
+// GpuModes; then the errors the GPU kernels raise.
 //
 // Tolerances: the window pools, BatchNormalization, Resize and the copies do the CPU's float
 // operations in the CPU's order, so they must match bit for bit. The statistics (Layer/Instance-
@@ -69,7 +69,7 @@ struct PoolShape {
   int64_t ceil_mode = 0, include_pad = 0, storage_order = 0;
 };
 
-// tests/cpu/ops_nn_test.cpp's cases, then model and odd ones.
+// tests/cpu/ops_pool_test.cpp's cases, then model and odd ones.
 const std::vector<PoolShape> kPoolShapes = {
     {{2, 3, 9}, {3}, {2}, {}, {1, 1}, AutoPad::kNotSet, 0, 0, 0},
     {{1, 2, 7}, {2}, {3}, {2}, {1, 0}, AutoPad::kNotSet, 1, 1, 0},
@@ -299,7 +299,7 @@ std::vector<ResizeShape> resize_shapes() {
                                    DT::kInt16,   DT::kUInt16,  DT::kInt32,    DT::kUInt32,  DT::kInt64, DT::kUInt64};
   const std::vector<DT> kAny = {DT::kFloat32, DT::kFloat16, DT::kInt8, DT::kInt64, DT::kBool, DT::kBFloat16};
   std::vector<ResizeShape> v = {
-      // tests/cpu/ops_nn_test.cpp's onnx reference cases, on random data.
+      // tests/cpu/ops_resize_test.cpp's onnx reference cases, on random data.
       {"linear_antialias_scales",
        [](RA& a) { a.mode = ResizeMode::kLinear, a.antialias = 1; },
        {1, 1, 5, 5},
