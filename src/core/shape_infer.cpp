@@ -4,69 +4,23 @@
 #include <array>
 #include <string>
 
+#include "core/op_registry.h"
+
 namespace kiln {
 
 namespace {
 
-struct FamilyEntries {
-  OpFamily family;
-  std::span<const InferEntry> entries;
-};
-
-struct InferTable {
-  std::array<InferFn, kOpCount> fns{};
-  std::array<int, kOpCount> count{};
-  std::string misplaced;  // the entries a family registers for an op of another family
-  InferTable() {
-    // The op families, one explicit list in OpFamily order.
-    const FamilyEntries families[] = {
-        {OpFamily::kElementwise, elementwise_infer_entries()},
-        {OpFamily::kReduce, reduce_infer_entries()},
-        {OpFamily::kNorm, norm_infer_entries()},
-        {OpFamily::kConv, conv_infer_entries()},
-        {OpFamily::kGemm, gemm_infer_entries()},
-        {OpFamily::kPool, pool_infer_entries()},
-        {OpFamily::kResize, resize_infer_entries()},
-        {OpFamily::kTensor, tensor_infer_entries()},
-        {OpFamily::kRnn, rnn_infer_entries()},
-        {OpFamily::kQuant, quant_infer_entries()},
-        {OpFamily::kLoss, loss_infer_entries()},
-    };
-    static_assert(sizeof(families) / sizeof(families[0]) == kOpFamilyCount, "one entry list per op family");
-    for (const FamilyEntries& f : families) {
-      for (const InferEntry& e : f.entries) {
-        fns[static_cast<size_t>(e.kind)] = e.fn;
-        ++count[static_cast<size_t>(e.kind)];
-        const OpFamily own = op_info(e.kind).family;
-        if (own != f.family)
-          misplaced += std::string(op_name(e.kind)) + " is registered by the " + std::string(family_name(f.family)) +
-                       " family but belongs to the " + std::string(family_name(own)) + " family; ";
-      }
-    }
-  }
-};
-
-const InferTable& table() {
-  static const InferTable t;
+const OpRegistry<InferEntry>& table() {
+  static const OpRegistry<InferEntry> t({elementwise_infer_entries(), reduce_infer_entries(), norm_infer_entries(),
+                                         conv_infer_entries(), gemm_infer_entries(), pool_infer_entries(),
+                                         resize_infer_entries(), tensor_infer_entries(), rnn_infer_entries(),
+                                         quant_infer_entries(), loss_infer_entries()});
   return t;
 }
 
 }  // namespace
 
-bool infer_table_complete(std::string* missing) {
-  bool ok = true;
-  for (size_t i = 0; i < kOpCount; ++i) {
-    if (table().count[i] != 1) {
-      ok = false;
-      if (missing) *missing += std::string(kOpTable[i].name) + "(" + std::to_string(table().count[i]) + ") ";
-    }
-  }
-  if (!table().misplaced.empty()) {
-    ok = false;
-    if (missing) *missing += table().misplaced;
-  }
-  return ok;
-}
+bool infer_table_complete(std::string* missing) { return table().check(true, missing); }
 
 std::vector<OutputType> infer_shapes(OpKind kind, const Attrs& attrs, std::span<const TensorView> inputs,
                                      size_t num_outputs) {
@@ -86,9 +40,9 @@ std::vector<OutputType> infer_shapes(OpKind kind, const Attrs& attrs, std::span<
     if ((info.const_inputs >> i & 1u) && inputs[i].exists && !inputs[i].data)
       throw Error(std::string(info.name) + " input " + std::to_string(i) +
                   " determines the output shape and must be a constant when the engine is built");
-  InferFn fn = table().fns[static_cast<size_t>(kind)];
-  if (!fn) throw Error(std::string(info.name) + " has no shape inference");
-  std::vector<OutputType> out = fn(kind, attrs, inputs, num_outputs);
+  const InferEntry* entry = table().find(kind);
+  if (!entry) throw Error(std::string(info.name) + " has no shape inference");
+  std::vector<OutputType> out = entry->fn(kind, attrs, inputs, num_outputs);
   if (out.size() != num_outputs) throw Error(std::string(info.name) + ": internal: wrong output count from inference");
   for (const OutputType& o : out)
     for (int64_t d : o.shape)

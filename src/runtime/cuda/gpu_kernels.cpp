@@ -1,62 +1,28 @@
-// The CUDA kernel table: joins the family spans once, like runtime/cpu/kernels.cpp. Compiled only
+// The CUDA kernel table: the family registries joined by core/op_registry.h, like the CPU's. Compiled only
 // with KILN_HAVE_CUDA: kiln_runtime globs every src/runtime .cpp, also in CPU-only builds.
 #if defined(KILN_HAVE_CUDA)
 
 #include "runtime/cuda/gpu_kernels.h"
 
-#include <array>
 #include <string>
+
+#include "core/op_registry.h"
 
 namespace kiln::gpu {
 
 namespace {
 
-// The family spans in OpFamily order (elementwise, reduce, norm, conv, gemm, pool, resize, tensor,
-// rnn, quant, loss).
-struct FamilySpan {
-  OpFamily family;
-  std::span<const GpuKernelEntry> entries;
-};
-
-struct GpuKernelTable {
-  std::array<const GpuKernelEntry*, kOpCount> entries{};
-  std::array<int, kOpCount> count{};
-  std::string misplaced;  // ops registered by another family's span than their own
-  GpuKernelTable() {
-    const FamilySpan families[] = {
-        {OpFamily::kElementwise, elementwise_gpu_kernels()},
-        {OpFamily::kReduce, reduce_gpu_kernels()},
-        {OpFamily::kNorm, norm_gpu_kernels()},
-        {OpFamily::kConv, conv_gpu_kernels()},
-        {OpFamily::kGemm, gemm_gpu_kernels()},
-        {OpFamily::kPool, pool_gpu_kernels()},
-        {OpFamily::kResize, resize_gpu_kernels()},
-        {OpFamily::kTensor, tensor_gpu_kernels()},
-        {OpFamily::kRnn, rnn_gpu_kernels()},
-        {OpFamily::kQuant, quant_gpu_kernels()},
-        {OpFamily::kLoss, loss_gpu_kernels()},
-    };
-    for (const FamilySpan& f : families) {
-      for (const GpuKernelEntry& e : f.entries) {
-        entries[static_cast<size_t>(e.kind)] = &e;
-        ++count[static_cast<size_t>(e.kind)];
-        const OpFamily own = op_info(e.kind).family;
-        if (own != f.family)
-          misplaced += std::string(op_info(e.kind).name) + " (family " + std::string(family_name(own)) +
-                       ", registered by " + std::string(family_name(f.family)) + ") ";
-      }
-    }
-  }
-};
-
-const GpuKernelTable& table() {
-  static const GpuKernelTable t;
+const OpRegistry<GpuKernelEntry>& table() {
+  static const OpRegistry<GpuKernelEntry> t({elementwise_gpu_kernels(), reduce_gpu_kernels(), norm_gpu_kernels(),
+                                             conv_gpu_kernels(), gemm_gpu_kernels(), pool_gpu_kernels(),
+                                             resize_gpu_kernels(), tensor_gpu_kernels(), rnn_gpu_kernels(),
+                                             quant_gpu_kernels(), loss_gpu_kernels()});
   return t;
 }
 
 }  // namespace
 
-const GpuKernelEntry* gpu_kernel_entry(OpKind kind) { return table().entries[static_cast<size_t>(kind)]; }
+const GpuKernelEntry* gpu_kernel_entry(OpKind kind) { return table().find(kind); }
 
 GpuKernel gpu_kernel(OpKind kind) {
   const GpuKernelEntry* e = gpu_kernel_entry(kind);
@@ -72,20 +38,8 @@ const char* gpu_error_message(int code) {
   return "unknown device error";
 }
 
-bool gpu_kernel_table_valid(std::string* duplicates) {
-  bool ok = true;
-  for (size_t i = 0; i < kOpCount; ++i) {
-    if (table().count[i] > 1) {
-      ok = false;
-      if (duplicates) *duplicates += std::string(kOpTable[i].name) + " ";
-    }
-  }
-  if (!table().misplaced.empty()) {
-    ok = false;
-    if (duplicates) *duplicates += table().misplaced;
-  }
-  return ok;
-}
+// Not every op needs a GPU kernel here (the coverage test requires one for each).
+bool gpu_kernel_table_valid(std::string* duplicates) { return table().check(false, duplicates); }
 
 void check_cuda(cudaError_t err, std::string_view what) {
   if (err == cudaSuccess) return;
