@@ -52,16 +52,18 @@ inline void to_last(const TensorView& first, const TensorView& out) {
 }
 
 // Runs kernel(inputs, y) on channels-first copies of the inputs of `kind` that
-// nhwc_permuted_inputs names (the others as they are) and writes y, permuted back to channels-last,
-// to out: the whole CPU kernel of a channels-last op that has a channels-first twin.
+// nhwc_permuted_inputs names (the others as they are; also input 0 when x_first says it is
+// channels-first already) and writes y, permuted back to channels-last, to out: the whole CPU
+// kernel of a channels-last op that has a channels-first twin.
 template <class Kernel>
-void run_channels_first(OpKind kind, std::span<const TensorView> in, const TensorView& out, Kernel&& kernel) {
+void run_channels_first(OpKind kind, std::span<const TensorView> in, const TensorView& out, Kernel&& kernel,
+                        bool x_first = false) {
   const std::vector<size_t> permuted = nhwc_permuted_inputs(kind);
   std::vector<Owned> owned;
   owned.reserve(permuted.size());  // the views below point into owned's elements
   std::vector<TensorView> ins(in.begin(), in.end());
   for (size_t i : permuted) {
-    if (i >= in.size() || !in[i].exists) continue;
+    if (i >= in.size() || !in[i].exists || (x_first && i == 0)) continue;
     owned.push_back(to_first(in[i]));
     ins[i] = owned.back().view(in[i].dtype);
   }

@@ -283,43 +283,38 @@ void fused_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> i
 void nhwc_conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                       KernelEnv& env) {
   using channels_last::Owned;
-  std::vector<Owned> owned;
-  owned.reserve(4);
+  Owned cast_x;  // X cast to W's type, when it is channels-first already
   std::vector<TensorView> ins(in.begin(), in.end());
   Attrs conv_attrs = attrs;
   auto& a = std::get<FusedConvAttrs>(conv_attrs);
   const bool x_first = a.x_channels_first != 0;
   a.x_channels_first = 0;
   if (x_first && in[0].dtype != in[1].dtype) {
-    owned.push_back(Owned{{in[0].shape.begin(), in[0].shape.end()},
-                          std::vector<uint8_t>(static_cast<size_t>(in[0].numel()) * dtype_size(in[1].dtype))});
-    const TensorView xv = owned.back().view(in[1].dtype);
+    cast_x = Owned{{in[0].shape.begin(), in[0].shape.end()},
+                   std::vector<uint8_t>(static_cast<size_t>(in[0].numel()) * dtype_size(in[1].dtype))};
+    const TensorView xv = cast_x.view(in[1].dtype);
     CastAttrs cast;
     cast.to = in[1].dtype;
     cpu_kernel(OpKind::kCast)(OpKind::kCast, cast, std::span<const TensorView>(&in[0], 1), {&xv, 1}, env);
     ins[0] = xv;
   }
-  for (size_t i : nhwc_permuted_inputs(kind)) {
-    if (i >= in.size() || !in[i].exists || (x_first && i == 0)) continue;
-    owned.push_back(channels_last::to_first(in[i]));
-    ins[i] = owned.back().view(in[i].dtype);
-  }
-  const TensorView& Y = out[0];
-  Owned y;
-  y.shape = channels_first_shape(Y.shape);
-  y.bytes.resize(Y.bytes());
-  const TensorView yv = y.view(Y.dtype);
-  if (in.size() > 4 && in[4].exists) {
-    // A quantized output: FusedConv's output in X's type, then QuantizeLinear.
-    Owned f{y.shape, std::vector<uint8_t>(static_cast<size_t>(yv.numel()) * dtype_size(ins[0].dtype))};
-    const TensorView fv = f.view(ins[0].dtype);
-    fused_kernel(OpKind::kFusedConv, conv_attrs, std::span<const TensorView>(ins).first(4), {&fv, 1}, env);
-    const TensorView q_in[3] = {fv, in[4], in[5]};
-    cpu_kernel(OpKind::kQuantizeLinear)(OpKind::kQuantizeLinear, QuantizeAttrs{}, std::span<const TensorView>(q_in), {&yv, 1}, env);
-  } else {
-    fused_kernel(OpKind::kFusedConv, conv_attrs, ins, {&yv, 1}, env);
-  }
-  channels_last::to_last(yv, Y);
+  channels_last::run_channels_first(
+      kind, ins, out[0],
+      [&](std::span<const TensorView> first, const TensorView& y) {
+        if (first.size() > 4 && first[4].exists) {
+          // A quantized output: FusedConv's output in X's type, then QuantizeLinear.
+          Owned f{{y.shape.begin(), y.shape.end()},
+                  std::vector<uint8_t>(static_cast<size_t>(y.numel()) * dtype_size(first[0].dtype))};
+          const TensorView fv = f.view(first[0].dtype);
+          fused_kernel(OpKind::kFusedConv, conv_attrs, first.first(4), {&fv, 1}, env);
+          const TensorView q_in[3] = {fv, first[4], first[5]};
+          cpu_kernel(OpKind::kQuantizeLinear)(OpKind::kQuantizeLinear, QuantizeAttrs{},
+                                              std::span<const TensorView>(q_in), {&y, 1}, env);
+        } else {
+          fused_kernel(OpKind::kFusedConv, conv_attrs, first, {&y, 1}, env);
+        }
+      },
+      x_first);
 }
 
 namespace {
