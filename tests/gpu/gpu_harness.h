@@ -34,7 +34,7 @@
 
 namespace kiln::gpu_test {
 
-using namespace ::kiln::optest;  // NOLINT: the host side, shared with tests/ops
+using namespace ::kiln::optest;    // NOLINT: the host side, shared with tests/ops
 using ::kiln::optest::HostTensor;  // not kiln::HostTensor (graph/tensor_file.h), which some tests see too
 
 inline std::string no_gpu_reason() {

@@ -12,10 +12,6 @@ using Inputs = std::vector<HostTensor>;
 
 const GpuMode kModes[] = {GpuMode::kDirect, GpuMode::kMisaligned, GpuMode::kCaptured};
 
-HostTensor rand_q(DT t, Shape s) {
-  return rand_tensor(t, std::move(s), t == DT::kInt8 ? -128 : 0, t == DT::kInt8 ? 127 : 255);
-}
-
 // 140000 products of -128 * -128 pass 2^31: both paths wrap like int32 accumulators.
 TEST(GpuQMatMul, AccumulatorWrapsLikeTheCpu) {
   KILN_SKIP_WITHOUT_GPU();

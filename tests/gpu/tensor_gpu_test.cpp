@@ -13,14 +13,6 @@ namespace {
 
 const std::vector<GpuMode> kModes = {GpuMode::kDirect, GpuMode::kMisaligned, GpuMode::kCaptured};
 
-HostTensor ints(const std::vector<int64_t>& v, DT dt = DT::kInt64) {
-  std::vector<double> d(v.begin(), v.end());
-  HostTensor t{dt, {static_cast<int64_t>(v.size())}, {}};
-  t.bytes.resize(v.size() * dtype_size(dt));
-  for (size_t i = 0; i < v.size(); ++i) set(t, static_cast<int64_t>(i), d[i]);
-  return t;
-}
-
 HostTensor data(DT dt, Shape s) { return rand_tensor(dt, std::move(s), -9, 9); }
 
 void check(OpKind kind, const OpRun& r, Accuracy acc, GpuMode mode) {

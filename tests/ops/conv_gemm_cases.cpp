@@ -219,19 +219,16 @@ std::vector<NnCase> all_cases() {
 
 std::vector<OpCase> conv_gemm_cases() {
   std::vector<OpCase> out;
-  for (const NnCase& c : all_cases()) {
-    OpCase o{c.name, c.kind, c.dtypes, [c](DT dt) {
-               Inputs in = c.inputs(dt);
-               const double terms = terms_of(c, in), scale = scale_of(c, in);
-               ToleranceFn tol = [terms, scale](const HostTensor& want) {
-                 return is_float(want.dtype) ? dot_tolerance(want.dtype, terms, scale, max_abs(want)) : Tolerance{};
-               };
-               return OpRuns{{c.attrs, std::move(in), 1, tol}};
-             }};
-    o.direct_runs = 2;
-    o.tactics = c.tactics;
-    out.push_back(std::move(o));
-  }
+  for (const NnCase& c : all_cases())
+    out.push_back(one_run_case(
+        c.name, c.kind, c.attrs, c.dtypes, c.inputs,
+        [c](const Inputs& in) -> ToleranceFn {
+          const double terms = terms_of(c, in), scale = scale_of(c, in);
+          return [terms, scale](const HostTensor& want) {
+            return is_float(want.dtype) ? dot_tolerance(want.dtype, terms, scale, max_abs(want)) : Tolerance{};
+          };
+        },
+        c.tactics));
   return out;
 }
 

@@ -237,19 +237,14 @@ std::vector<FusedCase> all_cases() {
 
 std::vector<OpCase> fused_cases() {
   std::vector<OpCase> out;
-  for (const FusedCase& c : all_cases()) {
-    OpCase o{"Fused" + c.name, c.kind, c.dtypes, [c](DT dt) {
-               Inputs in = c.inputs(dt);
-               const double terms = terms_of(c, in), scale = scale_of(c, in);
-               ToleranceFn tol = [terms, scale](const HostTensor& want) {
-                 return epilogue_tolerance(want, terms, scale);
-               };
-               return OpRuns{{c.attrs, std::move(in), 1, tol}};
-             }};
-    o.direct_runs = 2;  // the second reuses the step state and must give the same result
-    o.tactics = c.tactics;
-    out.push_back(std::move(o));
-  }
+  for (const FusedCase& c : all_cases())
+    out.push_back(one_run_case(
+        "Fused" + c.name, c.kind, c.attrs, c.dtypes, c.inputs,
+        [c](const Inputs& in) -> ToleranceFn {
+          const double terms = terms_of(c, in), scale = scale_of(c, in);
+          return [terms, scale](const HostTensor& want) { return epilogue_tolerance(want, terms, scale); };
+        },
+        c.tactics));
   return out;
 }
 

@@ -8,21 +8,12 @@ namespace {
 
 using InputSets = std::vector<Inputs>;
 
-struct LossCase {
-  std::string name;
-  OpKind kind;
-  Attrs attrs;
-  std::function<InputSets()> inputs;
-  Accuracy acc = Accuracy::kExact;
-  size_t n_out = 1;
-};
-
 // ---- losses ----------------------------------------------------------------------------------
 const std::vector<Shape> kLossShapes = {{3, 5},          {1, 1},      {4, 3, 7}, {2, 4, 3, 5},
                                         {2, 3, 2, 1, 3}, {3, 6, 700}, {0, 3},    {2, 3, 0}};
 
 // ignore: kNoIgnoreIndex, 2 (a class of most shapes), or -1 (targets then include -1).
-LossCase loss_case(OpKind kind, LossReduction red, int64_t ignore, size_t n_out) {
+MixedCase loss_case(OpKind kind, LossReduction red, int64_t ignore, size_t n_out) {
   LossAttrs a;
   a.reduction = red;
   a.ignore_index = ignore;
@@ -51,8 +42,8 @@ LossCase loss_case(OpKind kind, LossReduction red, int64_t ignore, size_t n_out)
           n_out};
 }
 
-std::vector<LossCase> all_cases() {
-  std::vector<LossCase> c;
+std::vector<MixedCase> all_cases() {
+  std::vector<MixedCase> c;
   for (OpKind k : {OpKind::kNegativeLogLikelihoodLoss, OpKind::kSoftmaxCrossEntropyLoss})
     for (LossReduction red : {LossReduction::kNone, LossReduction::kSum, LossReduction::kMean})
       for (int64_t ignore : {kNoIgnoreIndex, int64_t{2}, int64_t{-1}})
@@ -65,8 +56,7 @@ std::vector<LossCase> all_cases() {
 
 std::vector<OpCase> loss_cases() {
   std::vector<OpCase> out;
-  for (const LossCase& c : all_cases())
-    out.push_back({c.name, c.kind, {}, [c](DT) { return runs_of(c.attrs, c.inputs(), c.n_out, accuracy(c.acc)); }});
+  for (const MixedCase& c : all_cases()) out.push_back(c.op_case());
   return out;
 }
 

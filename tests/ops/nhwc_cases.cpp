@@ -360,16 +360,12 @@ ToleranceFn nhwc_tolerance(OpKind kind, const Inputs& in) {
 std::vector<OpCase> nhwc_cases() {
   std::vector<OpCase> out;
   for (const NhwcCase& c : all_cases()) {
-    OpCase o{"Nhwc" + c.name, c.kind, c.dtypes, [c](DT dt) {
-               Inputs in = c.inputs(dt);
-               ToleranceFn tol = nhwc_tolerance(c.kind, in);
-               return OpRuns{{c.attrs, std::move(in), 1, tol}};
-             }};
-    o.direct_runs = 2;
     // Small-channel-only cases run the small-channel kernel (tactic 300); tests/gpu/nhwc_gpu_test.cpp
     // runs its other tactics (301 on Hopper).
+    OpCase o = one_run_case(
+        "Nhwc" + c.name, c.kind, c.attrs, c.dtypes, c.inputs,
+        [kind = c.kind](const Inputs& in) { return nhwc_tolerance(kind, in); }, c.tactics && !c.small_c_only);
     o.tactic = c.small_c_only ? 300 : -1;
-    o.tactics = c.tactics && !c.small_c_only;
     out.push_back(std::move(o));
   }
   return out;

@@ -65,6 +65,42 @@ inline OpRuns runs_of(const Attrs& attrs, std::vector<Inputs> sets, size_t n_out
   return r;
 }
 
+// The element types of a case's passes: its dtypes, or kMixed once.
+inline std::vector<DataType> dtypes_of(const OpCase& c) {
+  return c.dtypes.empty() ? std::vector<DataType>{kMixed} : c.dtypes;
+}
+
+// A case whose input sets mix element types (losses, integer quantization): sets that share
+// attributes, an accuracy class and an output count.
+struct MixedCase {
+  std::string name;
+  OpKind kind;
+  Attrs attrs;
+  std::function<std::vector<Inputs>()> inputs;
+  Accuracy acc = Accuracy::kExact;
+  size_t n_out = 1;
+
+  OpCase op_case() const {
+    return {name, kind, {}, [c = *this](DataType) { return runs_of(c.attrs, c.inputs(), c.n_out, accuracy(c.acc)); }};
+  }
+};
+
+// A case of one run per element type whose tolerance depends on its inputs (the dot-product ops:
+// the number of products summed, their size). Direct runs launch twice: the second reuses the
+// step state (no setup) and must give the same result.
+inline OpCase one_run_case(std::string name, OpKind kind, Attrs attrs, std::vector<DataType> dtypes,
+                           std::function<Inputs(DataType)> inputs, std::function<ToleranceFn(const Inputs&)> tolerance,
+                           bool tactics) {
+  OpCase c{std::move(name), kind, std::move(dtypes), [attrs, inputs, tolerance](DataType dt) {
+             Inputs in = inputs(dt);
+             ToleranceFn tol = tolerance(in);
+             return OpRuns{{attrs, std::move(in), 1, std::move(tol)}};
+           }};
+  c.direct_runs = 2;
+  c.tactics = tactics;
+  return c;
+}
+
 // Each family's cases (tests/ops/<family>_cases.cpp).
 std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> reduce_cases();

@@ -20,8 +20,6 @@ namespace {
 
 enum class Widen { kAll, kNonScalars, kFirst };
 
-std::vector<DT> dtypes_of(const OpCase& c) { return c.dtypes.empty() ? std::vector<DT>{kMixed} : c.dtypes; }
-
 std::vector<HostTensor> run(OpKind kind, const OpRun& r, const Inputs& in) {
   return run_cpu(kind, r.attrs, in, infer_shapes(kind, r.attrs, infer_views(kind, in), r.n_out));
 }

@@ -10,8 +10,6 @@
 namespace kiln::gpu_test {
 namespace {
 
-std::vector<DT> dtypes_of(const OpCase& c) { return c.dtypes.empty() ? std::vector<DT>{kMixed} : c.dtypes; }
-
 std::string trace(const OpCase& c, DT dt) {
   return c.dtypes.empty() ? std::string("mixed types") : "dtype " + std::string(dtype_name(dt));
 }

@@ -116,6 +116,20 @@ inline HostTensor special_tensor(DT dt, Shape shape, double lo, double hi) {
   return t;
 }
 
+// A 1-D tensor of the integers v, in type dt.
+inline HostTensor ints(const std::vector<int64_t>& v, DT dt = DT::kInt64) {
+  std::vector<double> d(v.begin(), v.end());
+  HostTensor t{dt, {static_cast<int64_t>(v.size())}, {}};
+  t.bytes.resize(v.size() * dtype_size(dt));
+  for (size_t i = 0; i < v.size(); ++i) set(t, static_cast<int64_t>(i), d[i]);
+  return t;
+}
+
+// Random values over the whole range of an 8-bit quantized type (int8 or uint8).
+inline double qlo(DT t) { return t == DT::kInt8 ? -128 : 0; }
+inline double qhi(DT t) { return t == DT::kInt8 ? 127 : 255; }
+inline HostTensor rand_q(DT t, Shape s) { return rand_tensor(t, std::move(s), qlo(t), qhi(t)); }
+
 enum class Accuracy {
   kExact,           // the same IEEE operations as the CPU: bit-identical values (NaN matches NaN)
   kArith,           // float32 1e-5 relative + 1e-6 absolute (contracted multiply-adds)

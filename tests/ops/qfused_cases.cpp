@@ -14,10 +14,6 @@
 namespace kiln::optest {
 namespace {
 
-double qlo(DT t) { return t == DT::kInt8 ? -128 : 0; }
-double qhi(DT t) { return t == DT::kInt8 ? 127 : 255; }
-HostTensor rand_q(DT t, Shape s) { return rand_tensor(t, std::move(s), qlo(t), qhi(t)); }
-
 // How the weights' zero point is given: absent, the tensor-core value (0 for int8, 128 for
 // uint8) per channel, or random per channel (the generic path).
 enum class WZero { kAbsent, kTensorCore, kRandom };

@@ -98,15 +98,6 @@ std::vector<QLinearCase> quantize_linear_cases() {
   return c;
 }
 
-struct QuantCase {
-  std::string name;
-  OpKind kind;
-  Attrs attrs;
-  std::function<InputSets()> inputs;
-  Accuracy acc = Accuracy::kExact;
-  size_t n_out = 1;
-};
-
 const char* short_name(DT t) {
   switch (t) {
     case DT::kUInt8: return "u8";
@@ -122,10 +113,6 @@ const std::vector<std::pair<Shape, Shape>> kMatmulShapes = {
 const std::vector<std::pair<DT, DT>> kQ8Pairs = {
     {DT::kUInt8, DT::kUInt8}, {DT::kInt8, DT::kUInt8}, {DT::kUInt8, DT::kInt8}, {DT::kInt8, DT::kInt8}};
 
-double qlo(DT t) { return t == DT::kInt8 ? -128 : 0; }
-double qhi(DT t) { return t == DT::kInt8 ? 127 : 255; }
-HostTensor rand_q(DT t, Shape s) { return rand_tensor(t, std::move(s), qlo(t), qhi(t)); }
-
 // A per-row (of A, is_a) or per-column (of B) parameter: kind 0 scalar [], 1 [1], 2 1-D, 3 the
 // operand's shape with the K axis 1 (the CPU test's param_shape).
 Shape param_shape(int kind, const Shape& m, bool is_a) {
@@ -138,7 +125,7 @@ Shape param_shape(int kind, const Shape& m, bool is_a) {
   return s;
 }
 
-QuantCase matmul_integer_case(DT ta, DT tb) {
+MixedCase matmul_integer_case(DT ta, DT tb) {
   return {std::string("MatMulInteger_") + short_name(ta) + "_" + short_name(tb), OpKind::kMatMulInteger, NoAttrs{},
           [ta, tb] {
             InputSets s;
@@ -160,7 +147,7 @@ QuantCase matmul_integer_case(DT ta, DT tb) {
           }};
 }
 
-QuantCase qlinear_matmul_case(DT ta, DT tb, DT ty) {
+MixedCase qlinear_matmul_case(DT ta, DT tb, DT ty) {
   return {std::string("QLinearMatMul_") + short_name(ta) + "_" + short_name(tb) + "_to_" + short_name(ty),
           OpKind::kQLinearMatMul, NoAttrs{}, [ta, tb, ty] {
             InputSets s;
@@ -214,7 +201,7 @@ ConvAttrs conv_attrs(const ConvCase& c) {
 
 std::string conv_name(size_t i) { return "conv" + std::to_string(i); }
 
-QuantCase conv_integer_case(size_t ci, DT tx, DT tw) {
+MixedCase conv_integer_case(size_t ci, DT tx, DT tw) {
   const ConvCase& c = kConvCases[ci];
   return {std::string("ConvInteger_") + conv_name(ci) + "_" + short_name(tx) + "_" + short_name(tw),
           OpKind::kConvInteger, conv_attrs(c), [c, tx, tw] {
@@ -230,7 +217,7 @@ QuantCase conv_integer_case(size_t ci, DT tx, DT tw) {
           }};
 }
 
-QuantCase qlinear_conv_case(size_t ci, DT tx, DT tw, DT ty) {
+MixedCase qlinear_conv_case(size_t ci, DT tx, DT tw, DT ty) {
   const ConvCase& c = kConvCases[ci];
   return {std::string("QLinearConv_") + conv_name(ci) + "_" + short_name(tx) + "_" + short_name(tw) + "_to_" +
               short_name(ty),
@@ -255,8 +242,8 @@ QuantCase qlinear_conv_case(size_t ci, DT tx, DT tw, DT ty) {
 }
 
 // ---- DynamicQuantizeLinear -------------------------------------------------------------------
-QuantCase dynamic_quantize_case() {
-  QuantCase c{"DynamicQuantizeLinear", OpKind::kDynamicQuantizeLinear, NoAttrs{}, [] {
+MixedCase dynamic_quantize_case() {
+  MixedCase c{"DynamicQuantizeLinear", OpKind::kDynamicQuantizeLinear, NoAttrs{}, [] {
                 InputSets s;
                 s.push_back({make(DT::kFloat32, {6}, {0, 2, -3, -2.5, 1.34, 0.5})});  // ONNX's backend test
                 for (auto [shape, lo, hi] :
@@ -278,8 +265,8 @@ QuantCase dynamic_quantize_case() {
   return c;
 }
 
-std::vector<QuantCase> all_cases() {
-  std::vector<QuantCase> c;
+std::vector<MixedCase> all_cases() {
+  std::vector<MixedCase> c;
   for (const auto& [ta, tb] : kQ8Pairs) {
     c.push_back(matmul_integer_case(ta, tb));
     for (DT ty : {DT::kUInt8, DT::kInt8}) c.push_back(qlinear_matmul_case(ta, tb, ty));
@@ -296,8 +283,7 @@ std::vector<QuantCase> all_cases() {
 
 std::vector<OpCase> quant_cases() {
   std::vector<OpCase> out;
-  for (const QuantCase& c : all_cases())
-    out.push_back({c.name, c.kind, {}, [c](DT) { return runs_of(c.attrs, c.inputs(), c.n_out, accuracy(c.acc)); }});
+  for (const MixedCase& c : all_cases()) out.push_back(c.op_case());
   for (const QLinearCase& c : quantize_linear_cases())
     out.push_back(
         {c.name, c.kind, c.dtypes, [c](DT dt) { return runs_of(c.attrs, c.inputs(dt), 1, accuracy(c.acc)); }});

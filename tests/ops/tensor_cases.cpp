@@ -32,14 +32,6 @@ const std::vector<DT> kBytes = {DT::kFloat32, DT::kFloat16, DT::kInt8, DT::kInt6
 const std::vector<DT> kNumeric = {DT::kFloat32, DT::kFloat16, DT::kBFloat16, DT::kFloat64,
                                   DT::kInt8,    DT::kUInt8,   DT::kInt32,    DT::kInt64};
 
-HostTensor ints(const std::vector<int64_t>& v, DT dt = DT::kInt64) {
-  std::vector<double> d(v.begin(), v.end());
-  HostTensor t{dt, {static_cast<int64_t>(v.size())}, {}};
-  t.bytes.resize(v.size() * dtype_size(dt));
-  for (size_t i = 0; i < v.size(); ++i) set(t, static_cast<int64_t>(i), d[i]);
-  return t;
-}
-
 HostTensor scalar(double v, DT dt) { return make(dt, {}, {v}); }
 
 HostTensor data(DT dt, Shape s) { return rand_tensor(dt, std::move(s), -9, 9); }
