@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -58,8 +59,8 @@ struct ContextOptions {
   // set_output, output()). Off: every input must be bound to device memory (set_input_device), an
   // output is read on the device (set_output_device, or output_device() for the context's own
   // memory), and the context allocates no pinned host memory and no device copy of the inputs: for
-  // engines whose inputs and outputs never leave the GPU, where that memory would be large (the builder's calibration engine, which outputs every calibrated
-  // tensor) or scarce (a Jetson's memory is the GPU's).
+  // engines whose inputs and outputs never leave the GPU, where that memory would be large (the builder's calibration
+  // engine, which outputs every calibrated tensor) or scarce (a Jetson's memory is the GPU's).
   bool host_staging = true;
 };
 
@@ -77,7 +78,7 @@ struct StepInfo {
   std::string attrs;                // attributes that differ from their defaults
   std::vector<std::string> inputs;  // tensor names ("" for an omitted optional input)
   std::vector<std::string> outputs;
-  int tactic = -1;                  // GPU engines: the implementation chosen by timing (-1: default)
+  int tactic = -1;  // GPU engines: the implementation chosen by timing (-1: default)
   // GPU engines: the step runs on a context's side stream, after main-stream step side_after (-1:
   // at the start), unless ContextOptions::side_stream is off. -2: on the main stream.
   int side_after = -2;
@@ -92,6 +93,30 @@ struct ViewInfo {
   size_t bytes = 0;
 };
 
+// A dimension of the inputs that takes any size in [lo, hi] (a range engine, built with
+// `kiln optimize --batch 1..64` or `--shape NAME=1..8x3x224x224`). The builder made one plan per
+// bucket; a shape between buckets runs on the next bucket up, padded with zero rows when pad_rows.
+struct ShapeRangeInfo {
+  std::string name;  // "batch", or the model's name for the dimension ("sequence")
+  int64_t lo = 1, hi = 1;
+  std::vector<int64_t> buckets;  // ascending; the last is hi
+  // The inputs that carry the dimension, and where.
+  std::vector<std::pair<std::string, int>> inputs;
+  // Each output's axis of rows (-1: none), when pad_rows.
+  std::vector<std::pair<std::string, int>> outputs;
+  // The rows along it are independent (no step mixes them): a size between buckets runs on the next
+  // bucket, its inputs padded with zero rows and its outputs sliced. Otherwise only the buckets'
+  // sizes run, and why_exact says which step mixes rows.
+  bool pad_rows = false;
+  std::string why_exact;
+};
+
+// One plan of a range engine: the size of every range it was built for.
+struct BucketInfo {
+  std::vector<int64_t> sizes;
+  size_t steps = 0, arena_bytes = 0;
+};
+
 struct EngineSummary {
   uint32_t format_version = 0;
   std::string producer;  // the Kiln that built it, e.g. "kiln 0.1.0"
@@ -104,6 +129,9 @@ struct EngineSummary {
   size_t file_bytes = 0;
   std::vector<StepInfo> steps;
   std::vector<ViewInfo> views;
+  // Range engines: the ranges and every bucket's plan (steps and views above are the largest's).
+  std::vector<ShapeRangeInfo> ranges;
+  std::vector<BucketInfo> buckets;
   // GPU engines: whether the whole-network kernel can run the engine on a GPU of its target, e.g.
   // "7 layers in one kernel, 9.2 KiB of shared memory per sample", or "not used: <why>". CPU: empty.
   std::string whole_network;
@@ -117,8 +145,13 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Same, from bytes in memory (copied). `origin` names the engine in error messages.
   static std::shared_ptr<const Engine> from_bytes(std::span<const uint8_t> bytes, std::string_view origin = "engine");
 
+  // Inputs and outputs. A range engine gives their shapes at the top of every range (where a new
+  // Context starts); ranges() says which dimensions may be smaller.
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;
+  // Range engines: the dimensions that take a range of sizes (Context::set_input_shape). Empty for
+  // an engine of one fixed shape.
+  const std::vector<ShapeRangeInfo>& ranges() const;
   EngineSummary summary() const;
 
   // A context to run the engine; `threads` CPU threads (0: all cores). For a GPU engine this
@@ -146,10 +179,26 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  // Binds an input to caller host memory. CPU: read in place; GPU: copied into the context's
-  // pinned staging buffer when run()/enqueue() is called, so it may change right after. `bytes`
-  // must equal the input's size; a wrong name or size throws kiln::Error naming the input and what
-  // was expected.
+  // Range engines: the shape of an input for the next runs, any size in range on its ranged
+  // dimensions (Engine::ranges), the engine's elsewhere. Inputs sharing a dimension follow: giving
+  // input_ids 1x100 makes attention_mask 1x100 too. The outputs' shapes follow (output_shape). The
+  // context runs the smallest bucket that holds the shape. Throws kiln::Error naming the input,
+  // the dimension and its range for a shape out of range, and on a fixed engine for any shape but
+  // its own. Not while an enqueued run is in flight on another stream.
+  void set_input_shape(std::string_view name, std::span<const int64_t> dims);
+  void set_input_shape(std::string_view name, std::initializer_list<int64_t> dims) {
+    set_input_shape(name, std::span<const int64_t>(dims.begin(), dims.size()));
+  }
+  // The current shape of an input or output (the engine's, until set_input_shape changes it).
+  std::vector<int64_t> input_shape(std::string_view name) const;
+  std::vector<int64_t> output_shape(std::string_view name) const;
+  // The sizes of the bucket the current shapes run on (one per Engine::ranges()); empty for a fixed engine.
+  std::vector<int64_t> bucket() const;
+
+  // Binds an input to caller host memory. CPU: read in place (range engines: copied when padded);
+  // GPU: copied into the context's pinned staging buffer when run()/enqueue() is called, so it may
+  // change right after. `bytes` must equal the input's size at its current shape; a wrong name or
+  // size throws kiln::Error naming the input and what was expected.
   void set_input(std::string_view name, const void* data, size_t bytes);
   // Optionally binds an output to caller host memory; otherwise output() returns the context's own.
   // GPU + enqueue: the buffer is filled when the stream reaches the end of the work.

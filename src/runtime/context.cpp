@@ -1,42 +1,38 @@
-// kiln::Context: the API, and CPU execution of an engine (GPU engines go to gpu::GpuContext, in
-// runtime/cuda/gpu_context.cpp). A CPU Context owns one activation arena, laid out by the
-// builder's memory plan (tensors with disjoint lifetimes share bytes), and resolves every step's
-// tensor views once; run() only patches the caller-bound input/output pointers (and the engine's
-// views, which follow their base: a view of an output lies in the caller's buffer when it is bound)
-// and calls the kernels in order.
+// kiln::Context: the API over the plans of an engine. A fixed engine has one plan; a range engine
+// one per bucket, of which the context runs the one its current shapes fall in. Every plan runs on
+// a PlanRunner (runtime/plan_runner.h: the CPU's in cpu/cpu_runner.cpp, a GPU's in
+// cuda/gpu_context.cpp), made when the context is, all sharing one activation arena sized for the
+// largest plan: set_input_shape only picks a plan, and runs allocate nothing.
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/cpu/kernels.h"
+#include "core/shape_range.h"
+#include "runtime/copy_corner.h"
+#include "runtime/cpu/cpu_runner.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/cuda/gpu_context.h"
-#include <chrono>
 #include "runtime/engine_impl.h"
 
 namespace kiln {
 
-using detail::TensorKind;
-
 struct Context::State {
   const detail::EngineImpl* e = nullptr;
-  std::vector<std::byte> arena;
-  std::vector<void*> data;            // per tensor: where its bytes are for the current run
-  std::vector<const void*> bound_in;  // per engine input: caller memory (null: not set)
-  std::vector<void*> bound_out;       // per engine output: caller memory (null: in the arena)
-  std::vector<std::vector<TensorView>> step_in, step_out;
-  std::vector<cpu::CpuKernel> kernels;
+  std::vector<std::unique_ptr<detail::PlanRunner>> plans;  // per plan of the engine (EngineImpl::plan)
+  size_t current = 0;
+  std::vector<int64_t> sizes;                             // per range: the size the shapes have now
+  std::vector<std::vector<int64_t>> in_shape, out_shape;  // the caller's shapes now
+  struct Binding {
+    const void* p = nullptr;
+    bool device = false;
+  };
+  std::vector<Binding> in_bound, out_bound;
+  std::vector<std::byte> cpu_arena;
   std::unique_ptr<cpu::ThreadPool> pool;
-  std::unique_ptr<gpu::GpuContext> gpu;  // set for GPU engines; the rest is then unused
-  bool profile = false;
-  std::vector<double> step_ms;
-  int profiled_runs = 0;
+  std::shared_ptr<void> gpu_arena;
 
-  // Views lie at a fixed offset in their base, wherever the base is for this run.
-  void resolve_views() {
-    for (int32_t v : e->view_ids) {
-      const detail::TensorRec& t = e->tensors[static_cast<size_t>(v)];
-      data[static_cast<size_t>(v)] = static_cast<std::byte*>(data[static_cast<size_t>(t.base)]) + t.offset;
-    }
+  detail::PlanRunner& run_plan() const { return *plans[current]; }
+  size_t out_bytes(size_t i) const {
+    return static_cast<size_t>(detail::element_count(out_shape[i])) * dtype_size(e->outputs[i].dtype);
   }
 };
 
@@ -47,46 +43,22 @@ Context::Context(std::shared_ptr<const Engine> engine, const ContextOptions& opt
   const detail::EngineImpl& e = *engine_->impl_;
   State& s = *state_;
   s.e = &e;
-  s.bound_in.assign(e.input_ids.size(), nullptr);
-  s.bound_out.assign(e.output_ids.size(), nullptr);
-  if (engine_->is_gpu()) {
-    s.gpu = gpu::GpuContext::create(e, options);
-    return;
+  if (!engine_->is_gpu()) {
+    s.cpu_arena.resize(e.max_arena_bytes());
+    s.pool = std::make_unique<cpu::ThreadPool>(options.cpu_threads);
   }
-  s.profile = options.profile;
-  s.step_ms.assign(e.steps.size(), 0.0);
-  std::vector<std::string> missing;
-  for (const detail::StepRec& st : e.steps) {
-    cpu::CpuKernel k = cpu::cpu_kernel(st.kind);
-    if (!k) missing.push_back(std::string(op_name(st.kind)) + " (step '" + st.name + "')");
-    s.kernels.push_back(k);
+  for (size_t p = 0; p < e.plan_count(); ++p) {
+    if (engine_->is_gpu())
+      s.plans.push_back(gpu::make_gpu_runner(e.plan(p), options, &s.gpu_arena, e.max_arena_bytes()));
+    else
+      s.plans.push_back(detail::make_cpu_runner(e.plan(p), s.cpu_arena.data(), s.pool.get(), options));
   }
-  if (!missing.empty()) {
-    std::string m = e.origin + ": the CPU backend has no kernel for:";
-    for (const auto& x : missing) m += "\n  - " + x;
-    throw Error(m);
-  }
-  s.arena.resize(e.arena_bytes);
-  s.data.resize(e.tensors.size(), nullptr);
-  for (size_t i = 0; i < e.tensors.size(); ++i) {
-    const detail::TensorRec& t = e.tensors[i];
-    if (t.kind == TensorKind::kWeight) s.data[i] = const_cast<uint8_t*>(e.weight_data(t));
-    if (t.kind == TensorKind::kActivation || t.kind == TensorKind::kOutput) s.data[i] = s.arena.data() + t.offset;
-  }
-  s.resolve_views();
-  for (const detail::StepRec& st : e.steps) {
-    auto view_of = [&](int32_t id) {
-      if (id < 0) return absent_tensor();
-      const detail::TensorRec& t = e.tensors[static_cast<size_t>(id)];
-      return TensorView{t.dtype, t.shape, nullptr, true};
-    };
-    std::vector<TensorView> ins, outs;
-    for (int32_t i : st.inputs) ins.push_back(view_of(i));
-    for (int32_t o : st.outputs) outs.push_back(view_of(o));
-    s.step_in.push_back(std::move(ins));
-    s.step_out.push_back(std::move(outs));
-  }
-  s.pool = std::make_unique<cpu::ThreadPool>(options.cpu_threads);
+  s.current = e.plan_count() - 1;  // the engine's own plan: every range at its top
+  s.sizes = e.top_sizes;
+  for (const TensorInfo& t : e.inputs) s.in_shape.push_back(t.shape);
+  for (const TensorInfo& t : e.outputs) s.out_shape.push_back(t.shape);
+  s.in_bound.resize(e.inputs.size());
+  s.out_bound.resize(e.outputs.size());
 }
 
 Context::~Context() = default;
@@ -103,130 +75,180 @@ std::unique_ptr<Context> Engine::create_context(const ContextOptions& options) c
 }
 
 namespace {
-template <class Ids>
-size_t find_io(const detail::EngineImpl& e, const Ids& ids, std::string_view name, const char* what) {
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (e.tensors[static_cast<size_t>(ids[i])].name == name) return i;
+
+size_t find_io(const std::vector<TensorInfo>& list, std::string_view name, const char* what) {
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].name == name) return i;
   std::string names;
-  for (int32_t id : ids) names += (names.empty() ? "" : ", ") + e.tensors[static_cast<size_t>(id)].name;
+  for (const TensorInfo& t : list) names += (names.empty() ? "" : ", ") + t.name;
   throw Error(std::string("the engine has no ") + what + " named '" + std::string(name) + "' (its " + what +
               "s: " + names + ")");
 }
 
-void check_size(const detail::TensorRec& t, size_t bytes, const char* what) {
-  if (bytes != t.bytes)
+void check_size(const TensorInfo& t, const std::vector<int64_t>& shape, size_t bytes, const char* what) {
+  const size_t want = static_cast<size_t>(detail::element_count(shape)) * dtype_size(t.dtype);
+  if (bytes != want)
     throw Error(std::string(what) + " '" + t.name + "' expects " + std::string(dtype_name(t.dtype)) +
-                shape_string(t.shape) + " = " + std::to_string(t.bytes) + " bytes, got " + std::to_string(bytes));
-}
-}  // namespace
-
-void Context::set_input(std::string_view name, const void* data, size_t bytes) {
-  const detail::EngineImpl& e = *state_->e;
-  size_t i = find_io(e, e.input_ids, name, "input");
-  check_size(e.tensors[static_cast<size_t>(e.input_ids[i])], bytes, "input");
-  state_->bound_in[i] = data;
-  if (state_->gpu) state_->gpu->bind_input(i, data, false);
+                shape_string(shape) + " = " + std::to_string(want) + " bytes, got " + std::to_string(bytes));
 }
 
-void Context::set_input_device(std::string_view name, const void* data, size_t bytes) {
-  const detail::EngineImpl& e = *state_->e;
-  if (!state_->gpu) throw Error("set_input_device: this is a CPU engine (target 'cpu'); use set_input");
-  size_t i = find_io(e, e.input_ids, name, "input");
-  check_size(e.tensors[static_cast<size_t>(e.input_ids[i])], bytes, "input");
-  state_->gpu->bind_input(i, data, true);
-}
-
-void Context::set_output_device(std::string_view name, void* data, size_t bytes) {
-  const detail::EngineImpl& e = *state_->e;
-  if (!state_->gpu) throw Error("set_output_device: this is a CPU engine (target 'cpu'); use set_output");
-  size_t i = find_io(e, e.output_ids, name, "output");
-  check_size(e.tensors[static_cast<size_t>(e.output_ids[i])], bytes, "output");
-  state_->gpu->bind_output(i, data, true);
-}
-
-void Context::enqueue(CUstream_st* stream) {
-  if (state_->gpu)
-    state_->gpu->enqueue(stream);
-  else
-    run();
-}
-
-void Context::check() {
-  if (state_->gpu) state_->gpu->check();
-}
-
-std::vector<StepTime> Context::step_times() const {
-  if (state_->gpu) return state_->gpu->step_times();
-  const detail::EngineImpl& e = *state_->e;
-  std::vector<StepTime> r;
-  for (size_t k = 0; k < e.steps.size(); ++k)
-    r.push_back({std::string(op_name(e.steps[k].kind)), e.steps[k].name, state_->step_ms[k], state_->profiled_runs});
+std::string list_string(const std::vector<int64_t>& v) {
+  std::string r;
+  for (int64_t x : v) {
+    if (!r.empty()) r += ',';
+    r += std::to_string(x);
+  }
   return r;
 }
 
-const void* Context::output_device(std::string_view name) const {
-  const detail::EngineImpl& e = *state_->e;
-  if (!state_->gpu) throw Error("output_device: this is a CPU engine (target 'cpu'); use output");
-  return state_->gpu->device_output(find_io(e, e.output_ids, name, "output"));
+}  // namespace
+
+void Context::set_input_shape(std::string_view name, std::span<const int64_t> dims_in) {
+  State& s = *state_;
+  const detail::EngineImpl& e = *s.e;
+  const size_t i = find_io(e.inputs, name, "input");
+  const TensorInfo& t = e.inputs[i];
+  const std::vector<int64_t> dims(dims_in.begin(), dims_in.end());
+  if (dims.size() != t.shape.size())
+    throw Error("input '" + t.name + "': shape " + shape_string(dims) + " has rank " + std::to_string(dims.size()) +
+                ", the engine's " + shape_string(t.shape) + " has rank " + std::to_string(t.shape.size()));
+  std::vector<int64_t> sizes = s.sizes;
+  std::vector<char> ranged(dims.size(), 0), given(e.ranges.size(), 0);
+  for (size_t k = 0; k < e.ranges.size(); ++k) {
+    const ShapeRangeInfo& r = e.ranges[k];
+    for (const auto& [in, axis] : r.inputs) {
+      if (in != t.name) continue;
+      const int64_t n = dims[static_cast<size_t>(axis)];
+      const std::string what = "input '" + t.name + "' dimension " + std::to_string(axis) + " ('" + r.name + "')";
+      if (n < r.lo || n > r.hi)
+        throw Error(what + " is " + std::to_string(n) + ", outside the engine's range " + std::to_string(r.lo) + ".." +
+                    std::to_string(r.hi));
+      if (given[k] && sizes[k] != n)
+        throw Error(what + " is " + std::to_string(n) + " but another of its dimensions in range '" + r.name + "' is " +
+                    std::to_string(sizes[k]));
+      given[k] = 1;
+      sizes[k] = n;
+      ranged[static_cast<size_t>(axis)] = 1;
+    }
+  }
+  for (size_t a = 0; a < dims.size(); ++a)
+    if (!ranged[a] && dims[a] != t.shape[a])
+      throw Error("input '" + t.name + "': shape " + shape_string(dims) + " differs from the engine's " +
+                  shape_string(t.shape) + " on dimension " + std::to_string(a) +
+                  (e.ranges.empty() ? ", and the engine has one fixed shape (build it with a range: kiln optimize "
+                                      "--batch LO..HI or --shape NAME=LO..HIx...)"
+                                    : ", which has no range in this engine"));
+  if (sizes == s.sizes) return;
+  // The bucket: per range, the smallest size built that holds the shape.
+  std::vector<int64_t> bucket(e.ranges.size());
+  for (size_t k = 0; k < e.ranges.size(); ++k) {
+    const ShapeRangeInfo& r = e.ranges[k];
+    const DimRange range{r.lo, r.hi};
+    bucket[k] = r.buckets[bucket_for(r.buckets, range, sizes[k], "range '" + r.name + "'")];
+    if (bucket[k] != sizes[k] && !r.pad_rows)
+      throw Error("input '" + t.name + "': range '" + r.name + "' runs only at the sizes the engine was built for (" +
+                  list_string(r.buckets) + "), and " + std::to_string(sizes[k]) +
+                  " is not one: padding to the next is not proven safe (" + r.why_exact +
+                  "). Rebuild with --buckets listing the sizes you run");
+  }
+  size_t plan = 0;
+  while (e.plan_sizes(plan) != bucket) ++plan;  // the loader checked that every combination has a plan
+  const detail::EngineImpl& p = e.plan(plan);
+  std::vector<std::vector<int64_t>> in_shape, out_shape;
+  for (const TensorInfo& x : e.inputs) in_shape.push_back(x.shape);
+  for (const TensorInfo& x : p.outputs) out_shape.push_back(x.shape);
+  for (size_t k = 0; k < e.ranges.size(); ++k) {
+    for (const auto& [in, axis] : e.ranges[k].inputs)
+      in_shape[find_io(e.inputs, in, "input")][static_cast<size_t>(axis)] = sizes[k];
+    for (const auto& [out, axis] : e.ranges[k].outputs)
+      if (axis >= 0) out_shape[find_io(e.outputs, out, "output")][static_cast<size_t>(axis)] = sizes[k];
+  }
+  s.plans[plan]->set_io_shapes(in_shape, out_shape);
+  // Buffers bound at another shape no longer fit: bind them again.
+  for (size_t j = 0; j < in_shape.size(); ++j)
+    if (in_shape[j] != s.in_shape[j]) s.in_bound[j] = {};
+  for (size_t j = 0; j < out_shape.size(); ++j)
+    if (out_shape[j] != s.out_shape[j]) s.out_bound[j] = {};
+  s.in_shape = std::move(in_shape);
+  s.out_shape = std::move(out_shape);
+  s.sizes = std::move(sizes);
+  s.current = plan;
+  // The plan takes the bindings that still fit; the others are cleared (a null device binding
+  // needs no host staging).
+  for (size_t j = 0; j < s.in_bound.size(); ++j)
+    s.run_plan().bind_input(j, s.in_bound[j].p, s.in_bound[j].device || !s.in_bound[j].p);
+  for (size_t j = 0; j < s.out_bound.size(); ++j)
+    s.run_plan().bind_output(j, const_cast<void*>(s.out_bound[j].p), s.out_bound[j].device || !s.out_bound[j].p);
 }
 
-bool Context::whole_network() const { return state_->gpu && state_->gpu->whole_network(); }
-size_t Context::side_steps() const { return state_->gpu ? state_->gpu->side_steps() : 0; }
+std::vector<int64_t> Context::input_shape(std::string_view name) const {
+  return state_->in_shape[find_io(state_->e->inputs, name, "input")];
+}
+
+std::vector<int64_t> Context::output_shape(std::string_view name) const {
+  return state_->out_shape[find_io(state_->e->outputs, name, "output")];
+}
+
+std::vector<int64_t> Context::bucket() const {
+  return state_->e->ranges.empty() ? std::vector<int64_t>{} : state_->e->plan_sizes(state_->current);
+}
+
+void Context::set_input(std::string_view name, const void* data, size_t bytes) {
+  State& s = *state_;
+  const size_t i = find_io(s.e->inputs, name, "input");
+  check_size(s.e->inputs[i], s.in_shape[i], bytes, "input");
+  s.run_plan().bind_input(i, data, false);
+  s.in_bound[i] = {data, false};
+}
+
+void Context::set_input_device(std::string_view name, const void* data, size_t bytes) {
+  State& s = *state_;
+  if (!engine_->is_gpu()) throw Error("set_input_device: this is a CPU engine (target 'cpu'); use set_input");
+  const size_t i = find_io(s.e->inputs, name, "input");
+  check_size(s.e->inputs[i], s.in_shape[i], bytes, "input");
+  s.run_plan().bind_input(i, data, true);
+  s.in_bound[i] = {data, true};
+}
 
 void Context::set_output(std::string_view name, void* data, size_t bytes) {
-  const detail::EngineImpl& e = *state_->e;
-  size_t i = find_io(e, e.output_ids, name, "output");
-  check_size(e.tensors[static_cast<size_t>(e.output_ids[i])], bytes, "output");
-  state_->bound_out[i] = data;
-  if (state_->gpu) state_->gpu->bind_output(i, data, false);
+  State& s = *state_;
+  const size_t i = find_io(s.e->outputs, name, "output");
+  check_size(s.e->outputs[i], s.out_shape[i], bytes, "output");
+  s.run_plan().bind_output(i, data, false);
+  s.out_bound[i] = {data, false};
 }
 
-void Context::run() {
+void Context::set_output_device(std::string_view name, void* data, size_t bytes) {
   State& s = *state_;
-  if (s.gpu) return s.gpu->run();
-  const detail::EngineImpl& e = *s.e;
-  for (size_t i = 0; i < e.input_ids.size(); ++i) {
-    if (!s.bound_in[i] && e.tensors[static_cast<size_t>(e.input_ids[i])].bytes > 0)
-      throw Error("input '" + e.inputs[i].name + "' was not set (Context::set_input)");
-    s.data[static_cast<size_t>(e.input_ids[i])] = const_cast<void*>(s.bound_in[i]);
-  }
-  for (size_t i = 0; i < e.output_ids.size(); ++i) {
-    auto id = static_cast<size_t>(e.output_ids[i]);
-    s.data[id] = s.bound_out[i] ? s.bound_out[i] : s.arena.data() + e.tensors[id].offset;
-  }
-  s.resolve_views();
-  cpu::KernelEnv env{s.pool.get()};
-  for (size_t k = 0; k < e.steps.size(); ++k) {
-    const detail::StepRec& st = e.steps[k];
-    for (size_t j = 0; j < st.inputs.size(); ++j)
-      if (st.inputs[j] >= 0) s.step_in[k][j].data = s.data[static_cast<size_t>(st.inputs[j])];
-    for (size_t j = 0; j < st.outputs.size(); ++j) s.step_out[k][j].data = s.data[static_cast<size_t>(st.outputs[j])];
-    const auto t0 = s.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    try {
-      s.kernels[k](st.kind, st.attrs, s.step_in[k], s.step_out[k], env);
-    } catch (const Error& err) {
-      throw Error("step '" + st.name + "' (" + std::string(op_name(st.kind)) + ") failed: " + err.what());
-    }
-    if (s.profile)
-      s.step_ms[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  }
-  s.profiled_runs += s.profile;
+  if (!engine_->is_gpu()) throw Error("set_output_device: this is a CPU engine (target 'cpu'); use set_output");
+  const size_t i = find_io(s.e->outputs, name, "output");
+  check_size(s.e->outputs[i], s.out_shape[i], bytes, "output");
+  s.run_plan().bind_output(i, data, true);
+  s.out_bound[i] = {data, true};
+}
+
+void Context::run() { state_->run_plan().run(); }
+void Context::enqueue(CUstream_st* stream) { state_->run_plan().enqueue(stream); }
+void Context::check() { state_->run_plan().check(); }
+std::vector<StepTime> Context::step_times() const { return state_->run_plan().step_times(); }
+bool Context::whole_network() const { return state_->run_plan().whole_network(); }
+size_t Context::side_steps() const { return state_->run_plan().side_steps(); }
+
+const void* Context::output_device(std::string_view name) const {
+  if (!engine_->is_gpu()) throw Error("output_device: this is a CPU engine (target 'cpu'); use output");
+  return state_->run_plan().device_output(find_io(state_->e->outputs, name, "output"));
 }
 
 std::span<const std::byte> Context::output(std::string_view name) const {
-  const detail::EngineImpl& e = *state_->e;
-  size_t i = find_io(e, e.output_ids, name, "output");
-  const detail::TensorRec& t = e.tensors[static_cast<size_t>(e.output_ids[i])];
-  if (state_->gpu) {
-    const std::byte* p = state_->gpu->host_output(i);
-    if (!p && t.bytes == 0) return {};
-    if (!p)
-      throw Error("output '" + t.name +
-                  "' is bound to device memory (set_output_device); read it there (output_device gives where)");
-    return {p, t.bytes};
-  }
-  const void* p = state_->bound_out[i] ? state_->bound_out[i] : state_->arena.data() + t.offset;
-  return {static_cast<const std::byte*>(p), t.bytes};
+  const State& s = *state_;
+  const size_t i = find_io(s.e->outputs, name, "output");
+  const size_t bytes = s.out_bytes(i);
+  const std::byte* p = s.run_plan().host_output(i);
+  if (!p && bytes == 0) return {};
+  if (!p)
+    throw Error("output '" + s.e->outputs[i].name +
+                "' is bound to device memory (set_output_device); read it there (output_device gives where)");
+  return {p, bytes};
 }
 
 }  // namespace kiln

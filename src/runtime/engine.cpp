@@ -38,6 +38,7 @@ std::shared_ptr<const Engine> Engine::from_bytes(std::span<const uint8_t> bytes,
 
 const std::vector<TensorInfo>& Engine::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Engine::outputs() const { return impl_->outputs; }
+const std::vector<ShapeRangeInfo>& Engine::ranges() const { return impl_->ranges; }
 
 EngineSummary Engine::summary() const {
   const detail::EngineImpl& e = *impl_;
@@ -92,9 +93,14 @@ EngineSummary Engine::summary() const {
     const detail::TensorRec& t = e.tensors[static_cast<size_t>(v)];
     s.views.push_back({t.name, e.tensors[static_cast<size_t>(t.base)].name, t.offset, t.bytes});
   }
+  s.ranges = e.ranges;
+  if (!e.ranges.empty())
+    for (size_t b = 0; b < e.plan_count(); ++b)
+      s.buckets.push_back({e.plan_sizes(b), e.plan(b).steps.size(), e.plan(b).arena_bytes});
   if (is_gpu()) {
     s.whole_network = gpu::plan_whole_network(e, gpu::whole_net_smem_for_target(e.target)).describe();
-    for (const detail::SideStep& x : detail::engine_side_steps(e)) s.steps[static_cast<size_t>(x.step)].side_after = x.fork;
+    for (const detail::SideStep& x : detail::engine_side_steps(e))
+      s.steps[static_cast<size_t>(x.step)].side_after = x.fork;
   }
   return s;
 }

@@ -1,6 +1,7 @@
 // The loaded, verified form of an engine, shared by Engine and Context.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,9 +35,17 @@ struct StepRec {
   int32_t tactic = -1;  // GPU: the builder's timed choice (GpuEnv::tactic)
 };
 
+// GPU engines: the weight blob on each device that has a context (uploaded by the first one),
+// shared by every plan of a range engine.
+struct GpuWeights {
+  std::mutex mu;
+  std::vector<std::pair<int, std::shared_ptr<void>>> on_device;
+};
+
 struct EngineImpl {
   std::string origin;
-  std::vector<uint8_t> file;  // the whole file; weights point into it
+  std::vector<uint8_t> file;         // the whole file (empty in the plans of a range engine's buckets)
+  const uint8_t* weights = nullptr;  // the weight blob, in `file` (a bucket's plan: its engine's)
   uint32_t format_version = 0;
   std::string producer, target, model_name;
   std::vector<TensorRec> tensors;
@@ -44,13 +53,30 @@ struct EngineImpl {
   std::vector<int32_t> input_ids, output_ids;
   std::vector<int32_t> view_ids;  // tensors with a base, whose address contexts derive from their base's
   std::vector<TensorInfo> inputs, outputs;
-  uint64_t weights_offset = 0, weights_bytes = 0, arena_bytes = 0;
+  uint64_t weights_bytes = 0, arena_bytes = 0;
 
-  const uint8_t* weight_data(const TensorRec& t) const { return file.data() + weights_offset + t.offset; }
+  const uint8_t* weight_data(const TensorRec& t) const { return weights + t.offset; }
 
-  // GPU engines: the weight blob on each device that has a context (uploaded by the first one).
-  mutable std::mutex gpu_mu;
-  mutable std::vector<std::pair<int, std::shared_ptr<void>>> gpu_weights;
+  std::shared_ptr<GpuWeights> gpu_weights = std::make_shared<GpuWeights>();
+
+  // Range engines (format 5): this is the plan of the largest bucket; `buckets` has the others,
+  // smallest first. plan(i) for i < plan_count(): the buckets' plans, then this one.
+  std::vector<ShapeRangeInfo> ranges;
+  struct BucketPlan {
+    std::vector<int64_t> sizes;  // one per range
+    std::unique_ptr<EngineImpl> plan;
+  };
+  std::vector<BucketPlan> buckets;
+  std::vector<int64_t> top_sizes;  // this plan's sizes: every range's hi
+
+  size_t plan_count() const { return buckets.size() + 1; }
+  const EngineImpl& plan(size_t i) const { return i < buckets.size() ? *buckets[i].plan : *this; }
+  const std::vector<int64_t>& plan_sizes(size_t i) const { return i < buckets.size() ? buckets[i].sizes : top_sizes; }
+  uint64_t max_arena_bytes() const {
+    uint64_t m = arena_bytes;
+    for (const BucketPlan& b : buckets) m = std::max(m, b.plan->arena_bytes);
+    return m;
+  }
 };
 
 // Parses and verifies an engine file; throws kiln::Error naming `origin` and the problem.

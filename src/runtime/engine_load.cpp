@@ -7,6 +7,10 @@
 // tensor that is not a view): every byte of a root is written by at most one step, and a step reads
 // a tensor only when all its bytes have been written. This is the single-assignment rule of format
 // 1 (each tensor written once, before it is read) extended to tensors that share memory.
+//
+// Range engines (format 5) hold one plan per bucket, each checked the same way against the one
+// weight blob, and then against the engine: the same inputs and outputs by name and type, at the
+// bucket's sizes on the ranged axes, and a plan for every combination of the ranges' sizes.
 #include <engine_schema_generated.h>
 
 #include <iterator>
@@ -136,28 +140,16 @@ void check_views(EngineImpl& e, const std::string& origin) {
   }
 }
 
-}  // namespace
-
-std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string origin) {
-  auto e = std::make_shared<EngineImpl>();
-  e->origin = origin;
-  format::EngineHeader h;
-  check_header(file, origin, h);
-  e->file = std::move(file);
-  e->format_version = h.format_version;
-  e->weights_offset = h.weights_offset;
-  e->weights_bytes = h.weights_bytes;
-
-  const uint8_t* toc = e->file.data() + h.toc_offset;
-  flatbuffers::Verifier verifier(toc, h.toc_bytes, /*max_depth=*/16, /*max_tables=*/10'000'000);
-  if (!fb::VerifyEngineBuffer(verifier)) fail(origin, "table of contents is malformed");
-  const fb::Engine* root = fb::GetEngine(toc);
+// One plan: the tensors and steps of `root` (an engine, or a bucket's plan of a range engine),
+// checked as described at the top. e.weights and e.weights_bytes are set.
+void parse_plan(const fb::Engine* root, EngineImpl* e, const std::string& origin) {
   auto str = [](const flatbuffers::String* s) { return s ? s->str() : std::string(); };
   e->producer = str(root->producer());
   e->target = str(root->target());
   e->model_name = str(root->model_name());
   e->arena_bytes = root->arena_bytes();
   if (e->arena_bytes > kMaxTensorBytes) fail(origin, "activation arena size is implausible");
+  const uint64_t weights_bytes = e->weights_bytes;
 
   if (!root->tensors()) fail(origin, "engine has no tensor table");
   for (const fb::Tensor* t : *root->tensors()) {
@@ -180,7 +172,7 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
     r.kind = static_cast<TensorKind>(kind);
     r.offset = t->offset();
     r.base = t->base();
-    uint64_t limit = r.kind == TensorKind::kWeight ? h.weights_bytes : e->arena_bytes;
+    uint64_t limit = r.kind == TensorKind::kWeight ? weights_bytes : e->arena_bytes;
     const bool own_memory = r.kind != TensorKind::kInput && r.base == -1;  // views are checked below
     if (own_memory && (r.offset > limit || r.bytes > limit - r.offset))
       fail(origin, "tensor '" + r.name + "' lies outside its memory region");
@@ -300,6 +292,169 @@ std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string 
   for (int32_t o : e->output_ids)
     if (!readable(static_cast<size_t>(o)))
       fail(origin, "engine output '" + e->tensors[static_cast<size_t>(o)].name + "' is never computed");
+}
+
+std::vector<int64_t> longs(const flatbuffers::Vector<int64_t>* v) {
+  std::vector<int64_t> r;
+  if (!v) return r;
+  r.resize(v->size());  // copied byte-wise: the verifier only guarantees 4-byte alignment
+  if (!r.empty()) std::memcpy(r.data(), v->Data(), r.size() * sizeof(int64_t));
+  return r;
+}
+
+// Format 5: the ranges, and each bucket's plan against the engine's (the largest bucket's).
+void parse_ranges(const fb::Engine* root, EngineImpl* e) {
+  const std::string& origin = e->origin;
+  auto str = [](const flatbuffers::String* s) { return s ? s->str() : std::string(); };
+  const size_t nin = e->inputs.size(), nout = e->outputs.size();
+  if (root->ranges()) {
+    for (const fb::Range* r : *root->ranges()) {
+      ShapeRangeInfo info;
+      info.name = str(r->name());
+      const std::string what = "range '" + info.name + "'";
+      info.lo = r->lo();
+      info.hi = r->hi();
+      if (info.lo < 1 || info.lo > info.hi || info.hi > kMaxDim)
+        fail(origin, what + " has invalid bounds " + std::to_string(info.lo) + ".." + std::to_string(info.hi));
+      if (!r->input_axes() || r->input_axes()->size() != nin)
+        fail(origin, what + " does not give an axis for every input");
+      for (size_t i = 0; i < nin; ++i) {
+        const int axis = r->input_axes()->Get(static_cast<flatbuffers::uoffset_t>(i));
+        if (axis == -1) continue;
+        const TensorInfo& t = e->inputs[i];
+        if (axis < 0 || static_cast<size_t>(axis) >= t.shape.size())
+          fail(origin, what + " names axis " + std::to_string(axis) + " of input '" + t.name + "', which has rank " +
+                           std::to_string(t.shape.size()));
+        if (t.shape[static_cast<size_t>(axis)] != info.hi)
+          fail(origin, what + " ends at " + std::to_string(info.hi) + " but input '" + t.name + "' has " +
+                           std::to_string(t.shape[static_cast<size_t>(axis)]) + " on axis " + std::to_string(axis));
+        for (const ShapeRangeInfo& other : e->ranges)
+          for (const auto& [name, a] : other.inputs)
+            if (name == t.name && a == axis)
+              fail(origin, what + " and range '" + other.name + "' both range axis " + std::to_string(axis) +
+                               " of input '" + t.name + "'");
+        info.inputs.emplace_back(t.name, axis);
+      }
+      if (info.inputs.empty()) fail(origin, what + " ranges no input");
+      info.pad_rows = r->pad_rows();
+      info.why_exact = str(r->why_exact());
+      if (info.pad_rows) {
+        if (!r->output_axes() || r->output_axes()->size() != nout)
+          fail(origin, what + " pads rows but does not give every output's axis of rows");
+        for (size_t i = 0; i < nout; ++i) {
+          const int axis = r->output_axes()->Get(static_cast<flatbuffers::uoffset_t>(i));
+          const TensorInfo& t = e->outputs[i];
+          if (axis != -1 && (axis < 0 || static_cast<size_t>(axis) >= t.shape.size() ||
+                             t.shape[static_cast<size_t>(axis)] != info.hi))
+            fail(origin, what + " names axis " + std::to_string(axis) + " of output '" + t.name + "' " +
+                             shape_string(t.shape) + " as its rows, which is not an axis of size " +
+                             std::to_string(info.hi));
+          info.outputs.emplace_back(t.name, axis);
+        }
+      }
+      e->ranges.push_back(std::move(info));
+      e->top_sizes.push_back(e->ranges.back().hi);
+    }
+  }
+  const size_t nr = e->ranges.size();
+  if (nr > 8) fail(origin, "engine has more than 8 ranged dimensions");
+  if (!root->buckets() || root->buckets()->size() == 0) {
+    for (ShapeRangeInfo& r : e->ranges) r.buckets = {r.hi};
+    return;
+  }
+  if (nr == 0) fail(origin, "engine has bucket plans but no ranges");
+  if (root->buckets()->size() > 4096) fail(origin, "engine has implausibly many bucket plans");
+  std::set<std::vector<int64_t>> seen{e->top_sizes};
+  std::vector<std::set<int64_t>> per_range(nr);
+  for (size_t k = 0; k < nr; ++k) per_range[k].insert(e->ranges[k].hi);
+  for (const fb::Bucket* b : *root->buckets()) {
+    EngineImpl::BucketPlan bp;
+    bp.sizes = longs(b->sizes());
+    std::string where = "bucket [";
+    for (size_t k = 0; k < bp.sizes.size(); ++k) {
+      if (k) where += ',';
+      where += std::to_string(bp.sizes[k]);
+    }
+    where += "]";
+    if (bp.sizes.size() != nr) fail(origin, where + " does not give a size for every range");
+    for (size_t k = 0; k < nr; ++k) {
+      if (bp.sizes[k] < e->ranges[k].lo || bp.sizes[k] > e->ranges[k].hi)
+        fail(origin, where + " is outside range '" + e->ranges[k].name + "'");
+      per_range[k].insert(bp.sizes[k]);
+    }
+    if (!seen.insert(bp.sizes).second) fail(origin, where + " is listed twice");
+    if (!e->buckets.empty() && !(e->buckets.back().sizes < bp.sizes))
+      fail(origin, where + " is out of order: buckets are listed smallest first");
+    if (!b->plan()) fail(origin, where + " has no plan");
+    bp.plan = std::make_unique<EngineImpl>();
+    EngineImpl& p = *bp.plan;
+    p.origin = origin + " (" + where + ")";
+    p.format_version = e->format_version;
+    p.weights = e->weights;
+    p.weights_bytes = e->weights_bytes;
+    p.gpu_weights = e->gpu_weights;
+    if (b->plan()->ranges() || b->plan()->buckets()) fail(origin, where + "'s plan has ranges or buckets of its own");
+    parse_plan(b->plan(), &p, p.origin);
+    if (p.target != e->target) fail(origin, where + " is for " + p.target + ", the engine for " + e->target);
+    // The same inputs and outputs, at the bucket's sizes.
+    auto same_io = [&](const std::vector<TensorInfo>& mine, const std::vector<TensorInfo>& top, bool inputs) {
+      const char* what = inputs ? "input" : "output";
+      if (mine.size() != top.size())
+        fail(origin, where + " has " + std::to_string(mine.size()) + " " + what + "s, the engine " +
+                         std::to_string(top.size()));
+      for (size_t i = 0; i < mine.size(); ++i) {
+        const TensorInfo& a = mine[i];
+        const TensorInfo& t = top[i];
+        if (a.name != t.name || a.dtype != t.dtype || a.shape.size() != t.shape.size())
+          fail(origin, where + " " + what + " " + std::to_string(i) + " is '" + a.name + "' " +
+                           std::string(dtype_name(a.dtype)) + shape_string(a.shape) + ", the engine's '" + t.name +
+                           "' " + std::string(dtype_name(t.dtype)) + shape_string(t.shape));
+        std::vector<int64_t> want = t.shape;
+        bool exact = false;  // a range without padding: the outputs' shapes are the plan's own
+        for (size_t k = 0; k < nr; ++k) {
+          const ShapeRangeInfo& r = e->ranges[k];
+          const auto& axes = inputs ? r.inputs : r.outputs;
+          if (!inputs && !r.pad_rows) exact = true;
+          for (const auto& [name, axis] : axes)
+            if (name == t.name && axis >= 0) want[static_cast<size_t>(axis)] = bp.sizes[k];
+        }
+        if (!exact && a.shape != want)
+          fail(origin, where + " " + what + " '" + a.name + "' is " + shape_string(a.shape) + ", expected " +
+                           shape_string(want));
+      }
+    };
+    same_io(p.inputs, e->inputs, true);
+    same_io(p.outputs, e->outputs, false);
+    e->buckets.push_back(std::move(bp));
+  }
+  size_t combinations = 1;
+  for (size_t k = 0; k < nr; ++k) {
+    e->ranges[k].buckets.assign(per_range[k].begin(), per_range[k].end());
+    combinations *= per_range[k].size();
+  }
+  if (combinations != seen.size())
+    fail(origin, "the buckets do not cover every combination of the ranges' sizes (" + std::to_string(seen.size()) +
+                     " plans for " + std::to_string(combinations) + " combinations)");
+}
+
+}  // namespace
+
+std::shared_ptr<EngineImpl> parse_engine(std::vector<uint8_t> file, std::string origin) {
+  auto e = std::make_shared<EngineImpl>();
+  e->origin = origin;
+  format::EngineHeader h;
+  check_header(file, origin, h);
+  e->file = std::move(file);
+  e->format_version = h.format_version;
+  e->weights = e->file.data() + h.weights_offset;
+  e->weights_bytes = h.weights_bytes;
+
+  const uint8_t* toc = e->file.data() + h.toc_offset;
+  flatbuffers::Verifier verifier(toc, h.toc_bytes, /*max_depth=*/16, /*max_tables=*/10'000'000);
+  if (!fb::VerifyEngineBuffer(verifier)) fail(origin, "table of contents is malformed");
+  const fb::Engine* root = fb::GetEngine(toc);
+  parse_plan(root, e.get(), origin);
+  parse_ranges(root, e.get());
   return e;
 }
 

@@ -24,6 +24,8 @@
 #include "runtime/side_steps.h"
 
 #if defined(KILN_HAVE_CUDA)
+#include "runtime/copy_corner.h"
+#include "runtime/cuda/copy_corner.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/gpu_kernels.h"
 #include "runtime/cuda/whole_net.h"
@@ -73,14 +75,15 @@ std::shared_ptr<void> pinned_alloc(size_t bytes, const std::string& what) {
 
 // The engine's weights on `device`, uploaded by the first context there.
 std::shared_ptr<void> device_weights(const EngineImpl& e, int device) {
-  std::lock_guard lock(e.gpu_mu);
-  for (auto& [d, w] : e.gpu_weights)
+  detail::GpuWeights& g = *e.gpu_weights;
+  std::lock_guard lock(g.mu);
+  for (auto& [d, w] : g.on_device)
     if (d == device) return w;
   std::shared_ptr<void> w = device_alloc(e.weights_bytes, "the engine's weights");
   if (w)
-    check_cuda(cudaMemcpy(w.get(), e.file.data() + e.weights_offset, e.weights_bytes, cudaMemcpyHostToDevice),
+    check_cuda(cudaMemcpy(w.get(), e.weights, e.weights_bytes, cudaMemcpyHostToDevice),
                "uploading the engine's weights");
-  e.gpu_weights.emplace_back(device, w);
+  g.on_device.emplace_back(device, w);
   return w;
 }
 
@@ -93,8 +96,8 @@ struct Step {
   std::vector<TensorView> in, out;
   std::vector<const void*> host_in;
   std::unique_ptr<StepState> state;
-  int side = -1;          // its index among the side steps, or -1: on the main stream
-  int wait = -1;          // main stream: the last side step to wait for before it (-1: none)
+  int side = -1;  // its index among the side steps, or -1: on the main stream
+  int wait = -1;  // main stream: the last side step to wait for before it (-1: none)
 };
 
 // A host output copy done by the stream (cudaLaunchHostFunc) once the data is in staging.
@@ -104,18 +107,23 @@ struct HostCopy {
   size_t bytes = 0;
 };
 
+size_t bytes_of(const std::vector<int64_t>& shape, DataType dtype) {
+  return static_cast<size_t>(detail::element_count(shape)) * dtype_size(dtype);
+}
+
 void CUDART_CB run_host_copy(void* p) {
   const auto* c = static_cast<const HostCopy*>(p);
   std::memcpy(c->dst, c->src, c->bytes);
 }
 
-class GpuContextImpl final : public GpuContext {
+class GpuContextImpl final : public detail::PlanRunner {
  public:
   // Whatever the setup made before it threw (streams, events, handles) is released: the destructor
   // does not run for a constructor that throws.
-  GpuContextImpl(const EngineImpl& e, const ContextOptions& o) : e_(e), opt_(o) {
+  GpuContextImpl(const EngineImpl& e, const ContextOptions& o, std::shared_ptr<void>* arena, size_t arena_bytes)
+      : e_(e), opt_(o) {
     try {
-      set_up();
+      set_up(arena, arena_bytes);
     } catch (...) {
       release();
       throw;
@@ -126,7 +134,7 @@ class GpuContextImpl final : public GpuContext {
 
  private:
   // The constructor's work (the context's memory, streams, handles and step views).
-  void set_up() {
+  void set_up(std::shared_ptr<void>* arena, size_t arena_bytes) {
     const EngineImpl& e = e_;
     if (!gpu_available()) {
       try {
@@ -153,7 +161,8 @@ class GpuContextImpl final : public GpuContext {
       throw Error(m + "\nrun this model with --device cpu");
     }
     weights_ = device_weights(e, device_);
-    arena_ = device_alloc(e.arena_bytes, "the activation arena");
+    if (!*arena) *arena = device_alloc(std::max<size_t>(arena_bytes, e.arena_bytes), "the activation arena");
+    arena_ = *arena;
     check_cuda(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
@@ -192,6 +201,10 @@ class GpuContextImpl final : public GpuContext {
     out_host_.assign(e.output_ids.size(), nullptr);
     out_dev_.assign(e.output_ids.size(), nullptr);
     host_copies_.resize(e.output_ids.size());
+    for (const TensorInfo& t : e.inputs) in_shape_.push_back(t.shape);
+    for (const TensorInfo& t : e.outputs) out_shape_.push_back(t.shape);
+    in_pad_.assign(e.inputs.size(), 0);
+    out_slice_.assign(e.outputs.size(), 0);
 
     if (!opt_.profile && !whole_ && opt_.side_stream) plan_side_steps();
 
@@ -265,6 +278,40 @@ class GpuContextImpl final : public GpuContext {
     out_dev_[i] = device ? p : nullptr;
   }
 
+  // Range engines between buckets: inputs padded into the plan's shapes (host inputs in pinned
+  // staging, whose rows beyond them are zeroed here once; device inputs by a kernel into a buffer of
+  // the runner's), outputs sliced by a kernel into the caller's device memory or a buffer of the
+  // runner's, from which host staging copies them.
+  void set_io_shapes(const std::vector<std::vector<int64_t>>& in,
+                     const std::vector<std::vector<int64_t>>& out) override {
+    size_t pad_bytes = 0;
+    std::vector<size_t> in_off, out_off;
+    for (size_t i = 0; i < in.size(); ++i) {
+      in_off.push_back(pad_bytes);
+      pad_bytes += align_up(e_.inputs[i].bytes());
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      out_off.push_back(pad_bytes);
+      pad_bytes += align_up(e_.outputs[i].bytes());
+    }
+    bool any = false;
+    for (size_t i = 0; i < in.size(); ++i) any |= in[i] != e_.inputs[i].shape;
+    for (size_t i = 0; i < out.size(); ++i) any |= out[i] != e_.outputs[i].shape;
+    if (any && !pad_dev_) pad_dev_ = device_alloc(pad_bytes, "padding the inputs and slicing the outputs");
+    pad_in_off_ = std::move(in_off);
+    pad_out_off_ = std::move(out_off);
+    if (opt_.host_staging && pinned_) {
+      check_cuda(cudaEventSynchronize(staged_), "waiting for the previous input copy");
+      for (size_t i = 0; i < in.size(); ++i)
+        if (in[i] != e_.inputs[i].shape && in[i] != in_shape_[i])
+          std::memset(static_cast<uint8_t*>(pinned_.get()) + in_off_[i], 0, e_.inputs[i].bytes());
+    }
+    for (size_t i = 0; i < in.size(); ++i) in_pad_[i] = in[i] != e_.inputs[i].shape;
+    for (size_t i = 0; i < out.size(); ++i) out_slice_[i] = out[i] != e_.outputs[i].shape;
+    in_shape_ = in;
+    out_shape_ = out;
+  }
+
   void enqueue(CUstream_st* stream) override {
     enqueued_ = false;  // until this run's pointers are all in place
     flush_profile();
@@ -273,7 +320,10 @@ class GpuContextImpl final : public GpuContext {
     for (size_t i = 0; i < e_.input_ids.size(); ++i) {
       const auto id = static_cast<size_t>(e_.input_ids[i]);
       const TensorRec& t = e_.tensors[id];
-      if (in_dev_[i]) {
+      if (in_dev_[i] && in_pad_[i]) {
+        data_[id] = static_cast<uint8_t*>(pad_dev_.get()) + pad_in_off_[i];
+        copy_corner_device(in_dev_[i], in_shape_[i], data_[id], t.shape, dtype_size(t.dtype), stream);
+      } else if (in_dev_[i]) {
         data_[id] = const_cast<void*>(in_dev_[i]);
       } else if (in_host_[i] || t.bytes == 0) {
         data_[id] = device_in_ ? static_cast<uint8_t*>(device_in_.get()) + in_off_[i] : nullptr;
@@ -285,7 +335,8 @@ class GpuContextImpl final : public GpuContext {
     // Outputs: the caller's device memory, or the context's (then copied to host staging, if any).
     for (size_t i = 0; i < e_.output_ids.size(); ++i) {
       const auto id = static_cast<size_t>(e_.output_ids[i]);
-      data_[id] = out_dev_[i] ? out_dev_[i] : static_cast<uint8_t*>(arena_.get()) + e_.tensors[id].offset;
+      data_[id] =
+          out_dev_[i] && !out_slice_[i] ? out_dev_[i] : static_cast<uint8_t*>(arena_.get()) + e_.tensors[id].offset;
     }
     resolve_views();
     if (staging) {
@@ -295,7 +346,10 @@ class GpuContextImpl final : public GpuContext {
         const TensorRec& t = e_.tensors[static_cast<size_t>(e_.input_ids[i])];
         if (in_dev_[i] || t.bytes == 0) continue;
         uint8_t* pin = static_cast<uint8_t*>(pinned_.get()) + in_off_[i];
-        std::memcpy(pin, in_host_[i], t.bytes);
+        if (in_pad_[i])  // the rows beyond the caller's are zero since set_io_shapes
+          detail::copy_corner(in_host_[i], in_shape_[i], pin, t.shape, dtype_size(t.dtype), false);
+        else
+          std::memcpy(pin, in_host_[i], t.bytes);
         check_cuda(cudaMemcpyAsync(static_cast<uint8_t*>(device_in_.get()) + in_off_[i], pin, t.bytes,
                                    cudaMemcpyHostToDevice, stream),
                    "copying input '" + t.name + "' to the GPU");
@@ -311,18 +365,27 @@ class GpuContextImpl final : public GpuContext {
     else
       run_program(stream);
 
+    // Outputs between buckets: their leading corner, into the caller's device memory or the runner's.
+    for (size_t i = 0; i < e_.output_ids.size(); ++i) {
+      if (!out_slice_[i]) continue;
+      const TensorRec& t = e_.tensors[static_cast<size_t>(e_.output_ids[i])];
+      copy_corner_device(data_[static_cast<size_t>(e_.output_ids[i])], t.shape, sliced_output(i), out_shape_[i],
+                         dtype_size(t.dtype), stream);
+    }
     // Outputs not bound to device memory: to pinned staging, then (if bound) the caller's buffer.
     // Without staging they stay in the context's memory (device_output).
     for (size_t i = 0; i < e_.output_ids.size() && opt_.host_staging; ++i) {
       if (out_dev_[i]) continue;
       const auto id = static_cast<size_t>(e_.output_ids[i]);
       const TensorRec& t = e_.tensors[id];
-      if (t.bytes == 0) continue;
+      const size_t bytes = bytes_of(out_shape_[i], t.dtype);
+      if (bytes == 0) continue;
       uint8_t* pin = static_cast<uint8_t*>(pinned_.get()) + out_off_[i];
-      check_cuda(cudaMemcpyAsync(pin, data_[id], t.bytes, cudaMemcpyDeviceToHost, stream),
-                 "copying output '" + t.name + "' from the GPU");
+      check_cuda(
+          cudaMemcpyAsync(pin, out_slice_[i] ? sliced_output(i) : data_[id], bytes, cudaMemcpyDeviceToHost, stream),
+          "copying output '" + t.name + "' from the GPU");
       if (out_host_[i]) {
-        host_copies_[i] = {out_host_[i], pin, t.bytes};
+        host_copies_[i] = {out_host_[i], pin, bytes};
         check_cuda(cudaLaunchHostFunc(stream, run_host_copy, &host_copies_[i]), "cudaLaunchHostFunc");
       }
     }
@@ -359,7 +422,7 @@ class GpuContextImpl final : public GpuContext {
     const auto id = static_cast<size_t>(e_.output_ids[i]);
     if (!enqueued_)
       throw Error("output '" + e_.tensors[id].name + "': output_device is known after the first run (run or enqueue)");
-    return data_[id];
+    return out_slice_[i] ? sliced_output(i) : data_[id];
   }
 
   bool whole_network() const override { return whole_ != nullptr; }
@@ -382,7 +445,13 @@ class GpuContextImpl final : public GpuContext {
     if (opt_.host_staging) return;
     throw Error(std::string(what) + " '" + e_.tensors[static_cast<size_t>(id)].name +
                 "' is not bound to device memory, and this context has no host staging "
-                "(ContextOptions::host_staging is off): " + instead);
+                "(ContextOptions::host_staging is off): " +
+                instead);
+  }
+
+  // Where output i is sliced to between buckets: the caller's device memory, or the runner's.
+  void* sliced_output(size_t i) const {
+    return out_dev_[i] ? out_dev_[i] : static_cast<uint8_t*>(pad_dev_.get()) + pad_out_off_[i];
   }
 
   std::string step_name(size_t k) const {
@@ -570,6 +639,12 @@ class GpuContextImpl final : public GpuContext {
   std::vector<const void*> in_host_, in_dev_;
   std::vector<void*> out_host_, out_dev_;
   std::vector<HostCopy> host_copies_;
+  // The caller's shapes (the plan's, or smaller between buckets), and which inputs are padded and
+  // outputs sliced; pad_dev_: the device buffers for that, laid out [inputs | outputs].
+  std::vector<std::vector<int64_t>> in_shape_, out_shape_;
+  std::vector<char> in_pad_, out_slice_;
+  std::shared_ptr<void> pad_dev_;
+  std::vector<size_t> pad_in_off_, pad_out_off_;
   cudaGraphExec_t exec_ = nullptr;
   std::vector<const void*> graph_key_;
   int direct_runs_ = 0;
@@ -582,8 +657,9 @@ class GpuContextImpl final : public GpuContext {
 
 }  // namespace
 
-std::unique_ptr<GpuContext> GpuContext::create(const detail::EngineImpl& e, const ContextOptions& options) {
-  return std::make_unique<GpuContextImpl>(e, options);
+std::unique_ptr<detail::PlanRunner> make_gpu_runner(const detail::EngineImpl& e, const ContextOptions& options,
+                                                    std::shared_ptr<void>* arena, size_t arena_bytes) {
+  return std::make_unique<GpuContextImpl>(e, options, arena, arena_bytes);
 }
 
 }  // namespace kiln::gpu
@@ -592,7 +668,8 @@ std::unique_ptr<GpuContext> GpuContext::create(const detail::EngineImpl& e, cons
 
 namespace kiln::gpu {
 
-std::unique_ptr<GpuContext> GpuContext::create(const detail::EngineImpl& e, const ContextOptions&) {
+std::unique_ptr<detail::PlanRunner> make_gpu_runner(const detail::EngineImpl& e, const ContextOptions&,
+                                                    std::shared_ptr<void>*, size_t) {
   throw Error(e.origin + ": the engine targets " + e.target +
               " but this Kiln was built without CUDA (KILN_CUDA=OFF); rebuild Kiln with the CUDA toolkit or the "
               "engine with --device cpu");

@@ -1,5 +1,5 @@
-// GPU execution of an engine: what kiln::Context does for engines built for a GPU. Internal to the
-// runtime; context.cpp forwards to it. In a build without CUDA, create() throws.
+// GPU execution of one plan of an engine (runtime/plan_runner.h): what kiln::Context does for
+// engines built for a GPU. Internal to the runtime. In a build without CUDA, make_gpu_runner throws.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/engine.h"
+#include "runtime/plan_runner.h"
 
 namespace kiln::detail {
 struct EngineImpl;
@@ -14,24 +15,11 @@ struct EngineImpl;
 
 namespace kiln::gpu {
 
-class GpuContext {
- public:
-  // Checks the device (present, same architecture as the engine), uploads the weights if needed and
-  // allocates everything the context will use. Throws kiln::Error.
-  static std::unique_ptr<GpuContext> create(const detail::EngineImpl& e, const ContextOptions& options);
-  virtual ~GpuContext() = default;
-
-  // i: the index among the engine's inputs / outputs. `device`: p is device memory.
-  virtual void bind_input(size_t i, const void* p, bool device) = 0;
-  virtual void bind_output(size_t i, void* p, bool device) = 0;
-  virtual void enqueue(CUstream_st* stream) = 0;
-  virtual void run() = 0;  // enqueue on the context's own stream, wait, check()
-  virtual void check() = 0;
-  virtual const std::byte* host_output(size_t i) const = 0;  // null if bound to device memory
-  virtual const void* device_output(size_t i) const = 0;     // where output i lies on the device
-  virtual std::vector<StepTime> step_times() = 0;
-  virtual bool whole_network() const = 0;  // the engine runs as one kernel (whole_net.h)
-  virtual size_t side_steps() const = 0;   // steps on the side stream (runtime/side_steps.h)
-};
+// A runner for plan `e`: checks the device (present, same architecture as the engine), uploads
+// the weights if needed and allocates everything it will use. `arena`: the context's activation
+// arena, allocated here (arena_bytes, at least e's) by the first plan of a context and shared by
+// the others. Throws kiln::Error.
+std::unique_ptr<detail::PlanRunner> make_gpu_runner(const detail::EngineImpl& e, const ContextOptions& options,
+                                                    std::shared_ptr<void>* arena, size_t arena_bytes);
 
 }  // namespace kiln::gpu
