@@ -1,8 +1,19 @@
+// The analysis follows the ranged dimension through the graph, node by node. Every value records
+// the axes that carry it (the rows of a batch; for a sequence, the positions, and after Q·Kᵀ the
+// keys too) and, per axis, what the padded positions hold when the inputs are padded with zeros:
+// a known constant (the padding of a mask input, and what elementwise ops make of it), "masked"
+// (finite plus a large negative constant: an additive attention mask), or only "finite". The rows
+// of the valid region then equal those of the exact shape as long as no op mixes the padded
+// positions into them: a Softmax may reduce along an axis whose padding is masked (it becomes 0),
+// a MatMul may contract along one whose padding is 0 on one side; everything else that works
+// along a carried axis is refused, naming the node.
 #include "build/row_independence.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "core/tensor.h"
 
@@ -14,16 +25,29 @@ using graph::Node;
 using graph::Value;
 using graph::ValueId;
 
-constexpr int kNone = -1;  // the value does not vary from row to row
+// A padded position at or below this value, added to a finite score, is masked: exp() of it is 0.
+constexpr double kMaskedBelow = -1000;
+
+enum class Pad : uint8_t { kFinite, kConst, kMasked };
+
+struct Carry {
+  int axis;
+  Pad pad = Pad::kFinite;
+  double c = 0;  // kConst: the value
+};
+using Carries = std::vector<Carry>;
 
 int64_t product(const std::vector<int64_t>& s, size_t from, size_t to) {
   return std::accumulate(s.begin() + static_cast<std::ptrdiff_t>(from), s.begin() + static_cast<std::ptrdiff_t>(to),
                          int64_t{1}, std::multiplies<>());
 }
 
+std::vector<double> values_of(const Value& v) {
+  return TensorView{v.dtype, v.shape, const_cast<uint8_t*>(v.data->data()), true}.to_double();
+}
+
 // A constant's slices along `axis` all hold the same bytes.
 bool rows_equal(const Value& v, int axis) {
-  if (!v.is_constant()) return false;
   const int64_t rows = v.shape[static_cast<size_t>(axis)];
   const size_t inner =
       static_cast<size_t>(product(v.shape, static_cast<size_t>(axis) + 1, v.shape.size())) * dtype_size(v.dtype);
@@ -35,7 +59,7 @@ bool rows_equal(const Value& v, int axis) {
   return true;
 }
 
-// The constant axes list of input `i` (normalized to `rank`), or false if it is not constant.
+// The constant's axes list of input `i` (normalized to `rank`), or false if it is not constant.
 bool constant_axes(const Graph& g, const Node& n, size_t i, int64_t rank, std::vector<int64_t>* axes) {
   axes->clear();
   if (i >= n.inputs.size() || n.inputs[i] == graph::kNoValue) return true;
@@ -46,10 +70,51 @@ bool constant_axes(const Graph& g, const Node& n, size_t i, int64_t rank, std::v
   return true;
 }
 
+// An elementwise op on scalars, where Kiln knows it; nullopt otherwise.
+std::optional<double> eval(const Node& n, const std::vector<double>& x) {
+  auto b = [](bool v) { return v ? 1.0 : 0.0; };
+  switch (n.kind) {
+    case OpKind::kIdentity:
+    case OpKind::kDropout: return x[0];
+    case OpKind::kCast: {
+      const DataType to = std::get<CastAttrs>(n.attrs).to;
+      if (to == DataType::kBool) return b(x[0] != 0);
+      if (to == DataType::kFloat32 || to == DataType::kFloat16 || to == DataType::kFloat64 || to == DataType::kBFloat16)
+        return x[0];
+      return std::trunc(x[0]);
+    }
+    case OpKind::kNeg: return -x[0];
+    case OpKind::kNot: return b(x[0] == 0);
+    case OpKind::kRelu: return std::max(x[0], 0.0);
+    case OpKind::kAbs: return std::fabs(x[0]);
+    case OpKind::kExp: return std::exp(x[0]);
+    case OpKind::kSqrt: return std::sqrt(x[0]);
+    case OpKind::kAdd: return x[0] + x[1];
+    case OpKind::kSub: return x[0] - x[1];
+    case OpKind::kMul: return x[0] * x[1];
+    case OpKind::kDiv: return x[1] == 0 ? std::optional<double>() : x[0] / x[1];
+    case OpKind::kPow: return std::pow(x[0], x[1]);
+    case OpKind::kMax: return std::max(x[0], x[1]);
+    case OpKind::kMin: return std::min(x[0], x[1]);
+    case OpKind::kEqual: return b(x[0] == x[1]);
+    case OpKind::kLess: return b(x[0] < x[1]);
+    case OpKind::kGreater: return b(x[0] > x[1]);
+    case OpKind::kLessOrEqual: return b(x[0] <= x[1]);
+    case OpKind::kGreaterOrEqual: return b(x[0] >= x[1]);
+    case OpKind::kAnd: return b(x[0] != 0 && x[1] != 0);
+    case OpKind::kOr: return b(x[0] != 0 || x[1] != 0);
+    case OpKind::kWhere: return x[0] != 0 ? x[1] : x[2];
+    default: return std::nullopt;
+  }
+}
+
+bool masking(const Carry& c) { return c.pad == Pad::kMasked || (c.pad == Pad::kConst && c.c <= kMaskedBelow); }
+
 class Analysis {
  public:
-  Analysis(const Graph& g, const std::map<ValueId, int>& axes) : g_(g), axis_(g.values.size(), kNone) {
-    for (const auto& [id, a] : axes) axis_[static_cast<size_t>(id)] = a;
+  Analysis(const Graph& g, const std::map<ValueId, int>& axes, const Graph* smaller, int64_t lo)
+      : g_(g), smaller_(smaller), lo_(lo), carry_(g.values.size()) {
+    for (const auto& [id, a] : axes) carry_[static_cast<size_t>(id)] = {{a, Pad::kConst, 0.0}};  // zero padding
   }
 
   RowAxes run() {
@@ -61,49 +126,71 @@ class Analysis {
         return r;
       }
     }
-    for (ValueId o : g_.outputs) r.outputs[o] = axis(o);
+    for (ValueId o : g_.outputs) {
+      const Carries& c = carry(o);
+      if (c.size() > 1) {
+        r.why_not = "output '" + g_.value(o).name + "' carries the dimension on " + std::to_string(c.size()) + " axes";
+        return r;
+      }
+      r.outputs[o] = c.empty() ? -1 : c[0].axis;
+    }
     return r;
   }
 
  private:
-  int& axis(ValueId v) { return axis_[static_cast<size_t>(v)]; }
+  Carries& carry(ValueId v) { return carry_[static_cast<size_t>(v)]; }
   int rank(ValueId v) const { return static_cast<int>(g_.value(v).shape.size()); }
   const std::vector<int64_t>& shape(ValueId v) const { return g_.value(v).shape; }
+  static const Carry* find(const Carries& c, int axis) {
+    for (const Carry& x : c)
+      if (x.axis == axis) return &x;
+    return nullptr;
+  }
 
   bool fail(std::string why) {
     why_ = std::move(why);
     return false;
   }
-  void set_outputs(const Node& n, int a) {
+  void set_outputs(const Node& n, const Carries& c) {
     for (ValueId o : n.outputs)
-      if (o != graph::kNoValue) axis(o) = a;
+      if (o != graph::kNoValue) carry(o) = c;
   }
-  // The one carried input's axis, or kNone; false if several inputs carry the rows.
-  bool single_carrier(const Node& n, size_t* index, int* a) {
-    *a = kNone;
+  static Carries finite(const Carries& c) {
+    Carries r = c;
+    for (Carry& x : r) x = {x.axis, Pad::kFinite, 0};
+    return r;
+  }
+  // The one input that carries the dimension (its index), or false if several do.
+  bool single_carrier(const Node& n, size_t* index) {
+    bool found = false;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
-      if (n.inputs[i] == graph::kNoValue || axis(n.inputs[i]) == kNone) continue;
-      if (*a != kNone) return fail("two inputs carry the rows");
+      if (n.inputs[i] == graph::kNoValue || carry(n.inputs[i]).empty()) continue;
+      if (found) return fail("two inputs carry the rows");
       *index = i;
-      *a = axis(n.inputs[i]);
+      found = true;
     }
+    return true;
+  }
+  // The carrier's one axis; false if it carries several.
+  bool one_axis(ValueId v, int* a) {
+    if (carry(v).size() != 1) return fail("its input carries the dimension on several axes");
+    *a = carry(v)[0].axis;
     return true;
   }
 
   bool visit(const Node& n) {
     bool any = false;
-    for (ValueId v : n.inputs) any = any || (v != graph::kNoValue && axis(v) != kNone);
+    for (ValueId v : n.inputs) any = any || (v != graph::kNoValue && !carry(v).empty());
     if (!any) {
-      set_outputs(n, kNone);
+      set_outputs(n, {});
       return true;
     }
     const OpKind k = n.kind;
-    if (has_trait(k, kPerElement) || has_trait(k, kBroadcast) || k == OpKind::kWhere) return broadcast(n);
+    if (has_trait(k, kPerElement) || has_trait(k, kBroadcast) || k == OpKind::kCast || k == OpKind::kIdentity ||
+        k == OpKind::kDropout || k == OpKind::kExpand)
+      return broadcast(n);
     if (has_trait(k, kReshapeLike)) return reshape(n);
     switch (k) {
-      case OpKind::kCast:
-      case OpKind::kIdentity:
-      case OpKind::kDropout: return broadcast(n);
       case OpKind::kConv:
       case OpKind::kConvTranspose:
       case OpKind::kMaxPool:
@@ -118,23 +205,18 @@ class Analysis {
       case OpKind::kSpaceToDepth: return leading_only(n);
       case OpKind::kLayerNormalization: {
         const int r = rank(n.inputs[0]);
-        return along_other(n, 0, static_cast<int>(normalize_axis(std::get<LayerNormAttrs>(n.attrs).axis, r)),
-                           /*from_axis=*/true);
+        return along_other(n, static_cast<int>(normalize_axis(std::get<LayerNormAttrs>(n.attrs).axis, r)), true);
       }
       case OpKind::kSoftmax:
       case OpKind::kLogSoftmax:
-      case OpKind::kHardmax: {
-        const auto& a = std::get<SoftmaxAttrs>(n.attrs);
-        const int r = rank(n.inputs[0]);
-        return along_other(n, 0, static_cast<int>(normalize_axis(a.axis, r)), a.coerce_2d != 0);
-      }
+      case OpKind::kHardmax: return softmax(n);
       case OpKind::kGemm: return gemm(n);
       case OpKind::kMatMul: return matmul(n);
       case OpKind::kTranspose: return transpose(n);
       case OpKind::kConcat: return concat(n);
       case OpKind::kSplit: {
         const int r = rank(n.inputs[0]);
-        return along_other(n, 0, static_cast<int>(normalize_axis(std::get<SplitAttrs>(n.attrs).axis, r)), false);
+        return along_other(n, static_cast<int>(normalize_axis(std::get<SplitAttrs>(n.attrs).axis, r)), false);
       }
       case OpKind::kGather: return gather(n);
       case OpKind::kSlice:
@@ -152,114 +234,281 @@ class Analysis {
       case OpKind::kArgMax:
       case OpKind::kArgMin: {
         const auto& a = std::get<ArgReduceAttrs>(n.attrs);
-        const int r = rank(n.inputs[0]), ax = static_cast<int>(normalize_axis(a.axis, r));
-        if (axis(n.inputs[0]) == ax) return fail("reduces along the rows");
-        set_outputs(n, axis(n.inputs[0]) - (a.keepdims == 0 && ax < axis(n.inputs[0]) ? 1 : 0));
+        size_t c = 0;
+        int ax = 0;
+        if (!single_carrier(n, &c) || !one_axis(n.inputs[c], &ax)) return false;
+        const int op = static_cast<int>(normalize_axis(a.axis, rank(n.inputs[0])));
+        if (ax == op) return fail("reduces along the rows");
+        set_outputs(n, {{ax - (a.keepdims == 0 && op < ax ? 1 : 0)}});
         return true;
       }
       default: return fail("Kiln has no rule for whether this op keeps rows apart");
     }
   }
 
-  // Per-element and broadcasting ops: every carried input puts the rows on the same output axis;
-  // the others must not vary along it (size 1, or equal rows of a constant).
+  // What a constant that varies along output axis `at` holds at the padded positions there, or
+  // nullopt (with why_) when it is not the same constant at every size in the range. `offset`:
+  // the constant's axes lie at output axis + offset.
+  std::optional<Carry> constant_pad(ValueId v, int at, int offset, const Carries& out) {
+    const Value& big = g_.value(v);
+    if (!big.is_constant()) {
+      fail("input '" + big.name + "' varies along the rows without carrying them");
+      return std::nullopt;
+    }
+    const graph::ValueId sid = smaller_ ? smaller_->find(big.name) : graph::kNoValue;
+    if (sid == graph::kNoValue && rows_equal(big, at + offset)) return Carry{at, Pad::kFinite, 0};
+    if (sid == graph::kNoValue || !smaller_->value(sid).is_constant()) {
+      fail("input '" + big.name + "' differs from row to row");
+      return std::nullopt;
+    }
+    const Value& small = smaller_->value(sid);
+    if (small.shape.size() != big.shape.size() || small.dtype != big.dtype) {
+      fail("constant '" + big.name + "' changes shape with the size");
+      return std::nullopt;
+    }
+    // The axes where the two sizes' constants differ in size carry the dimension.
+    std::vector<int> axes;
+    for (size_t a = 0; a < big.shape.size(); ++a) {
+      if (big.shape[a] == small.shape[a]) continue;
+      if (big.shape[a] < small.shape[a] || !find(out, static_cast<int>(a) - offset)) {
+        fail("constant '" + big.name + "' changes along an axis that does not carry the rows");
+        return std::nullopt;
+      }
+      axes.push_back(static_cast<int>(a));
+    }
+    // Same at every size: the smaller one is the larger one's leading corner...
+    const std::vector<double> bv = values_of(big), sv = values_of(small);
+    const size_t rank = big.shape.size();
+    std::vector<int64_t> idx(rank, 0);
+    auto flat = [&](const std::vector<int64_t>& s) {
+      int64_t f = 0;
+      for (size_t a = 0; a < rank; ++a) f = f * s[a] + idx[a];
+      return static_cast<size_t>(f);
+    };
+    for (size_t e = 0; e < sv.size(); ++e) {
+      int64_t rest = static_cast<int64_t>(e);
+      for (size_t a = rank; a-- > 0;) {
+        idx[a] = rest % small.shape[a];
+        rest /= small.shape[a];
+      }
+      const double x = bv[flat(big.shape)], y = sv[e];
+      if (!(x == y || (std::isnan(x) && std::isnan(y)))) {
+        fail("constant '" + big.name +
+             "' is not the same at every size (built at two sizes, their common part differs)");
+        return std::nullopt;
+      }
+    }
+    // ...and what it holds where `at` is padded while its other ranged axes are not.
+    const int mine = at + offset;
+    if (std::find(axes.begin(), axes.end(), mine) == axes.end()) return Carry{at, Pad::kFinite, 0};
+    bool all_equal = true, all_masked = true, first = true;
+    double c = 0;
+    for (size_t e = 0; e < bv.size(); ++e) {
+      int64_t rest = static_cast<int64_t>(e);
+      for (size_t a = rank; a-- > 0;) {
+        idx[a] = rest % big.shape[a];
+        rest /= big.shape[a];
+      }
+      int64_t other = -1;
+      for (int a : axes)
+        if (a != mine) other = std::max(other, idx[static_cast<size_t>(a)]);
+      if (idx[static_cast<size_t>(mine)] < std::max(lo_, other + 1)) continue;  // valid at every size that has it
+      if (first) c = bv[e];
+      all_equal = all_equal && bv[e] == c;
+      all_masked = all_masked && bv[e] <= kMaskedBelow;
+      first = false;
+    }
+    if (all_equal) return Carry{at, Pad::kConst, c};
+    return Carry{at, all_masked ? Pad::kMasked : Pad::kFinite, 0};
+  }
+
+  // Per-element and broadcasting ops: the carried axes of every input, aligned; inputs that do not
+  // carry an axis must not vary along it (size 1, or a constant the same at every size). The
+  // padding follows the op: constants are computed, a finite value plus a large negative constant
+  // is masked.
   bool broadcast(const Node& n) {
     const ValueId out = n.outputs[0];
     const int out_rank = rank(out);
-    int at = kNone;
-    for (ValueId v : n.inputs)
-      if (v != graph::kNoValue && axis(v) != kNone) {
-        const int a = axis(v) + out_rank - rank(v);
-        if (at != kNone && a != at) return fail("its inputs carry the rows on different axes");
-        at = a;
+    const size_t data_inputs = n.kind == OpKind::kExpand ? 1 : n.inputs.size();
+    Carries axes;  // output axes carried, in order
+    for (size_t i = 0; i < data_inputs; ++i) {
+      const ValueId v = n.inputs[i];
+      if (v == graph::kNoValue) continue;
+      for (const Carry& c : carry(v)) {
+        const int a = c.axis + out_rank - rank(v);
+        if (!find(axes, a)) axes.push_back({a});
       }
-    for (ValueId v : n.inputs) {
-      if (v == graph::kNoValue || axis(v) != kNone) continue;
-      const int a = at - (out_rank - rank(v));
-      if (a < 0 || shape(v)[static_cast<size_t>(a)] == 1) continue;
-      if (!rows_equal(g_.value(v), a)) return fail("input '" + g_.value(v).name + "' differs from row to row");
     }
-    for (ValueId v : n.inputs)
-      if (v != graph::kNoValue && axis(v) != kNone &&
-          shape(v)[static_cast<size_t>(axis(v))] != shape(out)[static_cast<size_t>(at)])
-        return fail("changes the number of rows");
-    set_outputs(n, at);
+    if (n.kind == OpKind::kExpand && !carry(n.inputs[1]).empty()) return fail("its shape input carries the rows");
+    std::sort(axes.begin(), axes.end(), [](const Carry& x, const Carry& y) { return x.axis < y.axis; });
+    Carries result;
+    for (const Carry& a : axes) {
+      std::vector<Carry> in;  // per input: its padding along a
+      for (size_t i = 0; i < data_inputs; ++i) {
+        const ValueId v = n.inputs[i];
+        if (v == graph::kNoValue) {
+          in.push_back({a.axis, Pad::kFinite, 0});
+          continue;
+        }
+        const int offset = rank(v) - out_rank;
+        if (const Carry* c = find(carry(v), a.axis + offset)) {
+          if (shape(v)[static_cast<size_t>(a.axis + offset)] != shape(out)[static_cast<size_t>(a.axis)])
+            return fail("changes the number of rows");
+          in.push_back(*c);
+          continue;
+        }
+        const int mine = a.axis + offset;
+        const Value& val = g_.value(v);
+        if (mine < 0 || val.shape[static_cast<size_t>(mine)] == 1) {  // the same at every position along a
+          if (val.is_constant() && product(val.shape, 0, val.shape.size()) == 1)
+            in.push_back({a.axis, Pad::kConst, values_of(val)[0]});
+          else
+            in.push_back({a.axis, Pad::kFinite, 0});
+          continue;
+        }
+        std::optional<Carry> c = constant_pad(v, a.axis, offset, axes);
+        if (!c) return false;
+        in.push_back(*c);
+      }
+      result.push_back(combine(n, a.axis, in));
+    }
+    set_outputs(n, result);
     return true;
+  }
+
+  static Carry combine(const Node& n, int axis, const std::vector<Carry>& in) {
+    bool all_const = true;
+    std::vector<double> x;
+    for (const Carry& c : in) {
+      all_const = all_const && c.pad == Pad::kConst;
+      x.push_back(c.c);
+    }
+    if (all_const)
+      if (std::optional<double> r = eval(n, x); r && std::isfinite(*r)) return {axis, Pad::kConst, *r};
+    const bool finite_or_masked =
+        std::all_of(in.begin(), in.end(), [](const Carry& c) { return c.pad != Pad::kConst || std::isfinite(c.c); });
+    if (finite_or_masked && in.size() == 2) {
+      if (n.kind == OpKind::kAdd && (masking(in[0]) || masking(in[1]))) return {axis, Pad::kMasked, 0};
+      if (n.kind == OpKind::kSub && (masking(in[0]) || (in[1].pad == Pad::kConst && -in[1].c <= kMaskedBelow)))
+        return {axis, Pad::kMasked, 0};
+      if (n.kind == OpKind::kMul && masking(in[0]) && in[1].pad == Pad::kConst && in[1].c >= 1)
+        return {axis, Pad::kMasked, 0};
+      if (n.kind == OpKind::kMul && masking(in[1]) && in[0].pad == Pad::kConst && in[0].c >= 1)
+        return {axis, Pad::kMasked, 0};
+    }
+    if (in.size() == 1 && (n.kind == OpKind::kCast || n.kind == OpKind::kIdentity || n.kind == OpKind::kDropout))
+      return in[0];
+    return {axis, Pad::kFinite, 0};
   }
 
   // Ops over N, C, spatial...: the rows must be axis 0 of input 0, the other inputs constant
   // (weights, scales) and not carrying rows.
   bool leading_only(const Node& n) {
     size_t i = 0;
-    int a = kNone;
-    if (!single_carrier(n, &i, &a)) return false;
+    int a = 0;
+    if (!single_carrier(n, &i) || !one_axis(n.inputs[i], &a)) return false;
     if (i != 0 || a != 0) return fail("the rows are not its batch axis");
     if (shape(n.outputs[0])[0] != shape(n.inputs[0])[0]) return fail("changes the number of rows");
-    set_outputs(n, 0);
+    set_outputs(n, {{0}});
     return true;
   }
 
-  // An op along `op_axis` of input `i` (or along every axis from it, from_axis): fine unless that
-  // takes in the rows.
-  bool along_other(const Node& n, size_t i, int op_axis, bool from_axis) {
+  // An op along `op_axis` of input 0 (or along every axis from it, from_axis): fine unless that
+  // takes in a carried axis.
+  bool along_other(const Node& n, int op_axis, bool from_axis) {
     size_t c = 0;
-    int a = kNone;
-    if (!single_carrier(n, &c, &a)) return false;
-    if (c != i) return fail("a parameter carries the rows");
-    if (a == op_axis || (from_axis && a > op_axis)) return fail("works along the rows");
-    set_outputs(n, a);
+    if (!single_carrier(n, &c)) return false;
+    if (c != 0) return fail("a parameter carries the rows");
+    for (const Carry& x : carry(n.inputs[0]))
+      if (x.axis == op_axis || (from_axis && x.axis > op_axis)) return fail("works along the rows");
+    set_outputs(n, finite(carry(n.inputs[0])));
     return true;
   }
 
-  // Reshape, Flatten, Squeeze, Unsqueeze: the rows stay whole if the output has an axis of the same
-  // size with the same number of elements before it (row-major order keeps each row's elements
-  // together and in order).
+  // Softmax along a carried axis whose padding is masked: the padded positions get 0 and the
+  // others what the exact shape gives them.
+  bool softmax(const Node& n) {
+    const auto& a = std::get<SoftmaxAttrs>(n.attrs);
+    const int r = rank(n.inputs[0]);
+    const int op = static_cast<int>(normalize_axis(a.axis, r));
+    size_t c = 0;
+    if (!single_carrier(n, &c)) return false;
+    if (c != 0) return fail("a parameter carries the rows");
+    Carries out = finite(carry(n.inputs[0]));
+    for (const Carry& x : carry(n.inputs[0])) {
+      const bool along = x.axis == op || (a.coerce_2d != 0 && x.axis > op);
+      if (!along) continue;
+      if (n.kind != OpKind::kSoftmax || a.coerce_2d != 0 || !masking(x))
+        return fail("works along the rows, and their padding is not masked (an additive mask of -1000 or less)");
+      for (Carry& y : out)
+        if (y.axis == x.axis) y = {x.axis, Pad::kConst, 0.0};
+    }
+    set_outputs(n, out);
+    return true;
+  }
+
+  // Reshape, Flatten, Squeeze, Unsqueeze: each carried axis stays whole if the output has an axis
+  // of the same size with the same number of elements before it (row-major order keeps each row's
+  // elements together and in order).
   bool reshape(const Node& n) {
     size_t c = 0;
-    int a = kNone;
-    if (!single_carrier(n, &c, &a)) return false;
+    if (!single_carrier(n, &c)) return false;
     if (c != 0) return fail("its shape input carries the rows");
     const std::vector<int64_t>& in = shape(n.inputs[0]);
     const std::vector<int64_t>& out = shape(n.outputs[0]);
-    const int64_t before = product(in, 0, static_cast<size_t>(a));
-    for (size_t k = 0; k < out.size(); ++k)
-      if (out[k] == in[static_cast<size_t>(a)] && product(out, 0, k) == before) {
-        set_outputs(n, static_cast<int>(k));
-        return true;
-      }
-    return fail("merges the rows with another axis");
+    Carries r;
+    for (const Carry& x : carry(n.inputs[0])) {
+      const int64_t before = product(in, 0, static_cast<size_t>(x.axis));
+      bool kept = false;
+      for (size_t k = 0; k < out.size() && !kept; ++k)
+        if (out[k] == in[static_cast<size_t>(x.axis)] && product(out, 0, k) == before) {
+          r.push_back({static_cast<int>(k), x.pad, x.c});
+          kept = true;
+        }
+      if (!kept) return fail("merges the rows with another axis");
+    }
+    set_outputs(n, r);
+    return true;
   }
 
   bool gemm(const Node& n) {
     size_t c = 0;
-    int a = kNone;
-    if (!single_carrier(n, &c, &a)) return false;
+    int a = 0;
+    if (!single_carrier(n, &c) || !one_axis(n.inputs[c], &a)) return false;
     const auto& attrs = std::get<GemmAttrs>(n.attrs);
     if (c == 0 && a == (attrs.transA ? 1 : 0)) {
-      set_outputs(n, 0);
+      set_outputs(n, {{0}});
       return true;
     }
     if (c == 1 && a == (attrs.transB ? 0 : 1)) {
-      set_outputs(n, 1);
+      set_outputs(n, {{1}});
       return true;
     }
     return fail("contracts along the rows");
   }
 
+  // A[..., M, K] · B[..., K, N]: carried batch, M and N axes pass through; a carried K is
+  // contracted, which is fine where one side's padding along it is 0.
   bool matmul(const Node& n) {
-    size_t c = 0;
-    int a = kNone;
-    if (!single_carrier(n, &c, &a)) return false;
-    const int ra = rank(n.inputs[0]), rb = rank(n.inputs[1]), ro = rank(n.outputs[0]);
-    if (c == 0 && ra >= 2 && a != ra - 1) {  // A's rows or batch axes, not the contracted one
-      set_outputs(n, a + ro - ra);
-      return true;
+    const ValueId av = n.inputs[0], bv = n.inputs[1];
+    const int ra = rank(av), rb = rank(bv), ro = rank(n.outputs[0]);
+    if (ra < 2 || rb < 2) return fail("a vector product along the rows");
+    Carries out;
+    auto add = [&](int axis) {
+      if (!find(out, axis)) out.push_back({axis});
+    };
+    const Carry *ka = find(carry(av), ra - 1), *kb = find(carry(bv), rb - 2);
+    if (ka || kb) {
+      const bool zero = (ka && ka->pad == Pad::kConst && ka->c == 0) || (kb && kb->pad == Pad::kConst && kb->c == 0);
+      if (!zero) return fail("contracts along the rows, and neither side's padding there is 0");
     }
-    if (c == 1 && rb >= 2 && a != rb - 2) {  // B's columns or batch axes
-      set_outputs(n, a + ro - rb);
-      return true;
-    }
-    return fail("contracts along the rows");
+    for (const Carry& x : carry(av))
+      if (x.axis != ra - 1) add(x.axis + ro - ra);
+    for (const Carry& x : carry(bv))
+      if (x.axis != rb - 2) add(x.axis == rb - 1 ? ro - 1 : x.axis + ro - rb);
+    std::sort(out.begin(), out.end(), [](const Carry& x, const Carry& y) { return x.axis < y.axis; });
+    set_outputs(n, out);
+    return true;
   }
 
   bool transpose(const Node& n) {
@@ -267,81 +516,114 @@ class Analysis {
     std::vector<int64_t> perm = std::get<TransposeAttrs>(n.attrs).perm;
     if (perm.empty())
       for (int i = r - 1; i >= 0; --i) perm.push_back(i);
-    const auto it = std::find(perm.begin(), perm.end(), axis(n.inputs[0]));
-    set_outputs(n, static_cast<int>(it - perm.begin()));
+    Carries out;
+    for (const Carry& x : carry(n.inputs[0])) {
+      const auto it = std::find(perm.begin(), perm.end(), x.axis);
+      out.push_back({static_cast<int>(it - perm.begin()), x.pad, x.c});
+    }
+    std::sort(out.begin(), out.end(), [](const Carry& x, const Carry& y) { return x.axis < y.axis; });
+    set_outputs(n, out);
     return true;
   }
 
   bool concat(const Node& n) {
     const int r = rank(n.outputs[0]);
     const int ax = static_cast<int>(normalize_axis(std::get<AxisAttrs>(n.attrs).axis, r));
-    int a = kNone;
-    for (ValueId v : n.inputs) {
-      if (axis(v) == kNone) return fail("joins rows with '" + g_.value(v).name + "', which has none");
-      if (a != kNone && axis(v) != a) return fail("its inputs carry the rows on different axes");
-      a = axis(v);
+    std::vector<int> axes;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ValueId v = n.inputs[i];
+      std::vector<int> mine;
+      for (const Carry& c : carry(v)) mine.push_back(c.axis);
+      if (mine.empty()) return fail("joins rows with '" + g_.value(v).name + "', which has none");
+      if (i > 0 && mine != axes) return fail("its inputs carry the rows on different axes");
+      axes = mine;
     }
-    if (a == ax) return fail("joins along the rows");
-    set_outputs(n, a);
+    if (std::find(axes.begin(), axes.end(), ax) != axes.end()) return fail("joins along the rows");
+    set_outputs(n, finite(carry(n.inputs[0])));
     return true;
   }
 
-  // Gather: rows of the data gathered along another axis, or rows of the indices (an embedding).
+  // Gather: the data gathered along another axis; the indices' rows (an embedding); or positions
+  // along a carried axis that every size in the range has (BERT's pooler reads position 0).
   bool gather(const Node& n) {
     size_t c = 0;
-    int a = kNone;
-    if (!single_carrier(n, &c, &a)) return false;
+    if (!single_carrier(n, &c)) return false;
     const int r = rank(n.inputs[0]);
     const int ax = static_cast<int>(normalize_axis(std::get<AxisAttrs>(n.attrs).axis, r));
+    const int ri = rank(n.inputs[1]);
+    Carries out;
     if (c == 1) {
-      set_outputs(n, ax + a);
+      for (const Carry& x : carry(n.inputs[1])) out.push_back({ax + x.axis});
+      set_outputs(n, out);
       return true;
     }
-    if (a == ax) return fail("gathers along the rows");
-    set_outputs(n, a < ax ? a : a - 1 + rank(n.inputs[1]));
+    for (const Carry& x : carry(n.inputs[0])) {
+      if (x.axis == ax) {
+        const Value& idx = g_.value(n.inputs[1]);
+        if (!idx.is_constant()) return fail("gathers along the rows");
+        for (double i : values_of(idx))
+          if (i < 0 || i >= static_cast<double>(lo_))
+            return fail("gathers position " + std::to_string(static_cast<int64_t>(i)) +
+                        " along the rows, which not every size in the range has");
+        continue;  // the gathered positions are valid: the axis is gone
+      }
+      out.push_back({x.axis < ax ? x.axis : x.axis - 1 + ri});
+    }
+    set_outputs(n, out);
     return true;
   }
 
-  // Slice and Pad: fine where the rows' axis is neither sliced nor padded (the output keeps its size).
+  // Slice and Pad: fine where the carried axes are neither sliced nor padded.
   bool untouched_axis(const Node& n) {
     size_t c = 0;
-    int a = kNone;
-    if (!single_carrier(n, &c, &a)) return false;
+    if (!single_carrier(n, &c)) return false;
     if (c != 0) return fail("a parameter carries the rows");
-    if (shape(n.outputs[0])[static_cast<size_t>(a)] != shape(n.inputs[0])[static_cast<size_t>(a)])
-      return fail("cuts or pads the rows");
-    set_outputs(n, a);
+    for (const Carry& x : carry(n.inputs[0]))
+      if (shape(n.outputs[0])[static_cast<size_t>(x.axis)] != shape(n.inputs[0])[static_cast<size_t>(x.axis)])
+        return fail("cuts or pads the rows");
+    set_outputs(n, finite(carry(n.inputs[0])));
     return true;
   }
 
   bool reduce(const Node& n) {
     const int r = rank(n.inputs[0]);
-    const int a = axis(n.inputs[0]);
     const auto& attrs = std::get<ReduceAttrs>(n.attrs);
     std::vector<int64_t> axes;
-    if (n.inputs.size() > 1 && n.inputs[1] != graph::kNoValue && axis(n.inputs[1]) != kNone)
+    if (n.inputs.size() > 1 && n.inputs[1] != graph::kNoValue && !carry(n.inputs[1]).empty())
       return fail("its axes carry the rows");
     if (!constant_axes(g_, n, 1, r, &axes)) return fail("its axes are not constant");
     if (axes.empty()) {
       if (attrs.noop_with_empty_axes) {
-        set_outputs(n, a);
+        set_outputs(n, carry(n.inputs[0]));
         return true;
       }
       return fail("reduces every axis, the rows too");
     }
-    if (std::find(axes.begin(), axes.end(), a) != axes.end()) return fail("reduces along the rows");
-    const int before = static_cast<int>(std::count_if(axes.begin(), axes.end(), [&](int64_t x) { return x < a; }));
-    set_outputs(n, attrs.keepdims ? a : a - before);
+    Carries out;
+    for (const Carry& x : carry(n.inputs[0])) {
+      if (std::find(axes.begin(), axes.end(), x.axis) != axes.end()) {
+        if (n.kind == OpKind::kReduceSum && x.pad == Pad::kConst && x.c == 0) continue;  // adds zeros
+        return fail("reduces along the rows");
+      }
+      const int before =
+          static_cast<int>(std::count_if(axes.begin(), axes.end(), [&](int64_t y) { return y < x.axis; }));
+      out.push_back({attrs.keepdims ? x.axis : x.axis - before});
+    }
+    set_outputs(n, out);
     return true;
   }
 
   const Graph& g_;
-  std::vector<int> axis_;
+  const Graph* smaller_;
+  int64_t lo_;
+  std::vector<Carries> carry_;
   std::string why_;
 };
 
 }  // namespace
 
-RowAxes row_axes(const Graph& g, const std::map<ValueId, int>& inputs) { return Analysis(g, inputs).run(); }
+RowAxes row_axes(const Graph& g, const std::map<ValueId, int>& inputs, const Graph* smaller, int64_t lo) {
+  return Analysis(g, inputs, smaller, lo).run();
+}
 
 }  // namespace kiln::build

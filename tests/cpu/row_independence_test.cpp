@@ -88,10 +88,11 @@ TEST(RowIndependence, OpsAlongTheRowsAreRefused) {
     std::function<void(PassModel&)> add;
   };
   const std::vector<Case> cases = {
-      {"ReduceSum", "reduces along the rows",
+      {"ReduceSum", "reduces along the rows",  // exp(0) = 1 in the padded rows: the sum counts them
        [](PassModel& m) {
          m.init_i64("axes", {1}, {0});
-         m.node("ReduceSum", "n", {"x", "axes"}, {"y"});
+         m.node("Exp", "e", {"x"}, {"e"});
+         m.node("ReduceSum", "n", {"e", "axes"}, {"y"});
        }},
       {"Softmax", "works along the rows",
        [](PassModel& m) { attr_int(m.node("Softmax", "n", {"x"}, {"y"}), "axis", 0); }},
@@ -107,7 +108,8 @@ TEST(RowIndependence, OpsAlongTheRowsAreRefused) {
        }},
       {"MatMul", "contracts along the rows",
        [](PassModel& m) {
-         m.node("Transpose", "t", {"x"}, {"t"});  // [6, 4]: rows on axis 1, contracted below
+         m.node("Exp", "e", {"x"}, {"e"});        // padded rows hold 1, not 0
+         m.node("Transpose", "t", {"e"}, {"t"});  // [6, 4]: rows on axis 1, contracted below
          m.init_rand("w", {4, 3});
          m.node("MatMul", "n", {"t", "w"}, {"y"});
        }},
@@ -144,6 +146,70 @@ TEST(RowIndependence, ConstantsWithEqualRowsAreFine) {
   m.node("Mul", "n", {"x", "c"}, {"y"});
   m.output("y");
   EXPECT_EQ(analyse(m).why_not, "");
+}
+
+// Zero padding adds nothing to a sum, nor to a product contracted along the rows.
+TEST(RowIndependence, SumsOverZeroPaddingAreFine) {
+  PassModel m("sums");
+  m.input("x", {4, 6});
+  m.init_i64("axes", {1}, {0});
+  m.init_rand("w", {4, 3});
+  m.node("ReduceSum", "s", {"x", "axes"}, {"y"});
+  m.node("Transpose", "t", {"x"}, {"t"});
+  m.node("MatMul", "mm", {"t", "w"}, {"z"});
+  m.output("y");
+  m.output("z");
+  const build::RowAxes r = analyse(m);
+  EXPECT_EQ(r.why_not, "");
+  EXPECT_EQ(output_axis(m, r, "y"), -1);
+  EXPECT_EQ(output_axis(m, r, "z"), -1);
+}
+
+// Self-attention over x[1, S, 8] with a padding mask [1, S] (1: a token, 0: padding) as Hugging
+// Face writes it: (1 - mask) * -10000 added to the scores. Padding x and the mask with zeros
+// leaves the real positions' outputs alone: the padded keys are masked, the padded queries sliced.
+PassModel attention(float mask_scale) {
+  PassModel m("attention");
+  m.input("x", {1, 6, 8});
+  m.input("mask", {1, 6}, onnx::TensorProto::INT64);
+  for (const char* w : {"wq", "wk", "wv"}) m.init_rand(w, {8, 8});
+  m.init_f("one", {}, {1.f});
+  m.init_f("scale", {}, {mask_scale});
+  m.init_i64("unsq", {1}, {1});
+  m.node("MatMul", "q", {"x", "wq"}, {"q"});
+  m.node("MatMul", "k", {"x", "wk"}, {"k"});
+  m.node("MatMul", "v", {"x", "wv"}, {"v"});
+  attr_ints(m.node("Transpose", "kt", {"k"}, {"kt"}), "perm", {0, 2, 1});
+  m.node("MatMul", "scores", {"q", "kt"}, {"s"});  // [1, S, S]
+  attr_int(m.node("Cast", "cast", {"mask"}, {"mf"}), "to", onnx::TensorProto::FLOAT);
+  m.node("Sub", "inv", {"one", "mf"}, {"inv"});
+  m.node("Mul", "neg", {"inv", "scale"}, {"add"});
+  m.node("Unsqueeze", "u", {"add", "unsq"}, {"add3"});  // [1, 1, S]: the same for every query
+  m.node("Add", "masked", {"s", "add3"}, {"sm"});
+  attr_int(m.node("Softmax", "softmax", {"sm"}, {"p"}), "axis", -1);
+  m.node("MatMul", "pv", {"p", "v"}, {"y"});
+  m.output("y");
+  return m;
+}
+
+build::RowAxes analyse_attention(const PassModel& m) {
+  graph::Graph g = m.import();
+  build::BuildOptions o;
+  passes::bind_inputs(g, o);
+  passes::infer_and_fold(g, o);
+  return build::row_axes(g, {{g.find("x"), 1}, {g.find("mask"), 1}});
+}
+
+TEST(RowIndependence, MaskedAttentionKeepsPaddingOut) {
+  const PassModel m = attention(-10000.f);
+  const build::RowAxes r = analyse_attention(m);
+  EXPECT_EQ(r.why_not, "");
+  EXPECT_EQ(output_axis(m, r), 1);
+  // A mask that adds +10000 to the padded keys does not hide them.
+  const build::RowAxes bad = analyse_attention(attention(10000.f));
+  EXPECT_NE(bad.why_not.find("node 'softmax' (Softmax): works along the rows, and their padding is not masked"),
+            std::string::npos)
+      << bad.why_not;
 }
 
 // Token ids [batch, sequence] through an embedding Gather: the rows follow the ids.
