@@ -8,9 +8,9 @@
 
 #include <engine_schema_generated.h>
 
+#include "build/memory_plan.h"
 #include "core/attrs_codec.h"
 #include "kiln/engine.h"
-#include "build/memory_plan.h"
 #include "runtime/engine_format.h"
 #include "runtime/side_steps.h"
 
@@ -45,6 +45,24 @@ void keep_side_steps_apart(const EngineProgram& p, const std::vector<detail::Ste
 }
 
 }  // namespace
+
+std::vector<uint8_t> engine_file(std::span<const uint8_t> toc, const std::vector<uint8_t>& weights) {
+  format::EngineHeader h{};
+  std::memcpy(h.magic, format::kMagic, sizeof h.magic);
+  h.format_version = format::kVersion;
+  h.header_bytes = sizeof h;
+  h.toc_offset = sizeof h;
+  h.toc_bytes = toc.size();
+  h.weights_offset = format::align_up(h.toc_offset + h.toc_bytes, format::kWeightAlign);
+  h.weights_bytes = weights.size();
+  std::vector<uint8_t> file(h.weights_offset + h.weights_bytes, 0);
+  std::memcpy(file.data() + h.toc_offset, toc.data(), h.toc_bytes);
+  if (!weights.empty()) std::memcpy(file.data() + h.weights_offset, weights.data(), weights.size());
+  std::memcpy(file.data(), &h, sizeof h);  // checksum field still zero: the checksum covers the header too
+  h.checksum = format::checksum(file);
+  std::memcpy(file.data(), &h, sizeof h);
+  return file;
+}
 
 std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& target,
                                   const std::vector<int32_t>& tactics, BuildReport* report) {
@@ -145,10 +163,9 @@ std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& tar
       outs.push_back(index[static_cast<size_t>(v)]);
     }
     std::vector<uint8_t> attrs = encode_attrs(n.attrs);
-    steps.push_back(fb::CreateStep(fbb, static_cast<uint16_t>(n.kind),
-                                   fbb.CreateString(n.origin.empty() ? n.name : n.origin), fbb.CreateVector(ins),
-                                   fbb.CreateVector(outs), fbb.CreateVector(attrs),
-                                   k < tactics.size() ? tactics[k] : -1));
+    steps.push_back(fb::CreateStep(
+        fbb, static_cast<uint16_t>(n.kind), fbb.CreateString(n.origin.empty() ? n.name : n.origin),
+        fbb.CreateVector(ins), fbb.CreateVector(outs), fbb.CreateVector(attrs), k < tactics.size() ? tactics[k] : -1));
   }
   std::vector<int32_t> in_ids, out_ids;
   for (graph::ValueId v : g.inputs) in_ids.push_back(index[static_cast<size_t>(v)]);
@@ -157,21 +174,7 @@ std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& tar
                                fbb.CreateString(g.name), fbb.CreateVector(tensors), fbb.CreateVector(steps),
                                fbb.CreateVector(in_ids), fbb.CreateVector(out_ids), plan.arena_bytes);
   fbb.Finish(root);
-
-  format::EngineHeader h{};
-  std::memcpy(h.magic, format::kMagic, sizeof h.magic);
-  h.format_version = format::kVersion;
-  h.header_bytes = sizeof h;
-  h.toc_offset = sizeof h;
-  h.toc_bytes = fbb.GetSize();
-  h.weights_offset = format::align_up(h.toc_offset + h.toc_bytes, format::kWeightAlign);
-  h.weights_bytes = weights.size();
-  std::vector<uint8_t> file(h.weights_offset + h.weights_bytes, 0);
-  std::memcpy(file.data() + h.toc_offset, fbb.GetBufferPointer(), h.toc_bytes);
-  if (!weights.empty()) std::memcpy(file.data() + h.weights_offset, weights.data(), weights.size());
-  std::memcpy(file.data(), &h, sizeof h);  // checksum field still zero: the checksum covers the header too
-  h.checksum = format::checksum(file);
-  std::memcpy(file.data(), &h, sizeof h);
+  std::vector<uint8_t> file = engine_file(std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize()), weights);
   if (report) {
     report->weight_bytes = weights.size();
     report->arena_bytes = plan.arena_bytes;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "calib/calib.h"
+#include "core/shape_range.h"
 #include "graph/tensor_file.h"
 
 namespace kiln::build {
@@ -24,13 +25,20 @@ struct BuildOptions {
   int64_t batch = 1;  // the value of a symbolic leading (batch) dimension of the inputs
   // Full shapes for inputs with other symbolic dimensions.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Shape ranges (docs/decisions/55-shape-ranges.md): a range engine, one plan per bucket.
+  // batch_range: --batch LO..HI, the symbolic leading dimension of the inputs no --shape gives;
+  // shape_ranges: --shape NAME=... with a range on some dimension. Unset (fixed, or empty): one
+  // fixed shape, from batch and input_shapes.
+  DimRange batch_range{1, 1};
+  std::map<std::string, ShapeRange> shape_ranges;
+  std::vector<int64_t> buckets;  // --buckets: the sizes to plan for, in every range; empty: default_buckets
   // Inputs frozen to known values: they become constants. Needed when an input determines a shape
   // (a Reshape target, Range bounds); `kiln run` freezes such inputs to the values it is given.
   std::map<std::string, HostTensor> constant_inputs;
   std::string target = "cpu";  // or the GPU architecture, e.g. "sm_90" (kernels are timed on the GPU here)
-  bool fp16 = false;            // float32 tensors inside the graph become float16 (inputs/outputs keep theirs)
-  bool int8 = false;            // Conv/Gemm/MatMul in INT8 with calibrated scales (quantize-int8)
-  calib::Options calib;         // --calib DATA, method, batches, cache (used with int8)
+  bool fp16 = false;           // float32 tensors inside the graph become float16 (inputs/outputs keep theirs)
+  bool int8 = false;           // Conv/Gemm/MatMul in INT8 with calibrated scales (quantize-int8)
+  calib::Options calib;        // --calib DATA, method, batches, cache (used with int8)
   // GPU targets: an INT8 engine slower than the same build without INT8 is replaced by that build
   // (engine_timing.h) unless force_int8.
   bool force_int8 = false;
@@ -38,7 +46,7 @@ struct BuildOptions {
   // build without INT8 that an --int8 build is timed against (the calls would add up to 8 s to
   // every such build); that engine is built again with them where it wins.
   bool close_calls = true;
-  std::string timing_cache;     // GPU: a file of measured tactic timings; read if present, written after
+  std::string timing_cache;  // GPU: a file of measured tactic timings; read if present, written after
   std::vector<std::string> disabled_passes;
   std::function<void(const std::string&)> log;  // verbose messages (-v); may be empty
   // Called as the long stages (choosing GPU kernels) advance; may be empty. The library prints

@@ -1,18 +1,17 @@
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <fstream>
-#include <random>
 #include <set>
 #include <string>
 
 #include "build/choose_tactics.h"
-#include "build/engine_writer.h"
 #include "build/engine_timing.h"
+#include "build/engine_writer.h"
 #include "build/quantize_int8.h"
-#include "passes/pass.h"
+#include "build/range_build.h"
+#include "build/scratch_file.h"
 #include "build/stopwatch.h"
 #include "build/view_plan.h"
+#include "passes/pass.h"
 
 namespace kiln::build {
 
@@ -91,7 +90,6 @@ constexpr Pass kPipeline[] = {
     {"materialize-outputs", true, materialize_outputs},
 };
 
-
 std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, BuildReport& r) {
   r.nodes_in = g.nodes.size();
   std::set<std::string> disabled(options.disabled_passes.begin(), options.disabled_passes.end());
@@ -147,36 +145,6 @@ std::vector<uint8_t> build_once(graph::Graph& g, const BuildOptions& options, Bu
   return bytes;
 }
 
-// The timing cache of the build without INT8: the user's, or a temporary file of its own, made
-// empty here (which choose_tactics reads as no entries) and removed with this object. Without a
-// temporary directory it can write (TMPDIR naming none, say), none: the build still runs, and if
-// the engine without INT8 wins, its rebuild times its layers again.
-struct TrialCache {
-  std::string path;
-  bool temporary = false;
-  explicit TrialCache(const std::string& user) : path(user) {
-    if (!path.empty()) return;
-    try {
-      std::error_code ec;
-      const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
-      if (ec) return;
-      std::random_device rd;
-      const std::filesystem::path p = dir / fmt::format("kiln-trial-{:08x}{:08x}.json", rd(), rd());
-      if (std::filesystem::exists(p, ec) || ec || !std::ofstream(p)) return;  // taken, or cannot be written
-      path = p.string();
-      temporary = true;
-    } catch (const std::exception&) {  // no random device: no cache either
-      path.clear();
-    }
-  }
-  TrialCache(const TrialCache&) = delete;
-  TrialCache& operator=(const TrialCache&) = delete;
-  ~TrialCache() {
-    std::error_code ec;
-    if (temporary) std::filesystem::remove(path, ec);
-  }
-};
-
 // INT8 steps in a built graph (a model with Q/DQ nodes has them without --int8 too); on GPU
 // targets the convolutions are channels-last NhwcQConv by then.
 bool has_int8_steps(const graph::Graph& g) {
@@ -190,6 +158,7 @@ bool has_int8_steps(const graph::Graph& g) {
 std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, BuildReport* report) {
   BuildReport local;
   BuildReport& r = report ? *report : local;
+  if (has_ranges(options)) return build_range_engine(g, options, &r);
   if (!options.int8 || options.target == "cpu" || options.force_int8) return build_once(g, options, r);
   graph::Graph float_graph = g;
   std::vector<uint8_t> int8 = build_once(g, options, r);
@@ -202,7 +171,10 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   fo.int8 = false;
   fo.close_calls = false;
   fo.log = nullptr;
-  const TrialCache trial_cache(options.timing_cache);
+  // The timing cache of the build without INT8: the user's, or a temporary file of its own. Without
+  // one (no temporary directory it can write) the build still runs, and if the engine without INT8
+  // wins, its rebuild times its layers again.
+  const ScratchFile trial_cache(options.timing_cache, "kiln-trial");
   fo.timing_cache = trial_cache.path;
   BuildReport float_report;
   std::vector<uint8_t> fl;
@@ -218,8 +190,8 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   }
   const char* precision = options.fp16 ? "float16" : "float32";
   if (t_int8 <= t_float) {
-    r.precision_choice = fmt::format("INT8 engine {:.3f} ms vs {} {:.3f} ms per run on this GPU: kept INT8", t_int8,
-                                     precision, t_float);
+    r.precision_choice =
+        fmt::format("INT8 engine {:.3f} ms vs {} {:.3f} ms per run on this GPU: kept INT8", t_int8, precision, t_float);
     return int8;
   }
   BuildOptions again = fo;
@@ -233,10 +205,10 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   } catch (const Error& e) {
     if (options.log) options.log(std::string("the engine without INT8 kept its choices made alone: ") + e.what());
   }
-  float_report.precision_choice =
-      fmt::format("INT8 engine {:.3f} ms vs {} {:.3f} ms per run on this GPU: kept {} (no INT8 kernel here is faster; "
-                  "--force-int8 keeps INT8)",
-                  t_int8, precision, t_float, precision);
+  float_report.precision_choice = fmt::format(
+      "INT8 engine {:.3f} ms vs {} {:.3f} ms per run on this GPU: kept {} (no INT8 kernel here is faster; "
+      "--force-int8 keeps INT8)",
+      t_int8, precision, t_float, precision);
   r = std::move(float_report);
   g = std::move(float_graph);
   return fl;

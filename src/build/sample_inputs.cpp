@@ -32,11 +32,13 @@ std::vector<uint8_t> sample_values(DataType dt, size_t numel, uint32_t seed) {
   return b;
 }
 
-std::vector<std::vector<uint8_t>> sample_inputs(const Engine& e) {
+std::vector<std::vector<uint8_t>> sample_inputs(const std::vector<TensorInfo>& inputs) {
   std::vector<std::vector<uint8_t>> r;
   uint32_t seed = 1234;
-  for (const TensorInfo& t : e.inputs()) r.push_back(sample_values(t.dtype, static_cast<size_t>(t.numel()), seed++));
+  for (const TensorInfo& t : inputs) r.push_back(sample_values(t.dtype, static_cast<size_t>(t.numel()), seed++));
   return r;
 }
+
+std::vector<std::vector<uint8_t>> sample_inputs(const Engine& e) { return sample_inputs(e.inputs()); }
 
 }  // namespace kiln::build

@@ -18,5 +18,7 @@ std::vector<uint8_t> sample_values(DataType dt, size_t numel, uint32_t seed = 12
 
 // One buffer per engine input, in order (sample_values, input k with seed 1234 + k).
 std::vector<std::vector<uint8_t>> sample_inputs(const Engine& e);
+// The same for inputs of other shapes (a range engine's inputs in range).
+std::vector<std::vector<uint8_t>> sample_inputs(const std::vector<TensorInfo>& inputs);
 
 }  // namespace kiln::build

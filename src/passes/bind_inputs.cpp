@@ -1,7 +1,10 @@
 // bind-inputs: fixes every input's shape (symbolic leading dims take --batch, others come from
 // --shape) and turns inputs with given values (--const, or what `kiln run` was given for
-// shape-determining inputs) into constants.
+// shape-determining inputs) into constants. A symbolic dimension the model names ("sequence")
+// takes the size a --shape gave it on another input, so that BERT's attention_mask follows its
+// input_ids.
 #include <algorithm>
+#include <map>
 
 #include "passes/pass.h"
 
@@ -33,6 +36,19 @@ PassResult bind_inputs(graph::Graph& g, const BuildOptions& o) {
     if (id == graph::kNoValue || std::find(g.inputs.begin(), g.inputs.end(), id) == g.inputs.end())
       throw Error("--shape " + name + ": the model has no input of that name");
   }
+  // Named symbolic dimensions, sized by the shapes given.
+  std::map<std::string, std::pair<int64_t, std::string>> named;  // name -> size, the input that gave it
+  for (const auto& [name, shape] : o.input_shapes) {
+    const graph::Value& v = g.value(g.find(name));
+    if (!v.has_shape || v.shape.size() != shape.size()) continue;  // reported below
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (v.shape[i] >= 0 || i >= v.dim_params.size() || v.dim_params[i].empty()) continue;
+      auto [it, added] = named.emplace(v.dim_params[i], std::pair{shape[i], name});
+      if (!added && it->second.first != shape[i])
+        throw Error("--shape " + name + " gives dimension '" + v.dim_params[i] + "' size " + std::to_string(shape[i]) +
+                    " but --shape " + it->second.second + " gives it " + std::to_string(it->second.first));
+    }
+  }
   std::vector<graph::ValueId> kept;
   for (graph::ValueId id : g.inputs) {
     graph::Value& v = g.value(id);
@@ -46,6 +62,11 @@ PassResult bind_inputs(graph::Graph& g, const BuildOptions& o) {
     } else if (v.has_shape) {
       for (size_t i = 0; i < want.size(); ++i) {
         if (want[i] >= 0) continue;
+        auto size = i < v.dim_params.size() ? named.find(v.dim_params[i]) : named.end();
+        if (size != named.end()) {
+          want[i] = size->second.first;
+          continue;
+        }
         if (i == 0) {
           want[i] = o.batch;
           continue;
