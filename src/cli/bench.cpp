@@ -15,10 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "build/sample_inputs.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "graph/onnx_import.h"
-#include "build/sample_inputs.h"
 
 #if defined(KILN_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -56,8 +56,8 @@ Stats stats_of(std::vector<double> v) {
 }
 
 nlohmann::json to_json(const Stats& s) {
-  return {{"min", s.min},       {"mean", s.mean}, {"median", s.median}, {"p90", s.p90},
-          {"p95", s.p95},       {"p99", s.p99},   {"max", s.max}};
+  return {{"min", s.min}, {"mean", s.mean}, {"median", s.median}, {"p90", s.p90},
+          {"p95", s.p95}, {"p99", s.p99},   {"max", s.max}};
 }
 
 struct Plan {
@@ -68,14 +68,24 @@ struct Plan {
 
 struct StreamResult {
   std::vector<Sample> samples;
-  double window_s = 0;         // wall time of the measured loop (after warm-up)
-  bool whole_network = false;  // GPU: the context ran the whole-network kernel
-  size_t side_steps = 0;       // GPU: steps on the context's side stream
+  double window_s = 0;          // wall time of the measured loop (after warm-up)
+  bool whole_network = false;   // GPU: the context ran the whole-network kernel
+  size_t side_steps = 0;        // GPU: steps on the context's side stream
+  std::vector<int64_t> bucket;  // range engines: the plan the shapes ran on
 };
 
+using Shapes = std::map<std::string, std::vector<int64_t>>;
+
+// A context's inputs: at the shapes asked for (a range engine's), sample data (build/sample_inputs.h).
+std::vector<std::vector<uint8_t>> shaped_inputs(const Engine& e, Context& ctx, const Shapes& shapes) {
+  for (const auto& [name, dims] : shapes) ctx.set_input_shape(name, dims);
+  return build::sample_inputs(current_inputs(e, ctx));
+}
+
 // One stream's loop: warm-up, then at least `iterations` inferences and `duration_s` seconds.
-StreamResult cpu_loop(const Engine& e, const Plan& p, int threads, const std::vector<std::vector<uint8_t>>& ins) {
+StreamResult cpu_loop(const Engine& e, const Plan& p, int threads, const Shapes& shapes) {
   std::unique_ptr<Context> ctx = e.create_context(threads);
+  const auto ins = shaped_inputs(e, *ctx, shapes);
   for (size_t i = 0; i < ins.size(); ++i) ctx->set_input(e.inputs()[i].name, ins[i].data(), ins[i].size());
   for (int i = 0; i < p.warmup; ++i) ctx->run();
   std::vector<Sample> out;
@@ -87,7 +97,7 @@ StreamResult cpu_loop(const Engine& e, const Plan& p, int threads, const std::ve
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     out.push_back({0, ms, 0, ms, ms});
   }
-  return {std::move(out), std::chrono::duration<double>(Clock::now() - start).count(), false};
+  return {std::move(out), std::chrono::duration<double>(Clock::now() - start).count(), false, 0, ctx->bucket()};
 }
 
 #if defined(KILN_HAVE_CUDA)
@@ -97,9 +107,9 @@ void cuda_ok(cudaError_t err, const char* what) {
 
 constexpr int kInFlight = 8;
 
-StreamResult gpu_loop(const Engine& e, const Plan& p, const ContextOptions& co,
-                             const std::vector<std::vector<uint8_t>>& ins) {
+StreamResult gpu_loop(const Engine& e, const Plan& p, const ContextOptions& co, const Shapes& shapes) {
   std::unique_ptr<Context> ctx = e.create_context(co);
+  const auto ins = shaped_inputs(e, *ctx, shapes);
   cudaStream_t stream = nullptr;
   cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   std::vector<void*> d_in, d_out, h_in, h_out;
@@ -117,9 +127,11 @@ StreamResult gpu_loop(const Engine& e, const Plan& p, const ContextOptions& co,
     cuda_ok(cudaMemcpy(d_in[i], h_in[i], ins[i].size(), cudaMemcpyHostToDevice), "cudaMemcpy");
     ctx->set_input_device(e.inputs()[i].name, d_in[i], ins[i].size());
   }
+  std::vector<size_t> out_bytes;
   for (const TensorInfo& t : e.outputs()) {
-    alloc(t.bytes(), d_out, h_out);
-    ctx->set_output_device(t.name, d_out.back(), t.bytes());
+    out_bytes.push_back(TensorInfo{t.name, t.dtype, ctx->output_shape(t.name)}.bytes());
+    alloc(out_bytes.back(), d_out, h_out);
+    ctx->set_output_device(t.name, d_out.back(), out_bytes.back());
   }
   struct Slot {
     cudaEvent_t ev[4]{};
@@ -152,8 +164,7 @@ StreamResult gpu_loop(const Engine& e, const Plan& p, const ContextOptions& co,
     cuda_ok(cudaEventRecord(s.ev[2], stream), "cudaEventRecord");
     if (p.transfers)
       for (size_t i = 0; i < e.outputs().size(); ++i)
-        cuda_ok(cudaMemcpyAsync(h_out[i], d_out[i], e.outputs()[i].bytes(), cudaMemcpyDeviceToHost, stream),
-                "output copy");
+        cuda_ok(cudaMemcpyAsync(h_out[i], d_out[i], out_bytes[i], cudaMemcpyDeviceToHost, stream), "output copy");
     cuda_ok(cudaEventRecord(s.ev[3], stream), "cudaEventRecord");
     s.busy = true;
   };
@@ -167,7 +178,8 @@ StreamResult gpu_loop(const Engine& e, const Plan& p, const ContextOptions& co,
   ctx->check();
   const auto start = Clock::now();
   size_t n = 0;
-  while (static_cast<int>(n) < p.iterations || std::chrono::duration<double>(Clock::now() - start).count() < p.duration_s) {
+  while (static_cast<int>(n) < p.iterations ||
+         std::chrono::duration<double>(Clock::now() - start).count() < p.duration_s) {
     Slot& s = slots[n % kInFlight];
     collect(s, true);
     one(s);
@@ -183,7 +195,7 @@ StreamResult gpu_loop(const Engine& e, const Plan& p, const ContextOptions& co,
   for (void* h : h_in) cudaFreeHost(h);
   for (void* h : h_out) cudaFreeHost(h);
   cudaStreamDestroy(stream);
-  return {std::move(out), window_s, ctx->whole_network(), ctx->side_steps()};
+  return {std::move(out), window_s, ctx->whole_network(), ctx->side_steps(), ctx->bucket()};
 }
 #endif
 
@@ -201,8 +213,8 @@ int run_bench(const BenchOptions& o) {
   std::shared_ptr<const Engine> engine;
   if (is_onnx(model)) {
     const build::BuildOptions bo = build_options(o.build);
-    fmt::print("building {} for {} (batch {}{})\n", model.string(), bo.target, o.build.batch,
-               o.build.fp16 ? ", fp16" : "");
+    fmt::print("building {} for {} (batch {}{})\n", model.string(), bo.target,
+               o.build.batch.empty() ? "1" : o.build.batch, o.build.fp16 ? ", fp16" : "");
     graph::Graph g = graph::import_onnx(model);
     build::BuildReport report;
     std::vector<uint8_t> bytes = build::build_engine(g, bo, &report);
@@ -211,12 +223,14 @@ int run_bench(const BenchOptions& o) {
   } else {
     engine = load_engine(model, o.build);
   }
+  const Shapes shapes = is_onnx(model) ? Shapes{} : engine_input_shapes(*engine, o.build);
   if (o.streams < 1) throw Error("--streams must be at least 1");
   if (o.iterations < 1) throw Error("--iterations must be at least 1");
   const bool gpu = engine->is_gpu();
   int64_t batch = 1;
   if (!engine->inputs().empty() && !engine->inputs()[0].shape.empty()) batch = engine->inputs()[0].shape[0];
-  const auto inputs = build::sample_inputs(*engine);
+  if (!engine->inputs().empty() && shapes.count(engine->inputs()[0].name))
+    batch = shapes.at(engine->inputs()[0].name).at(0);
   Plan plan{o.warmup, o.iterations, o.duration, !o.no_transfers};
   ContextOptions co;
   co.cuda_graph = o.cuda_graph;
@@ -234,11 +248,11 @@ int run_bench(const BenchOptions& o) {
         try {
 #if defined(KILN_HAVE_CUDA)
           if (gpu) {
-            per_stream[static_cast<size_t>(s)] = gpu_loop(*engine, plan, co, inputs);
+            per_stream[static_cast<size_t>(s)] = gpu_loop(*engine, plan, co, shapes);
             return;
           }
 #endif
-          per_stream[static_cast<size_t>(s)] = cpu_loop(*engine, plan, o.threads, inputs);
+          per_stream[static_cast<size_t>(s)] = cpu_loop(*engine, plan, o.threads, shapes);
         } catch (const Error& e) {
           errors[static_cast<size_t>(s)] = e.what();
         }
@@ -266,6 +280,12 @@ int run_bench(const BenchOptions& o) {
 
   const auto summary = engine->summary();
   fmt::print("engine        {} (target {}, batch {})\n", model.string(), summary.target, batch);
+  if (!per_stream.empty() && !per_stream[0].bucket.empty()) {
+    std::vector<std::string> ranges;
+    for (size_t k = 0; k < engine->ranges().size(); ++k)
+      ranges.push_back(fmt::format("{} {}", engine->ranges()[k].name, per_stream[0].bucket[k]));
+    fmt::print("bucket        {} (range engine)\n", fmt::join(ranges, ", "));
+  }
   fmt::print("run           {} stream(s), {} inferences in {:.2f} s{}{}\n", o.streams, lat.size(), window_s,
              o.cuda_graph ? ", CUDA graph" : "", gpu && o.no_transfers ? ", no transfers" : "");
   const bool whole = !per_stream.empty() && per_stream[0].whole_network;
@@ -315,6 +335,7 @@ int run_bench(const BenchOptions& o) {
     pc.profile = true;
     pc.cuda_graph = false;
     std::unique_ptr<Context> ctx = engine->create_context(pc);
+    const auto inputs = shaped_inputs(*engine, *ctx, shapes);
     for (size_t i = 0; i < inputs.size(); ++i)
       ctx->set_input(engine->inputs()[i].name, inputs[i].data(), inputs[i].size());
     ctx->run();  // warm-up, counted out below
@@ -340,7 +361,11 @@ int run_bench(const BenchOptions& o) {
       const int tactic = k < summary.steps.size() ? summary.steps[k].tactic : -1;
       fmt::print("  {:>4}  {:<20} {:<36} {:>6} {:>9.4f} {:>5.1f}% {}\n", k, times[k].op, name,
                  tactic < 0 ? "" : std::to_string(tactic), ms, share * 100, bar(share, 40));
-      layers.push_back({{"step", k}, {"op", times[k].op}, {"name", times[k].name}, {"tactic", tactic}, {"ms", ms},
+      layers.push_back({{"step", k},
+                        {"op", times[k].op},
+                        {"name", times[k].name},
+                        {"tactic", tactic},
+                        {"ms", ms},
                         {"share", share}});
     }
     fmt::print("  total {:.4f} ms per run (steps timed one by one, so a little above the graph-free compute time)\n",

@@ -9,8 +9,10 @@
 namespace kiln::cli {
 
 struct ModelOptions {  // how a model becomes an engine, shared by optimize and run
-  int64_t batch = 1;
-  std::vector<std::string> shapes;    // NAME=DxDxD
+  // --batch: N, or LO..HI for a range engine; empty: 1 (building), the engine's (running an engine)
+  std::string batch;
+  std::vector<std::string> shapes;    // NAME=DxDxD, any dimension a range LO..HI
+  std::string buckets;                // --buckets 1,8,32,64: a range engine's plans
   std::vector<std::string> consts;    // NAME=FILE
   std::vector<std::string> disabled;  // pass names
   std::string device = "auto";        // auto: the GPU where there is one, else the CPU

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 
+#include "build/range_build.h"
+#include "core/shape_range.h"
 #include "runtime/cuda/device.h"
 
 namespace kiln::cli {
@@ -20,33 +23,27 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
-std::vector<int64_t> parse_dims(const std::string& s, const char* option) {
-  std::vector<int64_t> dims;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t x = s.find('x', pos);
-    std::string part = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    try {
-      size_t used = 0;
-      long long d = std::stoll(part, &used);
-      if (used != part.size() || d < 0) throw std::invalid_argument(part);
-      dims.push_back(d);
-    } catch (const std::exception&) {
-      throw Error(std::string(option) + ": '" + s + "' is not a shape like 1x3x224x224");
-    }
-    if (x == std::string::npos) break;
-    pos = x + 1;
-  }
-  return dims;
-}
-
 build::BuildOptions build_options(const ModelOptions& m) {
   build::BuildOptions o;
-  if (m.batch < 1) throw Error("--batch must be at least 1");
-  o.batch = m.batch;
+  if (!m.batch.empty()) {
+    o.batch_range = parse_dim_range(m.batch, "--batch");
+    if (o.batch_range.lo < 1) throw Error("--batch must be at least 1");
+    o.batch = o.batch_range.hi;
+  }
   for (const std::string& s : m.shapes) {
     auto [name, dims] = split_assignment(s, "--shape");
-    o.input_shapes[name] = parse_dims(dims, "--shape");
+    ShapeRange r = parse_shape_range(dims, "--shape " + name);
+    if (std::all_of(r.begin(), r.end(), [](const DimRange& d) { return d.fixed(); })) {
+      std::vector<int64_t> fixed;
+      for (const DimRange& d : r) fixed.push_back(d.lo);
+      o.input_shapes[name] = fixed;
+    } else {
+      o.shape_ranges[name] = r;
+    }
+  }
+  if (!m.buckets.empty()) {
+    o.buckets = parse_buckets(m.buckets, "--buckets");
+    if (!build::has_ranges(o)) throw Error("--buckets is for range engines: give --batch LO..HI or a --shape range");
   }
   for (const std::string& c : m.consts) {
     auto [name, file] = split_assignment(c, "--const");
@@ -115,6 +112,47 @@ std::shared_ptr<const Engine> load_engine(const std::filesystem::path& path, con
                 " is a GPU engine; --device cpu needs an engine built for the CPU (kiln optimize "
                 "MODEL.onnx --device cpu), or leave out --device to run this one on the GPU");
   return e;
+}
+
+std::map<std::string, std::vector<int64_t>> engine_input_shapes(const Engine& e, const ModelOptions& m) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  if (!m.batch.empty()) {
+    const DimRange b = parse_dim_range(m.batch, "--batch");
+    if (!b.fixed())
+      throw Error("--batch " + m.batch + ": a range is for building; an engine runs one size at a time (--batch N)");
+    bool ranged = false;
+    for (const ShapeRangeInfo& r : e.ranges())
+      for (const auto& [name, axis] : r.inputs)
+        if (axis == 0) {
+          std::vector<int64_t> dims = shapes.count(name) ? shapes[name] : std::vector<int64_t>{};
+          for (const TensorInfo& t : e.inputs())
+            if (t.name == name && dims.empty()) dims = t.shape;
+          dims[0] = b.lo;
+          shapes[name] = dims;
+          ranged = true;
+        }
+    if (!ranged && !e.inputs().empty() && (e.inputs()[0].shape.empty() || e.inputs()[0].shape[0] != b.lo))
+      throw Error(
+          fmt::format("--batch {}: the engine has a fixed shape (input '{}' {}); build one for a range of "
+                      "batches with kiln optimize --batch LO..HI",
+                      m.batch, e.inputs()[0].name, shape_string(e.inputs()[0].shape)));
+  }
+  for (const std::string& s : m.shapes) {
+    auto [name, text] = split_assignment(s, "--shape");
+    std::vector<int64_t> dims;
+    for (const DimRange& d : parse_shape_range(text, "--shape " + name)) {
+      if (!d.fixed()) throw Error("--shape " + s + ": a range is for building; an engine runs one shape at a time");
+      dims.push_back(d.lo);
+    }
+    shapes[name] = dims;
+  }
+  return shapes;
+}
+
+std::vector<TensorInfo> current_inputs(const Engine& e, const Context& ctx) {
+  std::vector<TensorInfo> r = e.inputs();
+  for (TensorInfo& t : r) t.shape = ctx.input_shape(t.name);
+  return r;
 }
 
 std::function<void(const build::BuildProgress&)> build_progress() {

@@ -18,16 +18,29 @@ nlohmann::json io_json(const std::vector<TensorInfo>& ts) {
   return a;
 }
 
+// "[1..64,3,224,224]": a range engine's input or output, its ranged dimensions as ranges.
+std::string ranged_shape(const Engine& e, const TensorInfo& t, bool input) {
+  std::vector<std::string> d;
+  for (int64_t x : t.shape) d.push_back(std::to_string(x));
+  for (const ShapeRangeInfo& r : e.ranges())
+    for (const auto& [name, axis] : input ? r.inputs : r.outputs)
+      if (name == t.name && axis >= 0) d[static_cast<size_t>(axis)] = fmt::format("{}..{}", r.lo, r.hi);
+  return "[" + fmt::format("{}", fmt::join(d, ",")) + "]";
+}
+
 int inspect_engine(const InspectOptions& o) {
   std::shared_ptr<const Engine> e = Engine::load(o.model);
   EngineSummary s = e->summary();
   if (o.json) {
     nlohmann::json steps = nlohmann::json::array();
     for (const StepInfo& st : s.steps)
-      steps.push_back(
-          {{"op", st.op}, {"name", st.name}, {"attrs", st.attrs}, {"inputs", st.inputs}, {"outputs", st.outputs},
-           {"tactic", st.tactic},
-           {"side_after", st.side_after}});
+      steps.push_back({{"op", st.op},
+                       {"name", st.name},
+                       {"attrs", st.attrs},
+                       {"inputs", st.inputs},
+                       {"outputs", st.outputs},
+                       {"tactic", st.tactic},
+                       {"side_after", st.side_after}});
     nlohmann::json views = nlohmann::json::array();
     for (const ViewInfo& v : s.views)
       views.push_back({{"name", v.name}, {"base", v.base}, {"offset", v.offset}, {"bytes", v.bytes}});
@@ -45,6 +58,26 @@ int inspect_engine(const InspectOptions& o) {
                         {"outputs", io_json(e->outputs())},
                         {"steps", steps},
                         {"views", views}};
+    if (!s.ranges.empty()) {
+      nlohmann::json ranges = nlohmann::json::array(), buckets = nlohmann::json::array();
+      for (const ShapeRangeInfo& r : s.ranges) {
+        nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array();
+        for (const auto& [name, axis] : r.inputs) ins.push_back({{"name", name}, {"axis", axis}});
+        for (const auto& [name, axis] : r.outputs) outs.push_back({{"name", name}, {"axis", axis}});
+        ranges.push_back({{"name", r.name},
+                          {"lo", r.lo},
+                          {"hi", r.hi},
+                          {"buckets", r.buckets},
+                          {"inputs", ins},
+                          {"outputs", outs},
+                          {"pad_rows", r.pad_rows},
+                          {"why_exact", r.why_exact}});
+      }
+      for (const BucketInfo& b : s.buckets)
+        buckets.push_back({{"sizes", b.sizes}, {"steps", b.steps}, {"arena_bytes", b.arena_bytes}});
+      j["ranges"] = ranges;
+      j["buckets"] = buckets;
+    }
     if (!s.whole_network.empty()) j["whole_network"] = s.whole_network;
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
@@ -57,16 +90,22 @@ int inspect_engine(const InspectOptions& o) {
   fmt::print("arena      {} (all activations without sharing: {}; peak of live bytes, the lower bound: {})\n",
              human_bytes(s.arena_bytes), human_bytes(s.activation_bytes), human_bytes(s.peak_live_bytes));
   for (const TensorInfo& t : e->inputs())
-    fmt::print("input      {} {}{}\n", t.name, dtype_name(t.dtype), shape_string(t.shape));
+    fmt::print("input      {} {}{}\n", t.name, dtype_name(t.dtype), ranged_shape(*e, t, true));
   for (const TensorInfo& t : e->outputs())
-    fmt::print("output     {} {}{}\n", t.name, dtype_name(t.dtype), shape_string(t.shape));
-  fmt::print("steps      {}\n", s.steps.size());
+    fmt::print("output     {} {}{}\n", t.name, dtype_name(t.dtype), ranged_shape(*e, t, false));
+  for (const ShapeRangeInfo& r : s.ranges)
+    fmt::print("range      {} {}..{}: buckets {}; {}\n", r.name, r.lo, r.hi, fmt::join(r.buckets, ","),
+               r.pad_rows ? "sizes between them run padded with zero rows"
+                          : "only these sizes run (rows not independent: " + r.why_exact + ")");
+  for (const BucketInfo& b : s.buckets)
+    fmt::print("  plan [{}]: {} steps, arena {}\n", fmt::join(b.sizes, ","), b.steps, human_bytes(b.arena_bytes));
+  fmt::print("steps      {}{}\n", s.steps.size(), s.ranges.empty() ? "" : " (the largest bucket's plan)");
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const StepInfo& st = s.steps[i];
     fmt::print("  {:>4}  {:<20} {:<28} {} -> {}{}{}{}\n", i, st.op, st.name, fmt::join(st.inputs, ", "),
                fmt::join(st.outputs, ", "), st.attrs.empty() ? "" : "  {" + st.attrs + "}",
                st.tactic < 0 ? "" : fmt::format("  [tactic {}]", st.tactic),
-               st.side_after < -1 ? ""
+               st.side_after < -1  ? ""
                : st.side_after < 0 ? "  [side stream, from the start]"
                                    : fmt::format("  [side stream, after step {}]", st.side_after));
   }

@@ -11,8 +11,15 @@
 namespace {
 
 void add_model_options(CLI::App* cmd, kiln::cli::ModelOptions& m) {
-  cmd->add_option("--batch", m.batch, "Size of a symbolic leading (batch) dimension")->capture_default_str();
-  cmd->add_option("--shape", m.shapes, "Shape of an input with other symbolic dims: NAME=1x3x224x224");
+  cmd->add_option("--batch", m.batch,
+                  "Size of a symbolic leading (batch) dimension (default 1), or a range LO..HI: one engine for "
+                  "every size in it");
+  cmd->add_option("--shape", m.shapes,
+                  "Shape of an input with other symbolic dims: NAME=1x3x224x224; any dimension may be a range "
+                  "LO..HI (NAME=1..8x3x224x224)");
+  cmd->add_option("--buckets", m.buckets,
+                  "Range engines: the sizes to build a plan for, ascending, the last the range's top "
+                  "(default: the powers of two and the range's ends)");
   cmd->add_option("--const", m.consts, "Freeze an input to a value (.npy or .pb): NAME=FILE");
   cmd->add_option("--disable-pass", m.disabled, "Switch off an optimization pass by name");
   cmd->add_option("--device", m.device, "cpu or gpu (default: the GPU where there is one)");
@@ -118,8 +125,9 @@ int main(int argc, char** argv) {
   benchc->add_flag("--no-side-stream", bench.no_side_stream,
                    "GPU: run every step on one stream (by default steps that need nothing from the steps just "
                    "before them run beside those on a second stream)");
-  benchc->add_flag("--whole-net", bench.whole_net,
-                   "GPU: run a small network as one whole-network kernel where it can (slower than the steps on an H200)");
+  benchc->add_flag(
+      "--whole-net", bench.whole_net,
+      "GPU: run a small network as one whole-network kernel where it can (slower than the steps on an H200)");
   benchc->add_option("--json", bench.json, "Write every figure to this JSON file");
   benchc->add_option("--threads", bench.threads, "CPU threads per context (0: all cores)")->capture_default_str();
   add_model_options(benchc, bench.build);
@@ -140,7 +148,7 @@ int main(int argc, char** argv) {
   add_train_options(trainc, tr);
 
   EvalOptions ev;
-  ev.build.batch = 100;
+  ev.build.batch = "100";
   CLI::App* evalc = app.add_subcommand("eval", "Top-1 accuracy and confusion matrix of a classifier on a labelled set");
   evalc->add_option("model", ev.model, "MODEL.onnx or MODEL.kiln")->required();
   evalc->add_option("--data", ev.data, "Folder of a data set (IDX, CIFAR-10 binary or x_test.npy/y_test.npy)")

@@ -15,8 +15,7 @@ int run_optimize(const OptimizeOptions& o) {
   if (!is_onnx(in)) throw Error(o.model + ": expected an .onnx model");
   std::filesystem::path out =
       o.output.empty() ? std::filesystem::path(in).replace_extension(".kiln") : std::filesystem::path(o.output);
-  build::BuildOptions bo =
-      build_options(o.build);
+  build::BuildOptions bo = build_options(o.build);
   graph::Graph g = graph::import_onnx(in);
   build::BuildReport report;
   std::vector<uint8_t> bytes = build::build_engine(g, bo, &report);
@@ -26,6 +25,10 @@ int run_optimize(const OptimizeOptions& o) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!report.precision_choice.empty()) fmt::print("{}\n", report.precision_choice);
   fmt::print("{}: {} nodes -> {} steps, target {}\n", in.string(), report.nodes_in, report.steps, bo.target);
+  for (const std::string& r : report.ranges) fmt::print("range {}\n", r);
+  if (report.plans > 1)
+    fmt::print("{} plans (one per bucket), the weights stored once; steps and arena above are the largest's\n",
+               report.plans);
   fmt::print("wrote {}: {} (weights {}, activation arena {}) in {:.2f} s\n", out.string(),
              human_bytes(report.engine_bytes), human_bytes(report.weight_bytes), human_bytes(report.arena_bytes), s);
   return kExitOk;

@@ -6,8 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "passes/pass.h"
 #include "graph/onnx_import.h"
+#include "passes/pass.h"
 
 namespace kiln::cli {
 
@@ -92,8 +92,7 @@ int run_run(const RunOptions& o) {
       throw Error(fmt::format("{}: {} input files given, the model has {} inputs", o.inputs_dir, positional.size(),
                               input_names.size()));
     for (size_t i = 0; i < positional.size(); ++i) given.try_emplace(input_names[i], positional[i]);
-    build::BuildOptions bo =
-        build_options(o.build);
+    build::BuildOptions bo = build_options(o.build);
     for (const auto& [name, t] : given) {
       if (std::find(input_names.begin(), input_names.end(), name) == input_names.end())
         throw Error(fmt::format("--input {}: the model has no input of that name (inputs: {})", name,
@@ -134,9 +133,16 @@ int run_run(const RunOptions& o) {
       throw Error(fmt::format("input '{}' ({}{}) was not given: use --input {}=FILE or --inputs DIR", in.name,
                               dtype_name(in.dtype), shape_string(in.shape), in.name));
     const HostTensor& t = it->second;
-    if (t.dtype != in.dtype || t.shape != in.shape)
+    // A range engine takes any shape in range: the data's shape, if the engine has a range there.
+    if (!engine->ranges().empty() && t.shape != ctx->input_shape(in.name) && t.shape.size() == in.shape.size())
+      ctx->set_input_shape(in.name, t.shape);
+  }
+  for (const TensorInfo& in : engine->inputs()) {
+    const HostTensor& t = given.at(in.name);
+    const std::vector<int64_t> want = ctx->input_shape(in.name);
+    if (t.dtype != in.dtype || t.shape != want)
       throw Error(fmt::format("input '{}' expects {}{}, the file holds {}{}", in.name, dtype_name(in.dtype),
-                              shape_string(in.shape), dtype_name(t.dtype), shape_string(t.shape)));
+                              shape_string(want), dtype_name(t.dtype), shape_string(t.shape)));
     ctx->set_input(in.name, t.data.data(), t.data.size());
   }
   auto t0 = std::chrono::steady_clock::now();
@@ -147,7 +153,7 @@ int run_run(const RunOptions& o) {
   bool all_ok = true;
   const auto& outs = engine->outputs();
   for (size_t i = 0; i < outs.size(); ++i) {
-    const TensorInfo& info = outs[i];
+    const TensorInfo info{outs[i].name, outs[i].dtype, ctx->output_shape(outs[i].name)};
     std::span<const std::byte> bytes = ctx->output(info.name);
     if (!o.outputs_dir.empty()) {
       std::filesystem::create_directories(o.outputs_dir);

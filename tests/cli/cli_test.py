@@ -195,7 +195,7 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("inspect", engine)
         self.assertEqual(rc, 0, err)
         for part in ["input      x float32[2,3]", "output     y float32[2,3]", "steps      2",
-                     "weights    ", "target     cpu", "versions   format 4, built by kiln 0.1.0",
+                     "weights    ", "target     cpu", "versions   format 5, built by kiln 0.1.0",
                      "model      relu_add", "Relu", "Add"]:
             self.assertIn(part, out)
 
@@ -203,7 +203,7 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("inspect", self.engine, "--json")
         self.assertEqual(rc, 0, err)
         j = json.loads(out)
-        self.assertEqual(j["format_version"], 4)
+        self.assertEqual(j["format_version"], 5)
         self.assertEqual(j["target"], "cpu")
         self.assertEqual(j["model"], "relu_add")
         self.assertEqual(j["inputs"], [{"name": "x", "dtype": "float32", "shape": [2, 3]}])
@@ -221,7 +221,7 @@ class KilnCli(unittest.TestCase):
         self.assert_error(["optimize", self.model, "--disable-pass", "no-such-pass"], "no such pass")
         self.assert_error(["optimize", self.model, "--disable-pass", "infer-and-fold"], "is required")
         self.assert_error(["optimize", self.model, "--batch", "0"], "--batch must be at least 1")
-        self.assert_error(["optimize", self.model, "--shape", "x=2xq"], "is not a shape")
+        self.assert_error(["optimize", self.model, "--shape", "x=2xq"], "is not a size or a range like 1..64")
         self.assert_error(["optimize", self.model, "--device", "tpu"], "expected cpu or gpu")
 
     def test_device_defaults_to_the_gpu_where_there_is_one(self):
@@ -253,6 +253,47 @@ class KilnCli(unittest.TestCase):
         # kiln run takes the shape from the data it is given.
         rc, out, err = run_kiln("run", m, "--input", f"x={self.x_npy}")
         self.assertEqual(rc, 0, err)
+
+    def test_shape_ranges(self):
+        # y = Relu(x) over x[N, L]: a range engine over N (rows apart: padded between buckets) and
+        # L (Relu keeps positions apart too), run at shapes in range, inspected, benched; onnxruntime's
+        # Relu is the oracle.
+        m = save_model(self.path("range.onnx"),
+                       [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "L"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "L"])])
+        eng = self.path("range.kiln")
+        rc, out, err = run_kiln("optimize", m, "-o", eng, "--device", "cpu", "--batch", "1..8", "--shape",
+                                "x=1..8x2..6", "--device", "cpu")
+        self.assertNotEqual(rc, 0)  # --batch and a --shape range on the same input: --shape wins, N is given
+        rc, out, err = run_kiln("optimize", m, "-o", eng, "--device", "cpu", "--shape", "x=1..8x2..6")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("range N 1..8: buckets 1,2,4,8; sizes between them run padded", out)
+        self.assertIn("range L 2..6: buckets 2,4,6;", out)
+        rc, out, err = run_kiln("inspect", eng)
+        self.assertIn("input      x float32[1..8,2..6]", out)
+        self.assertIn("  plan [4,4]:", out)
+        x = np.random.default_rng(5).standard_normal((3, 5)).astype(np.float32)
+        np.save(self.path("x35.npy"), x)
+        outdir = self.path("range_out")
+        rc, out, err = run_kiln("run", eng, "--input", f"x={self.path('x35.npy')}", "--outputs", outdir)
+        self.assertEqual(rc, 0, err)
+        y = np.load(os.path.join(outdir, "output_0.npy"))
+        self.assertEqual(y.shape, (3, 5))
+        np.testing.assert_array_equal(y, np.maximum(x, 0))
+        rc, out, err = run_kiln("bench", eng, "--shape", "x=5x3", "--iterations", "3", "--duration", "0")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("bucket        N 8, L 4 (range engine)", out)
+        np.save(self.path("x95.npy"), np.zeros((9, 5), np.float32))
+        self.assert_error(["run", eng, "--input", f"x={self.path('x95.npy')}"],
+                          "input 'x' dimension 0 ('N') is 9, outside the engine's range 1..8")
+        self.assert_error(["bench", eng, "--shape", "x=1..2x3"], "a range is for building")
+        self.assert_error(["optimize", m, "-o", eng, "--device", "cpu", "--shape", "x=1..8x0..6"], "--shape x")
+        self.assert_error(["optimize", self.model, "--device", "cpu", "--buckets", "1,2"],
+                          "--buckets is for range engines")
+        self.assert_error(["optimize", m, "--device", "cpu", "--shape", "x=1..8x3", "--buckets", "2,4"],
+                          "--buckets")
+        self.assert_error(["optimize", m, "--device", "cpu", "--batch", "8..1", "--shape", "x=1x3"], "--batch")
 
     def test_optimize_verbose_shows_each_pass_and_folded_names(self):
         # x -> Pad -> Conv -> Mul(per channel) -> Reshape(same shape) -> y: fold-pad, fold-scale-shift
