@@ -105,6 +105,11 @@ if python3 "$ROOT/tests/fuzz/views_seed.py" "$WORK/views_seed.onnx" 2>/dev/null 
   (cd "$WORK" && "$BUILD/kiln" optimize views_seed.onnx -o "$SEEDS/engine/views.kiln" >/dev/null 2>&1); then
   made=$((made + 1))
 fi
+# A range engine (one plan per batch bucket, weights shared) of the same model.
+if python3 "$ROOT/tests/fuzz/views_seed.py" "$WORK/views_seed.onnx" --symbolic-batch 2>/dev/null &&
+  (cd "$WORK" && "$BUILD/kiln" optimize views_seed.onnx --batch 1..3 -o "$SEEDS/engine/range.kiln" >/dev/null 2>&1); then
+  made=$((made + 1))
+fi
 rm -f "$WORK/views_seed.onnx"
 echo "   $(ls "$SEEDS/onnx" | wc -l) ONNX models, $(ls "$SEEDS/tensor_file" | wc -l) tensors, $made engines"
 if [[ $made -eq 0 ]]; then

@@ -3,7 +3,10 @@
 two branches concatenated on channels at batch 1 (written in place), a Flatten (a view), a Split
 (free: its outputs are views) and a sibling pair that fuse-siblings joins.
 
-    views_seed.py OUT.onnx
+    views_seed.py OUT.onnx [--symbolic-batch]
+
+--symbolic-batch names the leading dimension "N" instead of 1, for a range engine seed
+(`kiln optimize --batch 1..3`).
 """
 import sys
 
@@ -28,10 +31,11 @@ nodes = [
     helper.make_node("Gemm", ["f", "wg"], ["y"], name="fc"),
     helper.make_node("Sigmoid", ["s1"], ["z"], name="sigmoid"),
 ]
+n = "N" if "--symbolic-batch" in sys.argv[2:] else 1
 graph = helper.make_graph(
-    nodes, "views_seed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4]),
-     helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 3, 3, 3])],
+    nodes, "views_seed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 2, 3, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, 4]),
+     helper.make_tensor_value_info("z", TensorProto.FLOAT, [n, 3, 3, 3])],
     [const("w1", (2, 2, 1, 1)), const("w2", (3, 2, 1, 1)), const("wg", (36, 4)),
      numpy_helper.from_array(np.array([3, 4], np.int64), "sizes")])
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
