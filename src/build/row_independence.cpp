@@ -113,8 +113,9 @@ bool masking(const Carry& c) { return c.pad == Pad::kMasked || (c.pad == Pad::kC
 class Analysis {
  public:
   Analysis(const Graph& g, const std::map<ValueId, int>& axes, const Graph* smaller, int64_t lo)
-      : g_(g), smaller_(smaller), lo_(lo), carry_(g.values.size()) {
+      : g_(g), smaller_(smaller), lo_(lo), carry_(g.values.size()), unstable_(g.values.size()) {
     for (const auto& [id, a] : axes) carry_[static_cast<size_t>(id)] = {{a, Pad::kConst, 0.0}};  // zero padding
+    if (smaller_) seed_constants();
   }
 
   RowAxes run() {
@@ -179,6 +180,9 @@ class Analysis {
   }
 
   bool visit(const Node& n) {
+    for (ValueId v : n.inputs)
+      if (v != graph::kNoValue && !unstable_[static_cast<size_t>(v)].empty())
+        return fail(unstable_[static_cast<size_t>(v)]);
     bool any = false;
     for (ValueId v : n.inputs) any = any || (v != graph::kNoValue && !carry(v).empty());
     if (!any) {
@@ -246,80 +250,72 @@ class Analysis {
     }
   }
 
-  // What a constant that varies along output axis `at` holds at the padded positions there, or
-  // nullopt (with why_) when it is not the same constant at every size in the range. `offset`:
-  // the constant's axes lie at output axis + offset.
-  std::optional<Carry> constant_pad(ValueId v, int at, int offset, const Carries& out) {
-    const Value& big = g_.value(v);
-    if (!big.is_constant()) {
-      fail("input '" + big.name + "' varies along the rows without carrying them");
-      return std::nullopt;
-    }
-    const graph::ValueId sid = smaller_ ? smaller_->find(big.name) : graph::kNoValue;
-    if (sid == graph::kNoValue && rows_equal(big, at + offset)) return Carry{at, Pad::kFinite, 0};
-    if (sid == graph::kNoValue || !smaller_->value(sid).is_constant()) {
-      fail("input '" + big.name + "' differs from row to row");
-      return std::nullopt;
-    }
-    const Value& small = smaller_->value(sid);
-    if (small.shape.size() != big.shape.size() || small.dtype != big.dtype) {
-      fail("constant '" + big.name + "' changes shape with the size");
-      return std::nullopt;
-    }
-    // The axes where the two sizes' constants differ in size carry the dimension.
-    std::vector<int> axes;
-    for (size_t a = 0; a < big.shape.size(); ++a) {
-      if (big.shape[a] == small.shape[a]) continue;
-      if (big.shape[a] < small.shape[a] || !find(out, static_cast<int>(a) - offset)) {
-        fail("constant '" + big.name + "' changes along an axis that does not carry the rows");
-        return std::nullopt;
+  // Constants that change with the size (folded from the input's shape: position ids, a padding
+  // of zeros, a causal mask) carry the dimension on the axes where the graph folded at the range's
+  // bottom has them smaller. They must be the same at every size (the smaller one the larger
+  // one's leading corner); each axis's padding is what the constant holds where that axis is past
+  // the valid size and its other ranged axes are not.
+  void seed_constants() {
+    for (size_t v = 0; v < g_.values.size(); ++v) {
+      const Value& big = g_.values[v];
+      if (!big.is_constant() || !carry_[v].empty()) continue;
+      const graph::ValueId sid = smaller_->find(big.name);
+      if (sid == graph::kNoValue) continue;
+      const Value& small = smaller_->value(sid);
+      if (!small.is_constant() || small.shape.size() != big.shape.size() || small.dtype != big.dtype ||
+          small.shape == big.shape)
+        continue;
+      std::vector<int> axes;
+      for (size_t a = 0; a < big.shape.size(); ++a) {
+        if (big.shape[a] == small.shape[a]) continue;
+        if (big.shape[a] < small.shape[a]) {
+          unstable_[v] = "constant '" + big.name + "' shrinks as the size grows";
+          break;
+        }
+        axes.push_back(static_cast<int>(a));
       }
-      axes.push_back(static_cast<int>(a));
-    }
-    // Same at every size: the smaller one is the larger one's leading corner...
-    const std::vector<double> bv = values_of(big), sv = values_of(small);
-    const size_t rank = big.shape.size();
-    std::vector<int64_t> idx(rank, 0);
-    auto flat = [&](const std::vector<int64_t>& s) {
-      int64_t f = 0;
-      for (size_t a = 0; a < rank; ++a) f = f * s[a] + idx[a];
-      return static_cast<size_t>(f);
-    };
-    for (size_t e = 0; e < sv.size(); ++e) {
-      int64_t rest = static_cast<int64_t>(e);
-      for (size_t a = rank; a-- > 0;) {
-        idx[a] = rest % small.shape[a];
-        rest /= small.shape[a];
+      if (!unstable_[v].empty()) continue;
+      const std::vector<double> bv = values_of(big), sv = values_of(small);
+      const size_t rank = big.shape.size();
+      std::vector<int64_t> idx(rank, 0);
+      auto unflatten = [&](size_t e, const std::vector<int64_t>& shape) {
+        auto rest = static_cast<int64_t>(e);
+        for (size_t k = rank; k-- > 0;) {
+          idx[k] = rest % shape[k];
+          rest /= shape[k];
+        }
+      };
+      for (size_t e = 0; e < sv.size() && unstable_[v].empty(); ++e) {
+        unflatten(e, small.shape);
+        int64_t f = 0;
+        for (size_t k = 0; k < rank; ++k) f = f * big.shape[k] + idx[k];
+        const double x = bv[static_cast<size_t>(f)], y = sv[e];
+        if (!(x == y || (std::isnan(x) && std::isnan(y))))
+          unstable_[v] = "constant '" + big.name +
+                         "' is not the same at every size (folded at two sizes, their "
+                         "common part differs)";
       }
-      const double x = bv[flat(big.shape)], y = sv[e];
-      if (!(x == y || (std::isnan(x) && std::isnan(y)))) {
-        fail("constant '" + big.name +
-             "' is not the same at every size (built at two sizes, their common part differs)");
-        return std::nullopt;
+      if (!unstable_[v].empty()) continue;
+      Carries c;
+      for (int mine : axes) {
+        bool all_equal = true, all_masked = true, first = true;
+        double value = 0;
+        for (size_t e = 0; e < bv.size(); ++e) {
+          unflatten(e, big.shape);
+          int64_t other = -1;
+          for (int k : axes)
+            if (k != mine) other = std::max(other, idx[static_cast<size_t>(k)]);
+          if (idx[static_cast<size_t>(mine)] < std::max(lo_, other + 1)) continue;  // valid at every size
+          if (first) value = bv[e];
+          all_equal = all_equal && bv[e] == value;
+          all_masked = all_masked && bv[e] <= kMaskedBelow;
+          first = false;
+        }
+        c.push_back(all_equal ? Carry{mine, Pad::kConst, value}
+                              : Carry{mine, all_masked ? Pad::kMasked : Pad::kFinite, 0});
       }
+      carry_[v] = c;
     }
-    // ...and what it holds where `at` is padded while its other ranged axes are not.
-    const int mine = at + offset;
-    if (std::find(axes.begin(), axes.end(), mine) == axes.end()) return Carry{at, Pad::kFinite, 0};
-    bool all_equal = true, all_masked = true, first = true;
-    double c = 0;
-    for (size_t e = 0; e < bv.size(); ++e) {
-      int64_t rest = static_cast<int64_t>(e);
-      for (size_t a = rank; a-- > 0;) {
-        idx[a] = rest % big.shape[a];
-        rest /= big.shape[a];
-      }
-      int64_t other = -1;
-      for (int a : axes)
-        if (a != mine) other = std::max(other, idx[static_cast<size_t>(a)]);
-      if (idx[static_cast<size_t>(mine)] < std::max(lo_, other + 1)) continue;  // valid at every size that has it
-      if (first) c = bv[e];
-      all_equal = all_equal && bv[e] == c;
-      all_masked = all_masked && bv[e] <= kMaskedBelow;
-      first = false;
-    }
-    if (all_equal) return Carry{at, Pad::kConst, c};
-    return Carry{at, all_masked ? Pad::kMasked : Pad::kFinite, 0};
   }
 
   // Per-element and broadcasting ops: the carried axes of every input, aligned; inputs that do not
@@ -366,9 +362,9 @@ class Analysis {
             in.push_back({a.axis, Pad::kFinite, 0});
           continue;
         }
-        std::optional<Carry> c = constant_pad(v, a.axis, offset, axes);
-        if (!c) return false;
-        in.push_back(*c);
+        if (!val.is_constant() || !rows_equal(val, mine))
+          return fail("input '" + val.name + "' differs from row to row");
+        in.push_back({a.axis, Pad::kFinite, 0});
       }
       result.push_back(combine(n, a.axis, in));
     }
@@ -617,6 +613,7 @@ class Analysis {
   const Graph* smaller_;
   int64_t lo_;
   std::vector<Carries> carry_;
+  std::vector<std::string> unstable_;  // per value: why a constant that changes with the size cannot be padded
   std::string why_;
 };
 
