@@ -28,12 +28,16 @@ using graph::ValueId;
 // A padded position at or below this value, added to a finite score, is masked: exp() of it is 0.
 constexpr double kMaskedBelow = -1000;
 
-enum class Pad : uint8_t { kFinite, kConst, kMasked };
+// What the padded positions along an axis hold. kAny: possibly infinite or NaN (a division by
+// a padded 0), which no contraction may take in, even multiplied by 0.
+enum class Pad : uint8_t { kFinite, kConst, kMasked, kAny };
+enum class Sign : uint8_t { kUnknown, kNonNegative, kPositive };  // of kFinite padding
 
 struct Carry {
   int axis;
   Pad pad = Pad::kFinite;
   double c = 0;  // kConst: the value
+  Sign sign = Sign::kUnknown;
 };
 using Carries = std::vector<Carry>;
 
@@ -94,8 +98,10 @@ std::optional<double> eval(const Node& n, const std::vector<double>& x) {
     case OpKind::kMul: return x[0] * x[1];
     case OpKind::kDiv: return x[1] == 0 ? std::optional<double>() : x[0] / x[1];
     case OpKind::kPow: return std::pow(x[0], x[1]);
-    case OpKind::kMax: return std::max(x[0], x[1]);
-    case OpKind::kMin: return std::min(x[0], x[1]);
+    case OpKind::kMax: return *std::max_element(x.begin(), x.end());
+    case OpKind::kMin: return *std::min_element(x.begin(), x.end());
+    case OpKind::kSum: return std::accumulate(x.begin(), x.end(), 0.0);
+    case OpKind::kMean: return std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
     case OpKind::kEqual: return b(x[0] == x[1]);
     case OpKind::kLess: return b(x[0] < x[1]);
     case OpKind::kGreater: return b(x[0] > x[1]);
@@ -109,6 +115,74 @@ std::optional<double> eval(const Node& n, const std::vector<double>& x) {
 }
 
 bool masking(const Carry& c) { return c.pad == Pad::kMasked || (c.pad == Pad::kConst && c.c <= kMaskedBelow); }
+// Finite and not itself a large negative: what may be added to a mask and leave it a mask.
+bool modest(const Carry& c, double most) {
+  return c.pad == Pad::kFinite || (c.pad == Pad::kConst && std::isfinite(c.c) && std::fabs(c.c) <= most);
+}
+bool non_negative(const Carry& c) {
+  return (c.pad == Pad::kFinite && c.sign != Sign::kUnknown) || (c.pad == Pad::kConst && c.c >= 0);
+}
+bool positive(const Carry& c) {
+  return (c.pad == Pad::kFinite && c.sign == Sign::kPositive) || (c.pad == Pad::kConst && c.c > 0);
+}
+// Elementwise ops whose output is finite where their inputs are (overflow aside: padded values are
+// the model's own activations, not extremes).
+bool keeps_finite(OpKind k) {
+  switch (k) {
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kRelu:
+    case OpKind::kLeakyRelu:
+    case OpKind::kPRelu:
+    case OpKind::kElu:
+    case OpKind::kClip:
+    case OpKind::kSigmoid:
+    case OpKind::kHardSigmoid:
+    case OpKind::kTanh:
+    case OpKind::kErf:
+    case OpKind::kGelu:
+    case OpKind::kSoftplus:
+    case OpKind::kExp:
+    case OpKind::kWhere:
+    case OpKind::kMax:
+    case OpKind::kMin:
+    case OpKind::kSum:
+    case OpKind::kMean:
+    case OpKind::kCast:
+    case OpKind::kIdentity:
+    case OpKind::kDropout:
+    case OpKind::kExpand:
+    case OpKind::kEqual:
+    case OpKind::kLess:
+    case OpKind::kGreater:
+    case OpKind::kLessOrEqual:
+    case OpKind::kGreaterOrEqual:
+    case OpKind::kAnd:
+    case OpKind::kOr:
+    case OpKind::kNot:
+    case OpKind::kSign:
+    case OpKind::kFloor:
+    case OpKind::kCeil:
+    case OpKind::kRound:
+    case OpKind::kSin:
+    case OpKind::kCos: return true;
+    default: return false;
+  }
+}
+// A padded value after a reduction, a normalization or a product along other axes: finite where
+// the input is, its sign kept where `keep_sign`.
+Carry reduced(const Carry& c, int axis, bool keep_sign) {
+  if (c.pad == Pad::kAny) return {axis, Pad::kAny};
+  Sign sign = Sign::kUnknown;
+  if (keep_sign && positive(c))
+    sign = Sign::kPositive;
+  else if (keep_sign && non_negative(c))
+    sign = Sign::kNonNegative;
+  return {axis, Pad::kFinite, 0, sign};
+}
 
 class Analysis {
  public:
@@ -156,10 +230,14 @@ class Analysis {
     for (ValueId o : n.outputs)
       if (o != graph::kNoValue) carry(o) = c;
   }
-  static Carries finite(const Carries& c) {
-    Carries r = c;
-    for (Carry& x : r) x = {x.axis, Pad::kFinite, 0};
+  // The same axes after an op along other axes: finite padding stays finite, kAny stays kAny.
+  static Carries finite(const Carries& c, bool keep_sign = false) {
+    Carries r;
+    for (const Carry& x : c) r.push_back(reduced(x, x.axis, keep_sign));
     return r;
+  }
+  static bool any_nonfinite(const Carries& c) {
+    return std::any_of(c.begin(), c.end(), [](const Carry& x) { return x.pad == Pad::kAny; });
   }
   // The one input that carries the dimension (its index), or false if several do.
   bool single_carrier(const Node& n, size_t* index) {
@@ -179,10 +257,35 @@ class Analysis {
     return true;
   }
 
-  bool visit(const Node& n) {
-    for (ValueId v : n.inputs)
-      if (v != graph::kNoValue && !unstable_[static_cast<size_t>(v)].empty())
+  // Each output's shape at the range's bottom: its carried axes at the bottom's size, the others
+  // as at the top. A shape that moves otherwise follows the size where the analysis did not see it
+  // (a Reshape whose target equals the size by coincidence).
+  bool check_sizes(const Node& n) {
+    if (!smaller_) return true;
+    for (ValueId o : n.outputs) {
+      if (o == graph::kNoValue) continue;
+      const graph::ValueId sid = smaller_->find(g_.value(o).name);
+      if (sid == graph::kNoValue || smaller_->value(sid).shape.size() != shape(o).size()) continue;
+      const std::vector<int64_t>& small = smaller_->value(sid).shape;
+      for (size_t a = 0; a < small.size(); ++a) {
+        const bool carried = find(carry(o), static_cast<int>(a)) != nullptr;
+        if (carried ? small[a] == lo_ : small[a] == shape(o)[a]) continue;
+        return fail("output '" + g_.value(o).name + "' has " + std::to_string(small[a]) + " on axis " +
+                    std::to_string(a) + " at the range's bottom, which does not follow the rows");
+      }
+    }
+    return true;
+  }
+
+  bool visit(const Node& n) { return visit_op(n) && check_sizes(n); }
+
+  bool visit_op(const Node& n) {
+    const uint32_t shape_inputs = op_info(n.kind).const_inputs;  // may depend on the size: shapes only
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ValueId v = n.inputs[i];
+      if (v != graph::kNoValue && !unstable_[static_cast<size_t>(v)].empty() && !((shape_inputs >> i) & 1))
         return fail(unstable_[static_cast<size_t>(v)]);
+    }
     bool any = false;
     for (ValueId v : n.inputs) any = any || (v != graph::kNoValue && !carry(v).empty());
     if (!any) {
@@ -262,9 +365,12 @@ class Analysis {
       const graph::ValueId sid = smaller_->find(big.name);
       if (sid == graph::kNoValue) continue;
       const Value& small = smaller_->value(sid);
-      if (!small.is_constant() || small.shape.size() != big.shape.size() || small.dtype != big.dtype ||
-          small.shape == big.shape)
+      if (!small.is_constant() || small.shape.size() != big.shape.size() || small.dtype != big.dtype) continue;
+      if (small.shape == big.shape) {  // the same shape: it must hold the same values, or feed only shapes
+        if (*small.data != *big.data)
+          unstable_[v] = "constant '" + big.name + "' depends on the size (folded at two sizes, its values differ)";
         continue;
+      }
       std::vector<int> axes;
       for (size_t a = 0; a < big.shape.size(); ++a) {
         if (big.shape[a] == small.shape[a]) continue;
@@ -298,7 +404,7 @@ class Analysis {
       if (!unstable_[v].empty()) continue;
       Carries c;
       for (int mine : axes) {
-        bool all_equal = true, all_masked = true, first = true;
+        bool all_equal = true, all_masked = true, first = true, nonfinite = false;
         double value = 0;
         for (size_t e = 0; e < bv.size(); ++e) {
           unflatten(e, big.shape);
@@ -309,7 +415,12 @@ class Analysis {
           if (first) value = bv[e];
           all_equal = all_equal && bv[e] == value;
           all_masked = all_masked && bv[e] <= kMaskedBelow;
+          nonfinite = nonfinite || std::isnan(bv[e]) || bv[e] == HUGE_VAL;
           first = false;
+        }
+        if (nonfinite) {
+          c.push_back({mine, Pad::kAny});
+          continue;
         }
         c.push_back(all_equal ? Carry{mine, Pad::kConst, value}
                               : Carry{mine, all_masked ? Pad::kMasked : Pad::kFinite, 0});
@@ -373,28 +484,77 @@ class Analysis {
   }
 
   static Carry combine(const Node& n, int axis, const std::vector<Carry>& in) {
+    const OpKind k = n.kind;
+    if (std::any_of(in.begin(), in.end(), [](const Carry& c) { return c.pad == Pad::kAny; })) return {axis, Pad::kAny};
     bool all_const = true;
     std::vector<double> x;
     for (const Carry& c : in) {
       all_const = all_const && c.pad == Pad::kConst;
       x.push_back(c.c);
     }
-    if (all_const)
-      if (std::optional<double> r = eval(n, x); r && std::isfinite(*r)) return {axis, Pad::kConst, *r};
-    const bool finite_or_masked =
-        std::all_of(in.begin(), in.end(), [](const Carry& c) { return c.pad != Pad::kConst || std::isfinite(c.c); });
-    if (finite_or_masked && in.size() == 2) {
-      if (n.kind == OpKind::kAdd && (masking(in[0]) || masking(in[1]))) return {axis, Pad::kMasked, 0};
-      if (n.kind == OpKind::kSub && (masking(in[0]) || (in[1].pad == Pad::kConst && -in[1].c <= kMaskedBelow)))
-        return {axis, Pad::kMasked, 0};
-      if (n.kind == OpKind::kMul && masking(in[0]) && in[1].pad == Pad::kConst && in[1].c >= 1)
-        return {axis, Pad::kMasked, 0};
-      if (n.kind == OpKind::kMul && masking(in[1]) && in[0].pad == Pad::kConst && in[0].c >= 1)
-        return {axis, Pad::kMasked, 0};
+    if (all_const) {
+      std::optional<double> r = eval(n, x);
+      if (r && std::isfinite(*r)) return {axis, Pad::kConst, *r};
+      if (r || !keeps_finite(k)) return {axis, Pad::kAny};
     }
-    if (in.size() == 1 && (n.kind == OpKind::kCast || n.kind == OpKind::kIdentity || n.kind == OpKind::kDropout))
-      return in[0];
-    return {axis, Pad::kFinite, 0};
+    // A finite score plus a large negative constant is masked, and stays so through a modest
+    // shift, a scale of 1 or more, and float casts.
+    if (in.size() == 2) {
+      const Carry &p = in[0], &q = in[1];
+      if (k == OpKind::kAdd && ((masking(p) && modest(q, 500)) || (masking(q) && modest(p, 500))))
+        return {axis, Pad::kMasked};
+      if (k == OpKind::kSub && masking(p) && (q.pad == Pad::kFinite || (q.pad == Pad::kConst && q.c >= -500)))
+        return {axis, Pad::kMasked};
+      if (k == OpKind::kSub && modest(p, 500) && q.pad == Pad::kConst && q.c >= -kMaskedBelow)
+        return {axis, Pad::kMasked};
+      if (k == OpKind::kMul &&
+          ((masking(p) && q.pad == Pad::kConst && q.c >= 1) || (masking(q) && p.pad == Pad::kConst && p.c >= 1)))
+        return {axis, Pad::kMasked};
+      if (k == OpKind::kDiv && masking(p) && q.pad == Pad::kConst && q.c > 0 && q.c <= 1) return {axis, Pad::kMasked};
+    }
+    if (in.size() == 1 && (k == OpKind::kIdentity || k == OpKind::kDropout)) return in[0];
+    if (k == OpKind::kCast) {
+      const DataType to = std::get<CastAttrs>(n.attrs).to;
+      if (to == DataType::kFloat32 || to == DataType::kFloat16 || to == DataType::kBFloat16 || to == DataType::kFloat64)
+        return in[0].pad == Pad::kConst ? Carry{axis, Pad::kConst, in[0].c} : Carry{axis, in[0].pad, 0, in[0].sign};
+      return reduced(in[0], axis, false);
+    }
+    // Finite results, with what is known of their sign (a spelled-out LayerNorm divides by
+    // Sqrt(ReduceMean(Pow(x - mean, 2)) + eps), which is positive).
+    Sign sign = Sign::kUnknown;
+    switch (k) {
+      case OpKind::kDiv:
+        if (!(in[1].pad == Pad::kConst && in[1].c != 0) && !positive(in[1])) return {axis, Pad::kAny};
+        break;
+      case OpKind::kReciprocal:
+      case OpKind::kLog:
+        if (!positive(in[0])) return {axis, Pad::kAny};
+        return {axis, Pad::kFinite, 0, k == OpKind::kReciprocal ? Sign::kPositive : Sign::kUnknown};
+      case OpKind::kSqrt:
+        if (!non_negative(in[0])) return {axis, Pad::kAny};
+        return {axis, Pad::kFinite, 0, positive(in[0]) ? Sign::kPositive : Sign::kNonNegative};
+      case OpKind::kPow:
+        if (in[1].pad == Pad::kConst && in[1].c >= 0 && std::floor(in[1].c) == in[1].c)
+          return {axis, Pad::kFinite, 0, std::fmod(in[1].c, 2.0) == 0 ? Sign::kNonNegative : Sign::kUnknown};
+        if (!positive(in[0])) return {axis, Pad::kAny};
+        return {axis, Pad::kFinite, 0, Sign::kPositive};
+      case OpKind::kAdd:
+        if (non_negative(in[0]) && non_negative(in[1]))
+          sign = positive(in[0]) || positive(in[1]) ? Sign::kPositive : Sign::kNonNegative;
+        break;
+      case OpKind::kMul:
+        if (non_negative(in[0]) && non_negative(in[1]))
+          sign = positive(in[0]) && positive(in[1]) ? Sign::kPositive : Sign::kNonNegative;
+        break;
+      case OpKind::kRelu:
+      case OpKind::kAbs: sign = Sign::kNonNegative; break;
+      case OpKind::kSigmoid:
+      case OpKind::kExp:
+      case OpKind::kSoftplus: sign = Sign::kPositive; break;
+      default:
+        if (!keeps_finite(k)) return {axis, Pad::kAny};
+    }
+    return {axis, Pad::kFinite, 0, sign};
   }
 
   // Ops over N, C, spatial...: the rows must be axis 0 of input 0, the other inputs constant
@@ -405,7 +565,7 @@ class Analysis {
     if (!single_carrier(n, &i) || !one_axis(n.inputs[i], &a)) return false;
     if (i != 0 || a != 0) return fail("the rows are not its batch axis");
     if (shape(n.outputs[0])[0] != shape(n.inputs[0])[0]) return fail("changes the number of rows");
-    set_outputs(n, {{0}});
+    set_outputs(n, {reduced(carry(n.inputs[0])[0], 0, false)});
     return true;
   }
 
@@ -473,11 +633,11 @@ class Analysis {
     if (!single_carrier(n, &c) || !one_axis(n.inputs[c], &a)) return false;
     const auto& attrs = std::get<GemmAttrs>(n.attrs);
     if (c == 0 && a == (attrs.transA ? 1 : 0)) {
-      set_outputs(n, {{0}});
+      set_outputs(n, {reduced(carry(n.inputs[c])[0], 0, false)});
       return true;
     }
     if (c == 1 && a == (attrs.transB ? 0 : 1)) {
-      set_outputs(n, {{1}});
+      set_outputs(n, {reduced(carry(n.inputs[c])[0], 1, false)});
       return true;
     }
     return fail("contracts along the rows");
@@ -494,14 +654,19 @@ class Analysis {
       if (!find(out, axis)) out.push_back({axis});
     };
     const Carry *ka = find(carry(av), ra - 1), *kb = find(carry(bv), rb - 2);
+    const bool nonfinite = any_nonfinite(carry(av)) || any_nonfinite(carry(bv));
     if (ka || kb) {
+      // 0 on one side takes nothing of the other's padding, as long as that is finite (0 * inf is NaN).
       const bool zero = (ka && ka->pad == Pad::kConst && ka->c == 0) || (kb && kb->pad == Pad::kConst && kb->c == 0);
-      if (!zero) return fail("contracts along the rows, and neither side's padding there is 0");
+      if (!zero || nonfinite)
+        return fail("contracts along the rows, and neither side's padding there is 0 (with the other's finite)");
     }
     for (const Carry& x : carry(av))
       if (x.axis != ra - 1) add(x.axis + ro - ra);
     for (const Carry& x : carry(bv))
       if (x.axis != rb - 2) add(x.axis == rb - 1 ? ro - 1 : x.axis + ro - rb);
+    if (nonfinite)
+      for (Carry& x : out) x.pad = Pad::kAny;
     std::sort(out.begin(), out.end(), [](const Carry& x, const Carry& y) { return x.axis < y.axis; });
     set_outputs(n, out);
     return true;
@@ -563,7 +728,7 @@ class Analysis {
                         " along the rows, which not every size in the range has");
         continue;  // the gathered positions are valid: the axis is gone
       }
-      out.push_back({x.axis < ax ? x.axis : x.axis - 1 + ri});
+      out.push_back(reduced(x, x.axis < ax ? x.axis : x.axis - 1 + ri, true));
     }
     set_outputs(n, out);
     return true;
@@ -598,12 +763,15 @@ class Analysis {
     Carries out;
     for (const Carry& x : carry(n.inputs[0])) {
       if (std::find(axes.begin(), axes.end(), x.axis) != axes.end()) {
-        if (n.kind == OpKind::kReduceSum && x.pad == Pad::kConst && x.c == 0) continue;  // adds zeros
+        if (n.kind == OpKind::kReduceSum && x.pad == Pad::kConst && x.c == 0 && !any_nonfinite(carry(n.inputs[0])))
+          continue;  // adds zeros
         return fail("reduces along the rows");
       }
       const int before =
           static_cast<int>(std::count_if(axes.begin(), axes.end(), [&](int64_t y) { return y < x.axis; }));
-      out.push_back({attrs.keepdims ? x.axis : x.axis - before});
+      const bool keeps_sign = n.kind == OpKind::kReduceSum || n.kind == OpKind::kReduceMean ||
+                              n.kind == OpKind::kReduceMax || n.kind == OpKind::kReduceMin;
+      out.push_back(reduced(x, attrs.keepdims ? x.axis : x.axis - before, keeps_sign));
     }
     set_outputs(n, out);
     return true;

@@ -212,6 +212,73 @@ TEST(RowIndependence, MaskedAttentionKeepsPaddingOut) {
       << bad.why_not;
 }
 
+// Models over x[S, 4], S symbolic, analysed at S = 8 with the graph folded at S = 2 beside it.
+PassModel over_s(const std::string& name) {
+  PassModel m(name);
+  auto* in = m.g()->add_input();
+  in->set_name("x");
+  auto* t = in->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("S");
+  t->mutable_shape()->add_dim()->set_dim_value(4);
+  return m;
+}
+
+build::RowAxes analyse_range(const PassModel& m, int64_t hi = 8) {
+  auto bound = [&](int64_t s) {
+    graph::Graph g = m.import();
+    build::BuildOptions o;
+    o.input_shapes["x"] = {s, 4};
+    passes::bind_inputs(g, o);
+    passes::infer_and_fold(g, o);
+    return g;
+  };
+  const graph::Graph big = bound(hi), small = bound(2);
+  return build::row_axes(big, {{big.find("x"), 0}}, &small, 2);
+}
+
+// Where padding would change the valid rows in ways the per-node rules alone do not see.
+TEST(RowIndependence, SizeDependentValuesAreRefused) {
+  {  // a mean spelled as a sum divided by the size: the sum ignores zero rows, the size does not
+    PassModel m = over_s("mean_by_size");
+    m.init_i64("axes", {1}, {0});
+    m.init_i64("zero", {}, {0});
+    m.node("ReduceSum", "sum", {"x", "axes"}, {"s"});
+    m.node("Shape", "shape", {"x"}, {"shape"});
+    m.node("Gather", "len", {"shape", "zero"}, {"len"});
+    attr_int(m.node("Cast", "cast", {"len"}, {"lenf"}), "to", onnx::TensorProto::FLOAT);
+    m.node("Div", "div", {"s", "lenf"}, {"y"});
+    m.output("y");
+    const build::RowAxes r = analyse_range(m);
+    EXPECT_NE(r.why_not.find("node 'div' (Div): constant 'lenf' depends on the size"), std::string::npos) << r.why_not;
+  }
+  {  // 1 / x is infinite in zero rows, and 0 * inf is NaN: no contraction may take it in
+    PassModel m = over_s("reciprocal");
+    m.node("Reciprocal", "rec", {"x"}, {"r"});
+    m.node("Transpose", "t", {"x"}, {"t"});
+    m.node("MatMul", "mm", {"t", "r"}, {"y"});  // [4, S] x [S, 4]: x's zero rows against r's infinite ones
+    m.output("y");
+    const build::RowAxes r = analyse_range(m);
+    EXPECT_NE(r.why_not.find("node 'mm' (MatMul): contracts along the rows"), std::string::npos) << r.why_not;
+  }
+  {  // a Reshape to [4, S] is the identity when S is 4, and mixes rows at any other size
+    PassModel m = over_s("coincidence");
+    m.init_i64("zero", {}, {0});
+    m.init_i64("ax0", {1}, {0});
+    m.init_i64("four", {1}, {4});
+    m.node("Shape", "shape", {"x"}, {"shape"});
+    m.node("Gather", "len", {"shape", "zero"}, {"len"});
+    m.node("Unsqueeze", "u", {"len", "ax0"}, {"len1"});
+    attr_int(m.node("Concat", "target", {"four", "len1"}, {"target"}), "axis", 0);
+    m.node("Reshape", "reshape", {"x", "target"}, {"y"});
+    m.output("y");
+    const build::RowAxes r = analyse_range(m, 4);
+    EXPECT_NE(r.why_not.find("node 'reshape' (Reshape): output 'y' has 4 on axis 0 at the range's bottom"),
+              std::string::npos)
+        << r.why_not;
+  }
+}
+
 // Token ids [batch, sequence] through an embedding Gather: the rows follow the ids.
 TEST(RowIndependence, EmbeddingGatherFollowsTheIds) {
   PassModel m("embedding");
