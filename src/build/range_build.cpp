@@ -27,15 +27,6 @@ namespace kiln::build {
 
 namespace {
 
-std::string list_string(const std::vector<int64_t>& v) {
-  std::string r;
-  for (int64_t x : v) {
-    if (!r.empty()) r += ',';
-    r += std::to_string(x);
-  }
-  return r;
-}
-
 // A plan's tables, copied out of a fixed engine file, its weight offsets already into the merged blob.
 struct Plan {
   std::vector<int64_t> sizes;
@@ -410,7 +401,7 @@ std::vector<uint8_t> build_range_engine(graph::Graph& g, const BuildOptions& o, 
     report->plans = plans.size();
     for (size_t k = 0; k < ranges.size(); ++k)
       report->ranges.push_back(fmt::format(
-          "{} {}: buckets {}; {}", ranges[k].name, range_string(ranges[k].range), list_string(ranges[k].buckets),
+          "{} {}: buckets {}; {}", ranges[k].name, range_string(ranges[k].range), buckets_string(ranges[k].buckets),
           rows[k].pad ? "sizes between them run padded with zero rows"
                       : "only these sizes run (rows not independent: " + rows[k].why_not + ")"));
   }

@@ -120,10 +120,16 @@ std::map<std::string, std::vector<int64_t>> engine_input_shapes(const Engine& e,
     const DimRange b = parse_dim_range(m.batch, "--batch");
     if (!b.fixed())
       throw Error("--batch " + m.batch + ": a range is for building; an engine runs one size at a time (--batch N)");
+    // The range named "batch" (--batch LO..HI made it); else those over the inputs' leading axes.
+    bool named_batch = false;
+    for (const ShapeRangeInfo& r : e.ranges()) named_batch = named_batch || r.name == "batch";
+    auto leading = [](const ShapeRangeInfo& r) {
+      return std::all_of(r.inputs.begin(), r.inputs.end(), [](const auto& in) { return in.second == 0; });
+    };
     bool ranged = false;
     for (const ShapeRangeInfo& r : e.ranges())
       for (const auto& [name, axis] : r.inputs)
-        if (axis == 0) {
+        if (axis == 0 && (named_batch ? r.name == "batch" : leading(r))) {
           std::vector<int64_t> dims = shapes.count(name) ? shapes[name] : std::vector<int64_t>{};
           for (const TensorInfo& t : e.inputs())
             if (t.name == name && dims.empty()) dims = t.shape;

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -127,6 +128,7 @@ int run_run(const RunOptions& o) {
     }
   }
   std::unique_ptr<Context> ctx = engine->create_context(o.threads);
+  std::map<std::string, std::pair<std::string, int64_t>> range_set_by;  // range -> the input that sized it
   for (const TensorInfo& in : engine->inputs()) {
     auto it = given.find(in.name);
     if (it == given.end())
@@ -134,8 +136,18 @@ int run_run(const RunOptions& o) {
                               dtype_name(in.dtype), shape_string(in.shape), in.name));
     const HostTensor& t = it->second;
     // A range engine takes any shape in range: the data's shape, if the engine has a range there.
-    if (!engine->ranges().empty() && t.shape != ctx->input_shape(in.name) && t.shape.size() == in.shape.size())
-      ctx->set_input_shape(in.name, t.shape);
+    // Inputs that share a range must agree on its size.
+    if (engine->ranges().empty() || t.shape.size() != in.shape.size()) continue;
+    for (const ShapeRangeInfo& r : engine->ranges())
+      for (const auto& [name, axis] : r.inputs) {
+        if (name != in.name) continue;
+        const int64_t n = t.shape[static_cast<size_t>(axis)];
+        auto [set, added] = range_set_by.emplace(r.name, std::pair{in.name, n});
+        if (!added && set->second.second != n)
+          throw Error(fmt::format("input '{}' gives dimension '{}' size {}, but input '{}' gives it {}", in.name,
+                                  r.name, n, set->second.first, set->second.second));
+      }
+    if (t.shape != ctx->input_shape(in.name)) ctx->set_input_shape(in.name, t.shape);
   }
   for (const TensorInfo& in : engine->inputs()) {
     const HostTensor& t = given.at(in.name);

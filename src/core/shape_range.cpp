@@ -104,4 +104,13 @@ size_t bucket_for(const std::vector<int64_t>& buckets, const DimRange& r, int64_
               " (the buckets end before the range)");
 }
 
+std::string buckets_string(const std::vector<int64_t>& buckets) {
+  std::string r;
+  for (int64_t b : buckets) {
+    if (!r.empty()) r += ',';
+    r += std::to_string(b);
+  }
+  return r;
+}
+
 }  // namespace kiln

@@ -33,8 +33,9 @@ std::vector<int64_t> default_buckets(const DimRange& r);
 // Buckets a user lists (--buckets 1,8,32,64), checked against the range: ascending, inside it,
 // and the last one at HI so that every size in range has a bucket. Throws kiln::Error otherwise.
 std::vector<int64_t> checked_buckets(const DimRange& r, const std::vector<int64_t>& given, std::string_view what);
-// "1,8,32,64" as a list of sizes.
+// "1,8,32,64" as a list of sizes, and back.
 std::vector<int64_t> parse_buckets(std::string_view text, std::string_view what);
+std::string buckets_string(const std::vector<int64_t>& buckets);
 
 // The index of the smallest bucket that holds n (buckets ascending, ending at r.hi). Throws
 // kiln::Error naming `what` and the range when n is outside it.

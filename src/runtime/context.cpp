@@ -92,15 +92,6 @@ void check_size(const TensorInfo& t, const std::vector<int64_t>& shape, size_t b
                 shape_string(shape) + " = " + std::to_string(want) + " bytes, got " + std::to_string(bytes));
 }
 
-std::string list_string(const std::vector<int64_t>& v) {
-  std::string r;
-  for (int64_t x : v) {
-    if (!r.empty()) r += ',';
-    r += std::to_string(x);
-  }
-  return r;
-}
-
 }  // namespace
 
 void Context::set_input_shape(std::string_view name, std::span<const int64_t> dims_in) {
@@ -147,12 +138,13 @@ void Context::set_input_shape(std::string_view name, std::span<const int64_t> di
     bucket[k] = r.buckets[bucket_for(r.buckets, range, sizes[k], "range '" + r.name + "'")];
     if (bucket[k] != sizes[k] && !r.pad_rows)
       throw Error("input '" + t.name + "': range '" + r.name + "' runs only at the sizes the engine was built for (" +
-                  list_string(r.buckets) + "), and " + std::to_string(sizes[k]) +
+                  buckets_string(r.buckets) + "), and " + std::to_string(sizes[k]) +
                   " is not one: padding to the next is not proven safe (" + r.why_exact +
                   "). Rebuild with --buckets listing the sizes you run");
   }
-  size_t plan = 0;
-  while (e.plan_sizes(plan) != bucket) ++plan;  // the loader checked that every combination has a plan
+  size_t plan = 0;  // the loader checked that every combination has a plan
+  while (plan < e.plan_count() && e.plan_sizes(plan) != bucket) ++plan;
+  if (plan == e.plan_count()) throw Error(e.origin + ": no plan for bucket [" + buckets_string(bucket) + "]");
   const detail::EngineImpl& p = e.plan(plan);
   std::vector<std::vector<int64_t>> in_shape, out_shape;
   for (const TensorInfo& x : e.inputs) in_shape.push_back(x.shape);
@@ -163,6 +155,19 @@ void Context::set_input_shape(std::string_view name, std::span<const int64_t> di
     for (const auto& [out, axis] : e.ranges[k].outputs)
       if (axis >= 0) out_shape[find_io(e.outputs, out, "output")][static_cast<size_t>(axis)] = sizes[k];
   }
+  // The runners pad into and slice out of the plan's tensors: never past them.
+  auto within = [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t d = 0; d < a.size(); ++d)
+      if (a[d] > b[d]) return false;
+    return true;
+  };
+  for (size_t j = 0; j < in_shape.size(); ++j)
+    if (!within(in_shape[j], p.inputs[j].shape))
+      throw Error(e.origin + ": input '" + p.inputs[j].name + "' does not fit its plan");
+  for (size_t j = 0; j < out_shape.size(); ++j)
+    if (!within(out_shape[j], p.outputs[j].shape))
+      throw Error(e.origin + ": output '" + p.outputs[j].name + "' does not fit its plan");
   s.plans[plan]->set_io_shapes(in_shape, out_shape);
   // Buffers bound at another shape no longer fit: bind them again.
   for (size_t j = 0; j < in_shape.size(); ++j)

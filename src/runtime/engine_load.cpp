@@ -13,6 +13,7 @@
 // bucket's sizes on the ranged axes, and a plan for every combination of the ranges' sizes.
 #include <engine_schema_generated.h>
 
+#include <algorithm>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -349,9 +350,23 @@ void parse_ranges(const fb::Engine* root, EngineImpl* e) {
             fail(origin, what + " names axis " + std::to_string(axis) + " of output '" + t.name + "' " +
                              shape_string(t.shape) + " as its rows, which is not an axis of size " +
                              std::to_string(info.hi));
+          for (const ShapeRangeInfo& other : e->ranges)
+            for (const auto& [name, a] : other.outputs)
+              if (axis != -1 && name == t.name && a == axis)
+                fail(origin, what + " and range '" + other.name + "' both pad axis " + std::to_string(axis) +
+                                 " of output '" + t.name + "'");
           info.outputs.emplace_back(t.name, axis);
         }
       }
+      // Padding and slicing (runtime/cuda/copy_corner.h) handle tensors of rank 8 or less.
+      for (const auto& list : {&info.inputs, &info.outputs})
+        for (const auto& [name, axis] : *list) {
+          const std::vector<TensorInfo>& io = list == &info.inputs ? e->inputs : e->outputs;
+          for (const TensorInfo& t : io)
+            if (t.name == name && axis >= 0 && t.shape.size() > 8)
+              fail(origin, what + " ranges '" + name + "', of rank " + std::to_string(t.shape.size()) +
+                               "; a range engine's ranged tensors have rank 8 or less");
+        }
       e->ranges.push_back(std::move(info));
       e->top_sizes.push_back(e->ranges.back().hi);
     }
@@ -409,28 +424,36 @@ void parse_ranges(const fb::Engine* root, EngineImpl* e) {
           fail(origin, where + " " + what + " " + std::to_string(i) + " is '" + a.name + "' " +
                            std::string(dtype_name(a.dtype)) + shape_string(a.shape) + ", the engine's '" + t.name +
                            "' " + std::string(dtype_name(t.dtype)) + shape_string(t.shape));
+        // Inputs: the engine's shape at the bucket's sizes. Outputs: the same on every axis a padded
+        // range slices (the runtime slices them by these sizes); with a range that does not pad,
+        // their other axes are the plan's own.
         std::vector<int64_t> want = t.shape;
-        bool exact = false;  // a range without padding: the outputs' shapes are the plan's own
+        std::vector<char> owned(t.shape.size(), 0);
+        bool exact = false;
         for (size_t k = 0; k < nr; ++k) {
           const ShapeRangeInfo& r = e->ranges[k];
           const auto& axes = inputs ? r.inputs : r.outputs;
           if (!inputs && !r.pad_rows) exact = true;
           for (const auto& [name, axis] : axes)
-            if (name == t.name && axis >= 0) want[static_cast<size_t>(axis)] = bp.sizes[k];
+            if (name == t.name && axis >= 0) {
+              want[static_cast<size_t>(axis)] = bp.sizes[k];
+              owned[static_cast<size_t>(axis)] = 1;
+            }
         }
-        if (!exact && a.shape != want)
-          fail(origin, where + " " + what + " '" + a.name + "' is " + shape_string(a.shape) + ", expected " +
-                           shape_string(want));
+        for (size_t x = 0; x < want.size(); ++x)
+          if ((!exact || owned[x]) && a.shape[x] != want[x])
+            fail(origin, where + " " + what + " '" + a.name + "' is " + shape_string(a.shape) + ", expected " +
+                             shape_string(want) + (exact ? " on its ranged axes" : ""));
       }
     };
     same_io(p.inputs, e->inputs, true);
     same_io(p.outputs, e->outputs, false);
     e->buckets.push_back(std::move(bp));
   }
-  size_t combinations = 1;
+  size_t combinations = 1;  // stops growing past the plans there are: no overflow
   for (size_t k = 0; k < nr; ++k) {
     e->ranges[k].buckets.assign(per_range[k].begin(), per_range[k].end());
-    combinations *= per_range[k].size();
+    combinations = std::min(combinations * per_range[k].size(), seen.size() + 1);
   }
   if (combinations != seen.size())
     fail(origin, "the buckets do not cover every combination of the ranges' sizes (" + std::to_string(seen.size()) +

@@ -59,6 +59,7 @@ TEST(ShapeRange, DefaultBucketsArePowersOfTwoAndTheEnds) {
 
 TEST(ShapeRange, UserBucketsAreChecked) {
   EXPECT_EQ(parse_buckets("1,8,32,64", "--buckets"), (Sizes{1, 8, 32, 64}));
+  EXPECT_EQ(buckets_string(parse_buckets("1,8,32,64", "--buckets")), "1,8,32,64");
   EXPECT_EQ(checked_buckets({1, 64}, {1, 8, 32, 64}, "--buckets"), (Sizes{1, 8, 32, 64}));
   EXPECT_EQ(checked_buckets({1, 64}, {64}, "--buckets"), (Sizes{64}));
   EXPECT_THROW((void)checked_buckets({1, 64}, {}, "--buckets"), Error);

@@ -14,9 +14,9 @@
 #include <functional>
 #include <thread>
 
+#include "build/build.h"
 #include "graph/onnx_import.h"
 #include "kiln/engine.h"
-#include "build/build.h"
 #include "runtime/engine_format.h"
 
 namespace kiln {
@@ -373,6 +373,18 @@ struct StepDesc {
   std::vector<int32_t> inputs, outputs;
   std::vector<uint8_t> attrs;
 };
+struct RangeDesc {
+  std::string name;
+  int64_t lo = 1, hi = 1;
+  std::vector<int32_t> input_axes, output_axes;
+  bool pad_rows = false;
+  std::string why_exact;
+};
+struct EngineDesc;
+struct BucketDesc {
+  std::vector<int64_t> sizes;
+  std::vector<EngineDesc> plan;  // one: the bucket's plan (a vector: EngineDesc is incomplete here)
+};
 struct EngineDesc {
   uint32_t format_version = format::kVersion;
   std::string producer, target, model_name;
@@ -381,6 +393,8 @@ struct EngineDesc {
   std::vector<int32_t> inputs, outputs;
   uint64_t arena_bytes = 0;
   std::vector<uint8_t> weights;
+  std::vector<RangeDesc> ranges;
+  std::vector<BucketDesc> buckets;
   int find(const std::string& name) const {
     for (size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].name == name) return static_cast<int>(i);
@@ -388,12 +402,9 @@ struct EngineDesc {
   }
 };
 
-EngineDesc decode(const std::vector<uint8_t>& file) {
-  format::EngineHeader h = header_of(file);
-  const fb::Engine* root = fb::GetEngine(file.data() + h.toc_offset);
+EngineDesc decode_plan(const fb::Engine* root) {
   auto str = [](const flatbuffers::String* s) { return s ? s->str() : std::string(); };
   EngineDesc d;
-  d.format_version = h.format_version;
   d.producer = str(root->producer());
   d.target = str(root->target());
   d.model_name = str(root->model_name());
@@ -409,14 +420,40 @@ EngineDesc decode(const std::vector<uint8_t>& file) {
   d.inputs.assign(root->inputs()->begin(), root->inputs()->end());
   d.outputs.assign(root->outputs()->begin(), root->outputs()->end());
   d.arena_bytes = root->arena_bytes();
+  if (root->ranges())
+    for (const fb::Range* r : *root->ranges())
+      d.ranges.push_back({str(r->name()),
+                          r->lo(),
+                          r->hi(),
+                          {r->input_axes()->begin(), r->input_axes()->end()},
+                          r->output_axes() ? std::vector<int32_t>(r->output_axes()->begin(), r->output_axes()->end())
+                                           : std::vector<int32_t>{},
+                          r->pad_rows(),
+                          str(r->why_exact())});
+  if (root->buckets())
+    for (const fb::Bucket* b : *root->buckets())
+      d.buckets.push_back({{b->sizes()->begin(), b->sizes()->end()}, {decode_plan(b->plan())}});
+  return d;
+}
+
+EngineDesc decode(const std::vector<uint8_t>& file) {
+  format::EngineHeader h = header_of(file);
+  EngineDesc d = decode_plan(fb::GetEngine(file.data() + h.toc_offset));
+  d.format_version = h.format_version;
   d.weights.assign(file.begin() + static_cast<std::ptrdiff_t>(h.weights_offset), file.end());
   return d;
 }
 
-// Writes d as an engine file with a correct header and checksum.
-std::vector<uint8_t> encode(const EngineDesc& d) {
-  flatbuffers::FlatBufferBuilder fbb;
-  fbb.ForceDefaults(true);
+flatbuffers::Offset<fb::Engine> encode_plan(flatbuffers::FlatBufferBuilder& fbb, const EngineDesc& d) {
+  std::vector<flatbuffers::Offset<fb::Bucket>> buckets;
+  for (const BucketDesc& b : d.buckets) {
+    auto plan = encode_plan(fbb, b.plan.at(0));
+    buckets.push_back(fb::CreateBucket(fbb, fbb.CreateVector(b.sizes), plan));
+  }
+  std::vector<flatbuffers::Offset<fb::Range>> ranges;
+  for (const RangeDesc& r : d.ranges)
+    ranges.push_back(fb::CreateRange(fbb, fbb.CreateString(r.name), r.lo, r.hi, fbb.CreateVector(r.input_axes),
+                                     fbb.CreateVector(r.output_axes), r.pad_rows, fbb.CreateString(r.why_exact)));
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   for (const TensorDesc& t : d.tensors) {
     auto name = fbb.CreateString(t.name);
@@ -438,7 +475,16 @@ std::vector<uint8_t> encode(const EngineDesc& d) {
   auto sv = fbb.CreateVector(steps);
   auto iv = fbb.CreateVector(d.inputs);
   auto ov = fbb.CreateVector(d.outputs);
-  fbb.Finish(fb::CreateEngine(fbb, producer, target, model, tv, sv, iv, ov, d.arena_bytes));
+  auto rv = d.ranges.empty() ? 0 : fbb.CreateVector(ranges);
+  auto bv = d.buckets.empty() ? 0 : fbb.CreateVector(buckets);
+  return fb::CreateEngine(fbb, producer, target, model, tv, sv, iv, ov, d.arena_bytes, rv, bv);
+}
+
+// Writes d as an engine file with a correct header and checksum.
+std::vector<uint8_t> encode(const EngineDesc& d) {
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.ForceDefaults(true);
+  fbb.Finish(encode_plan(fbb, d));
 
   format::EngineHeader h{};
   std::memcpy(h.magic, format::kMagic, sizeof h.magic);
@@ -639,6 +685,90 @@ TEST(EngineFileViews, AnyBaseAndOffsetIsRefusedOrRuns) {
       }
   EXPECT_GT(loaded, 0);
   EXPECT_GT(refused, 0);
+}
+
+// ---- range engines (format 5): crafted ranges and bucket plans -----------------------------------
+
+// The convnet over a symbolic batch, built for batches 1..4: plans of 1, 2 and 4.
+const std::vector<uint8_t>& range_engine() {
+  static const std::vector<uint8_t> bytes = [] {
+    onnx::ModelProto m;
+    m.ParseFromArray(convnet_onnx().data(), static_cast<int>(convnet_onnx().size()));
+    for (auto* io : {m.mutable_graph()->mutable_input(0), m.mutable_graph()->mutable_output(0)})
+      io->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
+    graph::Graph g = graph::import_onnx_bytes(serialize(m), "model.onnx", "");
+    build::BuildOptions o;
+    o.batch_range = {1, 4};
+    o.batch = 4;
+    return build::build_engine(g, o);
+  }();
+  return bytes;
+}
+
+std::string crafted_range_error(const std::function<void(EngineDesc&)>& edit) {
+  EngineDesc d = decode(range_engine());
+  edit(d);
+  return load_error(encode(d));
+}
+
+TEST(EngineFileRanges, RebuiltRangeEngineLoadsAndRunsEveryPlan) {
+  auto e = Engine::from_bytes(encode(decode(range_engine())), "range.kiln");
+  ASSERT_EQ(e->ranges().size(), 1u);
+  EXPECT_EQ(e->ranges()[0].buckets, (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_TRUE(e->ranges()[0].pad_rows);
+  auto ctx = e->create_context(1);
+  for (int64_t n : {1, 2, 3, 4}) {
+    std::vector<float> x;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<float> row = x_values(0.1f * static_cast<float>(i));
+      x.insert(x.end(), row.begin(), row.end());
+    }
+    ctx->set_input_shape("X", {n, 1, 4, 4});
+    ctx->set_input("X", x.data(), x.size() * 4);
+    ctx->run();
+    std::vector<float> y(static_cast<size_t>(n) * 3);
+    ASSERT_EQ(ctx->output("Y").size(), y.size() * 4);
+    std::memcpy(y.data(), ctx->output("Y").data(), y.size() * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<double> ref = reference(x_values(0.1f * static_cast<float>(i)));
+      for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(y[static_cast<size_t>(i * 3) + k], ref[k], 1e-5) << n << " " << i;
+    }
+  }
+}
+
+TEST(EngineFileRanges, DamagedRangesAndBucketsAreRefused) {
+  struct Case {
+    std::function<void(EngineDesc&)> edit;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {[](EngineDesc& d) { d.ranges[0].lo = 0; }, "range 'batch' has invalid bounds 0..4"},
+      {[](EngineDesc& d) { d.ranges[0].hi = 8; }, "range 'batch' ends at 8 but input 'X' has 4 on axis 0"},
+      {[](EngineDesc& d) { d.ranges[0].input_axes = {5}; },
+       "range 'batch' names axis 5 of input 'X', which has rank 4"},
+      {[](EngineDesc& d) { d.ranges[0].input_axes = {}; }, "range 'batch' does not give an axis for every input"},
+      {[](EngineDesc& d) { d.ranges[0].output_axes = {1}; }, "names axis 1 of output 'Y' [4,3] as its rows"},
+      {[](EngineDesc& d) { d.ranges.push_back(d.ranges[0]); }, "both range axis 0 of input 'X'"},
+      {[](EngineDesc& d) { d.buckets[0].sizes = {9}; }, "bucket [9] is outside range 'batch'"},
+      {[](EngineDesc& d) { d.buckets[1].sizes = {1}; }, "bucket [1] is listed twice"},
+      {[](EngineDesc& d) { std::swap(d.buckets[0], d.buckets[1]); }, "is out of order"},
+      {[](EngineDesc& d) {
+         d.buckets[0].sizes = {2};
+         d.buckets[1].sizes = {3};
+       },
+       "bucket [2] input 'X' is [1,1,4,4], expected [2,1,4,4]"},
+      {[](EngineDesc& d) { d.buckets[0].plan[0].target = "sm_90"; }, "bucket [1] is for sm_90"},
+      {[](EngineDesc& d) { d.buckets[0].plan[0].buckets = {d.buckets[1]}; }, "plan has ranges or buckets of its own"},
+      {[](EngineDesc& d) { d.ranges.clear(); }, "engine has bucket plans but no ranges"},
+      {[](EngineDesc& d) {
+         d.buckets[0].plan[0].tensors[0].shape = {1, 1, 4, 5};
+       },
+       "bucket [1]"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string e = crafted_range_error(cases[i].edit);
+    EXPECT_TRUE(has(e, cases[i].want)) << "case " << i << ": " << e;
+  }
 }
 
 TEST(EngineFileCrafted, MalformedTableOfContentsWithValidChecksum) {
