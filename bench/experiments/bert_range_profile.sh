@@ -13,10 +13,15 @@ $K optimize $D/bert.onnx -o $D/r.kiln --device gpu --fp16 --shape input_ids=1x1.
   --buckets ${BUCKETS:-32,64,128,256,384,512} --timing-cache $D/r.json > /dev/null
 cp $D/r.json $D/s.json
 $K optimize $D/bert.onnx -o $D/s.kiln --device gpu --fp16 --shape input_ids=1x384 --timing-cache $D/s.json > /dev/null
-for i in 1 2; do
-  $K bench $D/r.kiln --shape input_ids=1x384 --cuda-graph --no-transfers --duration 1 | grep "GPU compute" | sed 's/^/range 384 /'
-  $K bench $D/s.kiln --cuda-graph --no-transfers --duration 1 | grep "GPU compute" | sed 's/^/fixed 384 /'
+for flags in "" "--no-side-stream"; do
+  for i in 1 2; do
+    $K bench $D/r.kiln --shape input_ids=1x384 --cuda-graph --no-transfers --duration 1 $flags | grep "GPU compute" | sed "s/^/range 384 $flags /"
+    $K bench $D/s.kiln --cuda-graph --no-transfers --duration 1 $flags | grep "GPU compute" | sed "s/^/fixed 384 $flags /"
+  done
 done
+$K bench $D/r.kiln --shape input_ids=1x384 --cuda-graph --no-transfers --duration 1 | grep kernels | sed 's/^/range /'
+$K bench $D/s.kiln --cuda-graph --no-transfers --duration 1 | grep kernels | sed 's/^/fixed /'
+[ -n "${QUICK:-}" ] && exit 0
 $K bench $D/r.kiln --shape input_ids=1x384 --profile --duration 0.5 --json $D/rp.json > /dev/null
 $K bench $D/s.kiln --profile --duration 0.5 --json $D/sp.json > /dev/null
 python3 - <<'PY'
