@@ -357,8 +357,10 @@ int run_bench(const BenchOptions& o) {
       const double ms = times[k].total_ms / runs, share = total > 0 ? times[k].total_ms / total : 0;
       std::string name = times[k].name.size() > 36 ? times[k].name.substr(0, 33) + "..." : times[k].name;
       // The tactic the builder chose (-1: the default: the op's only implementation, a CPU
-      // engine, or no timing); steps and summary align.
-      const int tactic = k < summary.steps.size() ? summary.steps[k].tactic : -1;
+      // engine, or no timing); steps and summary align. A range engine's summary lists its
+      // largest plan: another bucket's tactics are not known here, and left blank.
+      const bool top_plan = summary.buckets.empty() || ctx->bucket() == summary.buckets.back().sizes;
+      const int tactic = top_plan && k < summary.steps.size() ? summary.steps[k].tactic : -1;
       fmt::print("  {:>4}  {:<20} {:<36} {:>6} {:>9.4f} {:>5.1f}% {}\n", k, times[k].op, name,
                  tactic < 0 ? "" : std::to_string(tactic), ms, share * 100, bar(share, 40));
       layers.push_back({{"step", k},
