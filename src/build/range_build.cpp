@@ -74,14 +74,6 @@ class WeightBlob {
   std::map<uint64_t, size_t> sizes_;           // offset -> bytes
 };
 
-std::vector<int64_t> longs(const flatbuffers::Vector<int64_t>* v) {
-  std::vector<int64_t> r;
-  if (!v) return r;
-  r.resize(v->size());
-  if (!r.empty()) std::memcpy(r.data(), v->Data(), r.size() * sizeof(int64_t));
-  return r;
-}
-
 // Copies a fixed engine file's tables (written by write_engine moments ago) into a Plan.
 Plan read_plan(const std::vector<uint8_t>& file, std::vector<int64_t> sizes, WeightBlob& blob) {
   format::EngineHeader h;
@@ -99,7 +91,7 @@ Plan read_plan(const std::vector<uint8_t>& file, std::vector<int64_t> sizes, Wei
   p.arena_bytes = e->arena_bytes();
   const uint8_t* weights = file.data() + h.weights_offset;
   for (const fb::Tensor* t : *e->tensors()) {
-    Plan::Tensor x{str(t->name()), t->dtype(), longs(t->shape()), t->kind(), t->offset(), t->base()};
+    Plan::Tensor x{str(t->name()), t->dtype(), format::read_longs(t->shape()), t->kind(), t->offset(), t->base()};
     if (x.kind == fb::TensorKind::Weight) {
       uint64_t n = dtype_size(static_cast<DataType>(x.dtype));
       for (int64_t d : x.shape) n *= static_cast<uint64_t>(d);

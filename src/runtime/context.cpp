@@ -31,9 +31,16 @@ struct Context::State {
   std::shared_ptr<void> gpu_arena;
 
   detail::PlanRunner& run_plan() const { return *plans[current]; }
-  size_t out_bytes(size_t i) const {
-    return static_cast<size_t>(detail::element_count(out_shape[i])) * dtype_size(e->outputs[i].dtype);
+  // Records a binding and gives it to the running plan.
+  void bind_input(size_t i, Binding b) {
+    in_bound[i] = b;
+    run_plan().bind_input(i, b.p, b.device);
   }
+  void bind_output(size_t i, Binding b) {
+    out_bound[i] = b;
+    run_plan().bind_output(i, const_cast<void*>(b.p), b.device);
+  }
+  size_t out_bytes(size_t i) const { return detail::byte_count(out_shape[i], e->outputs[i].dtype); }
 };
 
 bool Engine::is_gpu() const { return impl_->target != "cpu"; }
@@ -86,7 +93,7 @@ size_t find_io(const std::vector<TensorInfo>& list, std::string_view name, const
 }
 
 void check_size(const TensorInfo& t, const std::vector<int64_t>& shape, size_t bytes, const char* what) {
-  const size_t want = static_cast<size_t>(detail::element_count(shape)) * dtype_size(t.dtype);
+  const size_t want = detail::byte_count(shape, t.dtype);
   if (bytes != want)
     throw Error(std::string(what) + " '" + t.name + "' expects " + std::string(dtype_name(t.dtype)) +
                 shape_string(shape) + " = " + std::to_string(want) + " bytes, got " + std::to_string(bytes));
@@ -178,12 +185,12 @@ void Context::set_input_shape(std::string_view name, std::span<const int64_t> di
   s.out_shape = std::move(out_shape);
   s.sizes = std::move(sizes);
   s.current = plan;
-  // The plan takes the bindings that still fit; the others are cleared (a null device binding
-  // needs no host staging).
+  // The plan takes the bindings that still fit, and clears the others (as device memory: a null
+  // binding needs no host staging).
   for (size_t j = 0; j < s.in_bound.size(); ++j)
-    s.run_plan().bind_input(j, s.in_bound[j].p, s.in_bound[j].device || !s.in_bound[j].p);
+    s.bind_input(j, {s.in_bound[j].p, s.in_bound[j].device || !s.in_bound[j].p});
   for (size_t j = 0; j < s.out_bound.size(); ++j)
-    s.run_plan().bind_output(j, const_cast<void*>(s.out_bound[j].p), s.out_bound[j].device || !s.out_bound[j].p);
+    s.bind_output(j, {s.out_bound[j].p, s.out_bound[j].device || !s.out_bound[j].p});
 }
 
 std::vector<int64_t> Context::input_shape(std::string_view name) const {
@@ -202,8 +209,7 @@ void Context::set_input(std::string_view name, const void* data, size_t bytes) {
   State& s = *state_;
   const size_t i = find_io(s.e->inputs, name, "input");
   check_size(s.e->inputs[i], s.in_shape[i], bytes, "input");
-  s.run_plan().bind_input(i, data, false);
-  s.in_bound[i] = {data, false};
+  s.bind_input(i, {data, false});
 }
 
 void Context::set_input_device(std::string_view name, const void* data, size_t bytes) {
@@ -211,16 +217,14 @@ void Context::set_input_device(std::string_view name, const void* data, size_t b
   if (!engine_->is_gpu()) throw Error("set_input_device: this is a CPU engine (target 'cpu'); use set_input");
   const size_t i = find_io(s.e->inputs, name, "input");
   check_size(s.e->inputs[i], s.in_shape[i], bytes, "input");
-  s.run_plan().bind_input(i, data, true);
-  s.in_bound[i] = {data, true};
+  s.bind_input(i, {data, true});
 }
 
 void Context::set_output(std::string_view name, void* data, size_t bytes) {
   State& s = *state_;
   const size_t i = find_io(s.e->outputs, name, "output");
   check_size(s.e->outputs[i], s.out_shape[i], bytes, "output");
-  s.run_plan().bind_output(i, data, false);
-  s.out_bound[i] = {data, false};
+  s.bind_output(i, {data, false});
 }
 
 void Context::set_output_device(std::string_view name, void* data, size_t bytes) {
@@ -228,8 +232,7 @@ void Context::set_output_device(std::string_view name, void* data, size_t bytes)
   if (!engine_->is_gpu()) throw Error("set_output_device: this is a CPU engine (target 'cpu'); use set_output");
   const size_t i = find_io(s.e->outputs, name, "output");
   check_size(s.e->outputs[i], s.out_shape[i], bytes, "output");
-  s.run_plan().bind_output(i, data, true);
-  s.out_bound[i] = {data, true};
+  s.bind_output(i, {data, true});
 }
 
 void Context::run() { state_->run_plan().run(); }

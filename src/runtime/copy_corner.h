@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kiln/types.h"
+
 namespace kiln::detail {
 
 // Host memory. `zero_rest`: also write zeros where `to` has no counterpart in `from`.
@@ -17,6 +19,11 @@ inline int64_t element_count(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+// The bytes of a tensor of `shape` and `dtype` (a caller's input or output between buckets).
+inline size_t byte_count(const std::vector<int64_t>& shape, DataType dtype) {
+  return static_cast<size_t>(element_count(shape)) * dtype_size(dtype);
 }
 
 }  // namespace kiln::detail

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 namespace kiln::format {
 
@@ -41,5 +42,17 @@ inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // Checksum of a whole engine file, computed as if its checksum field were zero.
 uint64_t checksum(std::span<const uint8_t> file);
+
+// A table of contents' vector of int64 (a shape, a bucket's sizes), copied out: the flatbuffers
+// verifier only guarantees 4-byte alignment, so the elements are copied byte-wise rather than read
+// in place. Null gives an empty vector.
+template <class FlatVector>
+std::vector<int64_t> read_longs(const FlatVector* v) {
+  std::vector<int64_t> r;
+  if (!v) return r;
+  r.resize(v->size());
+  if (!r.empty()) std::memcpy(r.data(), v->Data(), r.size() * sizeof(int64_t));
+  return r;
+}
 
 }  // namespace kiln::format

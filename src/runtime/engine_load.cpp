@@ -158,13 +158,7 @@ void parse_plan(const fb::Engine* root, EngineImpl* e, const std::string& origin
     r.name = str(t->name());
     if (!dtype_valid(t->dtype())) fail(origin, "tensor '" + r.name + "' has an invalid element type");
     r.dtype = static_cast<DataType>(t->dtype());
-    if (t->shape()) {
-      // The verifier only guarantees 4-byte alignment for vectors, so int64 elements are copied
-      // byte-wise rather than read in place.
-      const uint8_t* p = t->shape()->Data();
-      r.shape.resize(t->shape()->size());
-      if (!r.shape.empty()) std::memcpy(r.shape.data(), p, r.shape.size() * sizeof(int64_t));
-    }
+    r.shape = format::read_longs(t->shape());
     if (r.shape.size() > 16) fail(origin, "tensor '" + r.name + "' has rank above 16");
     r.bytes = tensor_bytes(r.shape, r.dtype, origin, r.name);
     auto kind = static_cast<uint8_t>(t->kind());
@@ -295,14 +289,6 @@ void parse_plan(const fb::Engine* root, EngineImpl* e, const std::string& origin
       fail(origin, "engine output '" + e->tensors[static_cast<size_t>(o)].name + "' is never computed");
 }
 
-std::vector<int64_t> longs(const flatbuffers::Vector<int64_t>* v) {
-  std::vector<int64_t> r;
-  if (!v) return r;
-  r.resize(v->size());  // copied byte-wise: the verifier only guarantees 4-byte alignment
-  if (!r.empty()) std::memcpy(r.data(), v->Data(), r.size() * sizeof(int64_t));
-  return r;
-}
-
 // Format 5: the ranges, and each bucket's plan against the engine's (the largest bucket's).
 void parse_ranges(const fb::Engine* root, EngineImpl* e) {
   const std::string& origin = e->origin;
@@ -384,7 +370,7 @@ void parse_ranges(const fb::Engine* root, EngineImpl* e) {
   for (size_t k = 0; k < nr; ++k) per_range[k].insert(e->ranges[k].hi);
   for (const fb::Bucket* b : *root->buckets()) {
     EngineImpl::BucketPlan bp;
-    bp.sizes = longs(b->sizes());
+    bp.sizes = format::read_longs(b->sizes());
     std::string where = "bucket [";
     for (size_t k = 0; k < bp.sizes.size(); ++k) {
       if (k) where += ',';

@@ -76,7 +76,7 @@ class CpuRunner final : public PlanRunner {
       if (out[i] == t.shape)
         out_compact_[i].clear();
       else
-        out_compact_[i].assign(static_cast<size_t>(element_count(out[i])) * dtype_size(t.dtype), std::byte{0});
+        out_compact_[i].assign(byte_count(out[i], t.dtype), std::byte{0});
     }
   }
 
@@ -86,7 +86,7 @@ class CpuRunner final : public PlanRunner {
     const EngineImpl& e = e_;
     for (size_t i = 0; i < e.input_ids.size(); ++i) {
       const TensorRec& t = e.tensors[static_cast<size_t>(e.input_ids[i])];
-      const size_t bytes = static_cast<size_t>(element_count(in_shape_[i])) * dtype_size(t.dtype);
+      const size_t bytes = byte_count(in_shape_[i], t.dtype);
       if (!bound_in_[i] && bytes > 0) throw Error("input '" + t.name + "' was not set (Context::set_input)");
       void* p = const_cast<void*>(bound_in_[i]);
       if (!in_pad_[i].empty()) {

@@ -107,10 +107,6 @@ struct HostCopy {
   size_t bytes = 0;
 };
 
-size_t bytes_of(const std::vector<int64_t>& shape, DataType dtype) {
-  return static_cast<size_t>(detail::element_count(shape)) * dtype_size(dtype);
-}
-
 void CUDART_CB run_host_copy(void* p) {
   const auto* c = static_cast<const HostCopy*>(p);
   std::memcpy(c->dst, c->src, c->bytes);
@@ -192,8 +188,9 @@ class GpuContextImpl final : public detail::PlanRunner {
       out_off_.push_back(in_bytes + out_bytes);
       out_bytes += align_up(e.tensors[static_cast<size_t>(id)].bytes);
     }
+    io_bytes_ = in_bytes + out_bytes;
     if (opt_.host_staging) {
-      pinned_ = pinned_alloc(in_bytes + out_bytes, "input/output staging");
+      pinned_ = pinned_alloc(io_bytes_, "input/output staging");
       device_in_ = device_alloc(in_bytes, "the inputs");
     }
     in_host_.assign(e.input_ids.size(), nullptr);
@@ -281,25 +278,14 @@ class GpuContextImpl final : public detail::PlanRunner {
   // Range engines between buckets: inputs padded into the plan's shapes (host inputs in pinned
   // staging, whose rows beyond them are zeroed here once; device inputs by a kernel into a buffer of
   // the runner's), outputs sliced by a kernel into the caller's device memory or a buffer of the
-  // runner's, from which host staging copies them.
+  // runner's, from which host staging copies them. That buffer is laid out like the staging:
+  // [inputs | outputs] at in_off_ and out_off_.
   void set_io_shapes(const std::vector<std::vector<int64_t>>& in,
                      const std::vector<std::vector<int64_t>>& out) override {
-    size_t pad_bytes = 0;
-    std::vector<size_t> in_off, out_off;
-    for (size_t i = 0; i < in.size(); ++i) {
-      in_off.push_back(pad_bytes);
-      pad_bytes += align_up(e_.inputs[i].bytes());
-    }
-    for (size_t i = 0; i < out.size(); ++i) {
-      out_off.push_back(pad_bytes);
-      pad_bytes += align_up(e_.outputs[i].bytes());
-    }
     bool any = false;
     for (size_t i = 0; i < in.size(); ++i) any |= in[i] != e_.inputs[i].shape;
     for (size_t i = 0; i < out.size(); ++i) any |= out[i] != e_.outputs[i].shape;
-    if (any && !pad_dev_) pad_dev_ = device_alloc(pad_bytes, "padding the inputs and slicing the outputs");
-    pad_in_off_ = std::move(in_off);
-    pad_out_off_ = std::move(out_off);
+    if (any && !pad_dev_) pad_dev_ = device_alloc(io_bytes_, "padding the inputs and slicing the outputs");
     if (opt_.host_staging && pinned_) {
       check_cuda(cudaEventSynchronize(staged_), "waiting for the previous input copy");
       for (size_t i = 0; i < in.size(); ++i)
@@ -321,7 +307,7 @@ class GpuContextImpl final : public detail::PlanRunner {
       const auto id = static_cast<size_t>(e_.input_ids[i]);
       const TensorRec& t = e_.tensors[id];
       if (in_dev_[i] && in_pad_[i]) {
-        data_[id] = static_cast<uint8_t*>(pad_dev_.get()) + pad_in_off_[i];
+        data_[id] = static_cast<uint8_t*>(pad_dev_.get()) + in_off_[i];
         copy_corner_device(in_dev_[i], in_shape_[i], data_[id], t.shape, dtype_size(t.dtype), stream);
       } else if (in_dev_[i]) {
         data_[id] = const_cast<void*>(in_dev_[i]);
@@ -378,7 +364,7 @@ class GpuContextImpl final : public detail::PlanRunner {
       if (out_dev_[i]) continue;
       const auto id = static_cast<size_t>(e_.output_ids[i]);
       const TensorRec& t = e_.tensors[id];
-      const size_t bytes = bytes_of(out_shape_[i], t.dtype);
+      const size_t bytes = detail::byte_count(out_shape_[i], t.dtype);
       if (bytes == 0) continue;
       uint8_t* pin = static_cast<uint8_t*>(pinned_.get()) + out_off_[i];
       check_cuda(
@@ -451,7 +437,7 @@ class GpuContextImpl final : public detail::PlanRunner {
 
   // Where output i is sliced to between buckets: the caller's device memory, or the runner's.
   void* sliced_output(size_t i) const {
-    return out_dev_[i] ? out_dev_[i] : static_cast<uint8_t*>(pad_dev_.get()) + pad_out_off_[i];
+    return out_dev_[i] ? out_dev_[i] : static_cast<uint8_t*>(pad_dev_.get()) + out_off_[i];
   }
 
   std::string step_name(size_t k) const {
@@ -635,16 +621,16 @@ class GpuContextImpl final : public detail::PlanRunner {
   cudnnHandle_t cudnn_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   std::vector<void*> data_;
-  std::vector<size_t> in_off_, out_off_;
+  std::vector<size_t> in_off_, out_off_;  // staging: [inputs | outputs], each 256-byte aligned
+  size_t io_bytes_ = 0;                   // the whole of it
   std::vector<const void*> in_host_, in_dev_;
   std::vector<void*> out_host_, out_dev_;
   std::vector<HostCopy> host_copies_;
   // The caller's shapes (the plan's, or smaller between buckets), and which inputs are padded and
-  // outputs sliced; pad_dev_: the device buffers for that, laid out [inputs | outputs].
+  // outputs sliced; pad_dev_: the device buffers for that, laid out as the staging is.
   std::vector<std::vector<int64_t>> in_shape_, out_shape_;
   std::vector<char> in_pad_, out_slice_;
   std::shared_ptr<void> pad_dev_;
-  std::vector<size_t> pad_in_off_, pad_out_off_;
   cudaGraphExec_t exec_ = nullptr;
   std::vector<const void*> graph_key_;
   int direct_runs_ = 0;
