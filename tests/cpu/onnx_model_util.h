@@ -95,13 +95,28 @@ struct OnnxModel {
     std::uniform_real_distribution<float> u(lo, hi);
     for (int64_t i = 0; i < n; ++i) t->add_float_data(u(rng));
   }
+  // Initializers with given values.
+  void init_i64(const std::string& name, const I64s& dims, const I64s& v) {
+    auto* t = g()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t x : v) t->add_int64_data(x);
+  }
+  void init_f(const std::string& name, const I64s& dims, const std::vector<float>& v) {
+    auto* t = g()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float x : v) t->add_float_data(x);
+  }
   graph::Graph import() const { return import_model(m); }
 };
 
 // Runs an engine on float inputs; returns the named float outputs.
 inline std::map<std::string, std::vector<float>> run_engine(const std::vector<uint8_t>& engine,
-                                              const std::map<std::string, std::vector<float>>& inputs,
-                                              const std::vector<std::string>& outputs) {
+                                                            const std::map<std::string, std::vector<float>>& inputs,
+                                                            const std::vector<std::string>& outputs) {
   auto e = Engine::from_bytes(engine);
   auto ctx = e->create_context(1);
   for (const auto& [name, x] : inputs) ctx->set_input(name, x.data(), x.size() * 4);

@@ -10,30 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "onnx_model_util.h"
 #include "build/build.h"
+#include "onnx_model_util.h"
 #include "passes/pass.h"
 
 namespace kiln::test {
 
-// OnnxModel plus initializers with given values.
-struct PassModel : OnnxModel {
-  using OnnxModel::OnnxModel;
-  void init_i64(const std::string& name, const I64s& dims, const I64s& v) {
-    auto* t = g()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    for (int64_t d : dims) t->add_dims(d);
-    for (int64_t x : v) t->add_int64_data(x);
-  }
-  void init_f(const std::string& name, const I64s& dims, const std::vector<float>& v) {
-    auto* t = g()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) t->add_dims(d);
-    for (float x : v) t->add_float_data(x);
-  }
-};
+using PassModel = OnnxModel;  // the pass tests' name for it
 
 struct Built {
   std::vector<uint8_t> engine;
@@ -49,8 +32,7 @@ inline Built build_with(const OnnxModel& m, const std::string& pass, bool enable
   graph::Graph g = m.import();
   build::BuildOptions o;
   o.disabled_passes = also_off;
-  if (pass != "fuse-epilogue" &&
-      std::find(also_off.begin(), also_off.end(), "fuse-epilogue") == also_off.end())
+  if (pass != "fuse-epilogue" && std::find(also_off.begin(), also_off.end(), "fuse-epilogue") == also_off.end())
     o.disabled_passes.push_back("fuse-epilogue");
   if (!enabled) o.disabled_passes.push_back(pass);
   Built b;
