@@ -132,6 +132,9 @@ struct EngineSummary {
   // Range engines: the ranges and every bucket's plan (steps and views above are the largest's).
   std::vector<ShapeRangeInfo> ranges;
   std::vector<BucketInfo> buckets;
+  // Outputs whose size depends on the data (after NonZero or NonMaxSuppression): their shape in
+  // outputs() is an upper bound, Context::output_shape gives a run's.
+  std::vector<std::string> bounded_outputs;
   // GPU engines: whether the whole-network kernel can run the engine on a GPU of its target, e.g.
   // "7 layers in one kernel, 9.2 KiB of shared memory per sample", or "not used: <why>". CPU: empty.
   std::string whole_network;
@@ -189,7 +192,10 @@ class Context {
   void set_input_shape(std::string_view name, std::initializer_list<int64_t> dims) {
     set_input_shape(name, std::span<const int64_t>(dims.begin(), dims.size()));
   }
-  // The current shape of an input or output (the engine's, until set_input_shape changes it).
+  // The current shape of an input or output (the engine's, until set_input_shape changes it). An
+  // output whose size depends on the data (after NonZero or NonMaxSuppression) has the engine's
+  // shape as its upper bound; output_shape gives its actual shape after run() (GPU enqueue: once
+  // the stream finished), and output() that many bytes.
   std::vector<int64_t> input_shape(std::string_view name) const;
   std::vector<int64_t> output_shape(std::string_view name) const;
   // The sizes of the bucket the current shapes run on (one per Engine::ranges()); empty for a fixed engine.
@@ -201,6 +207,7 @@ class Context {
   // size throws kiln::Error naming the input and what was expected.
   void set_input(std::string_view name, const void* data, size_t bytes);
   // Optionally binds an output to caller host memory; otherwise output() returns the context's own.
+  // An output of data-dependent shape takes its bound's bytes and gets its run's data packed first.
   // GPU + enqueue: the buffer is filled when the stream reaches the end of the work.
   void set_output(std::string_view name, void* data, size_t bytes);
   // GPU engines only: bind caller device memory (on the context's device), used in place, zero copy.
@@ -211,7 +218,9 @@ class Context {
   void run();
   // GPU: enqueues the whole inference on `stream` (a cudaStream_t; null: the legacy default stream)
   // and returns: no allocation, no host synchronization (except waiting for the previous run's
-  // input staging copy if it has not happened yet). CPU engines run synchronously here.
+  // input staging copy if it has not happened yet). CPU engines run synchronously here. An engine
+  // with data-dependent shapes waits for the stream after each NonZero or NonMaxSuppression (it
+  // reads how many results there are) and runs its steps without a CUDA graph.
   // Data errors that only the device sees (an index out of range) are reported by check().
   void enqueue(CUstream_st* stream);
   // After the enqueued work finished: throws kiln::Error naming the first step that reported a

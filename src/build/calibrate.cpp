@@ -11,20 +11,22 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
+#include "build/engine_writer.h"
+#include "build/stopwatch.h"
 #include "calib/data_source.h"
 #include "kiln/engine.h"
-#include "build/engine_writer.h"
 #include "passes/pass.h"
-#include "build/stopwatch.h"
+#include "runtime/copy_corner.h"
 #include "runtime/cpu/thread_pool.h"
 
 #if defined(KILN_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
-#include "calib/stats_gpu.h"
 #include "build/device_buffers.h"
+#include "calib/stats_gpu.h"
 #include "runtime/cuda/gpu_kernels.h"
 #endif
 
@@ -56,7 +58,7 @@ class GpuTensors {
   DeviceBuffers buffers_;
 #endif
   std::map<std::string, std::pair<void*, size_t>> at_;  // inputs: device pointer and bytes, by name
-  std::map<std::string, size_t> outputs_;                // outputs: bytes, by name
+  std::set<std::string> outputs_;                       // the engine's outputs
 };
 
 #if defined(KILN_HAVE_CUDA)
@@ -65,7 +67,7 @@ using gpu::check_cuda;
 
 GpuTensors::GpuTensors(const Engine& engine, Context& ctx) : ctx_(ctx) {
   for (const TensorInfo& t : engine.inputs()) ctx.set_input_device(t.name, alloc(t), t.bytes());
-  for (const TensorInfo& t : engine.outputs()) outputs_[t.name] = t.bytes();
+  for (const TensorInfo& t : engine.outputs()) outputs_.insert(t.name);
 }
 
 void* GpuTensors::alloc(const TensorInfo& t) {
@@ -88,8 +90,10 @@ void GpuTensors::add_to(std::vector<calib::TensorStats>& stats, const std::vecto
   std::vector<calib::DeviceFloats> values;
   for (size_t t = 0; t < names.size(); ++t) {
     to.push_back(&stats[t]);
-    if (auto out = outputs_.find(names[t]); out != outputs_.end()) {
-      values.push_back({static_cast<const float*>(ctx_.output_device(names[t])), out->second / sizeof(float)});
+    if (outputs_.count(names[t])) {
+      // This batch's size: an output after NonZero or NonMaxSuppression holds less than its bound.
+      const auto n = static_cast<size_t>(detail::element_count(ctx_.output_shape(names[t])));
+      values.push_back({static_cast<const float*>(ctx_.output_device(names[t])), n});
     } else {
       const auto& [p, bytes] = at_.at(names[t]);
       values.push_back({static_cast<const float*>(p), bytes / sizeof(float)});
@@ -152,7 +156,8 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
   std::unique_ptr<GpuTensors> on_gpu;
   if (!cg.outputs.empty()) {
     remove_dead_nodes(cg, options);
-    engine = Engine::from_bytes(write_engine(plan_views(cg, options), options.target, {}, nullptr), "calibration engine");
+    engine =
+        Engine::from_bytes(write_engine(plan_views(cg, options), options.target, {}, nullptr), "calibration engine");
     write_s = timer.lap();
     ContextOptions context_options;
     context_options.host_staging = !engine->is_gpu();
@@ -204,11 +209,12 @@ CalibrationRun run_calibration(const graph::Graph& g, const std::vector<graph::V
   }
   if (co.progress && run.batches < planned) co.progress(run.batches, run.batches);  // ends the bar
   if (options.log)
-    options.log(fmt::format("calibration: {} batches of {}, {} tensors: {:.1f} s writing and loading the float engine, "
-                            "{:.1f} s making its context, {:.1f} s reading data, {:.1f} s running it ({:.1f} s the first "
-                            "time), {:.1f} s statistics on the {}",
-                            run.batches, batch, tensors.size(), write_s, context_s, read_s, first_run_s + model_s,
-                            first_run_s, stats_s, on_gpu ? "GPU" : "CPU"));
+    options.log(
+        fmt::format("calibration: {} batches of {}, {} tensors: {:.1f} s writing and loading the float engine, "
+                    "{:.1f} s making its context, {:.1f} s reading data, {:.1f} s running it ({:.1f} s the first "
+                    "time), {:.1f} s statistics on the {}",
+                    run.batches, batch, tensors.size(), write_s, context_s, read_s, first_run_s + model_s, first_run_s,
+                    stats_s, on_gpu ? "GPU" : "CPU"));
   return run;
 }
 

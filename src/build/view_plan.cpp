@@ -176,9 +176,20 @@ class Planner {
 
   void run() {
     const size_t n = g_.nodes.size();
+    // A value of data-dependent shape is packed at its run's shape, so offsets planned at its bound
+    // would be wrong: its nodes stay steps, which the runtime re-infers (decision 56).
+    const std::vector<bool> dd = g_.data_dependent();
     for (size_t i = 0; i < n; ++i) {
       const OpKind k = g_.nodes[i].kind;
       bool gone = false;
+      const bool bounded = std::any_of(g_.nodes[i].outputs.begin(), g_.nodes[i].outputs.end(), [&](graph::ValueId v) {
+        return v != graph::kNoValue && dd[static_cast<size_t>(v)];
+      });
+      if (bounded) {
+        emitted_[i].push_back(g_.nodes[i]);
+        layout_.commit();
+        continue;
+      }
       if (reshapes_ && is_reshape_like(g_.nodes[i])) gone = view_reshape(i);
       if (concat_ && k == OpKind::kConcat) gone = eliminate_concat(i);
       if (split_ && k == OpKind::kSplit) gone = eliminate_split(i);

@@ -1,6 +1,7 @@
 // kiln inspect: what a model or engine takes, gives and does.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -91,8 +92,12 @@ int inspect_engine(const InspectOptions& o) {
              human_bytes(s.arena_bytes), human_bytes(s.activation_bytes), human_bytes(s.peak_live_bytes));
   for (const TensorInfo& t : e->inputs())
     fmt::print("input      {} {}{}\n", t.name, dtype_name(t.dtype), ranged_shape(*e, t, true));
-  for (const TensorInfo& t : e->outputs())
-    fmt::print("output     {} {}{}\n", t.name, dtype_name(t.dtype), ranged_shape(*e, t, false));
+  for (const TensorInfo& t : e->outputs()) {
+    const bool bounded =
+        std::find(s.bounded_outputs.begin(), s.bounded_outputs.end(), t.name) != s.bounded_outputs.end();
+    fmt::print("output     {} {}{}{}\n", t.name, dtype_name(t.dtype), ranged_shape(*e, t, false),
+               bounded ? " at most: its size depends on the data" : "");
+  }
   for (const ShapeRangeInfo& r : s.ranges)
     fmt::print("range      {} {}..{}: buckets {}; {}\n", r.name, r.lo, r.hi, fmt::join(r.buckets, ","),
                r.pad_rows ? "sizes between them run padded with zero rows"

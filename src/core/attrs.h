@@ -364,6 +364,10 @@ struct TriluAttrs {
   int64_t upper = 1;
   static constexpr auto kFields = std::tuple{Field{"upper", &TriluAttrs::upper}};
 };
+struct NmsAttrs {  // NonMaxSuppression: 0: boxes are [y1, x1, y2, x2] corners; 1: [x_center, y_center, w, h]
+  int64_t center_point_box = 0;
+  static constexpr auto kFields = std::tuple{Field{"center_point_box", &NmsAttrs::center_point_box}};
+};
 struct OneHotAttrs {
   int64_t axis = -1;
   static constexpr auto kFields = std::tuple{Field{"axis", &OneHotAttrs::axis}};
@@ -490,13 +494,13 @@ struct QConvAttrs {
 
 // The order of alternatives is part of the engine format (attrs are tagged by OpKind, not by index,
 // but keep additions at the end anyway).
-using Attrs =
-    std::variant<NoAttrs, AlphaAttrs, SeluAttrs, HardSigmoidAttrs, ShrinkAttrs, GeluAttrs, ModAttrs, IsInfAttrs,
-                 CastAttrs, AxisAttrs, SoftmaxAttrs, CumSumAttrs, DepthToSpaceAttrs, EinsumAttrs, EyeLikeAttrs,
-                 ConstantOfShapeAttrs, GatherNDAttrs, ScatterAttrs, GemmAttrs, ConvAttrs, PoolAttrs, BatchNormAttrs,
-                 EpsilonAttrs, LayerNormAttrs, LrnAttrs, QuantizeAttrs, PadAttrs, ReduceAttrs, ArgReduceAttrs,
-                 ReshapeAttrs, ResizeAttrs, ShapeAttrs, SplitAttrs, TopKAttrs, TransposeAttrs, TriluAttrs, OneHotAttrs,
-                 LossAttrs, BitShiftAttrs, RnnAttrs, EpilogueAttrs, FusedConvAttrs, FusedGemmAttrs, QMatMulAttrs, QConvAttrs>;
+using Attrs = std::variant<NoAttrs, AlphaAttrs, SeluAttrs, HardSigmoidAttrs, ShrinkAttrs, GeluAttrs, ModAttrs,
+                           IsInfAttrs, CastAttrs, AxisAttrs, SoftmaxAttrs, CumSumAttrs, DepthToSpaceAttrs, EinsumAttrs,
+                           EyeLikeAttrs, ConstantOfShapeAttrs, GatherNDAttrs, ScatterAttrs, GemmAttrs, ConvAttrs,
+                           PoolAttrs, BatchNormAttrs, EpsilonAttrs, LayerNormAttrs, LrnAttrs, QuantizeAttrs, PadAttrs,
+                           ReduceAttrs, ArgReduceAttrs, ReshapeAttrs, ResizeAttrs, ShapeAttrs, SplitAttrs, TopKAttrs,
+                           TransposeAttrs, TriluAttrs, OneHotAttrs, LossAttrs, BitShiftAttrs, RnnAttrs, EpilogueAttrs,
+                           FusedConvAttrs, FusedGemmAttrs, QMatMulAttrs, QConvAttrs, NmsAttrs>;
 
 template <class T, class V>
 struct VariantIndex;

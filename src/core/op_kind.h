@@ -107,6 +107,8 @@ enum class OpKind : uint16_t {
   kMul,
   kNeg,
   kNegativeLogLikelihoodLoss,
+  kNonMaxSuppression,
+  kNonZero,
   kNot,
   kOneHot,
   kOr,
@@ -176,6 +178,7 @@ enum class OpKind : uint16_t {
   kNhwcConv,
   kNhwcMaxPool,
   kNhwcQConv,
+  kSelectBranch,
 };
 inline constexpr OpKind kFirstInternalOp = OpKind::kFusedConv;
 
@@ -217,6 +220,14 @@ enum OpTrait : uint32_t {
   // (sums of squares, products, cumulative sums), it generates values (ranges, constants), or it is
   // recurrent and its error would compound over time.
   kKeepsFloat32 = 1u << 3,
+  // Data-dependent: output 0's shape is an upper bound (what shape inference gives), and the op
+  // writes its actual extent along data_dependent_axis() into output 1 (int64 [1], the extent
+  // slot), its data packed at the actual shape. Steps after it run at the actual shapes (decision 56).
+  kDataDependent = 1u << 4,
+  // Its outputs' shapes follow its inputs' values, which only a run tells: shape inference without
+  // them gives an upper bound, and the step is inferred again at run time from the values
+  // (SelectBranch, decision 56).
+  kShapeFromData = 1u << 5,
 };
 
 struct OpInfo {
@@ -321,6 +332,10 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kNeg, "Neg", OpFamily::kElementwise, kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0, kPerElement},
     {OpKind::kNegativeLogLikelihoodLoss, "NegativeLogLikelihoodLoss", OpFamily::kLoss, kAttrsIndex<LossAttrs>, 2, 3, 1,
      1, 0x0, kKeepsFloat32},
+    {OpKind::kNonMaxSuppression, "NonMaxSuppression", OpFamily::kTensor, kAttrsIndex<NmsAttrs>, 2, 5, 2, 2, 0x0,
+     kDataDependent | kKeepsFloat32},
+    {OpKind::kNonZero, "NonZero", OpFamily::kTensor, kAttrsIndex<NoAttrs>, 1, 1, 2, 2, 0x0,
+     kDataDependent | kKeepsFloat32},  // float16 would turn tiny values into zeros
     {OpKind::kNot, "Not", OpFamily::kElementwise, kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0, kPerElement},
     {OpKind::kOneHot, "OneHot", OpFamily::kTensor, kAttrsIndex<OneHotAttrs>, 3, 3, 1, 1, 0x2},
     {OpKind::kOr, "Or", OpFamily::kElementwise, kAttrsIndex<NoAttrs>, 2, 2, 1, 1, 0x0, kBroadcast},
@@ -409,6 +424,10 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kNhwcMaxPool, "NhwcMaxPool", OpFamily::kPool, kAttrsIndex<PoolAttrs>, 1, 1, 1, 1, 0x0},
     // Channels-last kiln.QConv: x, y and the residual z [N, spatial..., C], w [M, k..., C/group].
     {OpKind::kNhwcQConv, "NhwcQConv", OpFamily::kQuant, kAttrsIndex<QConvAttrs>, 2, 12, 1, 1, 0xdf6},
+    // An ONNX If's outputs (graph/onnx_if.cpp): cond (bool, one element), then the n outputs of the
+    // then branch, then the n of the else branch; output i is the chosen branch's i-th, at its shape.
+    {OpKind::kSelectBranch, "SelectBranch", OpFamily::kTensor, kAttrsIndex<NoAttrs>, 3, -1, 1, -1, 0x0,
+     kShapeFromData | kKeepsFloat32},
 };
 
 inline constexpr size_t kOpCount = std::size(kOpTable);
@@ -419,12 +438,15 @@ constexpr bool op_table_in_order() {
   return true;
 }
 static_assert(op_table_in_order(), "kOpTable rows must follow the OpKind enum order");
-static_assert(static_cast<size_t>(OpKind::kNhwcQConv) + 1 == kOpCount, "every OpKind needs a kOpTable row");
+static_assert(static_cast<size_t>(OpKind::kSelectBranch) + 1 == kOpCount, "every OpKind needs a kOpTable row");
 // The ONNX ops, [0, kOnnxOpCount), are the ones import and export know.
 inline constexpr size_t kOnnxOpCount = static_cast<size_t>(kFirstInternalOp);
 
 inline const OpInfo& op_info(OpKind k) { return kOpTable[static_cast<size_t>(k)]; }
 inline bool has_trait(OpKind k, OpTrait t) { return (op_info(k).traits & t) != 0; }
+// A data-dependent op's (kDataDependent) axis of output 0 whose extent only a run tells: NonZero's
+// count of nonzero elements (axis 1 of [rank, n]), NonMaxSuppression's selected boxes (axis 0).
+inline int data_dependent_axis(OpKind k) { return k == OpKind::kNonZero ? 1 : 0; }
 inline std::string_view op_name(OpKind k) { return op_info(k).name; }
 inline constexpr bool is_internal_op(OpKind k) { return static_cast<size_t>(k) >= kOnnxOpCount; }
 // The ONNX op type's kind; never an internal op.

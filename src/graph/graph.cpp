@@ -76,6 +76,19 @@ std::vector<int> Graph::use_counts() const {
   return uses;
 }
 
+std::vector<bool> Graph::data_dependent() const {
+  std::vector<bool> dd(values.size(), false);
+  for (const Node& n : nodes) {
+    bool reads = false;
+    for (ValueId in : n.inputs) reads |= in != kNoValue && dd[static_cast<size_t>(in)];
+    const bool source = has_trait(n.kind, kDataDependent), chosen = has_trait(n.kind, kShapeFromData);
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] != kNoValue && (reads || chosen || (source && k == 0)))
+        dd[static_cast<size_t>(n.outputs[k])] = true;
+  }
+  return dd;
+}
+
 std::vector<int> Graph::producers() const {
   std::vector<int> prod(values.size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -49,6 +50,11 @@ class Graph {
   std::vector<Node> nodes;  // in topological order
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
+  // The nodes of ONNX If branches (graph/onnx_if.cpp), by node name: the conditions that take them,
+  // outermost first, each with the value that runs the branch. infer-and-fold drops the nodes of
+  // branches whose condition folds to the other value (without inferring them) and clears this;
+  // the rest run whichever way the condition goes (decision 56).
+  std::map<std::string, std::vector<std::pair<ValueId, bool>>> branches;
 
   ValueId add_value(Value v);
   ValueId add_constant(std::string name, DataType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
@@ -64,6 +70,10 @@ class Graph {
   std::vector<int> use_counts() const;
   // Index of the node producing each value, -1 for graph inputs and constants.
   std::vector<int> producers() const;
+  // Per value: whether its shape (or, for a shape's value, its value) is known only at run time
+  // (decision 56): output 0 of a data-dependent op (OpTrait kDataDependent), every output of one
+  // whose shapes follow values (kShapeFromData), and every output of a node that reads one.
+  std::vector<bool> data_dependent() const;
 
  private:
   std::unordered_map<std::string, ValueId> by_name_;

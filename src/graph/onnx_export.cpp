@@ -172,6 +172,10 @@ class Exporter {
     for (ValueId id : g_.inputs) write_value_info(g_.value(id), gp_->add_input());
     write_initializers();
     for (const Node& n : g_.nodes) {
+      if (n.kind == OpKind::kSelectBranch) {
+        export_select_branch(n);
+        continue;
+      }
       if (is_internal_op(n.kind))
         throw Error("node " + in_quotes(n.name) + " is a " + std::string(op_name(n.kind)) +
                     ", an internal op of Kiln's passes that ONNX does not define; export the graph before "
@@ -183,7 +187,9 @@ class Exporter {
       }
       onnx::NodeProto* np = add_node(n.name, op_name(n.kind));
       for (ValueId v : n.inputs) np->add_input(name_of(v));
-      for (ValueId v : n.outputs) np->add_output(name_of(v));
+      // A data-dependent op's extent slot is Kiln's (the importer adds it): ONNX's op has one output.
+      const size_t outputs = has_trait(n.kind, kDataDependent) ? 1 : n.outputs.size();
+      for (size_t k = 0; k < outputs; ++k) np->add_output(name_of(n.outputs[k]));
       write_attrs(n, np);
     }
     for (ValueId id : g_.outputs) write_value_info(g_.value(id), gp_->add_output());
@@ -267,6 +273,33 @@ class Exporter {
     std::memcpy(t.data.data(), values.data(), t.data.size());
     tensor_to_proto(t, gp_->add_initializer());
     return t.name;
+  }
+
+  // An imported If (graph/onnx_if.cpp) has its branches' nodes inline: an If again whose branches
+  // pass the chosen side's values through.
+  void export_select_branch(const Node& n) {
+    onnx::NodeProto* np = add_node(n.name, "If");
+    np->add_input(name_of(n.inputs.at(0)));
+    for (ValueId v : n.outputs) np->add_output(name_of(v));
+    const size_t k = n.outputs.size();
+    for (size_t b = 0; b < 2; ++b) {
+      onnx::AttributeProto* a = np->add_attribute();
+      a->set_name(b == 0 ? "then_branch" : "else_branch");
+      a->set_type(onnx::AttributeProto_AttributeType_GRAPH);
+      onnx::GraphProto* sub = a->mutable_g();
+      sub->set_name(np->name() + (b == 0 ? "_then" : "_else"));
+      for (size_t i = 0; i < k; ++i) {
+        const ValueId from = n.inputs.at(1 + b * k + i);
+        const std::string out = fresh_name(name_of(n.outputs[i]));
+        onnx::NodeProto* pass = sub->add_node();
+        pass->set_op_type("Identity");
+        pass->add_input(name_of(from));
+        pass->add_output(out);
+        onnx::ValueInfoProto* vi = sub->add_output();
+        write_value_info(g_.value(from), vi);
+        vi->set_name(out);
+      }
+    }
   }
 
   // Softmax, LogSoftmax and Hardmax before opset 13 flattened the input to 2-D at `axis` and

@@ -18,8 +18,8 @@ namespace kiln::graph {
 
 namespace {
 
-using detail::Importer;
 using detail::default_domain;
+using detail::Importer;
 using detail::ImportNode;
 
 std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
@@ -242,8 +242,7 @@ std::optional<OpKind> node_kind(const onnx::NodeProto& np) {
 // where Kiln imports it, and for a node without an op type (reported as a problem of its own).
 std::string unsupported_key(const onnx::NodeProto& np) {
   if (!default_domain(np.domain())) return np.domain() + "::" + np.op_type();
-  if (np.op_type().empty() || np.op_type() == "Constant" || node_kind(np) ||
-      lowered_op_types().contains(np.op_type()))
+  if (np.op_type().empty() || np.op_type() == "Constant" || node_kind(np) || lowered_op_types().contains(np.op_type()))
     return "";
   return np.op_type();
 }
@@ -316,6 +315,9 @@ const std::map<std::string, std::string>& lowered_op_types() {
       m[op] =
           "static sequence: lowered at import to Identity, Split, Squeeze, Unsqueeze, Concat or a constant (the "
           "length and positions must be known then)";
+    m["If"] =
+        "lowered at import: both branches inline, then SelectBranch; a condition that folds drops the other "
+        "branch, else both run and the condition picks";
     m["Scan"] =
         "unrolled at import: a copy of the body per step, Gather, Unsqueeze, Concat (the scan length must be known "
         "then)";
@@ -457,7 +459,8 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     throw Error(origin + ": cannot import the model: " + e.what());
   }
   detail::StaticSequences sequences;
-  int unrolled = 0;  // names made by unroll_scan
+  int unrolled = 0;  // names made by unroll_scan and lower_if
+  detail::IfBranches if_branches;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const detail::SourceNode& sn = nodes[i];
     const onnx::NodeProto& np = sn.proto;
@@ -474,10 +477,17 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     }
     try {
       if (np.op_type().empty()) throw Error("has no op_type; every node needs one (Relu, Conv, ...)");
+      if (default_domain(np.domain()) && np.op_type() == "If" && !detail::is_lowered_if(np)) {
+        std::vector<detail::SourceNode> lowered = detail::lower_if(sn, g, unrolled, if_branches);
+        nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::make_move_iterator(lowered.begin()),
+                     std::make_move_iterator(lowered.end()));
+        continue;
+      }
       const bool scan = default_domain(np.domain()) && np.op_type() == "Scan";
       if (scan || sequences.handles(np)) {
-        std::vector<detail::SourceNode> lowered =
-            scan ? detail::unroll_scan(sn, g, unrolled) : sequences.lower(sn, g);
+        std::vector<detail::SourceNode> lowered = scan ? detail::unroll_scan(sn, g, unrolled) : sequences.lower(sn, g);
+        if (auto b = if_branches.find(node_name); b != if_branches.end())  // in a branch, as its source
+          for (const detail::SourceNode& l : lowered) if_branches.emplace(l.name, b->second);
         nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::make_move_iterator(lowered.begin()),
                      std::make_move_iterator(lowered.end()));
         continue;
@@ -491,7 +501,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
         import_constant(im, np, base_dir);
         continue;
       }
-      const std::optional<OpKind> found = node_kind(np);
+      const std::optional<OpKind> found = detail::is_lowered_if(np) ? OpKind::kSelectBranch : node_kind(np);
       if (!found) throw Error("is not an op type Kiln imports");  // unsupported_key lists every other case
       const OpKind kind = *found;
       ImportNode n{np, sn.opset, kind, default_attrs(kind), {}, {}, {}};
@@ -504,7 +514,8 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
         }
         ValueId id = g.find(in);
         if (id == kNoValue && sequences.is_sequence(in))
-          throw Error("reads the sequence " + in_quotes(in) + "; Kiln lowers sequences at import, for the sequence "
+          throw Error("reads the sequence " + in_quotes(in) +
+                      "; Kiln lowers sequences at import, for the sequence "
                       "ops only (SequenceAt or ConcatFromSequence make tensors of one)");
         if (id == kNoValue)
           throw Error("reads " + in_quotes(in) + ", which no earlier node, input or initializer defines");
@@ -515,7 +526,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       auto rule = detail::import_rules().find(np.op_type());
       if (rule != detail::import_rules().end()) rule->second(im, n);
       for (const std::string& a : unknown) {
-        if (ignorable_attr(n.kind, a)) continue;
+        if (ignorable_attr(n.kind, a) || kind == OpKind::kSelectBranch) continue;  // its lowering's mark
         if (std::find(n.consumed.begin(), n.consumed.end(), a) != n.consumed.end()) continue;
         throw Error("has attribute " + in_quotes(a) + ", which Kiln does not support for " + np.op_type() +
                     " at opset " + std::to_string(sn.opset));
@@ -527,7 +538,8 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
           // one (RNN's Y in RNN(...) -> ("", Y_h)) gets a value of its own; trailing ones are dropped.
           bool later_used = false;
           for (int j = k + 1; j < np.output_size(); ++j) later_used |= !np.output(j).empty();
-          if (!later_used) {
+          // (SelectBranch's outputs pair with its inputs: each keeps a value.)
+          if (!later_used && kind != OpKind::kSelectBranch) {
             n.outputs.push_back(kNoValue);
             continue;
           }
@@ -544,6 +556,15 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
         n.outputs.push_back(g.add_value(std::move(v)));
       }
       while (!n.outputs.empty() && n.outputs.back() == kNoValue) n.outputs.pop_back();
+      if (has_trait(n.kind, kDataDependent)) {  // its extent slot (OpTrait kDataDependent)
+        n.outputs.resize(1, kNoValue);
+        Value v;
+        v.name = g.unique_name(node_name + "_extent");
+        n.outputs.push_back(g.add_value(std::move(v)));
+      }
+      if (auto b = if_branches.find(node_name); b != if_branches.end())
+        for (const auto& [cond, then] : b->second)
+          if (ValueId c = g.find(cond); c != kNoValue) g.branches[node_name].emplace_back(c, then);
       g.nodes.push_back(
           Node{node_name, n.kind, std::move(n.attrs), std::move(n.inputs), std::move(n.outputs), node_name});
     } catch (const Error& e) {

@@ -125,12 +125,26 @@ class Lowering {
   std::deque<SourceNode> constants_, nodes_;
 };
 
+// Renames the outer values that the graphs of n's attributes (a nested If's branches, a Loop's
+// body) read, where `names` renamed them (a lowering copying n); names a subgraph defines itself
+// are left alone.
+void rename_captures(onnx::NodeProto& n, const std::map<std::string, std::string>& names);
+
 // An int64 tensor of v: a scalar, or 1-D.
 onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar);
 
 // The nodes that replace a Scan node whose scan length is known from g's shapes: a copy of its body
 // per step (onnx_scan.cpp). `counter` numbers the names it makes. Throws kiln::Error otherwise.
 std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& counter);
+
+// If nodes lowered at import (onnx_if.cpp), by node name: the conditions each branch node lies
+// under (the condition's value name, and whether it is the then branch), outermost first.
+using IfBranches = std::map<std::string, std::vector<std::pair<std::string, bool>>>;
+// The nodes that replace an If: both branches' nodes, then the If again without branches, reading
+// the condition and the then and else branches' outputs (is_lowered_if), which the importer makes
+// a SelectBranch. Files the branch nodes in `branches`.
+std::vector<SourceNode> lower_if(const SourceNode& sn, const Graph& g, int& counter, IfBranches& branches);
+bool is_lowered_if(const onnx::NodeProto& np);
 
 // The graph's nodes in order, each node that Kiln does not import natively (`native` says false)
 // and that ONNX's schemas or the model's own functions define by a body replaced by that body,

@@ -1,9 +1,38 @@
 // Lowering: the nodes that replace one source node at import (StaticSequences, unroll_scan).
 #include <iterator>
+#include <map>
+#include <set>
 
 #include "graph/onnx_import_internal.h"
 
 namespace kiln::graph::detail {
+
+// Renames the outer values that the graphs of n's attributes (a nested If's branches, a Loop's
+// body) read, where they were renamed here; names a subgraph defines itself are left alone.
+void rename_captures(onnx::NodeProto& n, const std::map<std::string, std::string>& names) {
+  for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+    std::vector<onnx::GraphProto*> graphs;
+    if (a.has_g()) graphs.push_back(a.mutable_g());
+    for (onnx::GraphProto& sub : *a.mutable_graphs()) graphs.push_back(&sub);
+    for (onnx::GraphProto* sub : graphs) {
+      std::set<std::string> own;
+      for (const onnx::ValueInfoProto& v : sub->input()) own.insert(v.name());
+      for (const onnx::TensorProto& t : sub->initializer()) own.insert(t.name());
+      for (const onnx::NodeProto& bn : sub->node())
+        for (const std::string& o : bn.output()) own.insert(o);
+      std::map<std::string, std::string> outer;
+      for (const auto& [from, to] : names)
+        if (!own.contains(from)) outer.emplace(from, to);
+      for (onnx::NodeProto& bn : *sub->mutable_node()) {
+        for (int i = 0; i < bn.input_size(); ++i)
+          if (auto it = outer.find(bn.input(i)); it != outer.end()) bn.set_input(i, it->second);
+        rename_captures(bn, outer);
+      }
+      for (onnx::ValueInfoProto& v : *sub->mutable_output())
+        if (auto it = outer.find(v.name()); it != outer.end()) v.set_name(it->second);
+    }
+  }
+}
 
 std::string Lowering::fresh(const std::string& hint) {
   std::string name;

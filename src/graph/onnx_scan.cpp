@@ -50,8 +50,7 @@ std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& c
     throw Error("its body gives " + std::to_string(body.output_size()) + " outputs for " + std::to_string(n) +
                 " state variables and the Scan's " + std::to_string(np.output_size()) + " outputs");
   const auto um = static_cast<size_t>(m), uk = static_cast<size_t>(k), un = static_cast<size_t>(n);
-  const std::vector<int64_t> in_axes =
-      batched ? std::vector<int64_t>(um, 1) : ints_attr(np, "scan_input_axes", um);
+  const std::vector<int64_t> in_axes = batched ? std::vector<int64_t>(um, 1) : ints_attr(np, "scan_input_axes", um);
   const std::vector<int64_t> in_dirs = ints_attr(np, batched ? "directions" : "scan_input_directions", um);
   const std::vector<int64_t> out_axes = batched ? std::vector<int64_t>(uk, 0) : ints_attr(np, "scan_output_axes", uk);
   const std::vector<int64_t> out_dirs =
@@ -139,6 +138,7 @@ std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& c
         p.set_name(name);
         for (int i = 0; i < p.input_size(); ++i)
           if (auto it = names.find(p.input(i)); it != names.end()) p.set_input(i, it->second);
+        rename_captures(p, names);  // a body's If reads this step's values
         for (int i = 0; i < p.output_size(); ++i) {
           if (p.output(i).empty()) continue;
           const std::string renamed = out.fresh(step + "/" + p.output(i));

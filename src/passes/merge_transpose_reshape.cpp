@@ -25,7 +25,9 @@ std::vector<uint8_t> int64_bytes(const std::vector<int64_t>& v) {
   return b;
 }
 
-bool merge_at(graph::Graph& g, size_t i, const GraphFacts& facts, std::vector<char>& removed, Tally& tally) {
+// `dd`: Graph::data_dependent() of the graph the pass started with (merges add only constants).
+bool merge_at(graph::Graph& g, size_t i, const GraphFacts& facts, const std::vector<bool>& dd,
+              std::vector<char>& removed, Tally& tally) {
   graph::Node& second = g.nodes[i];
   const bool transpose = second.kind == OpKind::kTranspose;
   if (!transpose && !reshape_like(second.kind)) return false;
@@ -39,6 +41,9 @@ bool merge_at(graph::Graph& g, size_t i, const GraphFacts& facts, std::vector<ch
   const graph::ValueId x = first.inputs[0], out = second.outputs[0];
   const std::vector<int64_t> x_shape = g.value(x).shape, out_shape = g.value(out).shape;
   if (!g.value(x).shape_static() || !g.value(out).shape_static()) return false;
+  // The merged Reshape's target is the static shape, which a value of data-dependent shape has only
+  // as its bound (decision 56). Transposes compose whatever the sizes.
+  if (!transpose && static_cast<size_t>(x) < dd.size() && dd[static_cast<size_t>(x)]) return false;
 
   const std::string origin = joined_origin(first, second);
   bool copy = x_shape == out_shape;
@@ -76,8 +81,9 @@ bool merge_at(graph::Graph& g, size_t i, const GraphFacts& facts, std::vector<ch
 PassResult merge_transpose_reshape(graph::Graph& g, const BuildOptions&) {
   Tally tally;
   PassResult r;
+  const std::vector<bool> dd = g.data_dependent();
   r.changes = rewrite_until_done(g, [&](graph::Graph& gr, size_t i, const GraphFacts& f, std::vector<char>& removed) {
-    return merge_at(gr, i, f, removed, tally);
+    return merge_at(gr, i, f, dd, removed, tally);
   });
   r.detail = tally.str();
   return r;

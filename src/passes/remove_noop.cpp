@@ -10,6 +10,8 @@
 //                    second operand) that does not broadcast the other operand to a larger shape.
 //                    x + 0 turns -0 into +0, equal as numbers; onnxruntime's noop elimination does
 //                    the same.
+// Nodes that read or write values of data-dependent shape stay (decision 56): their shapes are
+// bounds, equal where a run's need not be.
 // Every removal requires the output's dtype and shape to equal the input's. Readers of the output
 // read the input instead; a graph output keeps its name through bypass (rewrite_util.h): the input's
 // producer writes it, and when the input is a graph input or a constant the node stays (an engine
@@ -70,7 +72,7 @@ bool pads_all_zero(const graph::Graph& g, const graph::Node& n, const std::vecto
 
 // Ops that hand on their first input when the checks in passthrough_input hold (and the
 // reshape-like ops of the op table).
-constexpr OpKind kLayoutOps[] = {OpKind::kExpand, OpKind::kTile,      OpKind::kSplit, OpKind::kConcat, OpKind::kCast,
+constexpr OpKind kLayoutOps[] = {OpKind::kExpand,   OpKind::kTile,      OpKind::kSplit, OpKind::kConcat, OpKind::kCast,
                                  OpKind::kCastLike, OpKind::kTranspose, OpKind::kSlice, OpKind::kPad};
 
 // The input that node n hands on unchanged, or kNoValue when n does some work.
@@ -100,7 +102,15 @@ graph::ValueId passthrough_input(const graph::Graph& g, const graph::Node& n) {
 PassResult remove_noop(graph::Graph& g, const BuildOptions&) {
   Tally tally;
   PassResult r;
+  const std::vector<bool> dd = g.data_dependent();  // the pass adds no values
+  auto touches_dd = [&](const graph::Node& n) {
+    for (const std::vector<graph::ValueId>* vs : {&n.inputs, &n.outputs})
+      for (graph::ValueId v : *vs)
+        if (v != graph::kNoValue && dd[static_cast<size_t>(v)]) return true;
+    return false;
+  };
   r.changes = rewrite_until_done(g, [&](graph::Graph& gr, size_t i, const GraphFacts& f, std::vector<char>& removed) {
+    if (touches_dd(gr.nodes[i])) return false;
     const graph::ValueId in = passthrough_input(gr, gr.nodes[i]);
     const OpKind kind = gr.nodes[i].kind;
     if (in == graph::kNoValue || !bypass(gr, i, in, gr.nodes[i].outputs[0], f, removed)) return false;

@@ -167,6 +167,16 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
     return true;
   };
   int products = 0;
+  // Nodes that read or write values of data-dependent shape keep float32 (decision 56): their
+  // shapes were inferred at the bound, with values this pass cannot infer again, and the ones that
+  // compute shapes or boxes must keep float32's values.
+  const std::vector<bool> dd = g.data_dependent();
+  auto touches_dd = [&](const graph::Node& n) {
+    for (const std::vector<ValueId>* vs : {&n.inputs, &n.outputs})
+      for (ValueId v : *vs)
+        if (v != graph::kNoValue && static_cast<size_t>(v) < dd.size() && dd[static_cast<size_t>(v)]) return true;
+    return false;
+  };
 
   for (graph::Node& n : g.nodes) {
     if (vector_product(n)) {
@@ -182,7 +192,7 @@ PassResult to_fp16(graph::Graph& g, const BuildOptions& options) {
       out.push_back(std::move(n));
       continue;
     }
-    const bool float_view = view_of_kept(n);
+    const bool float_view = view_of_kept(n) || touches_dd(n);
     const bool float_reduction = reduce_in_float32(n);
     bool half = !has_trait(n.kind, kKeepsFloat32) && !float_reduction && !float_view;
     if (half) {

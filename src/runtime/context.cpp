@@ -2,9 +2,11 @@
 // one per bucket, of which the context runs the one its current shapes fall in. Every plan runs on
 // a PlanRunner (runtime/plan_runner.h: the CPU's in cpu/cpu_runner.cpp, a GPU's in
 // cuda/gpu_context.cpp), made when the context is, all sharing one activation arena sized for the
-// largest plan: set_input_shape only picks a plan, and runs allocate nothing.
+// largest plan (and on a GPU one set of streams and handles): set_input_shape only picks a plan,
+// and runs allocate nothing.
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "core/shape_range.h"
 #include "runtime/copy_corner.h"
@@ -28,7 +30,7 @@ struct Context::State {
   std::vector<Binding> in_bound, out_bound;
   std::vector<std::byte> cpu_arena;
   std::unique_ptr<cpu::ThreadPool> pool;
-  std::shared_ptr<void> gpu_arena;
+  std::shared_ptr<void> gpu_shared;  // the GPU plans' arena, streams and handles (cuda/gpu_context.cpp)
 
   detail::PlanRunner& run_plan() const { return *plans[current]; }
   // Records a binding and gives it to the running plan.
@@ -40,7 +42,12 @@ struct Context::State {
     out_bound[i] = b;
     run_plan().bind_output(i, const_cast<void*>(b.p), b.device);
   }
-  size_t out_bytes(size_t i) const { return detail::byte_count(out_shape[i], e->outputs[i].dtype); }
+  // An output's shape after the last run: the set one, or its run's where it depends on the data.
+  const std::vector<int64_t>& run_shape(size_t i) const {
+    const std::vector<int64_t>* actual = run_plan().run_output_shape(i);
+    return actual ? *actual : out_shape[i];
+  }
+  size_t out_bytes(size_t i) const { return detail::byte_count(run_shape(i), e->outputs[i].dtype); }
 };
 
 bool Engine::is_gpu() const { return impl_->target != "cpu"; }
@@ -51,12 +58,17 @@ Context::Context(std::shared_ptr<const Engine> engine, const ContextOptions& opt
   State& s = *state_;
   s.e = &e;
   if (!engine_->is_gpu()) {
-    s.cpu_arena.resize(e.max_arena_bytes());
+    try {
+      s.cpu_arena.resize(e.max_arena_bytes());
+    } catch (const std::bad_alloc&) {
+      throw Error(e.origin + ": cannot allocate " + std::to_string(e.max_arena_bytes() >> 20) +
+                  " MiB of memory for the activation arena");
+    }
     s.pool = std::make_unique<cpu::ThreadPool>(options.cpu_threads);
   }
   for (size_t p = 0; p < e.plan_count(); ++p) {
     if (engine_->is_gpu())
-      s.plans.push_back(gpu::make_gpu_runner(e.plan(p), options, &s.gpu_arena, e.max_arena_bytes()));
+      s.plans.push_back(gpu::make_gpu_runner(e.plan(p), options, &s.gpu_shared, e.max_arena_bytes()));
     else
       s.plans.push_back(detail::make_cpu_runner(e.plan(p), s.cpu_arena.data(), s.pool.get(), options));
   }
@@ -198,7 +210,7 @@ std::vector<int64_t> Context::input_shape(std::string_view name) const {
 }
 
 std::vector<int64_t> Context::output_shape(std::string_view name) const {
-  return state_->out_shape[find_io(state_->e->outputs, name, "output")];
+  return state_->run_shape(find_io(state_->e->outputs, name, "output"));
 }
 
 std::vector<int64_t> Context::bucket() const {

@@ -3,6 +3,7 @@
 
 #include "core/attrs_codec.h"
 #include "runtime/cuda/whole_net_plan.h"
+#include "runtime/dynamic_shapes.h"
 #include "runtime/engine_format.h"
 #include "runtime/engine_impl.h"
 #include "runtime/side_steps.h"
@@ -97,10 +98,14 @@ EngineSummary Engine::summary() const {
   if (!e.ranges.empty())
     for (size_t b = 0; b < e.plan_count(); ++b)
       s.buckets.push_back({e.plan_sizes(b), e.plan(b).steps.size(), e.plan(b).arena_bytes});
+  const detail::DynamicShapes dyn(e);
+  for (size_t i = 0; i < e.output_ids.size(); ++i)
+    if (dyn.is_dynamic(e.output_ids[i])) s.bounded_outputs.push_back(e.outputs[i].name);
   if (is_gpu()) {
     s.whole_network = gpu::plan_whole_network(e, gpu::whole_net_smem_for_target(e.target)).describe();
-    for (const detail::SideStep& x : detail::engine_side_steps(e))
-      s.steps[static_cast<size_t>(x.step)].side_after = x.fork;
+    if (!dyn.any())  // a GPU context runs data-dependent engines on one stream
+      for (const detail::SideStep& x : detail::engine_side_steps(e))
+        s.steps[static_cast<size_t>(x.step)].side_after = x.fork;
   }
   return s;
 }

@@ -35,6 +35,11 @@ struct StepRec {
   int32_t tactic = -1;  // GPU: the builder's timed choice (GpuEnv::tactic)
 };
 
+// "step 'NAME' (OP)", as errors name a step.
+inline std::string step_name(const StepRec& st) {
+  return "step '" + st.name + "' (" + std::string(op_name(st.kind)) + ")";
+}
+
 // GPU engines: the weight blob on each device that has a context (uploaded by the first one),
 // shared by every plan of a range engine.
 struct GpuWeights {

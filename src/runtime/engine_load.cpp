@@ -17,10 +17,12 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "core/attrs_codec.h"
 #include "core/shape_infer.h"
+#include "runtime/cpu/kernels.h"
 #include "runtime/engine_format.h"
 #include "runtime/engine_impl.h"
 
@@ -141,6 +143,63 @@ void check_views(EngineImpl& e, const std::string& origin) {
   }
 }
 
+// The values computed from data-dependent shapes at their upper bound (decision 56), which the
+// steps whose shapes they give were planned at: a step that reads a tensor of data-dependent shape
+// or value, all of whose inputs have values here (weights, these) or that reads only a shape
+// (Shape, Size), with outputs of a shape's size, is evaluated with its CPU kernel, as the
+// builder's infer-and-fold did. An If's condition is not given: its outputs' bound is the larger
+// branch's.
+class BoundValues {
+ public:
+  explicit BoundValues(const EngineImpl& e) : e_(e), dynamic_(e.tensors.size(), 0), values_(e.tensors.size()) {}
+
+  // Before inferring st: the bound values of its inputs.
+  void give(const StepRec& st, std::vector<TensorView>& ins) const {
+    static int64_t nothing = 0;  // data for a value without elements
+    for (size_t j = 0; j < st.inputs.size(); ++j) {
+      const int32_t i = st.inputs[j];
+      if (i < 0 || !values_[static_cast<size_t>(i)] || (st.kind == OpKind::kSelectBranch && j == 0)) continue;
+      const std::vector<uint8_t>& v = *values_[static_cast<size_t>(i)];
+      ins[j].data = v.empty() ? static_cast<void*>(&nothing) : const_cast<uint8_t*>(v.data());
+    }
+  }
+
+  // After inferring st: which of its outputs depend on the data, and their bound values.
+  void take(const StepRec& st, const std::vector<TensorView>& ins) {
+    bool reads = false, known = true;
+    for (size_t j = 0; j < st.inputs.size(); ++j) {
+      const int32_t i = st.inputs[j];
+      if (i < 0) continue;
+      reads |= dynamic_[static_cast<size_t>(i)] != 0;
+      known &= ins[j].data != nullptr || ((st.kind == OpKind::kShape || st.kind == OpKind::kSize) && j == 0);
+    }
+    const bool source = has_trait(st.kind, kDataDependent);
+    uint64_t out_bytes = 0;
+    for (size_t k = 0; k < st.outputs.size(); ++k) {
+      const TensorRec& t = e_.tensors[static_cast<size_t>(st.outputs[k])];
+      dynamic_[static_cast<size_t>(st.outputs[k])] = reads || has_trait(st.kind, kShapeFromData) || (source && k == 0);
+      out_bytes += t.bytes;
+    }
+    if (!reads || !known || source || out_bytes > kBoundValueBytes || !cpu::cpu_kernel(st.kind)) return;
+    std::vector<TensorView> outs;
+    std::vector<std::shared_ptr<std::vector<uint8_t>>> made;
+    for (int32_t o : st.outputs) {
+      const TensorRec& t = e_.tensors[static_cast<size_t>(o)];
+      made.push_back(std::make_shared<std::vector<uint8_t>>(t.bytes));
+      outs.push_back(TensorView{t.dtype, t.shape, made.back()->data(), true});
+    }
+    cpu::KernelEnv env{};
+    cpu::cpu_kernel(st.kind)(st.kind, st.attrs, ins, outs, env);
+    for (size_t k = 0; k < st.outputs.size(); ++k) values_[static_cast<size_t>(st.outputs[k])] = made[k];
+  }
+
+ private:
+  static constexpr uint64_t kBoundValueBytes = 4096;  // as infer-and-fold's
+  const EngineImpl& e_;
+  std::vector<char> dynamic_;
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> values_;
+};
+
 // One plan: the tensors and steps of `root` (an engine, or a bucket's plan of a range engine),
 // checked as described at the top. e.weights and e.weights_bytes are set.
 void parse_plan(const fb::Engine* root, EngineImpl* e, const std::string& origin) {
@@ -226,14 +285,16 @@ void parse_plan(const fb::Engine* root, EngineImpl* e, const std::string& origin
     e->outputs.push_back({t.name, t.dtype, t.shape});
   }
 
-  // Steps: decode, check indices and single definition, then re-infer shapes.
+  // Steps: decode, check indices and single definition, then re-infer shapes. Values computed
+  // from data-dependent shapes are evaluated at their bound, as the builder did (BoundValues).
+  BoundValues bounds(*e);
   if (root->steps()) {
     for (const fb::Step* s : *root->steps()) {
       StepRec st;
       st.name = str(s->name());
       if (s->op() >= kOpCount) fail(origin, "step '" + st.name + "' has unknown op code " + std::to_string(s->op()));
       st.kind = static_cast<OpKind>(s->op());
-      std::string where = "step '" + st.name + "' (" + std::string(op_name(st.kind)) + ")";
+      std::string where = step_name(st);
       try {
         st.attrs = decode_attrs(st.kind, s->attrs() ? std::span<const uint8_t>(s->attrs()->data(), s->attrs()->size())
                                                     : std::span<const uint8_t>());
@@ -257,6 +318,7 @@ void parse_plan(const fb::Engine* root, EngineImpl* e, const std::string& origin
         if (t.kind == TensorKind::kWeight) v.data = const_cast<uint8_t*>(e->weight_data(t));
         ins.push_back(v);
       }
+      bounds.give(st, ins);
       for (int32_t o : st.outputs) {
         check_index(o, false, where);
         TensorRec& t = e->tensors[static_cast<size_t>(o)];
@@ -280,6 +342,11 @@ void parse_plan(const fb::Engine* root, EngineImpl* e, const std::string& origin
           fail(origin, where + " output '" + t.name + "' is recorded as " + std::string(dtype_name(t.dtype)) +
                            shape_string(t.shape) + " but the op computes " +
                            std::string(dtype_name(inferred[k].dtype)) + shape_string(inferred[k].shape));
+      }
+      try {
+        bounds.take(st, ins);
+      } catch (const Error& err) {
+        fail(origin, where + ": evaluating it at the bound of its data-dependent inputs failed: " + err.what());
       }
       e->steps.push_back(std::move(st));
     }

@@ -32,6 +32,9 @@ class PlanRunner {
   // bound to device memory.
   virtual const std::byte* host_output(size_t i) const = 0;
   virtual const void* device_output(size_t i) const = 0;  // GPU: where output i lies on the device
+  // An output of data-dependent shape (decision 56): its shape in the last run (on a GPU, once the
+  // stream has finished it); null for the others, whose shape is the one set.
+  virtual const std::vector<int64_t>* run_output_shape(size_t i) const = 0;
   virtual std::vector<StepTime> step_times() = 0;
   virtual bool whole_network() const { return false; }  // GPU: the engine runs as one kernel
   virtual size_t side_steps() const { return 0; }       // GPU: steps on the side stream

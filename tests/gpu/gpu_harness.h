@@ -220,10 +220,12 @@ inline std::vector<HostTensor> run_gpu(OpKind kind, const Attrs& attrs, const st
   Stream stream;
   GpuResources& res = GpuResources::get();
   // Host copies of the inputs that are build-time constants in an engine (the op's const_inputs):
-  // what a Context gives its kernels in env.host_in.
+  // what a Context gives its kernels in env.host_in (and, for an op whose shapes follow its
+  // inputs' values, every input: the context reads them back first).
   std::vector<const void*> host_in(ins.size(), nullptr);
   for (size_t i = 0; i < ins.size(); ++i)
-    if (ins[i].exists && i < 32 && (op_info(kind).const_inputs >> i & 1u)) host_in[i] = ins[i].bytes.data();
+    if (ins[i].exists && ((i < 32 && (op_info(kind).const_inputs >> i & 1u)) || has_trait(kind, kShapeFromData)))
+      host_in[i] = ins[i].bytes.data();
   std::unique_ptr<gpu::StepState> state;
   gpu::GpuEnv env = res.env(stream.get(), host_in, &state);
   env.tactic = options.tactic;
@@ -268,6 +270,7 @@ inline std::vector<HostTensor> run_gpu(OpKind kind, const Attrs& attrs, const st
     outs[i].bytes = out_bufs[i]->download(&guards_ok);
     EXPECT_TRUE(guards_ok) << "output " << i << ": bytes outside the tensor were written";
   }
+  pack_data_dependent(kind, outs);
   return outs;
 }
 

@@ -163,6 +163,21 @@ inline std::vector<HostTensor> empty_outputs(const std::vector<OutputType>& type
   return outs;
 }
 
+// A data-dependent op's (OpTrait kDataDependent) output 0 cut to its packed data: the shape with the
+// extent its output 1 holds. An extent outside the bound is an error.
+inline void pack_data_dependent(OpKind kind, std::vector<HostTensor>& outs) {
+  if (!has_trait(kind, kDataDependent)) return;
+  HostTensor& y = outs.at(0);
+  int64_t extent = 0;
+  std::memcpy(&extent, outs.at(1).bytes.data(), sizeof extent);
+  const auto axis = static_cast<size_t>(data_dependent_axis(kind));
+  if (extent < 0 || extent > y.shape.at(axis))
+    throw Error(std::string(op_name(kind)) + " reports an extent of " + std::to_string(extent) + ", outside 0.." +
+                std::to_string(y.shape[axis]));
+  y.shape[axis] = extent;
+  y.bytes.resize(static_cast<size_t>(y.numel()) * dtype_size(y.dtype));
+}
+
 inline std::vector<HostTensor> run_cpu(OpKind kind, const Attrs& attrs, const std::vector<HostTensor>& ins,
                                        const std::vector<OutputType>& types) {
   std::vector<HostTensor> outs = empty_outputs(types, 0xAB);
@@ -174,6 +189,7 @@ inline std::vector<HostTensor> run_cpu(OpKind kind, const Attrs& attrs, const st
   for (HostTensor& t : outs) ov.push_back(t.view(t.bytes.data()));
   cpu::KernelEnv env;
   cpu::cpu_kernel(kind)(kind, attrs, iv, ov, env);
+  pack_data_dependent(kind, outs);
   return outs;
 }
 
@@ -224,13 +240,15 @@ inline std::string describe(OpKind kind, const std::vector<HostTensor>& ins) {
 }
 
 // Views for shape inference: the data of the op's constant inputs (const_inputs), as the builder
-// has it; the rest shape-only.
+// has it; the rest shape-only. An op whose shapes follow its inputs' values (kShapeFromData) sees
+// them all, as the runtime's inference does.
 inline std::vector<TensorView> infer_views(OpKind kind, const std::vector<HostTensor>& ins) {
   static int64_t nothing = 0;  // data for an empty constant (an empty vector may have none)
   std::vector<TensorView> iv;
   for (size_t i = 0; i < ins.size(); ++i) {
     const HostTensor& t = ins[i];
-    const bool is_const = t.exists && i < 32 && (op_info(kind).const_inputs >> i & 1u);
+    const bool is_const =
+        t.exists && ((i < 32 && (op_info(kind).const_inputs >> i & 1u)) || has_trait(kind, kShapeFromData));
     void* d = nullptr;
     if (is_const) d = t.bytes.empty() ? static_cast<void*>(&nothing) : const_cast<uint8_t*>(t.bytes.data());
     iv.push_back(t.view(d));

@@ -1,9 +1,9 @@
 // The tensor family's op cases (tests/ops/op_case.h): layout ops (Reshape .. Split, Pad), index ops
-// (Gather*, Scatter*) and generators (Shape .. Trilu), each on several shapes (odd sizes, size-1
-// and zero-size dims, scalars), attribute variants, negative axes and indices, and element types of
-// 1, 2, 4 and 8 bytes plus bool. Shape inference sees the data of the op's constant inputs (Slice
-// starts, Pad pads, ...), as the builder's does. DepthToSpace and SpaceToDepth:
-// pool_norm_resize_cases.cpp.
+// (Gather*, Scatter*), generators (Shape .. Trilu), the data-dependent NonZero and
+// NonMaxSuppression (whose packed result is compared) and SelectBranch (an If's outputs), each on several shapes (odd
+// sizes, size-1 and zero-size dims, scalars), attribute variants, negative axes and indices, and element types of 1, 2,
+// 4 and 8 bytes plus bool. Shape inference sees the data of the op's constant inputs (Slice starts, Pad pads, ...), as
+// the builder's does. DepthToSpace and SpaceToDepth: pool_norm_resize_cases.cpp.
 #include <numeric>
 
 #include "ops/op_case.h"
@@ -450,6 +450,82 @@ Runs one_hot_runs(DT dt) {
   return r;
 }
 
+// ---- data-dependent ops --------------------------------------------------------------------------
+// About half the elements zero (floats: some of them -0.0, which is zero too).
+HostTensor sparse(DT dt, Shape s) {
+  std::vector<double> v(static_cast<size_t>(numel(s)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint32_t r = rng()() % 8;
+    v[i] = r < 3 ? 0.0 : r == 3 ? -0.0 : static_cast<double>(r - 2);
+  }
+  return make(dt, std::move(s), v);
+}
+
+Runs nonzero_runs(DT dt) {
+  Runs r;
+  for (Shape s :
+       {Shape{}, Shape{0}, Shape{7}, Shape{3, 5}, Shape{2, 0, 3}, Shape{2, 3, 4, 5}, Shape{5000}, Shape{3, 700, 9}})
+    r.push_back({NoAttrs{}, {sparse(dt, s)}, 2});
+  r.push_back({NoAttrs{}, {make(dt, {4, 4}, std::vector<double>(16, 0.0))}, 2});  // none
+  r.push_back({NoAttrs{}, {make(dt, {3, 3}, std::vector<double>(9, 1.0))}, 2});   // all
+  return r;
+}
+
+// Either branch, at shapes that differ in every way one rank allows (and a scalar, an empty
+// tensor, two outputs at once); the condition as a one-element tensor of rank 0 and 1.
+Runs select_branch_runs(DT dt) {
+  Runs r;
+  const HostTensor yes = scalar(1, DT::kBool), no = make(DT::kBool, {1}, {0});
+  for (const HostTensor& cond : {yes, no}) {
+    r.push_back({NoAttrs{}, {cond, data(dt, {3, 4}), data(dt, {3, 4})}});
+    r.push_back({NoAttrs{}, {cond, data(dt, {5}), data(dt, {0})}});
+    r.push_back({NoAttrs{}, {cond, data(dt, {2, 7, 1}), data(dt, {6, 3, 2})}});
+    r.push_back({NoAttrs{}, {cond, data(dt, {}), data(dt, {})}});
+    r.push_back({NoAttrs{}, {cond, data(dt, {4}), data(dt, {2, 2}), data(dt, {9}), data(dt, {1, 3})}, 2});
+  }
+  return r;
+}
+
+// Boxes as [y1, x1, y2, x2] corners in any order, or [x_center, y_center, w, h]: random ones in a
+// 10 x 10 field, so that many overlap.
+HostTensor random_boxes(int64_t batches, int64_t n, bool center) {
+  HostTensor t = rand_tensor(DT::kFloat32, {batches, n, 4}, 0, 10);
+  if (center)
+    for (int64_t i = 0; i < batches * n; ++i)
+      for (int64_t k = 2; k < 4; ++k) set(t, i * 4 + k, std::abs(get(t, i * 4 + k)) / 3);
+  return t;
+}
+
+Runs nms_runs(DT) {
+  const DT f = DT::kFloat32, l = DT::kInt64;
+  Runs r;
+  // onnx's suppress_by_IOU example: two clusters of three and one box apart.
+  const HostTensor boxes = make(f, {1, 6, 4}, {0, 0,  1, 1,  0, 0.1f,  1, 1.1f,  0, -0.1f, 1, 0.9f,
+                                               0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100,   1, 101});
+  const HostTensor scores = make(f, {1, 1, 6}, {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f});
+  for (int64_t m : {0, 1, 3, 10})
+    r.push_back({NmsAttrs{}, {boxes, scores, scalar(m, l), scalar(0.5, f), scalar(0.0, f)}, 2});
+  r.push_back({NmsAttrs{}, {boxes, scores, scalar(3, l), scalar(0.5, f), scalar(0.4, f)}, 2});
+  r.push_back({NmsAttrs{}, {boxes, scores, scalar(3, l)}, 2});  // iou 0: any overlap suppresses
+  r.push_back({NmsAttrs{}, {boxes, scores}, 2});                // no max: nothing selected
+  // Ties, a box with no area, a NaN score.
+  const HostTensor odd_boxes = make(f, {1, 4, 4}, {0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 2, 3, 0, 0, 1, 1});
+  const HostTensor odd_scores = make(f, {1, 2, 4}, {0.5, 0.5, 0.7, kNaN, 0.1, 0.9, 0.9, 0.9});
+  r.push_back({NmsAttrs{}, {odd_boxes, odd_scores, scalar(4, l), scalar(0.5, f)}, 2});
+  r.push_back({NmsAttrs{}, {odd_boxes, odd_scores, scalar(4, l), scalar(1.0, f)}, 2});
+  for (int64_t center : {0, 1})
+    r.push_back({NmsAttrs{center},
+                 {random_boxes(2, 60, center == 1), rand_tensor(f, {2, 3, 60}, 0, 1), scalar(12, l), scalar(0.4, f),
+                  scalar(0.25, f)},
+                 2});
+  r.push_back({NmsAttrs{},
+               {random_boxes(1, 1500, false), rand_tensor(f, {1, 2, 1500}, 0, 1), scalar(200, l), scalar(0.3, f),
+                scalar(0.05, f)},
+               2});
+  r.push_back({NmsAttrs{}, {random_boxes(2, 0, false), make(f, {2, 3, 0}, {}), scalar(5, l)}, 2});
+  return r;
+}
+
 // ---- the case table ----------------------------------------------------------------------------
 std::vector<TensorCase> all_cases() {
   using K = OpKind;
@@ -481,6 +557,12 @@ std::vector<TensorCase> all_cases() {
        eye_like_runs},
       {"Trilu", K::kTrilu, kBytes, trilu_runs},
       {"OneHot", K::kOneHot, kBytes, one_hot_runs},
+      {"NonZero",
+       K::kNonZero,
+       {DT::kFloat32, DT::kFloat16, DT::kInt8, DT::kInt64, DT::kBool, DT::kFloat64},
+       nonzero_runs},
+      {"NonMaxSuppression", K::kNonMaxSuppression, {}, nms_runs},
+      {"SelectBranch", K::kSelectBranch, kBytes, select_branch_runs},
   };
   for (ScatterReduction red : {ScatterReduction::kNone, ScatterReduction::kAdd, ScatterReduction::kMul,
                                ScatterReduction::kMax, ScatterReduction::kMin}) {

@@ -1,11 +1,13 @@
 #include "runtime/cpu/cpu_runner.h"
 
 #include <chrono>
+#include <cstring>
 #include <string>
 
 #include "runtime/copy_corner.h"
 #include "runtime/cpu/kernels.h"
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/dynamic_shapes.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln::detail {
@@ -15,7 +17,7 @@ namespace {
 class CpuRunner final : public PlanRunner {
  public:
   CpuRunner(const EngineImpl& e, std::byte* arena, cpu::ThreadPool* pool, const ContextOptions& o)
-      : e_(e), arena_(arena), pool_(pool) {
+      : e_(e), arena_(arena), pool_(pool), dyn_(e) {
     profile_ = o.profile;
     step_ms_.assign(e.steps.size(), 0.0);
     std::vector<std::string> missing;
@@ -39,8 +41,8 @@ class CpuRunner final : public PlanRunner {
     for (const StepRec& st : e.steps) {
       auto view_of = [&](int32_t id) {
         if (id < 0) return absent_tensor();
-        const TensorRec& t = e.tensors[static_cast<size_t>(id)];
-        return TensorView{t.dtype, t.shape, nullptr, true};
+        // dyn_'s storage: a tensor of data-dependent shape has the run's shape when its step runs.
+        return TensorView{e.tensors[static_cast<size_t>(id)].dtype, dyn_.shape(id), nullptr, true};
       };
       std::vector<TensorView> ins, outs;
       for (int32_t i : st.inputs) ins.push_back(view_of(i));
@@ -108,11 +110,19 @@ class CpuRunner final : public PlanRunner {
         if (st.inputs[j] >= 0) step_in_[k][j].data = data_[static_cast<size_t>(st.inputs[j])];
       for (size_t j = 0; j < st.outputs.size(); ++j) step_out_[k][j].data = data_[static_cast<size_t>(st.outputs[j])];
       const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      for (int32_t t : dyn_.read_before(k)) copy_value(data_[static_cast<size_t>(t)], dyn_.host_buffer(t), t);
+      dyn_.prepare(k);
+      if (dyn_.on_host(k)) {  // evaluated by prepare(): its values into the buffers that are read
+        for (int32_t o : st.outputs)
+          if (dyn_.device_needs(o)) copy_value(dyn_.host_value(o), data_[static_cast<size_t>(o)], o);
+        continue;
+      }
       try {
         kernels_[k](st.kind, st.attrs, step_in_[k], step_out_[k], env);
       } catch (const Error& err) {
-        throw Error("step '" + st.name + "' (" + std::string(op_name(st.kind)) + ") failed: " + err.what());
+        throw Error(step_name(st) + " failed: " + err.what());
       }
+      if (dyn_.is_source(k)) dyn_.set_extent(k, *step_out_[k][1].as<int64_t>());
       if (profile_)
         step_ms_[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
@@ -127,6 +137,14 @@ class CpuRunner final : public PlanRunner {
   }
 
   void check() override {}
+
+  // Tensor t's bytes at its shape now, from one buffer to another.
+  void copy_value(const void* from, void* to, int32_t t) {
+    const size_t bytes = byte_count(dyn_.shape(t), e_.tensors[static_cast<size_t>(t)].dtype);
+    if (bytes > 0 && from != to) std::memcpy(to, from, bytes);
+  }
+
+  const std::vector<int64_t>* run_output_shape(size_t i) const override { return dyn_.run_shape(e_.output_ids[i]); }
 
   const std::byte* host_output(size_t i) const override {
     if (bound_out_[i]) return static_cast<const std::byte*>(bound_out_[i]);
@@ -165,6 +183,7 @@ class CpuRunner final : public PlanRunner {
   std::vector<std::vector<std::byte>> out_compact_;         // per output: its corner, when sliced
   std::vector<std::vector<TensorView>> step_in_, step_out_;
   std::vector<cpu::CpuKernel> kernels_;
+  DynamicShapes dyn_;  // the tensors' shapes this run (some depend on the data)
   bool profile_ = false;
   std::vector<double> step_ms_;
   int profiled_runs_ = 0;

@@ -13,13 +13,21 @@
 // beside the others run on a second stream of the context's (with their own cuDNN handle and
 // workspace): each waits for an event recorded after its fork step, and the main-stream steps that
 // need it wait for an event recorded after it; the graph records that as a fork and a join.
+// A range engine's plans (one runner each) share the arena, streams, handles and workspaces.
+// An engine with data-dependent shapes (runtime/dynamic_shapes.h) runs its steps directly: after
+// each NonZero or NonMaxSuppression the runner reads the count back (one wait) and infers the
+// shapes of the steps after it on the host, so no graph, side stream or whole-network kernel. The
+// shape arithmetic after them runs on the host (host steps, uploaded where device steps read it),
+// and a value only the device computes that a shape needs (an If's condition) is read back.
 #include "runtime/cuda/gpu_context.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "kiln/types.h"
+#include "runtime/dynamic_shapes.h"
 #include "runtime/engine_impl.h"
 #include "runtime/side_steps.h"
 
@@ -90,6 +98,67 @@ std::shared_ptr<void> device_weights(const EngineImpl& e, int device) {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// What the plans of one context share. They run one at a time, so one activation arena, one set of
+// streams and library handles and one workspace of each kind serve them all: with a set per plan,
+// a six-bucket BERT context held 18 streams, more than the GPU has hardware queues, and ran 5%
+// slower than the fixed engine of its largest bucket. Workspaces only grow while the context's
+// runners are made, before any of them records a graph.
+struct GpuShared {
+  std::shared_ptr<void> arena, workspace, side_workspace;
+  size_t workspace_bytes = 0, side_workspace_bytes = 0;
+  cudaStream_t own = nullptr, capture = nullptr, side = nullptr;
+  cudnnHandle_t cudnn = nullptr, cudnn_side = nullptr;
+  cublasLtHandle_t lt = nullptr;
+
+  GpuShared() {
+    try {
+      check_cuda(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), "cudaStreamCreate");
+      check_cuda(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking), "cudaStreamCreate");
+      check_cudnn(cudnnCreate(&cudnn), "cudnnCreate");
+      check_cublas(cublasLtCreate(&lt), "cublasLtCreate");
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  GpuShared(const GpuShared&) = delete;
+  GpuShared& operator=(const GpuShared&) = delete;
+  ~GpuShared() { release(); }
+
+  // The side stream and its cuDNN handle, made for the first plan with side steps.
+  void need_side() {
+    if (side) return;
+    check_cuda(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cudnn(cudnnCreate(&cudnn_side), "cudnnCreate");
+    check_cudnn(cudnnSetStream(cudnn_side, side), "cudnnSetStream");
+  }
+
+  void grow_workspaces(size_t main_bytes, size_t side_bytes) {
+    grow(workspace, workspace_bytes, main_bytes, "the workspace");
+    grow(side_workspace, side_workspace_bytes, side_bytes, "the side stream's workspace");
+  }
+
+ private:
+  static void grow(std::shared_ptr<void>& w, size_t& have, size_t bytes, const char* what) {
+    bytes = align_up(bytes);
+    if (bytes <= have) return;
+    w.reset();  // free the smaller one first
+    w = device_alloc(bytes, what);
+    have = bytes;
+  }
+
+  void release() noexcept {
+    if (own) cudaStreamSynchronize(own);
+    if (side) cudaStreamSynchronize(side);
+    if (cudnn_side) cudnnDestroy(cudnn_side);
+    if (side) cudaStreamDestroy(side);
+    if (cudnn) cudnnDestroy(cudnn);
+    if (lt) cublasLtDestroy(lt);
+    if (own) cudaStreamDestroy(own);
+    if (capture) cudaStreamDestroy(capture);
+  }
+};
+
 struct Step {
   const StepRec* rec = nullptr;
   const GpuKernelEntry* entry = nullptr;
@@ -116,10 +185,10 @@ class GpuContextImpl final : public detail::PlanRunner {
  public:
   // Whatever the setup made before it threw (streams, events, handles) is released: the destructor
   // does not run for a constructor that throws.
-  GpuContextImpl(const EngineImpl& e, const ContextOptions& o, std::shared_ptr<void>* arena, size_t arena_bytes)
-      : e_(e), opt_(o) {
+  GpuContextImpl(const EngineImpl& e, const ContextOptions& o, std::shared_ptr<void>* shared, size_t arena_bytes)
+      : e_(e), opt_(o), dyn_(e) {
     try {
-      set_up(arena, arena_bytes);
+      set_up(shared, arena_bytes);
     } catch (...) {
       release();
       throw;
@@ -130,7 +199,7 @@ class GpuContextImpl final : public detail::PlanRunner {
 
  private:
   // The constructor's work (the context's memory, streams, handles and step views).
-  void set_up(std::shared_ptr<void>* arena, size_t arena_bytes) {
+  void set_up(std::shared_ptr<void>* shared, size_t arena_bytes) {
     const EngineImpl& e = e_;
     if (!gpu_available()) {
       try {
@@ -157,13 +226,14 @@ class GpuContextImpl final : public detail::PlanRunner {
       throw Error(m + "\nrun this model with --device cpu");
     }
     weights_ = device_weights(e, device_);
-    if (!*arena) *arena = device_alloc(std::max<size_t>(arena_bytes, e.arena_bytes), "the activation arena");
-    arena_ = *arena;
-    check_cuda(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check_cuda(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (!*shared) {
+      auto made = std::make_shared<GpuShared>();
+      made->arena = device_alloc(std::max<size_t>(arena_bytes, e.arena_bytes), "the activation arena");
+      *shared = made;
+    }
+    shared_ = std::static_pointer_cast<GpuShared>(*shared);
+    arena_ = shared_->arena;
     check_cuda(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
-    check_cudnn(cudnnCreate(&cudnn_), "cudnnCreate");
-    check_cublas(cublasLtCreate(&lt_), "cublasLtCreate");
 
     // Where each tensor lives, as far as it is known now (inputs and outputs are patched per run).
     data_.assign(e.tensors.size(), nullptr);
@@ -174,7 +244,7 @@ class GpuContextImpl final : public detail::PlanRunner {
         data_[i] = static_cast<uint8_t*>(arena_.get()) + t.offset;
     }
     resolve_views();
-    if (opt_.whole_network && !opt_.profile) {
+    if (opt_.whole_network && !opt_.profile && !dyn_.any()) {
       WholeNetPlan plan = plan_whole_network(e, whole_net_max_smem(device_));
       if (plan.eligible()) whole_ = std::make_unique<WholeNet>(std::move(plan), data_);
     }
@@ -203,7 +273,23 @@ class GpuContextImpl final : public detail::PlanRunner {
     in_pad_.assign(e.inputs.size(), 0);
     out_slice_.assign(e.outputs.size(), 0);
 
-    if (!opt_.profile && !whole_ && opt_.side_stream) plan_side_steps();
+    if (!opt_.profile && !whole_ && opt_.side_stream && !dyn_.any()) plan_side_steps();
+    if (dyn_.any()) {
+      extents_ = pinned_alloc(steps_.size() * sizeof(int64_t), "the data-dependent extents");
+      // Pinned slots for the host steps' values that device steps read, so that their uploads
+      // are asynchronous. A slot is rewritten only after the run has waited for the GPU once
+      // (every host step comes after a read-back), so the previous run's upload has landed.
+      size_t bytes = 0;
+      host_slot_.assign(e.tensors.size(), SIZE_MAX);
+      for (size_t k = 0; k < e.steps.size(); ++k)
+        if (dyn_.on_host(k))
+          for (int32_t o : e.steps[k].outputs)
+            if (dyn_.device_needs(o)) {
+              host_slot_[static_cast<size_t>(o)] = bytes;
+              bytes += align_up(e.tensors[static_cast<size_t>(o)].bytes);
+            }
+      if (bytes > 0) host_stage_ = pinned_alloc(bytes, "the host steps' values");
+    }
 
     errors_ = device_alloc(std::max<size_t>(1, steps_.size()) * sizeof(int), "error flags");
     check_cuda(cudaMemset(errors_.get(), 0, std::max<size_t>(1, steps_.size()) * sizeof(int)), "cudaMemset");
@@ -214,17 +300,17 @@ class GpuContextImpl final : public detail::PlanRunner {
       Step& s = steps_[k];
       auto view_of = [&](int32_t id) {
         if (id < 0) return absent_tensor();
-        const TensorRec& t = e.tensors[static_cast<size_t>(id)];
-        return TensorView{t.dtype, t.shape, data_[static_cast<size_t>(id)], true};
+        // dyn_'s storage: a tensor of data-dependent shape has the run's shape when its step runs.
+        return TensorView{e.tensors[static_cast<size_t>(id)].dtype, dyn_.shape(id), data_[static_cast<size_t>(id)],
+                          true};
       };
       for (int32_t i : s.rec->inputs) {
         s.in.push_back(view_of(i));
-        const bool constant = i >= 0 && e.tensors[static_cast<size_t>(i)].kind == TensorKind::kWeight;
-        s.host_in.push_back(constant ? e.weight_data(e.tensors[static_cast<size_t>(i)]) : nullptr);
+        s.host_in.push_back(dyn_.host_value(i));  // a weight's, or a value the host computes or reads back
       }
       for (int32_t o : s.rec->outputs) s.out.push_back(view_of(o));
       if (s.entry->workspace) {
-        GpuEnv env = env_for(k, own_stream_);
+        GpuEnv env = env_for(k, shared_->own);
         try {
           size_t& w = s.side >= 0 ? side_workspace : workspace;
           w = std::max(w, s.entry->workspace(s.rec->kind, s.rec->attrs, s.in, s.out, env));
@@ -233,10 +319,7 @@ class GpuContextImpl final : public detail::PlanRunner {
         }
       }
     }
-    workspace_bytes_ = align_up(workspace);
-    workspace_ = device_alloc(workspace_bytes_, "the workspace");
-    side_workspace_bytes_ = align_up(side_workspace);
-    side_workspace_ = device_alloc(side_workspace_bytes_, "the side stream's workspace");
+    shared_->grow_workspaces(workspace, side_workspace);
     if (opt_.profile) {
       events_.resize(steps_.size() + 1);
       for (cudaEvent_t& ev : events_) check_cuda(cudaEventCreate(&ev), "cudaEventCreate");
@@ -246,18 +329,12 @@ class GpuContextImpl final : public detail::PlanRunner {
 
   // Frees what was made, in any state of set_up(): every handle starts null.
   void release() noexcept {
-    if (own_stream_) cudaStreamSynchronize(own_stream_);
+    if (shared_) cudaStreamSynchronize(shared_->own);
     if (exec_) cudaGraphExecDestroy(exec_);
     for (cudaEvent_t ev : events_) cudaEventDestroy(ev);
     for (cudaEvent_t ev : fork_events_) cudaEventDestroy(ev);
     for (cudaEvent_t ev : side_events_) cudaEventDestroy(ev);
-    if (cudnn_side_) cudnnDestroy(cudnn_side_);
-    if (side_stream_) cudaStreamDestroy(side_stream_);
     if (staged_) cudaEventDestroy(staged_);
-    if (cudnn_) cudnnDestroy(cudnn_);
-    if (lt_) cublasLtDestroy(lt_);
-    if (own_stream_) cudaStreamDestroy(own_stream_);
-    if (capture_stream_) cudaStreamDestroy(capture_stream_);
   }
 
  public:
@@ -300,6 +377,14 @@ class GpuContextImpl final : public detail::PlanRunner {
 
   void enqueue(CUstream_st* stream) override {
     enqueued_ = false;  // until this run's pointers are all in place
+    if (dyn_.any()) {
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      check_cuda(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing");
+      if (capturing != cudaStreamCaptureStatusNone)
+        throw Error(e_.origin +
+                    ": this engine's shapes depend on the data (NonZero, NonMaxSuppression), so a run "
+                    "waits for the GPU and cannot be recorded into a CUDA graph; enqueue it outside the capture");
+    }
     flush_profile();
     // Inputs: the caller's device memory, or host memory through staging.
     bool staging = false;
@@ -346,7 +431,7 @@ class GpuContextImpl final : public detail::PlanRunner {
 
     if (opt_.profile)
       run_steps(stream, true);
-    else if (opt_.cuda_graph)
+    else if (opt_.cuda_graph && !dyn_.any())  // a graph would replay one run's shapes
       launch_graph(stream);
     else
       run_program(stream);
@@ -364,7 +449,8 @@ class GpuContextImpl final : public detail::PlanRunner {
       if (out_dev_[i]) continue;
       const auto id = static_cast<size_t>(e_.output_ids[i]);
       const TensorRec& t = e_.tensors[id];
-      const size_t bytes = detail::byte_count(out_shape_[i], t.dtype);
+      const std::vector<int64_t>* run = dyn_.run_shape(e_.output_ids[i]);
+      const size_t bytes = detail::byte_count(run ? *run : out_shape_[i], t.dtype);
       if (bytes == 0) continue;
       uint8_t* pin = static_cast<uint8_t*>(pinned_.get()) + out_off_[i];
       check_cuda(
@@ -380,8 +466,8 @@ class GpuContextImpl final : public detail::PlanRunner {
   }
 
   void run() override {
-    enqueue(own_stream_);
-    check_cuda(cudaStreamSynchronize(own_stream_), "running the engine on the GPU");
+    enqueue(shared_->own);
+    check_cuda(cudaStreamSynchronize(shared_->own), "running the engine on the GPU");
     check();
   }
 
@@ -413,6 +499,8 @@ class GpuContextImpl final : public detail::PlanRunner {
 
   bool whole_network() const override { return whole_ != nullptr; }
 
+  const std::vector<int64_t>* run_output_shape(size_t i) const override { return dyn_.run_shape(e_.output_ids[i]); }
+
   size_t side_steps() const override { return side_events_.size(); }
 
   std::vector<StepTime> step_times() override {
@@ -440,19 +528,18 @@ class GpuContextImpl final : public detail::PlanRunner {
     return out_dev_[i] ? out_dev_[i] : static_cast<uint8_t*>(pad_dev_.get()) + out_off_[i];
   }
 
-  std::string step_name(size_t k) const {
-    return "step '" + steps_[k].rec->name + "' (" + std::string(op_name(steps_[k].rec->kind)) + ")";
-  }
+  std::string step_name(size_t k) const { return detail::step_name(*steps_[k].rec); }
 
   GpuEnv env_for(size_t k, cudaStream_t stream) {
     Step& s = steps_[k];
     GpuEnv env;
     const bool side = s.side >= 0;
-    env.stream = side ? side_stream_ : stream;
-    env.cudnn = side ? cudnn_side_ : cudnn_;
-    env.cublaslt = lt_;
-    env.workspace = side ? side_workspace_.get() : workspace_.get();
-    env.workspace_bytes = side ? side_workspace_bytes_ : workspace_bytes_;
+    const GpuShared& g = *shared_;
+    env.stream = side ? g.side : stream;
+    env.cudnn = side ? g.cudnn_side : g.cudnn;
+    env.cublaslt = g.lt;
+    env.workspace = side ? g.side_workspace.get() : g.workspace.get();
+    env.workspace_bytes = side ? g.side_workspace_bytes : g.workspace_bytes;
     env.error = static_cast<int*>(errors_.get()) + k;
     env.host_in = s.host_in;
     env.tactic = s.rec->tactic;
@@ -476,7 +563,7 @@ class GpuContextImpl final : public detail::PlanRunner {
   }
 
   void run_steps(cudaStream_t stream, bool timed) {
-    check_cudnn(cudnnSetStream(cudnn_, stream), "cudnnSetStream");
+    check_cudnn(cudnnSetStream(shared_->cudnn, stream), "cudnnSetStream");
     if (timed) check_cuda(cudaEventRecord(events_[0], stream), "cudaEventRecord");
     record_fork(0, stream);
     int joined = -1;  // side steps [0, joined] are joined into `stream`
@@ -484,20 +571,28 @@ class GpuContextImpl final : public detail::PlanRunner {
       for (size_t k = 0; k < steps_.size(); ++k) {
         Step& s = steps_[k];
         if (s.side >= 0)
-          check_cuda(cudaStreamWaitEvent(side_stream_, fork_events_[static_cast<size_t>(side_fork_[s.side])]),
+          check_cuda(cudaStreamWaitEvent(shared_->side, fork_events_[static_cast<size_t>(side_fork_[s.side])]),
                      "cudaStreamWaitEvent");
         if (s.wait > joined) {
           check_cuda(cudaStreamWaitEvent(stream, side_events_[static_cast<size_t>(s.wait)]), "cudaStreamWaitEvent");
           joined = s.wait;
         }
-        GpuEnv env = env_for(k, stream);
-        try {
-          s.entry->fn(s.rec->kind, s.rec->attrs, s.in, s.out, env);
-        } catch (const Error& err) {
-          throw Error(step_name(k) + " failed: " + err.what());
+        if (!dyn_.read_before(k).empty()) read_values(k, stream);
+        // A step after a data-dependent one runs at this run's shapes, with descriptors made for them.
+        if (dyn_.prepare(k) || dyn_.reads_values(k)) s.state.reset();
+        if (dyn_.on_host(k)) {
+          upload_host_values(k, stream);
+        } else {
+          GpuEnv env = env_for(k, stream);
+          try {
+            s.entry->fn(s.rec->kind, s.rec->attrs, s.in, s.out, env);
+          } catch (const Error& err) {
+            throw Error(step_name(k) + " failed: " + err.what());
+          }
         }
+        if (dyn_.is_source(k)) read_extent(k, stream);
         if (s.side >= 0)
-          check_cuda(cudaEventRecord(side_events_[static_cast<size_t>(s.side)], side_stream_), "cudaEventRecord");
+          check_cuda(cudaEventRecord(side_events_[static_cast<size_t>(s.side)], shared_->side), "cudaEventRecord");
         record_fork(k + 1, stream);
         if (timed) check_cuda(cudaEventRecord(events_[k + 1], stream), "cudaEventRecord");
       }
@@ -510,6 +605,42 @@ class GpuContextImpl final : public detail::PlanRunner {
       check_cuda(cudaStreamWaitEvent(stream, side_events_.back()), "cudaStreamWaitEvent");
   }
 
+  // After data-dependent step k: its extent, which the steps after it need on the host (one wait).
+  void read_extent(size_t k, cudaStream_t stream) {
+    int64_t* host = static_cast<int64_t*>(extents_.get()) + k;
+    check_cuda(cudaMemcpyAsync(host, steps_[k].out.at(1).data, sizeof(int64_t), cudaMemcpyDeviceToHost, stream),
+               "reading " + step_name(k) + "'s count");
+    check_cuda(cudaStreamSynchronize(stream), "running " + step_name(k));
+    check();  // a step that failed wrote no count
+    dyn_.set_extent(k, *host);
+  }
+
+  // Before step k: the values its shape inference needs that device steps computed (one wait).
+  void read_values(size_t k, cudaStream_t stream) {
+    check_cuda(cudaStreamSynchronize(stream), "running the steps before " + step_name(k));
+    check();
+    for (int32_t t : dyn_.read_before(k)) {
+      const size_t bytes = detail::byte_count(dyn_.shape(t), e_.tensors[static_cast<size_t>(t)].dtype);
+      if (bytes > 0)  // into pageable memory: returns when the copy is done
+        check_cuda(cudaMemcpy(dyn_.host_buffer(t), data_[static_cast<size_t>(t)], bytes, cudaMemcpyDeviceToHost),
+                   "reading back '" + e_.tensors[static_cast<size_t>(t)].name + "' for " + step_name(k));
+    }
+  }
+
+  // Host step k (evaluated by dyn_.prepare): its values that device steps read, uploaded.
+  void upload_host_values(size_t k, cudaStream_t stream) {
+    for (int32_t o : steps_[k].rec->outputs) {
+      const size_t slot = host_slot_[static_cast<size_t>(o)];
+      if (slot == SIZE_MAX) continue;
+      const size_t bytes = detail::byte_count(dyn_.shape(o), e_.tensors[static_cast<size_t>(o)].dtype);
+      if (bytes == 0) continue;
+      uint8_t* pin = static_cast<uint8_t*>(host_stage_.get()) + slot;
+      std::memcpy(pin, dyn_.host_value(o), bytes);
+      check_cuda(cudaMemcpyAsync(data_[static_cast<size_t>(o)], pin, bytes, cudaMemcpyHostToDevice, stream),
+                 "uploading " + step_name(k) + "'s value");
+    }
+  }
+
   // Records the fork event of fork point f (0: the run's start, k + 1: after step k), if a side step
   // starts there.
   void record_fork(size_t f, cudaStream_t stream) {
@@ -519,8 +650,8 @@ class GpuContextImpl final : public detail::PlanRunner {
 
   // Makes `stream` wait for everything enqueued on the side stream (after a failed step).
   void join_side_stream(cudaStream_t stream) {
-    if (!side_stream_) return;
-    cudaEventRecord(side_events_.back(), side_stream_);
+    if (side_events_.empty()) return;
+    cudaEventRecord(side_events_.back(), shared_->side);
     cudaStreamWaitEvent(stream, side_events_.back());
   }
 
@@ -529,9 +660,7 @@ class GpuContextImpl final : public detail::PlanRunner {
     std::vector<int> waits;
     const std::vector<detail::SideStep> sides = detail::engine_side_steps(e_, &waits);
     if (sides.empty()) return;
-    check_cuda(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check_cudnn(cudnnCreate(&cudnn_side_), "cudnnCreate");
-    check_cudnn(cudnnSetStream(cudnn_side_, side_stream_), "cudnnSetStream");
+    shared_->need_side();
     fork_slot_.assign(steps_.size() + 1, -1);
     auto new_event = [](std::vector<cudaEvent_t>& v) {
       v.push_back(nullptr);
@@ -571,15 +700,15 @@ class GpuContextImpl final : public detail::PlanRunner {
       if (exec_) cudaGraphExecDestroy(exec_);
       exec_ = nullptr;
       cudaGraph_t graph = nullptr;
-      check_cuda(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal), "recording a CUDA graph");
+      check_cuda(cudaStreamBeginCapture(shared_->capture, cudaStreamCaptureModeThreadLocal), "recording a CUDA graph");
       try {
-        run_program(capture_stream_);
+        run_program(shared_->capture);
       } catch (...) {
-        cudaStreamEndCapture(capture_stream_, &graph);
+        cudaStreamEndCapture(shared_->capture, &graph);
         if (graph) cudaGraphDestroy(graph);
         throw;
       }
-      check_cuda(cudaStreamEndCapture(capture_stream_, &graph), "recording a CUDA graph");
+      check_cuda(cudaStreamEndCapture(shared_->capture, &graph), "recording a CUDA graph");
       const cudaError_t err = cudaGraphInstantiate(&exec_, graph, 0);
       cudaGraphDestroy(graph);
       check_cuda(err, "instantiating the CUDA graph");
@@ -604,22 +733,19 @@ class GpuContextImpl final : public detail::PlanRunner {
   ContextOptions opt_;
   int device_ = 0;
   std::vector<Step> steps_;
-  std::unique_ptr<WholeNet> whole_;  // set when the engine runs as one kernel
-  std::shared_ptr<void> weights_, arena_, workspace_, device_in_, pinned_, errors_;
-  size_t workspace_bytes_ = 0;
-  cudaStream_t own_stream_ = nullptr, capture_stream_ = nullptr;
-  // Side steps: their stream, cuDNN handle and workspace; an event after each, and one per fork
-  // point (the run's start or a step) where a side step starts.
-  cudaStream_t side_stream_ = nullptr;
-  cudnnHandle_t cudnn_side_ = nullptr;
-  std::shared_ptr<void> side_workspace_;
-  size_t side_workspace_bytes_ = 0;
+  std::unique_ptr<WholeNet> whole_;    // set when the engine runs as one kernel
+  std::shared_ptr<GpuShared> shared_;  // the context's streams, handles, arena and workspaces
+  std::shared_ptr<void> weights_, arena_, device_in_, pinned_, errors_;
+  detail::DynamicShapes dyn_;         // the tensors' shapes this run (some depend on the data)
+  std::shared_ptr<void> extents_;     // pinned: per step, the count a data-dependent one read back
+  std::shared_ptr<void> host_stage_;  // pinned: the host steps' values that device steps read
+  std::vector<size_t> host_slot_;     // per tensor: its slot in host_stage_, or SIZE_MAX
+  // Side steps (on shared_->side): an event after each, and one per fork point (the run's start or
+  // a step) where a side step starts.
   std::vector<cudaEvent_t> side_events_, fork_events_;
   std::vector<int> side_fork_;  // per side step: its fork event's slot
   std::vector<int> fork_slot_;  // per fork point (0: the start, k + 1: after step k): its event's slot, or -1
   cudaEvent_t staged_ = nullptr;
-  cudnnHandle_t cudnn_ = nullptr;
-  cublasLtHandle_t lt_ = nullptr;
   std::vector<void*> data_;
   std::vector<size_t> in_off_, out_off_;  // staging: [inputs | outputs], each 256-byte aligned
   size_t io_bytes_ = 0;                   // the whole of it
@@ -644,8 +770,8 @@ class GpuContextImpl final : public detail::PlanRunner {
 }  // namespace
 
 std::unique_ptr<detail::PlanRunner> make_gpu_runner(const detail::EngineImpl& e, const ContextOptions& options,
-                                                    std::shared_ptr<void>* arena, size_t arena_bytes) {
-  return std::make_unique<GpuContextImpl>(e, options, arena, arena_bytes);
+                                                    std::shared_ptr<void>* shared, size_t arena_bytes) {
+  return std::make_unique<GpuContextImpl>(e, options, shared, arena_bytes);
 }
 
 }  // namespace kiln::gpu

@@ -16,10 +16,10 @@ struct EngineImpl;
 namespace kiln::gpu {
 
 // A runner for plan `e`: checks the device (present, same architecture as the engine), uploads
-// the weights if needed and allocates everything it will use. `arena`: the context's activation
-// arena, allocated here (arena_bytes, at least e's) by the first plan of a context and shared by
-// the others. Throws kiln::Error.
+// the weights if needed and allocates everything it will use. `shared`: what the plans of one
+// context share (the activation arena of arena_bytes, at least e's, the streams, library handles
+// and workspaces), made by its first plan and grown by the others. Throws kiln::Error.
 std::unique_ptr<detail::PlanRunner> make_gpu_runner(const detail::EngineImpl& e, const ContextOptions& options,
-                                                    std::shared_ptr<void>* arena, size_t arena_bytes);
+                                                    std::shared_ptr<void>* shared, size_t arena_bytes);
 
 }  // namespace kiln::gpu

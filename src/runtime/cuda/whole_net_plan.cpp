@@ -364,7 +364,7 @@ std::vector<WnLayer> walk_steps(const EngineImpl& e, int64_t batch) {
       refuse("tensor '" + t.name + "' " + shape_string(t.shape) + " is too large for shared memory");
   };
   for (const StepRec& st : e.steps) {
-    const std::string where = "step '" + st.name + "' (" + std::string(op_name(st.kind)) + "): ";
+    const std::string where = detail::step_name(st) + ": ";
     try {
       const Builder* b = nullptr;
       for (const Builder& c : kBuilders)

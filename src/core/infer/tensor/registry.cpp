@@ -1,5 +1,5 @@
 // The tensor family's registry: the entries of its groups view.cpp, layout.cpp, depth_space.cpp,
-// index.cpp and gen.cpp.
+// index.cpp, gen.cpp and select.cpp.
 #include "core/infer/tensor/tensor_internal.h"
 
 namespace kiln {
@@ -39,6 +39,10 @@ constexpr InferEntry kEntries[] = {
     {OpKind::kOneHot, infer_one_hot},
     {OpKind::kRange, infer_range},
     {OpKind::kTrilu, infer_trilu},
+    // select.cpp
+    {OpKind::kNonZero, infer_nonzero},
+    {OpKind::kNonMaxSuppression, infer_nms},
+    {OpKind::kSelectBranch, infer_select_branch},
 };
 
 }  // namespace

@@ -89,6 +89,10 @@ std::vector<OutputType> infer_eye_like(OpKind, const Attrs& attrs, std::span<con
 std::vector<OutputType> infer_one_hot(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t);
 std::vector<OutputType> infer_range(OpKind, const Attrs&, std::span<const TensorView> in, size_t);
 std::vector<OutputType> infer_trilu(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t);
+// select.cpp
+std::vector<OutputType> infer_nonzero(OpKind, const Attrs&, std::span<const TensorView> in, size_t);
+std::vector<OutputType> infer_nms(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t);
+std::vector<OutputType> infer_select_branch(OpKind, const Attrs&, std::span<const TensorView> in, size_t n_out);
 
 }  // namespace tensor_infer
 

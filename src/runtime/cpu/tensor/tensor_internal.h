@@ -19,5 +19,6 @@ std::span<const KernelEntry> layout_kernel_entries();       // layout.cpp
 std::span<const KernelEntry> depth_space_kernel_entries();  // depth_space.cpp
 std::span<const KernelEntry> index_kernel_entries();        // index.cpp
 std::span<const KernelEntry> gen_kernel_entries();          // gen.cpp
+std::span<const KernelEntry> select_kernel_entries();       // select.cpp
 
 }  // namespace kiln::cpu::tensor_ops

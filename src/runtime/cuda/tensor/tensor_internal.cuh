@@ -212,7 +212,8 @@ void strided_copy(size_t esize, const std::vector<int64_t>& shape, const std::ve
 std::span<const GpuKernelEntry> view_entries();         // view.cu: Reshape Flatten Squeeze Unsqueeze Shape Size
 std::span<const GpuKernelEntry> layout_entries();       // layout.cu: Transpose Slice Tile Expand Concat Split Pad
 std::span<const GpuKernelEntry> depth_space_entries();  // depth_space.cu: DepthToSpace SpaceToDepth
-std::span<const GpuKernelEntry> index_entries();  // index.cu: Gather GatherElements GatherND ScatterElements ScatterND
-std::span<const GpuKernelEntry> gen_entries();    // gen.cu: Trilu EyeLike ConstantOfShape Range OneHot
+std::span<const GpuKernelEntry> index_entries();   // index.cu: Gather GatherElements GatherND ScatterElements ScatterND
+std::span<const GpuKernelEntry> gen_entries();     // gen.cu: Trilu EyeLike ConstantOfShape Range OneHot
+std::span<const GpuKernelEntry> select_entries();  // select.cu: NonZero NonMaxSuppression
 
 }  // namespace kiln::gpu::tensor
