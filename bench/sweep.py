@@ -2,7 +2,7 @@
 """The model sweep: architectures nobody here wrote (bench/sweep_models.py), exported by PyTorch,
 through Kiln as a user runs it, compared with PyTorch's own outputs.
 
-For each model: torch.onnx.export (opset 17, the TorchScript exporter, a dynamic batch axis), the
+For each model: torch.onnx.export (opset 17 unless the model says, the TorchScript exporter, a dynamic batch axis), the
 reference outputs from PyTorch in float64 at every batch size the model lists, then per
 configuration `kiln optimize` (timed), `kiln run` (outputs compared) and `kiln bench` (latency):
 
@@ -12,6 +12,10 @@ configuration `kiln optimize` (timed), `kiln run` (outputs compared) and `kiln b
                                                 (--torch-fp16: PyTorch in float16 on the GPU)
   best   --best (INT8, calibrated on random data, FP16 elsewhere)   reported, not judged
   cache  the fp16 build again with the timing cache the first one wrote (build time only)
+
+Detectors (SSDlite, RetinaNet, Faster R-CNN) give as many boxes as the data make: their float32
+reference is PyTorch's own, and detection_error matches Kiln's boxes, scores and labels with
+PyTorch's as sets; at most DETECTION_TOL of them may go unmatched.
 
 A model Kiln does not support (`expect_refused`) must be refused at import with one message naming
 the unsupported op types and nothing about the nodes downstream of them; no model may crash, hang or
@@ -36,6 +40,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOL = {"cpu": 1e-3, "gpu": 1e-3, "fp16": 3e-2}
+DETECTION_TOL = 0.02  # the share of detections either side may leave unmatched (detection_error)
 FLAGS = {"cpu": ["--device", "cpu"], "gpu": ["--device", "gpu"], "fp16": ["--device", "gpu", "--fp16"],
          "best": ["--device", "gpu", "--best"], "cache": ["--device", "gpu", "--fp16"]}
 BUILD_LIMIT_S = {"gpu": 30, "fp16": 30, "cache": 5}
@@ -55,6 +60,8 @@ def export_model(spec, work, device, torch_fp16=False):
     os.makedirs(d, exist_ok=True)
     torch.manual_seed(0)
     model = spec.build()
+    if spec.init:
+        spec.init(model)
     with torch.no_grad():  # layers initialised to zeros (ViT's head) would make outputs constant
         for p in model.parameters():
             if p.dim() > 1 and not p.any():
@@ -77,7 +84,7 @@ def export_model(spec, work, device, torch_fp16=False):
     example = spec.inputs(1, g)
     path = os.path.join(d, "model.onnx")
     axes = {n: {0: "batch"} for n in spec.in_names + spec.out_names}
-    kw = dict(opset_version=17, input_names=spec.in_names, output_names=spec.out_names, dynamic_axes=axes)
+    kw = dict(opset_version=spec.opset, input_names=spec.in_names, output_names=spec.out_names, dynamic_axes=axes)
     t0 = time.time()
     # Not under no_grad: as a user exports (nn.TransformerEncoder's fused inference path, which
     # does not export, stays off while gradients are on).
@@ -87,7 +94,7 @@ def export_model(spec, work, device, torch_fp16=False):
         torch.onnx.export(model, example, path, **kw)
     export_s = time.time() - t0
     half_model = copy.deepcopy(model).half().cuda() if torch_fp16 and torch.cuda.is_available() else None
-    ref_model = model.double()
+    ref_model = model if spec.detections else model.double()
     dev = torch.device(device)
     ref_model.to(dev)
     for b in spec.batches:
@@ -98,7 +105,8 @@ def export_model(spec, work, device, torch_fp16=False):
         for name, x in zip(spec.in_names, xs):
             np.save(os.path.join(bd, name + ".npy"), x.numpy())
         with torch.no_grad():
-            ys = ref_model(*[(x.double() if x.is_floating_point() else x).to(dev) for x in xs])
+            ys = ref_model(*[(x.to(torch.float32 if spec.detections else torch.float64) if x.is_floating_point()
+                              else x).to(dev) for x in xs])
         for k, y in enumerate(flatten_outputs(ys)):
             np.save(os.path.join(bd, f"ref_{k}.npy"), y.cpu().numpy())
         if half_model is not None:
@@ -184,6 +192,36 @@ def rel_error(out, ref):
     return float(np.nanmax(diff)) / span, ""
 
 
+def detection_error(outs, refs, rel):
+    """Detections (boxes [n, 4], then scores [n] and labels [n] in either order, as torchvision's
+    detectors return them) against PyTorch's, as sets: one-to-one matches of the same label whose
+    score and box agree within `rel` of the reference's ranges. The error is the share of
+    detections on either side left unmatched: a score within rounding of another's, or of a
+    threshold, can keep a different box."""
+    def split(ts):
+        b, x, y = ts[:3]
+        return (b, y, x) if np.issubdtype(y.dtype, np.floating) else (b, x, y)  # boxes, scores, labels
+    (bo, so, lo), (br, sr, lr) = split(outs), split(refs)
+    if bo.ndim != 2 or bo.shape[1:] != (4,) or not (len(bo) == len(so) == len(lo)):
+        return float("inf"), f"shapes {bo.shape}, {so.shape}, {lo.shape} are not detections"
+    if len(sr) == 0 and len(so) == 0:
+        return 0.0, "no detections on either side"
+    box_tol = rel * ((float(np.ptp(br)) if br.size else 0.0) or 1.0)
+    score_tol = rel * ((float(np.ptp(sr)) if sr.size > 1 else 0.0) or 1.0)
+    used = np.zeros(len(sr), bool)
+    matched = 0
+    for i in range(len(so)):
+        ok = ~used & (lr == lo[i]) & (np.abs(sr - so[i]) <= score_tol)
+        if len(br):
+            ok &= np.abs(br - bo[i]).max(axis=1) <= box_tol
+        hit = np.flatnonzero(ok)
+        if len(hit):
+            used[hit[0]] = True
+            matched += 1
+    unmatched = len(so) + len(sr) - 2 * matched
+    return unmatched / max(len(so), len(sr)), f"{len(so)} detections, PyTorch {len(sr)}, {matched} matched"
+
+
 def kiln_config(a, spec, b, cfg, peer_fp16=None):
     """One (model, batch, configuration): build, run, compare, time. Returns the row's cell."""
     d = os.path.join(a.work, spec.name)
@@ -236,6 +274,14 @@ def kiln_config(a, spec, b, cfg, peer_fp16=None):
         cell["status"], cell["detail"] = "fail", "run " + crash_or_error(rc, err)
         return cell
     worst, detail = 0.0, ""
+    if spec.detections:
+        outs = [np.load(os.path.join(outdir, f"output_{k}.npy")) for k in range(3)]
+        refs = [np.load(os.path.join(bd, f"ref_{k}.npy")) for k in range(3)]
+        worst, detail = detection_error(outs, refs, 2e-2 if cfg == "fp16" else 1e-3)
+        cell["error"] = worst
+        cell["detail"] = detail
+        cell["status"] = "ok" if worst <= DETECTION_TOL else "fail"
+        return cell
     for k in range(len(spec.out_names)):
         ref_path = os.path.join(bd, f"ref_{k}.npy")
         if not os.path.exists(ref_path):

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 class Spec:
     def __init__(self, name, build, inputs, in_names=("input",), out_names=("output",), batches=(1,),
-                 expect_refused=None, stats=True):
+                 expect_refused=None, stats=True, detections=False, init=None, opset=17):
         self.name = name
         self.build = build          # () -> nn.Module
         self.inputs = inputs        # (batch, generator) -> tuple of tensors
@@ -25,6 +25,11 @@ class Spec:
         self.batches = list(batches)
         self.expect_refused = expect_refused  # Kiln refuses it (data-dependent shapes): one clear message
         self.stats = stats          # one training-mode pass to give BatchNorm real statistics
+        # Outputs are detections (boxes, scores, labels): compared as sets, with float32 references
+        # (float64 would order near-tied scores differently from any float32 run).
+        self.detections = detections
+        self.init = init            # (module) -> None: weights of its own, set before the export
+        self.opset = opset          # the export's opset
 
 
 def images(c, h, w):
@@ -331,13 +336,7 @@ def full_specs():
     s.append(Spec("deepspeech2", lambda: DeepSpeech2(), lambda b, g: (torch.randn(b, 1, 161, 200, generator=g),),
                   in_names=["spectrogram"], batches=[1, 8]))
     s.append(Spec("wav2letter", lambda: Wav2Letter(), lambda b, g: (torch.randn(b, 40, 400, generator=g),)))
-    if tv_has("ssdlite320_mobilenet_v3_large", lambda tv: tv.models.detection):
-        import torchvision
-
-        def ssd():
-            return torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None)
-        s.append(Spec("ssdlite320", ssd, lambda b, g: (torch.rand(b, 3, 320, 320, generator=g),),
-                      out_names=["boxes", "scores", "labels"], expect_refused=True, stats=False))
+    s += detector_specs("full")
     return s
 
 
@@ -374,7 +373,89 @@ def small_specs():
                   lambda b, g: (torch.randn(b, 1, 81, 50, generator=g),), in_names=["spectrogram"]))
     s.append(Spec("wav2letter_small", lambda: Wav2Letter(feats=16, width=32),
                   lambda b, g: (torch.randn(b, 16, 120, generator=g),)))
+    s += detector_specs("small")
     return s
+
+
+# ---- detectors ---------------------------------------------------------------------------------
+
+class TinyBackbone(nn.Module):
+    """Two feature levels of `out_channels` channels (strides 8 and 16): torchvision's detection
+    heads and post-processing (anchors, box decoding, score filtering, TopK, batched NMS, RoIAlign)
+    over a backbone small enough for the CI subset."""
+
+    def __init__(self, out_channels=16):
+        super().__init__()
+        self.out_channels = out_channels
+        c = out_channels
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 4, 1), nn.ReLU(), nn.Conv2d(c, c, 3, 2, 1), nn.ReLU())
+        self.down = nn.Sequential(nn.Conv2d(c, c, 3, 2, 1), nn.ReLU())
+
+    def forward(self, x):
+        from collections import OrderedDict
+        a = self.stem(x)
+        return OrderedDict([("0", a), ("1", self.down(a))])
+
+
+def spread_init(model):
+    """He-normal weights and biases of 0.5 spread in every convolution and linear layer. A
+    detector's own initialisation gives every anchor almost the same score (RetinaNet's
+    classification prior puts them all at 0.01), so that ties, not the model, would decide which
+    boxes TopK and NMS keep."""
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                fan_in = m.weight[0].numel()
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) * math.sqrt(2.0 / fan_in))
+                if m.bias is not None:
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.5)
+
+
+def detector_specs(size):
+    """torchvision's SSDlite, RetinaNet and Faster R-CNN as their builders make them (full: their
+    own backbones at 320x320), or small: SSDlite with 4 classes, and the others' heads and
+    post-processing on TinyBackbone at 128x128. Weights by spread_init."""
+    if not tv_has("ssdlite320_mobilenet_v3_large", lambda tv: tv.models.detection):
+        return []
+    import torchvision.models.detection as det
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.ops import MultiScaleRoIAlign
+    outs = ["boxes", "scores", "labels"]  # SSD's and RetinaNet's order; Faster R-CNN's dict has labels first
+    if size == "full":
+        px = 320
+        ssd = lambda: det.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None)  # noqa: E731
+        retina = lambda: det.retinanet_resnet50_fpn(weights=None, weights_backbone=None,  # noqa: E731
+                                                    min_size=px, max_size=px)
+        frcnn = lambda: det.fasterrcnn_mobilenet_v3_large_320_fpn(weights=None, weights_backbone=None)  # noqa: E731
+        names = ["ssdlite320", "retinanet_resnet50_fpn", "fasterrcnn_mobilenet_v3_320_fpn"]
+    else:
+        px = 128
+        anchors = lambda: AnchorGenerator(((16, 32), (64, 128)), ((0.5, 1.0, 2.0),) * 2)  # noqa: E731
+
+        def ssd():
+            return det.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=5)
+
+        def retina():
+            return det.RetinaNet(TinyBackbone(), num_classes=4, anchor_generator=anchors(), min_size=px,
+                                 max_size=px, detections_per_img=50)
+
+        def frcnn():
+            c = 16
+            return det.FasterRCNN(TinyBackbone(c), min_size=px, max_size=px, rpn_anchor_generator=anchors(),
+                                  box_roi_pool=MultiScaleRoIAlign(["0", "1"], 7, 2),
+                                  box_head=TwoMLPHead(c * 49, 32), box_predictor=FastRCNNPredictor(32, 4),
+                                  rpn_pre_nms_top_n_test=200, rpn_post_nms_top_n_test=100,
+                                  box_detections_per_img=50)
+        names = ["ssdlite_small", "retinanet_small", "fasterrcnn_small"]
+    img = lambda b, g: (torch.rand(b, 3, px, px, generator=g),)  # noqa: E731
+    # Faster R-CNN at opset 15: from opset 16 on, a RoiAlign without coordinate_transformation_mode
+    # means half_pixel, and PyTorch 1.13's exporter (Debian's, which CI runs) writes torchvision's
+    # aligned=False RoIAlign without it, a graph that differs from the model (onnxruntime agrees).
+    return [Spec(n, f, img, out_names=outs if not n.startswith("fasterrcnn") else ["boxes", "labels", "scores"],
+                 stats=False, detections=True, init=spread_init, opset=15 if n.startswith("fasterrcnn") else 17)
+            for n, f in zip(names, [ssd, retina, frcnn])]
 
 
 def specs(size):
