@@ -40,7 +40,11 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOL = {"cpu": 1e-3, "gpu": 1e-3, "fp16": 3e-2}
-DETECTION_TOL = 0.02  # the share of detections either side may leave unmatched (detection_error)
+# The share of detections either side may leave unmatched (detection_error). float16 rounds
+# near-saturated scores into ties and moves them across thresholds, which reorders what TopK and
+# NMS keep: an fp16 cell is judged only next to PyTorch's own float16 (--torch-fp16), at the larger
+# of 0.1 and PyTorch's share.
+DETECTION_TOL = {"cpu": 0.02, "gpu": 0.02, "fp16": 0.1}
 FLAGS = {"cpu": ["--device", "cpu"], "gpu": ["--device", "gpu"], "fp16": ["--device", "gpu", "--fp16"],
          "best": ["--device", "gpu", "--best"], "cache": ["--device", "gpu", "--fp16"]}
 BUILD_LIMIT_S = {"gpu": 30, "fp16": 30, "cache": 5}
@@ -61,7 +65,7 @@ def export_model(spec, work, device, torch_fp16=False):
     torch.manual_seed(0)
     model = spec.build()
     if spec.init:
-        spec.init(model)
+        spec.init(model, spec.inputs(1, torch.Generator().manual_seed(2)))
     with torch.no_grad():  # layers initialised to zeros (ViT's head) would make outputs constant
         for p in model.parameters():
             if p.dim() > 1 and not p.any():
@@ -280,7 +284,10 @@ def kiln_config(a, spec, b, cfg, peer_fp16=None):
         worst, detail = detection_error(outs, refs, 2e-2 if cfg == "fp16" else 1e-3)
         cell["error"] = worst
         cell["detail"] = detail
-        cell["status"] = "ok" if worst <= DETECTION_TOL else "fail"
+        tol = DETECTION_TOL.get(cfg)
+        if cfg == "fp16":  # judged against PyTorch's own float16 where it ran, else only reported
+            tol = max(tol, peer_fp16) if peer_fp16 is not None and np.isfinite(peer_fp16) else None
+        cell["status"] = "reported" if tol is None else "ok" if worst <= tol else "fail"
         return cell
     for k in range(len(spec.out_names)):
         ref_path = os.path.join(bd, f"ref_{k}.npy")
@@ -340,6 +347,8 @@ def fmt_cell(c):
     s = " / ".join(parts)
     if st in ("fail", "slow", "not run"):
         s = f"**{st.upper()}** {s}".strip()
+    if st == "reported":
+        s += " (not judged)"
     return s
 
 
@@ -363,7 +372,8 @@ def write_table(rows, configs, path):
             if c.get("status") in ("fail", "refused", "not run") or c.get("note"):
                 notes.append(f"- {r['model']} b{r['batch']} {c['config']}: {c.get('status')}: "
                              f"{c.get('detail', '')} {c.get('note', '')}".rstrip())
-    text = "\n".join(lines) + "\n\nCells: build time / max error over the output's range / median latency.\n"
+    text = "\n".join(lines) + ("\n\nCells: build time / max error over the output's range (detectors: the share of "
+                               "detections unmatched) / median latency.\n")
     if notes:
         text += "\n" + "\n".join(notes) + "\n"
     with open(path, "w") as f:
@@ -491,11 +501,12 @@ def main():
                     rows[(name, b)]["export_error"] = res["export_error"]
                 continue
             for b in spec.batches:  # PyTorch's own float16, where it ran (--torch-fp16)
-                errs = []
-                for k in range(len(spec.out_names)):
-                    f = os.path.join(a.work, name, f"b{b}", f"torch16_{k}.npy")
-                    if os.path.exists(f):
-                        errs.append(rel_error(np.load(f), np.load(os.path.join(a.work, name, f"b{b}", f"ref_{k}.npy")))[0])
+                bd = os.path.join(a.work, name, f"b{b}")
+                outs = [os.path.join(bd, f"torch16_{k}.npy") for k in range(len(spec.out_names))]
+                refs = [os.path.join(bd, f"ref_{k}.npy") for k in range(len(spec.out_names))]
+                errs = [rel_error(np.load(o), np.load(r))[0] for o, r in zip(outs, refs) if os.path.exists(o)]
+                if spec.detections and errs:
+                    errs = [detection_error([np.load(o) for o in outs], [np.load(r) for r in refs], 2e-2)[0]]
                 if errs:
                     rows[(name, b)]["torch_fp16_error"] = max(errs)
             for b in spec.batches:

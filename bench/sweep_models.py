@@ -28,7 +28,7 @@ class Spec:
         # Outputs are detections (boxes, scores, labels): compared as sets, with float32 references
         # (float64 would order near-tied scores differently from any float32 run).
         self.detections = detections
-        self.init = init            # (module) -> None: weights of its own, set before the export
+        self.init = init            # (module, example inputs) -> None: weights of its own, before the export
         self.opset = opset          # the export's opset
 
 
@@ -397,19 +397,36 @@ class TinyBackbone(nn.Module):
         return OrderedDict([("0", a), ("1", self.down(a))])
 
 
-def spread_init(model):
-    """He-normal weights and biases of 0.5 spread in every convolution and linear layer. A
-    detector's own initialisation gives every anchor almost the same score (RetinaNet's
-    classification prior puts them all at 0.01), so that ties, not the model, would decide which
-    boxes TopK and NMS keep."""
+def spread_init(model, example):
+    """He-normal weights and biases of 0.5 spread in every convolution and linear layer, then one
+    pass over `example` that scales each so that its output has unit variance (LSUV). A detector's
+    own initialisation gives every anchor almost the same score (RetinaNet's classification prior
+    puts them all at 0.01), and He's alone saturates them at 1.0 after a ResNet-50: either way ties,
+    not the model, would decide which boxes TopK and NMS keep. The export traces this model too, so
+    it must find boxes on its example (Faster R-CNN's box decoding reshapes only when it does)."""
     g = torch.Generator().manual_seed(7)
+    layers = [m for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+
+    def unit_variance(m, inputs, out):
+        s = float(out.std()) if out.numel() > 1 else 0.0
+        if not (s > 0 and math.isfinite(s)):
+            return None
+        m.weight.div_(s)
+        if m.bias is not None:
+            m.bias.div_(s)
+        return out / s
+
     with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, (nn.Conv2d, nn.Linear)):
-                fan_in = m.weight[0].numel()
-                m.weight.copy_(torch.randn(m.weight.shape, generator=g) * math.sqrt(2.0 / fan_in))
-                if m.bias is not None:
-                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.5)
+        for m in layers:
+            fan_in = m.weight[0].numel()
+            m.weight.copy_(torch.randn(m.weight.shape, generator=g) * math.sqrt(2.0 / fan_in))
+            if m.bias is not None:
+                m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.5)
+        hooks = [m.register_forward_hook(unit_variance) for m in layers]
+        model.eval()
+        model(*example)
+        for h in hooks:
+            h.remove()
 
 
 def detector_specs(size):
