@@ -6,10 +6,10 @@
 #include <cstring>
 #include <string>
 
+#include "build/build.h"
 #include "graph/onnx_import.h"
 #include "kiln/engine.h"
 #include "onnx_model_util.h"
-#include "build/build.h"
 #include "passes/pass.h"
 
 namespace kiln::passes {
@@ -31,14 +31,9 @@ struct Dim {
   Dim(const char* p) : param(p) {}  // NOLINT
 };
 
-struct Model {
-  onnx::ModelProto m;
-  explicit Model(const std::string& name, int64_t opset = 17) {
-    m.set_ir_version(8);
-    m.add_opset_import()->set_version(opset);
-    m.mutable_graph()->set_name(name);
-  }
-  onnx::GraphProto* g() { return m.mutable_graph(); }
+// OnnxModel, whose inputs' dimensions may be symbolic (dim_param).
+struct Model : OnnxModel {
+  using OnnxModel::OnnxModel;
   void input(const std::string& name, const std::vector<Dim>& dims, int32_t elem = onnx::TensorProto::FLOAT) {
     auto* vi = g()->add_input();
     vi->set_name(name);
@@ -52,28 +47,6 @@ struct Model {
         dim->set_dim_param(d.param);
     }
   }
-  void output(const std::string& name) {  // a tensor of unspecified type and shape
-    auto* vi = g()->add_output();
-    vi->set_name(name);
-    vi->mutable_type()->mutable_tensor_type();
-  }
-  onnx::NodeProto* node(const std::string& op, const std::string& name, const std::vector<std::string>& ins,
-                        const std::vector<std::string>& outs) {
-    auto* n = g()->add_node();
-    n->set_op_type(op);
-    n->set_name(name);
-    for (const auto& i : ins) n->add_input(i);
-    for (const auto& o : outs) n->add_output(o);
-    return n;
-  }
-  void init_i64(const std::string& name, const I64s& dims, const I64s& v) {
-    auto* t = g()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    for (int64_t d : dims) t->add_dims(d);
-    for (int64_t x : v) t->add_int64_data(x);
-  }
-  Graph import() const { return import_model(m); }
 };
 
 std::string build_error(Graph& g, const BuildOptions& o) {
