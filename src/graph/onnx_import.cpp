@@ -318,6 +318,9 @@ const std::map<std::string, std::string>& lowered_op_types() {
     m["If"] =
         "lowered at import: both branches inline, then SelectBranch; a condition that folds drops the other "
         "branch, else both run and the condition picks";
+    m["Loop"] =
+        "unrolled at import: a copy of the body per iteration (the trip count must be known then, the condition "
+        "stay true)";
     m["Scan"] =
         "unrolled at import: a copy of the body per step, Gather, Unsqueeze, Concat (the scan length must be known "
         "then)";
@@ -459,7 +462,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     throw Error(origin + ": cannot import the model: " + e.what());
   }
   detail::StaticSequences sequences;
-  int unrolled = 0;  // names made by unroll_scan and lower_if
+  int unrolled = 0;  // names made by unroll_scan, unroll_loop and lower_if
   detail::IfBranches if_branches;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const detail::SourceNode& sn = nodes[i];
@@ -484,8 +487,11 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
         continue;
       }
       const bool scan = default_domain(np.domain()) && np.op_type() == "Scan";
-      if (scan || sequences.handles(np)) {
-        std::vector<detail::SourceNode> lowered = scan ? detail::unroll_scan(sn, g, unrolled) : sequences.lower(sn, g);
+      const bool loop = default_domain(np.domain()) && np.op_type() == "Loop";
+      if (scan || loop || sequences.handles(np)) {
+        std::vector<detail::SourceNode> lowered = scan   ? detail::unroll_scan(sn, g, unrolled)
+                                                  : loop ? detail::unroll_loop(sn, g, unrolled)
+                                                         : sequences.lower(sn, g);
         if (auto b = if_branches.find(node_name); b != if_branches.end())  // in a branch, as its source
           for (const detail::SourceNode& l : lowered) if_branches.emplace(l.name, b->second);
         nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::make_move_iterator(lowered.begin()),

@@ -130,12 +130,19 @@ class Lowering {
 // are left alone.
 void rename_captures(onnx::NodeProto& n, const std::map<std::string, std::string>& names);
 
+// The integer values of constant `name` (an initializer or an earlier Constant node), or none.
+std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const std::string& name);
+
 // An int64 tensor of v: a scalar, or 1-D.
 onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar);
 
 // The nodes that replace a Scan node whose scan length is known from g's shapes: a copy of its body
 // per step (onnx_scan.cpp). `counter` numbers the names it makes. Throws kiln::Error otherwise.
 std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& counter);
+
+// The nodes that replace a Loop whose trip count is a constant and whose condition stays true:
+// a copy of its body per iteration (onnx_loop.cpp). Throws kiln::Error otherwise.
+std::vector<SourceNode> unroll_loop(const SourceNode& sn, const Graph& g, int& counter);
 
 // If nodes lowered at import (onnx_if.cpp), by node name: the conditions each branch node lies
 // under (the condition's value name, and whether it is the then branch), outermost first.

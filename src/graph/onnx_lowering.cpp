@@ -1,6 +1,8 @@
 // Lowering: the nodes that replace one source node at import (StaticSequences, unroll_scan).
+#include <cstring>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "graph/onnx_import_internal.h"
@@ -91,6 +93,27 @@ std::vector<SourceNode> Lowering::take() {
   constants_.clear();
   nodes_.clear();
   return all;
+}
+
+// The integer values of constant `name` (an initializer or an earlier Constant node), or none.
+std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const std::string& name) {
+  const ValueId id = g.find(name);
+  if (id == kNoValue) return std::nullopt;
+  const Value& v = g.value(id);
+  if (!v.is_constant()) return std::nullopt;
+  std::vector<int64_t> out;
+  const std::vector<uint8_t>& bytes = *v.data;
+  if (v.dtype == DataType::kInt64) {
+    out.resize(bytes.size() / 8);
+    if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * 8);
+  } else if (v.dtype == DataType::kInt32) {
+    std::vector<int32_t> w(bytes.size() / 4);
+    if (!w.empty()) std::memcpy(w.data(), bytes.data(), w.size() * 4);
+    out.assign(w.begin(), w.end());
+  } else {
+    return std::nullopt;
+  }
+  return out;
 }
 
 onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar) {

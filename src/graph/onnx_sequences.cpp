@@ -17,9 +17,8 @@ namespace kiln::graph::detail {
 namespace {
 
 bool sequence_op(const std::string& op) {
-  static const std::set<std::string> ops{"SequenceEmpty", "SequenceConstruct", "SequenceInsert",
-                                         "SequenceErase", "SequenceAt",        "SequenceLength",
-                                         "ConcatFromSequence", "SplitToSequence"};
+  static const std::set<std::string> ops{"SequenceEmpty", "SequenceConstruct", "SequenceInsert",     "SequenceErase",
+                                         "SequenceAt",    "SequenceLength",    "ConcatFromSequence", "SplitToSequence"};
   return ops.contains(op);
 }
 
@@ -29,27 +28,6 @@ int64_t int_attr(const onnx::NodeProto& n, const std::string& name, int64_t fall
 }
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
-// The integer values of constant `name` (an initializer or an earlier Constant node), or none.
-std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const std::string& name) {
-  const ValueId id = g.find(name);
-  if (id == kNoValue) return std::nullopt;
-  const Value& v = g.value(id);
-  if (!v.is_constant()) return std::nullopt;
-  std::vector<int64_t> out;
-  const std::vector<uint8_t>& bytes = *v.data;
-  if (v.dtype == DataType::kInt64) {
-    out.resize(bytes.size() / 8);
-    if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * 8);
-  } else if (v.dtype == DataType::kInt32) {
-    std::vector<int32_t> w(bytes.size() / 4);
-    if (!w.empty()) std::memcpy(w.data(), bytes.data(), w.size() * 4);
-    out.assign(w.begin(), w.end());
-  } else {
-    return std::nullopt;
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -82,8 +60,9 @@ std::vector<SourceNode> StaticSequences::lower(const SourceNode& sn, const Graph
                   " element(s)");
     const std::string& e = seq[static_cast<size_t>(pos < 0 ? pos + n : pos)];
     if (e.empty())
-      throw Error("reads an element of a sequence split at run-time sizes (SplitToSequence with a split "
-                  "input that is not constant): its shape depends on the data");
+      throw Error(
+          "reads an element of a sequence split at run-time sizes (SplitToSequence with a split "
+          "input that is not constant): its shape depends on the data");
     return e;
   };
   if (op != "SequenceEmpty" && op != "SequenceConstruct" && op != "SplitToSequence" &&
@@ -112,8 +91,8 @@ std::vector<SourceNode> StaticSequences::lower(const SourceNode& sn, const Graph
     const auto n = static_cast<int64_t>(seq.size());
     int64_t pos = position(2, n);
     if (pos < -n || pos > n)
-      throw Error("position " + std::to_string(pos) + " is outside [-" + std::to_string(n) + ", " +
-                  std::to_string(n) + "]");
+      throw Error("position " + std::to_string(pos) + " is outside [-" + std::to_string(n) + ", " + std::to_string(n) +
+                  "]");
     if (pos < 0) pos += n;
     seq.insert(seq.begin() + pos, np.input(1));
     seqs_[output()] = std::move(seq);

@@ -15,6 +15,8 @@ onnxruntime: models whose outputs' sizes depend on the values of their inputs.
   if_data  an If on the data (ReduceSum > 0) whose branches give different shapes, with an If
            nested in one branch.
   if_fold  an If on a static shape, whose other branch could not run at these shapes: dropped.
+  loop     a Loop of a constant trip count (unrolled at import): a carried sum of the iteration
+           numbers times x, and every iteration's value as a scan output.
 
 Each model is built once and run on several data sets whose result sizes run from 0 to the bound
 (all zeros, all nonzero; a score threshold nothing passes). `--device gpu` builds GPU engines (on
@@ -229,6 +231,32 @@ def if_fold_data(rng):
     return [{"x": rng.normal(0, 1, (2, 3)).astype(np.float32)}]
 
 
+def loop_model():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    body = helper.make_graph([
+        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        helper.make_node("Cast", ["i"], ["i_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "i_f"], ["step"]),
+        helper.make_node("Add", ["acc_in", "step"], ["acc_out"]),
+        helper.make_node("Identity", ["acc_out"], ["each"]),
+    ], "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("each", TensorProto.FLOAT, [3])])
+    nodes = [helper.make_node("Loop", ["trips", "", "zeros"], ["acc", "all"], body=body)]
+    inits = [numpy_helper.from_array(np.array(4, np.int64), "trips"),
+             numpy_helper.from_array(np.zeros(3, np.float32), "zeros")]
+    outs = [helper.make_tensor_value_info("acc", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("all", TensorProto.FLOAT, [4, 3])]
+    return helper.make_graph(nodes, "loop", [x], outs, inits)
+
+
+def loop_data(rng):
+    return [{"x": rng.normal(0, 1, 3).astype(np.float32)}]
+
+
 def write_sets(sess, sets, folder):
     names = [o.name for o in sess.get_outputs()]
     dirs = []
@@ -255,7 +283,8 @@ def main():
         g, params = nms_model(as_inputs)
         cases.append(("nms_in" if as_inputs else "nms", g, nms_data(rng, params, as_inputs)))
     cases += [("topk", topk_model(), topk_data(rng)), ("if_nms", if_nms_model(), if_nms_data(rng)),
-              ("if_data", if_data_model(), if_data_data(rng)), ("if_fold", if_fold_model(), if_fold_data(rng))]
+              ("if_data", if_data_model(), if_data_data(rng)), ("if_fold", if_fold_model(), if_fold_data(rng)),
+              ("loop", loop_model(), loop_data(rng))]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, graph, sets in cases:
