@@ -89,7 +89,7 @@ ENGINE_TESTS=(test_relu test_add test_add_bcast test_conv_with_strides_padding t
   test_constant_pad test_top_k test_layer_normalization_2d_axis0 test_flatten_axis1 test_sigmoid
   test_argmax_default_axis_example test_cumsum_1d test_scatter_elements_with_axis test_tile test_range_float_type_positive_delta
   test_einsum_batch_matmul test_depthtospace_example test_onehot_with_axis test_instancenorm_example
-  test_nonzero_example test_nonmaxsuppression_two_batches)
+  test_nonzero_example test_nonmaxsuppression_two_batches test_if)
 made=0
 for t in "${ENGINE_TESTS[@]}"; do
   model="$TESTDATA/node/$t/model.onnx"
