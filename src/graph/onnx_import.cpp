@@ -318,6 +318,7 @@ const std::map<std::string, std::string>& lowered_op_types() {
     m["If"] =
         "lowered at import: both branches inline, then SelectBranch; a condition that folds drops the other "
         "branch, else both run and the condition picks";
+    m["Compress"] = "lowered at import: NonZero of the condition, then Gather (data-dependent shape)";
     m["Loop"] =
         "unrolled at import: a copy of the body per iteration (the trip count must be known then, the condition "
         "stay true)";
@@ -488,10 +489,12 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       }
       const bool scan = default_domain(np.domain()) && np.op_type() == "Scan";
       const bool loop = default_domain(np.domain()) && np.op_type() == "Loop";
-      if (scan || loop || sequences.handles(np)) {
-        std::vector<detail::SourceNode> lowered = scan   ? detail::unroll_scan(sn, g, unrolled)
-                                                  : loop ? detail::unroll_loop(sn, g, unrolled)
-                                                         : sequences.lower(sn, g);
+      const bool compress = default_domain(np.domain()) && np.op_type() == "Compress";
+      if (scan || loop || compress || sequences.handles(np)) {
+        std::vector<detail::SourceNode> lowered = scan       ? detail::unroll_scan(sn, g, unrolled)
+                                                  : loop     ? detail::unroll_loop(sn, g, unrolled)
+                                                  : compress ? detail::lower_compress(sn, g, unrolled)
+                                                             : sequences.lower(sn, g);
         if (auto b = if_branches.find(node_name); b != if_branches.end())  // in a branch, as its source
           for (const detail::SourceNode& l : lowered) if_branches.emplace(l.name, b->second);
         nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::make_move_iterator(lowered.begin()),

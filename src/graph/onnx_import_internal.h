@@ -140,6 +140,9 @@ onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar);
 // per step (onnx_scan.cpp). `counter` numbers the names it makes. Throws kiln::Error otherwise.
 std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& counter);
 
+// The nodes that replace a Compress: NonZero of the condition, then Gather (onnx_compress.cpp).
+std::vector<SourceNode> lower_compress(const SourceNode& sn, const Graph& g, int& counter);
+
 // The nodes that replace a Loop whose trip count is a constant and whose condition stays true:
 // a copy of its body per iteration (onnx_loop.cpp). Throws kiln::Error otherwise.
 std::vector<SourceNode> unroll_loop(const SourceNode& sn, const Graph& g, int& counter);
