@@ -12,6 +12,8 @@ std::vector<SourceNode> lower_compress(const SourceNode& sn, const Graph& g, int
   if (np.input_size() != 2 || np.input(0).empty() || np.input(1).empty())
     throw Error("needs two inputs, the data and the condition");
   if (np.output_size() != 1) throw Error("has " + std::to_string(np.output_size()) + " outputs; Compress gives one");
+  if (const ValueId c = g.find(np.input(1)); c != kNoValue && g.value(c).has_shape && g.value(c).shape.size() != 1)
+    throw Error("has a condition of rank " + std::to_string(g.value(c).shape.size()) + "; Compress takes a 1-D one");
   Lowering out(sn, g, counter);
   const std::string flat = out.fresh_constant(int64_tensor({-1}, false), "flat");
   const std::string hits = out.fresh("hits"), indices = out.fresh("indices");

@@ -80,7 +80,7 @@ std::vector<SourceNode> unroll_loop(const SourceNode& sn, const Graph& g, int& c
   }
   if (!condition_stays_true(body)) throw Error("has a body that computes its condition, so it may stop early" + how);
   if (m == 0 && k > 0) throw Error("runs zero iterations; ONNX gives its scan outputs no shape then");
-  if (m * std::max(body.node_size(), 1) > kMaxUnrolledNodes)
+  if (m > kMaxUnrolledNodes / std::max(body.node_size(), 1))
     throw Error("unrolls to " + std::to_string(m) + " copies of a body of " + std::to_string(body.node_size()) +
                 " nodes, more than Kiln's limit of " + std::to_string(kMaxUnrolledNodes) + " nodes");
 

@@ -94,6 +94,8 @@ std::vector<char> Dynamism::known(graph::ValueId v) const {
 bool Dynamism::fully_known(graph::ValueId v) const {
   if (v == graph::kNoValue) return true;
   if (g_.value(v).is_constant()) return true;
+  const std::vector<char> d = dims(v);
+  if (std::count(d.begin(), d.end(), 1) > 0) return false;  // its size varies
   auto it = known_.find(v);
   return it != known_.end() && all_set(it->second);
 }
@@ -172,11 +174,13 @@ std::vector<char> Dynamism::out_dims(const graph::Node& n, const std::vector<Ten
       const std::vector<int64_t> target = ins.size() > 1 && ins[1].data ? ins[1].to_int64() : std::vector<int64_t>{};
       if (target.size() != rank) return all;
       const std::vector<char> elem = known(n.inputs[1]);
-      const bool any = std::count(in.begin(), in.end(), 1) > 0;
+      // -1 is numel(x) over the other entries' product: it varies with any of them.
+      const bool any = std::count(in.begin(), in.end(), 1) > 0 || std::count(elem.begin(), elem.end(), 0) > 0;
+      const bool copy_zero = std::get<ReshapeAttrs>(n.attrs).allowzero == 0;  // 0: the input's dimension
       for (size_t d = 0; d < rank; ++d) {
         if (!elem[d] || target[d] == -1)
           out.push_back(!elem[d] || any);
-        else if (target[d] == 0)
+        else if (target[d] == 0 && copy_zero)
           out.push_back(d < in.size() ? in[d] : 1);
         else
           out.push_back(0);
@@ -190,7 +194,16 @@ std::vector<char> Dynamism::out_dims(const graph::Node& n, const std::vector<Ten
       for (int64_t d = 0; d < in_rank; ++d) out[d < a ? 0 : 1] |= in[static_cast<size_t>(d)];
       break;
     }
-    case OpKind::kSplit:
+    case OpKind::kSplit: {
+      out = in;
+      const int64_t a = std::get<SplitAttrs>(n.attrs).axis < 0 ? std::get<SplitAttrs>(n.attrs).axis + in_rank
+                                                               : std::get<SplitAttrs>(n.attrs).axis;
+      if (n.inputs.size() > 1 && n.inputs[1] != graph::kNoValue && !fully_known(n.inputs[1])) {
+        if (a < 0 || a >= in_rank) return all;
+        out[static_cast<size_t>(a)] = 1;  // sizes computed from shapes
+      }
+      break;
+    }
     case OpKind::kIdentity:
     case OpKind::kCast: out = in; break;
     case OpKind::kTopK: {
@@ -364,9 +377,15 @@ std::vector<graph::ValueId> Dynamism::update(const graph::Node& n, const std::ve
     if (o == graph::kNoValue) continue;
     if (dd_[static_cast<size_t>(o)]) dims_[o] = out_dims(n, ins, k, types[k].shape.size());
     if (!values.contains(o) || has_trait(n.kind, kDataDependent)) continue;
-    std::vector<char> m = out_known(n, ins, k, types[k]);
+    // Masks hold positions at the bound's shape: a value whose shape varies keeps none, since the
+    // same position may hold another element in a run.
     const std::vector<char> d = dims(o);
-    if (all_set(m) && std::count(d.begin(), d.end(), 1) == 0) constant.push_back(o);
+    if (std::count(d.begin(), d.end(), 1) > 0) {
+      known_[o].assign(static_cast<size_t>(g_.value(o).view().numel()), 0);
+      continue;
+    }
+    std::vector<char> m = out_known(n, ins, k, types[k]);
+    if (all_set(m)) constant.push_back(o);
     known_[o] = std::move(m);
   }
   return constant;
