@@ -56,17 +56,7 @@ std::vector<SourceNode> lower_if(const SourceNode& sn, const Graph& g, int& coun
       std::string name = sn.name + "/" + side + "/" + (bn.name().empty() ? bn.op_type() : bn.name());
       // Unique among all branch nodes: `branches` finds each node's conditions by its name.
       for (int k = 1; branches.contains(name); ++k) name += "_" + std::to_string(k);
-      onnx::NodeProto& p = out.add(SourceNode{bn, sn.opset, name, sn.in_function});
-      p.set_name(name);
-      for (int i = 0; i < p.input_size(); ++i)
-        if (auto it = names.find(p.input(i)); it != names.end()) p.set_input(i, it->second);
-      rename_captures(p, names);
-      for (int i = 0; i < p.output_size(); ++i) {
-        if (p.output(i).empty()) continue;
-        const std::string renamed = out.fresh(std::string(side) + "/" + p.output(i));
-        names[p.output(i)] = renamed;
-        p.set_output(i, renamed);
-      }
+      out.copy_body_node(bn, name, side, names);
       branches[name] = under;
     }
     for (const onnx::ValueInfoProto& v : body.output()) {

@@ -109,6 +109,10 @@ class Lowering {
                         const std::vector<std::string>& outputs, const std::string& label = "");
   // A node of its own (a copy of a body's node), kept in order with the emitted ones.
   onnx::NodeProto& add(SourceNode node);
+  // A copy of a body's node bn named `name`: its inputs (and its subgraphs' captures) renamed by
+  // `names`, its outputs fresh names under `scope`, which `names` records.
+  onnx::NodeProto& copy_body_node(const onnx::NodeProto& bn, const std::string& name, const std::string& scope,
+                                  std::map<std::string, std::string>& names);
   // A Constant node of t writing `name`, or a fresh name from `hint`; returns the name.
   std::string constant(const onnx::TensorProto& t, const std::string& name);
   std::string fresh_constant(const onnx::TensorProto& t, const std::string& hint) { return constant(t, fresh(hint)); }

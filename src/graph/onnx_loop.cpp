@@ -104,18 +104,7 @@ std::vector<SourceNode> unroll_loop(const SourceNode& sn, const Graph& g, int& c
     for (int i = 0; i < n; ++i) names[body.input(2 + i).name()] = states[static_cast<size_t>(i)];
     const std::string step = "iteration" + std::to_string(t);
     for (const onnx::NodeProto& bn : body.node()) {
-      const std::string name = sn.name + "/" + step + "/" + bn.name();
-      onnx::NodeProto& p = out.add(SourceNode{bn, sn.opset, name, sn.in_function});
-      p.set_name(name);
-      for (int i = 0; i < p.input_size(); ++i)
-        if (auto it = names.find(p.input(i)); it != names.end()) p.set_input(i, it->second);
-      rename_captures(p, names);
-      for (int i = 0; i < p.output_size(); ++i) {
-        if (p.output(i).empty()) continue;
-        const std::string renamed = out.fresh(step + "/" + p.output(i));
-        names[p.output(i)] = renamed;
-        p.set_output(i, renamed);
-      }
+      out.copy_body_node(bn, sn.name + "/" + step + "/" + bn.name(), step, names);
     }
     auto result = [&](int i) {
       const std::string& o = body.output(i).name();

@@ -49,6 +49,22 @@ onnx::NodeProto& Lowering::add(SourceNode node) {
   return to.back().proto;
 }
 
+onnx::NodeProto& Lowering::copy_body_node(const onnx::NodeProto& bn, const std::string& name, const std::string& scope,
+                                          std::map<std::string, std::string>& names) {
+  onnx::NodeProto& p = add(SourceNode{bn, sn_.opset, name, sn_.in_function});
+  p.set_name(name);
+  for (int i = 0; i < p.input_size(); ++i)
+    if (auto it = names.find(p.input(i)); it != names.end()) p.set_input(i, it->second);
+  rename_captures(p, names);  // a body's If reads this copy's values
+  for (int i = 0; i < p.output_size(); ++i) {
+    if (p.output(i).empty()) continue;
+    const std::string renamed = fresh(scope + "/" + p.output(i));
+    names[p.output(i)] = renamed;
+    p.set_output(i, renamed);
+  }
+  return p;
+}
+
 onnx::NodeProto& Lowering::emit(const std::string& op_type, const std::vector<std::string>& inputs,
                                 const std::vector<std::string>& outputs, const std::string& label) {
   const std::string name = sn_.name + "/" + (label.empty() ? op_type : label);

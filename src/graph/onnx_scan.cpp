@@ -133,18 +133,7 @@ std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& c
       }
       const std::string step = "step" + std::to_string(b * steps + t);
       for (const onnx::NodeProto& bn : body.node()) {
-        const std::string name = sn.name + "/" + step + "/" + bn.name();
-        onnx::NodeProto& p = out.add(SourceNode{bn, sn.opset, name, sn.in_function});
-        p.set_name(name);
-        for (int i = 0; i < p.input_size(); ++i)
-          if (auto it = names.find(p.input(i)); it != names.end()) p.set_input(i, it->second);
-        rename_captures(p, names);  // a body's If reads this step's values
-        for (int i = 0; i < p.output_size(); ++i) {
-          if (p.output(i).empty()) continue;
-          const std::string renamed = out.fresh(step + "/" + p.output(i));
-          names[p.output(i)] = renamed;
-          p.set_output(i, renamed);
-        }
+        out.copy_body_node(bn, sn.name + "/" + step + "/" + bn.name(), step, names);
       }
       auto result = [&](int i) {
         const std::string& o = body.output(i).name();
