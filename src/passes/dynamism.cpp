@@ -260,7 +260,8 @@ std::vector<char> Dynamism::out_dims(const graph::Node& n, const std::vector<Ten
 }
 
 std::vector<char> Dynamism::out_known(const graph::Node& n, const std::vector<TensorView>& ins, size_t k,
-                                      const OutputType& type) const {
+                                      const std::vector<OutputType>& types) const {
+  const OutputType& type = types[k];
   int64_t numel = 1;
   for (int64_t d : type.shape) numel *= d;
   const std::vector<char> none(static_cast<size_t>(numel), 0), every(static_cast<size_t>(numel), 1);
@@ -314,14 +315,7 @@ std::vector<char> Dynamism::out_known(const graph::Node& n, const std::vector<Te
         if (!maskable(ins[i].dtype)) return none;
         mins[i] = mask_view(ins[i], known(n.inputs[i]), storage[i]);
       }
-      std::vector<TensorView> outs;
-      // Every output at its type, from the node's own inference.
-      std::vector<OutputType> types;
-      try {
-        types = infer_shapes(n.kind, n.attrs, ins, n.outputs.size());
-      } catch (const Error&) {
-        return none;
-      }
+      std::vector<TensorView> outs;  // every output at its type, from the node's inference
       for (size_t j = 0; j < types.size(); ++j) {
         TensorView v{types[j].dtype, types[j].shape, nullptr, true};
         outs_storage[j].assign(std::max<size_t>(1, v.bytes()), 0);
@@ -384,7 +378,7 @@ std::vector<graph::ValueId> Dynamism::update(const graph::Node& n, const std::ve
       known_[o].assign(static_cast<size_t>(g_.value(o).view().numel()), 0);
       continue;
     }
-    std::vector<char> m = out_known(n, ins, k, types[k]);
+    std::vector<char> m = out_known(n, ins, k, types);
     if (all_set(m)) constant.push_back(o);
     known_[o] = std::move(m);
   }

@@ -34,7 +34,7 @@ class Dynamism {
  private:
   std::vector<char> out_dims(const graph::Node& n, const std::vector<TensorView>& ins, size_t k, size_t rank) const;
   std::vector<char> out_known(const graph::Node& n, const std::vector<TensorView>& ins, size_t k,
-                              const OutputType& type) const;
+                              const std::vector<OutputType>& types) const;
   bool fully_known(graph::ValueId v) const;
 
   const graph::Graph& g_;
