@@ -65,6 +65,24 @@ std::vector<std::vector<uint8_t>> evaluate(const graph::Node& n, const std::vect
   return bufs;
 }
 
+// Whether Where can give output k of SelectBranch n, its condition known only at run time: both
+// branches' values have the same static shape and element type, neither is data-dependent, and
+// the one-element condition broadcasts to nothing larger.
+template <class IsDd>
+bool where_can_pick(const graph::Graph& g, const graph::Node& n, size_t k, const IsDd& is_dd) {
+  const graph::ValueId c = n.inputs.at(0);
+  const graph::Value& cond = g.value(c);
+  const size_t outs = n.outputs.size();
+  if (cond.is_constant() || is_dd(c) || !cond.shape_static() || cond.dtype != DataType::kBool ||
+      cond.view().numel() != 1 || n.inputs.size() != 1 + 2 * outs || n.outputs[k] == graph::kNoValue)
+    return false;
+  const graph::ValueId a = n.inputs[1 + k], b = n.inputs[1 + outs + k];
+  if (a == graph::kNoValue || b == graph::kNoValue || is_dd(a) || is_dd(b)) return false;
+  const graph::Value &x = g.value(a), &y = g.value(b);
+  return x.shape_static() && y.shape_static() && x.dtype == y.dtype && x.shape == y.shape &&
+         cond.shape.size() <= x.shape.size();
+}
+
 }  // namespace
 
 std::vector<std::string> shape_determining_inputs(const graph::Graph& g) {
@@ -143,6 +161,34 @@ PassResult infer_and_fold(graph::Graph& g, const BuildOptions&) {
       }
       ++r.changes;
       continue;
+    }
+    if (n.kind == OpKind::kSelectBranch && !g.value(n.inputs.at(0)).is_constant()) {
+      // Outputs whose branches give the same static shape: Where picks on the device, and their
+      // shapes do not depend on the condition (no read-back of it, nothing after them dynamic).
+      const size_t outs = n.outputs.size();
+      std::vector<graph::ValueId> then, other, rest;
+      for (size_t k = 0; k < outs; ++k) {
+        const graph::ValueId a = n.inputs.at(1 + k), b = n.inputs.at(1 + outs + k), to = n.outputs[k];
+        if (!where_can_pick(g, n, k, is_dd)) {
+          then.push_back(a), other.push_back(b), rest.push_back(to);
+          continue;
+        }
+        graph::Value& out = g.value(to);
+        out.dtype = g.value(a).dtype;
+        out.shape = g.value(a).shape;
+        out.has_shape = true;
+        out.dim_params.clear();
+        kept.push_back(graph::Node{
+            n.name + "/" + std::to_string(k), OpKind::kWhere, NoAttrs{}, {n.inputs[0], a, b}, {to}, n.origin});
+      }
+      if (rest.size() < outs) {
+        ++r.changes;
+        if (rest.empty()) continue;
+        n.inputs.resize(1);  // the condition
+        n.inputs.insert(n.inputs.end(), then.begin(), then.end());
+        n.inputs.insert(n.inputs.end(), other.begin(), other.end());
+        n.outputs = rest;
+      }
     }
     if (n.kind == OpKind::kSqueeze && (n.inputs.size() < 2 || n.inputs[1] == graph::kNoValue) && is_dd(n.inputs.at(0)))
       throw Error(where + ": squeezes '" + g.value(n.inputs[0]).name +

@@ -53,5 +53,35 @@ TEST(DataDependent, IfBranchesOfDifferentRanksOnTheDataAreRefused) {
   expect_build_error(m, "has rank 1 in the then branch and 2 in the else branch");
 }
 
+TEST(DataDependent, IfOnTheDataWithSameShapedBranchesBecomesAWhere) {
+  OnnxModel m = if_on_data_model();
+  // The else branch gives x + 1: the same shape as the then branch's, so Where picks on the
+  // device and nothing after it depends on the condition's value.
+  onnx::NodeProto* e = m.g()->mutable_node(2)->mutable_attribute(1)->mutable_g()->mutable_node(0);
+  e->set_op_type("Add");
+  e->clear_input();
+  e->add_input("x");
+  e->add_input("one_f");
+  graph::Graph g = m.import();
+  const auto engine = Engine::from_bytes(build::build_engine(g, build::BuildOptions{}), "if_where");
+  bool where = false;
+  for (const graph::Node& n : g.nodes) {
+    EXPECT_NE(n.kind, OpKind::kSelectBranch) << n.name;
+    where |= n.kind == OpKind::kWhere;
+  }
+  EXPECT_TRUE(where);
+  auto ctx = engine->create_context(1);
+  for (float peak : {3.f, 0.5f}) {
+    const std::vector<float> x = {0.25f, peak, -0.5f, 0.75f, 0.f, 1.f};
+    ctx->set_input("x", x.data(), x.size() * 4);
+    ctx->run();
+    std::vector<float> y(6);
+    ASSERT_EQ(ctx->output_shape("y"), (std::vector<int64_t>{6}));
+    std::memcpy(y.data(), ctx->output("y").data(), y.size() * 4);
+    for (size_t i = 0; i < 6; ++i)
+      EXPECT_EQ(y[i], peak > 1.f ? 2 * x[i] : x[i] + 1.f) << "peak " << peak << " at " << i;
+  }
+}
+
 }  // namespace
 }  // namespace kiln
