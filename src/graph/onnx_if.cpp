@@ -19,6 +19,8 @@ bool is_lowered_if(const onnx::NodeProto& np) {
   return default_domain(np.domain()) && np.op_type() == "If" && find_attr(np, kLoweredMark);
 }
 
+void mark_lowered_if(onnx::NodeProto& n) { Lowering::set_int(n, kLoweredMark, 1); }
+
 std::vector<SourceNode> lower_if(const SourceNode& sn, const Graph& g, int& counter, IfBranches& branches) {
   const onnx::NodeProto& np = sn.proto;
   const onnx::AttributeProto* then_attr = find_attr(np, "then_branch");
@@ -35,7 +37,7 @@ std::vector<SourceNode> lower_if(const SourceNode& sn, const Graph& g, int& coun
   Lowering out(sn, g, counter);
   onnx::NodeProto select = np;  // the If again, reading both branches' outputs
   select.clear_attribute();
-  Lowering::set_int(select, kLoweredMark, 1);
+  mark_lowered_if(select);
   select.clear_input();
   select.add_input(cond);
   std::vector<std::string> results[2];

@@ -147,8 +147,9 @@ std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& c
 // The nodes that replace a Compress: NonZero of the condition, then Gather (onnx_compress.cpp).
 std::vector<SourceNode> lower_compress(const SourceNode& sn, const Graph& g, int& counter);
 
-// The nodes that replace a Loop whose trip count is a constant and whose condition stays true:
-// a copy of its body per iteration (onnx_loop.cpp). Throws kiln::Error otherwise.
+// The nodes that replace a Loop whose trip count is a constant: a copy of its body per iteration,
+// guarded by the condition where the Loop may stop earlier (onnx_loop.cpp). Throws kiln::Error
+// otherwise.
 std::vector<SourceNode> unroll_loop(const SourceNode& sn, const Graph& g, int& counter);
 
 // If nodes lowered at import (onnx_if.cpp), by node name: the conditions each branch node lies
@@ -159,6 +160,8 @@ using IfBranches = std::map<std::string, std::vector<std::pair<std::string, bool
 // a SelectBranch. Files the branch nodes in `branches`.
 std::vector<SourceNode> lower_if(const SourceNode& sn, const Graph& g, int& counter, IfBranches& branches);
 bool is_lowered_if(const onnx::NodeProto& np);
+// Marks n, an If without branches reading (condition, then values..., else values...), lowered.
+void mark_lowered_if(onnx::NodeProto& n);
 
 // The graph's nodes in order, each node that Kiln does not import natively (`native` says false)
 // and that ONNX's schemas or the model's own functions define by a body replaced by that body,

@@ -1,8 +1,11 @@
-// Loop with a trip count known at import and a condition that stays true, unrolled: each
-// iteration a copy of the body, its iteration number a constant, its carried values the previous
-// iteration's, its scan outputs Unsqueezed and Concatenated at the end (decision 56). A trip count
-// known only at run time, or a condition the body computes, would need steps that run under a
-// condition, which Kiln does not have: refused, naming what to export instead.
+// Loop with a trip count known at import, unrolled (decision 56): each iteration a copy of the
+// body, its iteration number a constant, its carried values the previous iteration's, its scan
+// outputs Unsqueezed and Concatenated at the end. Where the Loop may stop earlier (a condition the
+// body computes, or one given at run time), every iteration runs under a guard: `active`, the
+// condition so far, picks the iteration's carried values or the previous ones (a lowered If, so a
+// SelectBranch), and the scan outputs keep the active iterations' rows (Compress, so their length
+// is data-dependent, bounded by the trip count). A trip count known only at run time bounds
+// nothing: refused, naming what to export instead.
 #include <map>
 
 #include "graph/onnx_import_internal.h"
@@ -65,24 +68,27 @@ std::vector<SourceNode> unroll_loop(const SourceNode& sn, const Graph& g, int& c
                 std::to_string(n) + " carried values and the Loop's " + std::to_string(np.output_size()) + " outputs");
 
   const std::string how =
-      "; Kiln unrolls a Loop whose trip count is a constant of the model and whose condition stays true "
-      "(decision 56)";
-  if (np.input(0).empty()) throw Error("has no trip count, so it runs until its condition says so" + how);
+      "; Kiln unrolls a Loop up to a trip count that is a constant of the model, its condition guarding "
+      "each iteration (decision 56)";
+  if (np.input(0).empty()) throw Error("has no trip count, so nothing bounds its iterations" + how);
   const std::optional<std::vector<int64_t>> trips = constant_ints(g, np.input(0));
   if (!trips || trips->size() != 1) throw Error("takes its trip count '" + np.input(0) + "' at run time" + how);
   const int64_t m = trips->front();
   if (m < 0) throw Error("has a negative trip count " + std::to_string(m));
+  std::string entry;  // the condition on entry where it is not a constant true
   if (!np.input(1).empty()) {
     const ValueId c = g.find(np.input(1));
     const bool known_true = c != kNoValue && g.value(c).is_constant() && !g.value(c).data->empty() &&
                             g.value(c).dtype == DataType::kBool && (*g.value(c).data)[0] != 0;
-    if (!known_true) throw Error("takes its condition '" + np.input(1) + "' at run time" + how);
+    if (!known_true) entry = np.input(1);
   }
-  if (!condition_stays_true(body)) throw Error("has a body that computes its condition, so it may stop early" + how);
+  const bool computes = !condition_stays_true(body);  // the body may end the Loop
+  const bool guarded = computes || !entry.empty();
   if (m == 0 && k > 0) throw Error("runs zero iterations; ONNX gives its scan outputs no shape then");
   if (m > kMaxUnrolledNodes / std::max(body.node_size(), 1))
     throw Error("unrolls to " + std::to_string(m) + " copies of a body of " + std::to_string(body.node_size()) +
-                " nodes, more than Kiln's limit of " + std::to_string(kMaxUnrolledNodes) + " nodes");
+                " nodes, more than Kiln's limit of " + std::to_string(kMaxUnrolledNodes) + " nodes" +
+                (computes ? "; export it with a smaller trip count bounding its iterations" : ""));
 
   Lowering out(sn, g, counter);
   std::map<std::string, std::string> body_constants;
@@ -93,14 +99,25 @@ std::vector<SourceNode> unroll_loop(const SourceNode& sn, const Graph& g, int& c
   const bool iter_scalar =
       !(iter.type().tensor_type().has_shape() && iter.type().tensor_type().shape().dim_size() == 1);
   const std::string cond_true = out.fresh_constant(bool_true(), "condition");
+  std::string as_scalar, as_row;  // Reshape's shapes [] and [1]
+  auto reshape = [&](const std::string& x, std::string& shape, bool scalar, const std::string& label) {
+    if (shape.empty())
+      shape = out.fresh_constant(int64_tensor(scalar ? std::vector<int64_t>{} : std::vector<int64_t>{1}, false),
+                                 scalar ? "scalar" : "row");
+    const std::string y = out.fresh(label);
+    out.emit("Reshape", {x, shape}, {y}, label);
+    return y;
+  };
+  std::string active = entry.empty() ? cond_true : reshape(entry, as_scalar, true, "entry");
 
   std::vector<std::string> states;
   for (int i = 0; i < n; ++i) states.push_back(np.input(2 + i));
   std::vector<std::vector<std::string>> scanned(static_cast<size_t>(k));
+  std::vector<std::string> ran;  // per iteration, whether it ran: [1]
   for (int64_t t = 0; t < m; ++t) {
     std::map<std::string, std::string> names = body_constants;
     names[iter.name()] = out.fresh_constant(int64_tensor({t}, iter_scalar), "iteration");
-    names[body.input(1).name()] = cond_true;
+    names[body.input(1).name()] = cond_true;  // whenever the iteration counts, the condition holds
     for (int i = 0; i < n; ++i) names[body.input(2 + i).name()] = states[static_cast<size_t>(i)];
     const std::string step = "iteration" + std::to_string(t);
     for (const onnx::NodeProto& bn : body.node()) {
@@ -111,11 +128,35 @@ std::vector<SourceNode> unroll_loop(const SourceNode& sn, const Graph& g, int& c
       const auto it = names.find(o);
       return it != names.end() ? it->second : o;  // else an outer value, passed through
     };
-    for (int i = 0; i < n; ++i) states[static_cast<size_t>(i)] = result(1 + i);
+    if (!guarded) {
+      for (int i = 0; i < n; ++i) states[static_cast<size_t>(i)] = result(1 + i);
+    } else {
+      ran.push_back(reshape(active, as_row, false, step + "/ran"));
+      if (n > 0) {  // this iteration's carried values if it ran, else the ones before it
+        std::vector<std::string> inputs{active}, picked;
+        for (int i = 0; i < n; ++i) inputs.push_back(result(1 + i));
+        for (int i = 0; i < n; ++i) {
+          inputs.push_back(states[static_cast<size_t>(i)]);
+          picked.push_back(out.fresh(step + "/carried"));
+        }
+        mark_lowered_if(out.emit("If", inputs, picked, step + "/guard"));
+        states = picked;
+      }
+      if (computes && t + 1 < m) {
+        const std::string next = out.fresh(step + "/active");
+        out.emit("And", {active, reshape(result(0), as_scalar, true, step + "/condition")}, {next}, step + "/active");
+        active = next;
+      }
+    }
     for (int q = 0; q < k; ++q) scanned[static_cast<size_t>(q)].push_back(result(1 + n + q));
   }
   for (int i = 0; i < n && i < np.output_size(); ++i)
     if (!np.output(i).empty()) out.emit("Identity", {states[static_cast<size_t>(i)]}, {np.output(i)}, "final");
+  std::string mask;  // the iterations that ran
+  if (guarded && k > 0) {
+    mask = out.fresh("ran");
+    Lowering::set_int(out.emit("Concat", ran, {mask}, "ran"), "axis", 0);
+  }
   for (int q = 0; q < k && n + q < np.output_size(); ++q) {
     const std::string& y = np.output(n + q);
     if (y.empty()) continue;
@@ -124,7 +165,9 @@ std::vector<SourceNode> unroll_loop(const SourceNode& sn, const Graph& g, int& c
       lifted.push_back(out.fresh("lifted"));
       out.ints_operand(out.emit("Unsqueeze", {part}, {lifted.back()}, "unsqueeze"), "axes", {0});
     }
-    Lowering::set_int(out.emit("Concat", lifted, {y}, "concat"), "axis", 0);
+    const std::string all = guarded ? out.fresh("every_iteration") : y;
+    Lowering::set_int(out.emit("Concat", lifted, {all}, "concat"), "axis", 0);
+    if (guarded) Lowering::set_int(out.emit("Compress", {all, mask}, {y}, "ran_rows"), "axis", 0);
   }
   return out.take();
 }

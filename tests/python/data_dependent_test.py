@@ -17,6 +17,10 @@ onnxruntime: models whose outputs' sizes depend on the values of their inputs.
   if_fold  an If on a static shape, whose other branch could not run at these shapes: dropped.
   loop     a Loop of a constant trip count (unrolled at import): a carried sum of the iteration
            numbers times x, and every iteration's value as a scan output.
+  loop_while  a Loop that its body stops (a while loop bounded by its trip count, 8) and that a
+           model input may skip: a carried sum until it passes a limit, every iteration's value
+           as a scan output (0 to 8 rows), and a carried list growing by one element each
+           iteration (its shape differs between iterations).
 
 Each model is built once and run on several data sets whose result sizes run from 0 to the bound
 (all zeros, all nonzero; a score threshold nothing passes). `--device gpu` builds GPU engines (on
@@ -257,6 +261,48 @@ def loop_data(rng):
     return [{"x": rng.normal(0, 1, 3).astype(np.float32)}]
 
 
+def loop_while_model():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    go = helper.make_tensor_value_info("go", TensorProto.BOOL, [])
+    body = helper.make_graph([
+        helper.make_node("Add", ["i", "one"], ["i1"]),
+        helper.make_node("Cast", ["i1"], ["i_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "i_f"], ["step"]),
+        helper.make_node("Add", ["acc_in", "step"], ["acc_out"]),
+        helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
+        helper.make_node("Less", ["total", "limit"], ["cond_out"]),
+        helper.make_node("Reshape", ["total", "one_d"], ["total1"]),
+        helper.make_node("Concat", ["list_in", "total1"], ["list_out"], axis=0),
+        helper.make_node("Identity", ["acc_out"], ["each"]),
+    ], "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [3]),
+                helper.make_tensor_value_info("list_in", TensorProto.FLOAT, ["n"])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("list_out", TensorProto.FLOAT, ["n1"]),
+         helper.make_tensor_value_info("each", TensorProto.FLOAT, [3])],
+        [numpy_helper.from_array(np.array(1, np.int64), "one"),
+         numpy_helper.from_array(np.array([1], np.int64), "one_d"),
+         numpy_helper.from_array(np.array(10, np.float32), "limit")])
+    nodes = [helper.make_node("Loop", ["trips", "go", "zeros", "empty"], ["acc", "list", "all"], body=body)]
+    inits = [numpy_helper.from_array(np.array(8, np.int64), "trips"),
+             numpy_helper.from_array(np.zeros(3, np.float32), "zeros"),
+             numpy_helper.from_array(np.zeros(0, np.float32), "empty")]
+    outs = [helper.make_tensor_value_info("acc", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("list", TensorProto.FLOAT, ["k"]),
+            helper.make_tensor_value_info("all", TensorProto.FLOAT, ["k", 3])]
+    return helper.make_graph(nodes, "loop_while", [x, go], outs, inits)
+
+
+def loop_while_data(rng):
+    sets = []  # stops after 1, some, and all 8 iterations; skipped
+    for scale, go in ((20.0, True), (0.5, True), (-1.0, True), (1.0, False)):
+        x = (np.abs(rng.normal(0, 1, 3)) * scale).astype(np.float32)
+        sets.append({"x": x, "go": np.array(go)})
+    return sets
+
+
 def write_sets(sess, sets, folder):
     names = [o.name for o in sess.get_outputs()]
     dirs = []
@@ -284,7 +330,7 @@ def main():
         cases.append(("nms_in" if as_inputs else "nms", g, nms_data(rng, params, as_inputs)))
     cases += [("topk", topk_model(), topk_data(rng)), ("if_nms", if_nms_model(), if_nms_data(rng)),
               ("if_data", if_data_model(), if_data_data(rng)), ("if_fold", if_fold_model(), if_fold_data(rng)),
-              ("loop", loop_model(), loop_data(rng))]
+              ("loop", loop_model(), loop_data(rng)), ("loop_while", loop_while_model(), loop_while_data(rng))]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, graph, sets in cases:
