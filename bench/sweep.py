@@ -97,9 +97,13 @@ def export_model(spec, work, device, torch_fp16=False):
     except TypeError:  # PyTorch before 2.5 has no dynamo switch
         torch.onnx.export(model, example, path, **kw)
     export_s = time.time() - t0
+    if spec.detections:  # for bench/detector_latency.py, which times PyTorch next to Kiln
+        torch.save(model, os.path.join(d, "model.pt"))
     half_model = copy.deepcopy(model).half().cuda() if torch_fp16 and torch.cuda.is_available() else None
     ref_model = model if spec.detections else model.double()
-    dev = torch.device(device)
+    # Detections' float32 reference on the CPU: on the GPU PyTorch convolves in TF32 by default,
+    # whose rounding reorders near-tied scores (half of SSDlite's boxes differ from the CPU's).
+    dev = torch.device("cpu" if spec.detections else device)
     ref_model.to(dev)
     for b in spec.batches:
         bd = os.path.join(d, f"b{b}")

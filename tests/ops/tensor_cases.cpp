@@ -4,6 +4,7 @@
 // sizes, size-1 and zero-size dims, scalars), attribute variants, negative axes and indices, and element types of 1, 2,
 // 4 and 8 bytes plus bool. Shape inference sees the data of the op's constant inputs (Slice starts, Pad pads, ...), as
 // the builder's does. DepthToSpace and SpaceToDepth: pool_norm_resize_cases.cpp.
+#include <cmath>
 #include <numeric>
 
 #include "ops/op_case.h"
@@ -496,6 +497,17 @@ HostTensor random_boxes(int64_t batches, int64_t n, bool center) {
   return t;
 }
 
+// n small boxes [x_center, y_center, w, h] over a 100 x 100 field, most of them kept, and scores
+// rounded to tenths, so that ties span many candidates.
+std::pair<HostTensor, HostTensor> sparse_boxes(int64_t classes, int64_t n) {
+  HostTensor boxes = rand_tensor(DT::kFloat32, {1, n, 4}, 0, 100);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 2; k < 4; ++k) set(boxes, i * 4 + k, get(boxes, i * 4 + k) / 40);
+  HostTensor scores = rand_tensor(DT::kFloat32, {1, classes, n}, 0, 1);
+  for (int64_t i = 0; i < classes * n; ++i) set(scores, i, std::round(get(scores, i) * 10) / 10);
+  return {boxes, scores};
+}
+
 Runs nms_runs(DT) {
   const DT f = DT::kFloat32, l = DT::kInt64;
   Runs r;
@@ -523,6 +535,10 @@ Runs nms_runs(DT) {
                 scalar(0.05, f)},
                2});
   r.push_back({NmsAttrs{}, {random_boxes(2, 0, false), make(f, {2, 3, 0}, {}), scalar(5, l)}, 2});
+  // Thousands of candidates a class, most kept (the GPU's mask words and their greedy steps).
+  const auto [many, tied] = sparse_boxes(2, 2500);
+  r.push_back({NmsAttrs{1}, {many, tied, scalar(100000, l), scalar(0.3, f)}, 2});
+  r.push_back({NmsAttrs{1}, {many, tied, scalar(777, l), scalar(0.1, f), scalar(0.35, f)}, 2});
   return r;
 }
 
