@@ -69,36 +69,61 @@ std::string preview(const TensorInfo& info, std::span<const std::byte> bytes) {
 
 int run_run(const RunOptions& o) {
   std::filesystem::path model = o.model;
+  // An ONNX model's inputs and outputs, some of which may be sequences: each element a tensor of
+  // the engine's, NAME[i] (graph::sequence_element), the length taken from the data.
+  const graph::OnnxIo io = is_onnx(model) ? graph::onnx_io(model) : graph::OnnxIo{};
+  auto is_sequence = [](const std::vector<std::pair<std::string, bool>>& list, const std::string& name) {
+    for (const auto& [n, seq] : list)
+      if (n == name) return seq;
+    return false;
+  };
+  graph::ImportOptions import_options;
   std::map<std::string, HostTensor> given;
-  std::vector<HostTensor> positional;
+  auto give = [&](const std::string& name, const std::filesystem::path& file, bool overwrite) {
+    if (!is_sequence(io.inputs, name)) {
+      if (overwrite || !given.count(name)) given[name] = read_tensor_file(file);
+      return;
+    }
+    if (!overwrite && import_options.sequence_lengths.count(name)) return;
+    std::vector<HostTensor> elements = read_sequence_file(file);
+    import_options.sequence_lengths[name] = static_cast<int64_t>(elements.size());
+    for (size_t k = 0; k < elements.size(); ++k)
+      given[graph::sequence_element(name, static_cast<int64_t>(k))] = std::move(elements[k]);
+  };
   for (const std::string& in : o.inputs) {
     auto [name, file] = split_assignment(in, "--input");
-    given[name] = read_tensor_file(file);
+    give(name, file, true);
   }
+  std::vector<HostTensor> positional;  // an engine's, matched to its inputs once it is loaded
   if (!o.inputs_dir.empty()) {
     if (!std::filesystem::is_directory(o.inputs_dir)) throw Error("--inputs " + o.inputs_dir + ": not a folder");
-    for (int i = 0;; ++i) {
+    for (size_t i = 0;; ++i) {
       auto p = std::filesystem::path(o.inputs_dir) / fmt::format("input_{}.pb", i);
       if (!std::filesystem::exists(p)) break;
-      positional.push_back(read_tensor_file(p));
+      if (!is_onnx(model)) {
+        positional.push_back(read_tensor_file(p));
+        continue;
+      }
+      if (i >= io.inputs.size())
+        throw Error(fmt::format("{}: more input files than the model's {} inputs", o.inputs_dir, io.inputs.size()));
+      give(io.inputs[i].first, p, false);
     }
   }
 
   std::shared_ptr<const Engine> engine;
   std::vector<std::string> input_names;  // the model's inputs, in order, for positional files
   if (is_onnx(model)) {
-    graph::Graph g = graph::import_onnx(model);
+    for (const auto& [name, t] : given)  // small values the importer may need (a Loop's trip count)
+      if (t.data.size() <= 4096) import_options.input_values.emplace(name, t);
+    graph::Graph g = graph::import_onnx(model, import_options);
     for (graph::ValueId id : g.inputs) input_names.push_back(g.value(id).name);
-    if (positional.size() > input_names.size())
-      throw Error(fmt::format("{}: {} input files given, the model has {} inputs", o.inputs_dir, positional.size(),
-                              input_names.size()));
-    for (size_t i = 0; i < positional.size(); ++i) given.try_emplace(input_names[i], positional[i]);
     build::BuildOptions bo = build_options(o.build);
     for (const auto& [name, t] : given) {
-      if (std::find(input_names.begin(), input_names.end(), name) == input_names.end())
+      if (std::find(input_names.begin(), input_names.end(), name) != input_names.end())
+        bo.input_shapes.try_emplace(name, t.shape);  // symbolic dims take the given data's sizes
+      else if (std::none_of(io.inputs.begin(), io.inputs.end(), [&](const auto& in) { return in.first == name; }))
         throw Error(fmt::format("--input {}: the model has no input of that name (inputs: {})", name,
                                 fmt::join(input_names, ", ")));
-      bo.input_shapes.try_emplace(name, t.shape);  // symbolic dims take the given data's sizes
     }
     for (const std::string& name : passes::shape_determining_inputs(g))
       if (given.count(name) && !bo.constant_inputs.count(name)) bo.constant_inputs[name] = given[name];
@@ -118,7 +143,7 @@ int run_run(const RunOptions& o) {
   for (const auto& [name, t] : given) {
     bool known = false;
     for (const TensorInfo& in : engine->inputs()) known |= in.name == name;
-    bool frozen = is_onnx(model) && std::find(input_names.begin(), input_names.end(), name) != input_names.end();
+    const bool frozen = is_onnx(model);  // a model's input frozen by the build (checked against its inputs above)
     if (!known && !frozen) {
       std::vector<std::string> expected;
       for (const TensorInfo& in : engine->inputs())
@@ -162,8 +187,24 @@ int run_run(const RunOptions& o) {
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("ran {} in {:.3f} ms\n", model.string(), ms);
 
+  // The expected outputs: an engine's by position; an ONNX model's by name, a sequence's element
+  // by element.
   bool all_ok = true;
   const auto& outs = engine->outputs();
+  std::map<std::string, std::filesystem::path> expected;        // engine output -> its reference file
+  std::map<std::string, std::pair<HostTensor, bool>> elements;  // sequence elements' references, used
+  for (size_t j = 0; !o.expect_dir.empty() && j < (is_onnx(model) ? io.outputs.size() : outs.size()); ++j) {
+    auto ref_path = std::filesystem::path(o.expect_dir) / fmt::format("output_{}.pb", j);
+    if (!is_onnx(model) || !io.outputs[j].second) {
+      expected[is_onnx(model) ? io.outputs[j].first : outs[j].name] = ref_path;
+      continue;
+    }
+    const std::string& name = io.outputs[j].first;
+    std::vector<HostTensor> refs = read_sequence_file(ref_path);
+    for (size_t k = 0; k < refs.size(); ++k)
+      elements[graph::sequence_element(name, static_cast<int64_t>(k))] = {std::move(refs[k]), false};
+  }
+
   for (size_t i = 0; i < outs.size(); ++i) {
     const TensorInfo info{outs[i].name, outs[i].dtype, ctx->output_shape(outs[i].name)};
     std::span<const std::byte> bytes = ctx->output(info.name);
@@ -178,8 +219,17 @@ int run_run(const RunOptions& o) {
       fmt::print("  {} {}{}: {}\n", info.name, dtype_name(info.dtype), shape_string(info.shape), preview(info, bytes));
       continue;
     }
-    auto ref_path = std::filesystem::path(o.expect_dir) / fmt::format("output_{}.pb", i);
-    HostTensor ref = read_tensor_file(ref_path);
+    HostTensor ref;
+    if (auto e = elements.find(info.name); e != elements.end()) {
+      ref = e->second.first;
+      e->second.second = true;
+    } else if (auto f = expected.find(info.name); f != expected.end()) {
+      ref = read_tensor_file(f->second);
+    } else {
+      fmt::print("  {}: MISMATCH: the expected outputs have no such tensor (a longer sequence?)\n", info.name);
+      all_ok = false;
+      continue;
+    }
     Comparison c = compare(info, bytes, ref, o.rtol, o.atol);
     all_ok &= c.ok;
     if (!c.why.empty()) {
@@ -191,6 +241,11 @@ int run_run(const RunOptions& o) {
           c.ok ? "" : fmt::format("  MISMATCH ({} elements beyond atol {} + rtol {})", c.mismatches, o.atol, o.rtol));
     }
   }
+  for (const auto& [name, e] : elements)
+    if (!e.second) {
+      fmt::print("  {}: MISMATCH: expected, but the model's sequence output is shorter\n", name);
+      all_ok = false;
+    }
   if (!o.expect_dir.empty()) {
     fmt::print("{}\n", all_ok ? "all outputs match" : "outputs do NOT match");
     return all_ok ? kExitOk : kExitMismatch;

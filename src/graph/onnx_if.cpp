@@ -35,6 +35,32 @@ std::vector<SourceNode> lower_if(const SourceNode& sn, const Graph& g, int& coun
   if (auto it = branches.find(sn.name); it != branches.end()) outer = it->second;
 
   Lowering out(sn, g, counter);
+  if (const ValueId c = g.find(cond); c != kNoValue && g.value(c).is_constant() && !g.value(c).data->empty()) {
+    // Known at import (a constant, a frozen input): the branch it takes, its outputs renamed the
+    // If's (by Identity, which also passes a sequence on).
+    const bool then = (*g.value(c).data)[0] != 0;
+    const onnx::GraphProto& body = (then ? then_attr : else_attr)->g();
+    const char* side = then ? "then" : "else";
+    if (body.output_size() != n_out)
+      throw Error(std::string("its ") + side + " branch gives " + std::to_string(body.output_size()) +
+                  " outputs for the If's " + std::to_string(n_out));
+    std::map<std::string, std::string> names;
+    for (const onnx::TensorProto& t : body.initializer())
+      names[t.name()] = out.fresh_constant(t, std::string(side) + "_constant");
+    for (const onnx::NodeProto& bn : body.node()) {
+      std::string name = sn.name + "/" + side + "/" + (bn.name().empty() ? bn.op_type() : bn.name());
+      for (int k = 1; branches.contains(name); ++k) name += "_" + std::to_string(k);
+      out.copy_body_node(bn, name, side, names);
+      if (!outer.empty()) branches[name] = outer;
+    }
+    for (int i = 0; i < n_out; ++i) {
+      const auto it = names.find(body.output(i).name());
+      const onnx::NodeProto& pass = out.emit("Identity", {it != names.end() ? it->second : body.output(i).name()},
+                                             {np.output(i)}, std::string(side) + "_output");
+      if (!outer.empty()) branches[pass.name()] = outer;
+    }
+    return out.take();
+  }
   onnx::NodeProto select = np;  // the If again, reading both branches' outputs
   select.clear_attribute();
   mark_lowered_if(select);

@@ -320,8 +320,9 @@ const std::map<std::string, std::string>& lowered_op_types() {
         "branch, else both run and the condition picks";
     m["Compress"] = "lowered at import: NonZero of the condition, then Gather (data-dependent shape)";
     m["Loop"] =
-        "unrolled at import: a copy of the body per iteration (the trip count must be known then, the condition "
-        "stay true)";
+        "unrolled at import: a copy of the body per iteration up to the trip count (a constant of the model), "
+        "each guarded by the condition";
+    m["SequenceMap"] = "static sequence: a copy of the body per element, at import (the length must be known then)";
     m["Scan"] =
         "unrolled at import: a copy of the body per step, Gather, Unsqueeze, Concat (the scan length must be known "
         "then)";
@@ -379,13 +380,81 @@ class MappedFile {
 
 }  // namespace
 
-Graph import_onnx(const std::filesystem::path& path) {
+std::string sequence_element(const std::string& sequence, int64_t i) {
+  return sequence + "[" + std::to_string(i) + "]";
+}
+
+namespace {
+
+// Whether an If's branches give a sequence (they must then be chosen at import).
+bool if_gives_sequences(const onnx::NodeProto& np) {
+  for (const onnx::AttributeProto& a : np.attribute())
+    if (a.has_g())
+      for (const auto& o : a.g().output())
+        if (o.type().has_sequence_type()) return true;
+  return false;
+}
+
+// ImportOptions::input_values: the graph inputs that the top-level nodes need at import become
+// constants of the given values.
+void freeze_import_decisions(const onnx::GraphProto& gp, const std::map<std::string, HostTensor>& values, Graph& g,
+                             std::vector<std::string>& problems) {
+  std::set<std::string> needed;
+  for (const onnx::NodeProto& np : gp.node()) {
+    if (!default_domain(np.domain())) continue;
+    auto need = [&](int slot) {
+      if (np.input_size() > slot && !np.input(slot).empty()) needed.insert(np.input(slot));
+    };
+    const std::string& op = np.op_type();
+    if (op == "Loop") need(0), need(1);
+    if (op == "If" && if_gives_sequences(np)) need(0);
+    if (op == "SequenceInsert") need(2);
+    if (op == "SequenceErase" || op == "SequenceAt") need(1);
+  }
+  for (const std::string& name : needed) {
+    const auto given = values.find(name);
+    const auto at =
+        std::find_if(g.inputs.begin(), g.inputs.end(), [&](ValueId id) { return g.value(id).name == name; });
+    if (given == values.end() || at == g.inputs.end()) continue;
+    Value& v = g.value(*at);
+    const HostTensor& t = given->second;
+    if (t.dtype != v.dtype) {
+      problems.push_back("input " + in_quotes(name) + " is " + std::string(dtype_name(v.dtype)) + ", its value " +
+                         std::string(dtype_name(t.dtype)));
+      continue;
+    }
+    v.shape = t.shape;
+    v.has_shape = true;
+    v.dim_params.clear();
+    v.data = std::make_shared<const std::vector<uint8_t>>(t.data);
+    g.inputs.erase(at);
+  }
+}
+
+}  // namespace
+
+Graph import_onnx(const std::filesystem::path& path, const ImportOptions& options) {
   const MappedFile f(path);
-  return import_onnx_bytes(f.bytes(), path.string(), path.parent_path().empty() ? "." : path.parent_path());
+  return import_onnx_bytes(f.bytes(), path.string(), path.parent_path().empty() ? "." : path.parent_path(), options);
+}
+
+OnnxIo onnx_io(const std::filesystem::path& path) {
+  const MappedFile f(path);
+  onnx::ModelProto model;
+  if (f.bytes().size() > static_cast<size_t>(INT32_MAX) ||
+      !model.ParseFromArray(f.bytes().data(), static_cast<int>(f.bytes().size())))
+    throw Error(path.string() + ": not a valid ONNX model (the protobuf does not parse; is the file complete?)");
+  std::set<std::string> inits;
+  for (const auto& t : model.graph().initializer()) inits.insert(t.name());
+  OnnxIo io;
+  for (const auto& v : model.graph().input())
+    if (!inits.contains(v.name())) io.inputs.emplace_back(v.name(), v.type().has_sequence_type());
+  for (const auto& v : model.graph().output()) io.outputs.emplace_back(v.name(), v.type().has_sequence_type());
+  return io;
 }
 
 Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origin,
-                        const std::filesystem::path& base_dir) {
+                        const std::filesystem::path& base_dir, const ImportOptions& options) {
   if (bytes.empty()) throw Error(origin + ": the file is empty (0 bytes); is the export complete?");
   onnx::ModelProto model;
   if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
@@ -434,9 +503,30 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
   // reported): the nodes that read them are skipped without a message of their own, so that one
   // problem gets one message and not one per node downstream of it.
   std::set<std::string> failed_values;
+  std::vector<std::pair<std::string, std::vector<std::string>>> sequence_inputs;  // name, elements
   for (const auto& in : gp.input()) {
     if (g.find(in.name()) != kNoValue) continue;  // IR < 4 lists initializers as inputs too
     try {
+      if (in.type().has_sequence_type()) {  // as many tensor inputs as the sequence has elements
+        const auto length = options.sequence_lengths.find(in.name());
+        if (length == options.sequence_lengths.end())
+          throw Error("input " + in_quotes(in.name()) +
+                      " is a sequence, whose length Kiln needs when it builds: `kiln run` takes it from the "
+                      "input's data (a SequenceProto file); the API from ImportOptions::sequence_lengths");
+        const onnx::TypeProto& elem = in.type().sequence_type().elem_type();
+        std::vector<std::string> elements;
+        for (int64_t k = 0; k < length->second; ++k) {
+          Value v;
+          v.name = sequence_element(in.name(), k);
+          apply_type(elem, v, "element " + std::to_string(k) + " of input " + in_quotes(in.name()));
+          for (std::string& p : v.dim_params)  // each element's own: elements differ in shape
+            if (!p.empty()) p = v.name + "." + p;
+          elements.push_back(v.name);
+          g.inputs.push_back(g.add_value(std::move(v)));
+        }
+        sequence_inputs.emplace_back(in.name(), std::move(elements));
+        continue;
+      }
       Value v;
       v.name = in.name();
       apply_type(in.type(), v, "input " + in_quotes(in.name()));
@@ -446,6 +536,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       failed_values.insert(in.name());
     }
   }
+  if (!options.input_values.empty()) freeze_import_decisions(gp, options.input_values, g, problems);
   std::map<std::string, const onnx::TypeProto*> declared;
   for (const auto& vi : gp.value_info()) declared[vi.name()] = &vi.type();
   for (const auto& vi : gp.output()) declared[vi.name()] = &vi.type();
@@ -463,6 +554,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     throw Error(origin + ": cannot import the model: " + e.what());
   }
   detail::StaticSequences sequences;
+  for (auto& [name, elements] : sequence_inputs) sequences.define(name, std::move(elements));
   int unrolled = 0;  // names made by unroll_scan, unroll_loop and lower_if
   detail::IfBranches if_branches;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -586,11 +678,29 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     ValueId id = g.find(out.name());
     if (id == kNoValue) {
       if (failed_values.contains(out.name())) continue;
-      if (sequences.is_sequence(out.name()))
-        problems.push_back("graph output " + in_quotes(out.name()) +
-                           " is a sequence; Kiln's engines output tensors (ConcatFromSequence makes one of it)");
-      else
+      if (sequences.is_sequence(out.name())) {  // its elements, each a graph output of its own
+        const std::vector<std::string>& elements = sequences.elements(out.name());
+        for (size_t k = 0; k < elements.size(); ++k) {
+          const ValueId from = g.find(elements[k]);
+          if (from == kNoValue) {
+            problems.push_back("graph output " + in_quotes(out.name()) + " is a sequence whose element " +
+                               std::to_string(k) + " is known only at run time");
+            break;
+          }
+          Value v;
+          v.name = sequence_element(out.name(), static_cast<int64_t>(k));
+          if (g.find(v.name) != kNoValue) {
+            problems.push_back("graph output " + in_quotes(out.name()) + ": its element " + std::to_string(k) +
+                               "'s name " + in_quotes(v.name) + " is taken by another value");
+            break;
+          }
+          const ValueId to = g.add_value(std::move(v));
+          g.nodes.push_back(Node{g.value(to).name, OpKind::kIdentity, NoAttrs{}, {from}, {to}, out.name()});
+          g.outputs.push_back(to);
+        }
+      } else {
         problems.push_back("graph output " + in_quotes(out.name()) + " is never computed");
+      }
       continue;
     }
     g.outputs.push_back(id);

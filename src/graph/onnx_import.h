@@ -12,18 +12,40 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/tensor_file.h"
 
 namespace kiln::graph {
 
 inline constexpr int64_t kMinOpset = 1;
 inline constexpr int64_t kMaxOpset = 21;
 
+// What the importer needs beyond the file: the length of each sequence the graph takes as an
+// input. Each such input becomes that many tensor inputs, sequence_element(name, i), and each
+// sequence the graph outputs that many tensor outputs (`kiln run` reads and writes them as ONNX
+// SequenceProto files).
+// And the values of inputs that decide what the importer unrolls or keeps: a Loop's trip count
+// and condition, the condition of an If whose branches give sequences, a sequence position. Such
+// an input with a value here becomes a constant (as `--const` freezes one after import); `kiln
+// run` gives its data.
+struct ImportOptions {
+  std::map<std::string, int64_t> sequence_lengths;
+  std::map<std::string, HostTensor> input_values;
+};
+std::string sequence_element(const std::string& sequence, int64_t i);  // "NAME[i]"
+
 // Reads a model file; external data files are looked up next to it.
-Graph import_onnx(const std::filesystem::path& path);
+Graph import_onnx(const std::filesystem::path& path, const ImportOptions& options = {});
 // Parses a model held in memory. `origin` names it in messages; external data is resolved against
 // base_dir (empty: external data is refused).
 Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origin,
-                        const std::filesystem::path& base_dir);
+                        const std::filesystem::path& base_dir, const ImportOptions& options = {});
+
+// A model's graph inputs (initializers left out) and outputs in order, each with whether it is a
+// sequence, read from the file without importing it.
+struct OnnxIo {
+  std::vector<std::pair<std::string, bool>> inputs, outputs;
+};
+OnnxIo onnx_io(const std::filesystem::path& path);
 
 // Every ONNX op type the importer accepts (the op table's names plus Constant, renamed legacy
 // ops such as Upsample, the function ops and the lowered ops below), sorted.

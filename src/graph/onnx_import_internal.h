@@ -90,6 +90,9 @@ class StaticSequences {
   // only the list changes), at sn's opset. Throws kiln::Error for what needs run-time values.
   std::vector<SourceNode> lower(const SourceNode& sn, const Graph& g);
   bool is_sequence(const std::string& name) const;
+  // A sequence known from elsewhere (a graph input's elements), or its elements.
+  void define(const std::string& name, std::vector<std::string> elements) { seqs_[name] = std::move(elements); }
+  const std::vector<std::string>& elements(const std::string& name) const { return seqs_.at(name); }
 
  private:
   std::map<std::string, std::vector<std::string>> seqs_;  // "" for an element known only at run time

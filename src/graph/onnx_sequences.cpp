@@ -17,8 +17,9 @@ namespace kiln::graph::detail {
 namespace {
 
 bool sequence_op(const std::string& op) {
-  static const std::set<std::string> ops{"SequenceEmpty", "SequenceConstruct", "SequenceInsert",     "SequenceErase",
-                                         "SequenceAt",    "SequenceLength",    "ConcatFromSequence", "SplitToSequence"};
+  static const std::set<std::string> ops{"SequenceEmpty",      "SequenceConstruct", "SequenceInsert",
+                                         "SequenceErase",      "SequenceAt",        "SequenceLength",
+                                         "ConcatFromSequence", "SplitToSequence",   "SequenceMap"};
   return ops.contains(op);
 }
 
@@ -189,6 +190,41 @@ std::vector<SourceNode> StaticSequences::lower(const SourceNode& sn, const Graph
       }
     }
     seqs_[output()] = std::move(parts);
+  } else if (op == "SequenceMap") {
+    // A copy of the body per element of the first input: sequence inputs give it their element,
+    // tensor inputs themselves; each output collects the copies' results into a sequence.
+    const onnx::AttributeProto* body_attr = find_attr(np, "body");
+    if (!body_attr || !body_attr->has_g()) throw Error("needs attribute 'body' (a graph)");
+    const onnx::GraphProto& body = body_attr->g();
+    if (body.input_size() != np.input_size())
+      throw Error("its body takes " + std::to_string(body.input_size()) + " inputs for the node's " +
+                  std::to_string(np.input_size()));
+    const auto length = static_cast<int64_t>(seqs_.at(np.input(0)).size());
+    for (int k = 1; k < np.input_size(); ++k)
+      if (seqs_.contains(np.input(k)) && static_cast<int64_t>(seqs_.at(np.input(k)).size()) != length)
+        throw Error("its input sequences " + quoted(np.input(0)) + " and " + quoted(np.input(k)) +
+                    " differ in length (" + std::to_string(length) + " and " +
+                    std::to_string(seqs_.at(np.input(k)).size()) + ")");
+    std::map<std::string, std::string> constants;
+    for (const onnx::TensorProto& t : body.initializer()) constants[t.name()] = out.fresh_constant(t, "body_constant");
+    std::vector<std::vector<std::string>> results(static_cast<size_t>(np.output_size()));
+    for (int64_t i = 0; i < length; ++i) {
+      std::map<std::string, std::string> names = constants;
+      for (int k = 0; k < np.input_size(); ++k)
+        names[body.input(k).name()] = seqs_.contains(np.input(k)) ? element(seqs_.at(np.input(k)), i) : np.input(k);
+      const std::string scope = "element" + std::to_string(i);
+      for (const onnx::NodeProto& bn : body.node())
+        out.copy_body_node(bn, sn.name + "/" + scope + "/" + bn.name(), scope, names);
+      for (int o = 0; o < np.output_size() && o < body.output_size(); ++o) {
+        const auto it = names.find(body.output(o).name());
+        results[static_cast<size_t>(o)].push_back(it != names.end() ? it->second : body.output(o).name());
+      }
+    }
+    if (body.output_size() < np.output_size())
+      throw Error("its body gives " + std::to_string(body.output_size()) + " outputs for the node's " +
+                  std::to_string(np.output_size()));
+    for (int o = 0; o < np.output_size(); ++o)
+      if (!np.output(o).empty()) seqs_[np.output(o)] = std::move(results[static_cast<size_t>(o)]);
   }
   return out.take();
 }

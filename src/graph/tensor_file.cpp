@@ -1,5 +1,7 @@
 #include "graph/tensor_file.h"
 
+#include <onnx/onnx-data.pb.h>
+
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -471,8 +473,8 @@ HostTensor read_npy(const fs::path& path) {
   return t;
 }
 
-HostTensor read_pb(const fs::path& path) {
-  const std::string where = "tensor file " + quoted(path);
+// The bytes of a .pb file, at most 2 GB (protobuf's limit).
+std::string read_pb_bytes(const fs::path& path, const std::string& where) {
   const uint64_t file_size = file_size_or_throw(path, where);
   if (file_size > static_cast<uint64_t>(INT_MAX))
     throw Error(where +
@@ -481,6 +483,12 @@ HostTensor read_pb(const fs::path& path) {
   std::ifstream in = open_or_throw(path, where);
   std::string bytes(file_size, '\0');
   read_exact(in, bytes.data(), file_size, path);
+  return bytes;
+}
+
+HostTensor read_pb(const fs::path& path) {
+  const std::string where = "tensor file " + quoted(path);
+  const std::string bytes = read_pb_bytes(path, where);
   onnx::TensorProto proto;
   if (!proto.ParseFromString(bytes))
     throw Error(where +
@@ -546,6 +554,30 @@ HostTensor read_tensor_file(const fs::path& path) {
   if (ext == ".npy") return read_npy(path);
   if (ext == ".pb") return read_pb(path);
   bad_extension(path);
+}
+
+std::vector<HostTensor> read_sequence_file(const fs::path& path) {
+  const std::string where = "sequence file " + quoted(path);
+  if (lower_extension(path) != ".pb")
+    throw Error(where + ": a sequence is read from a .pb file holding an ONNX SequenceProto");
+  const std::string bytes = read_pb_bytes(path, where);
+  onnx::SequenceProto proto;
+  if (!proto.ParseFromString(bytes))
+    throw Error(where +
+                " is not a valid ONNX SequenceProto (protobuf parse failed); write one with "
+                "onnx.numpy_helper.from_list([...]).SerializeToString()");
+  if (proto.elem_type() != onnx::SequenceProto::TENSOR && !(proto.elem_type() == 0 && proto.tensor_values_size() == 0))
+    throw Error(where + " holds a sequence of " +
+                (proto.elem_type() == onnx::SequenceProto::SEQUENCE ? std::string("sequences")
+                 : proto.elem_type() == onnx::SequenceProto::MAP
+                     ? std::string("maps")
+                     : "element type " + std::to_string(proto.elem_type())) +
+                "; Kiln reads sequences of tensors");
+  std::vector<HostTensor> out;
+  for (int i = 0; i < proto.tensor_values_size(); ++i)
+    out.push_back(
+        tensor_from_proto(proto.tensor_values(i), path.parent_path(), where + ", element " + std::to_string(i)));
+  return out;
 }
 
 void write_tensor_file(const fs::path& path, const HostTensor& t) {

@@ -43,6 +43,10 @@ void tensor_to_proto(const HostTensor& t, onnx::TensorProto* proto);
 // file holding one ONNX TensorProto, chosen by extension. For .npy the name is the file's stem.
 HostTensor read_tensor_file(const std::filesystem::path& path);
 
+// Reads a .pb file holding one ONNX SequenceProto of tensors (ONNX's test data for sequence
+// inputs and outputs), its elements in order.
+std::vector<HostTensor> read_sequence_file(const std::filesystem::path& path);
+
 // Writes t as .npy or .pb, chosen by extension. bfloat16 has no numpy code and goes to .pb only.
 void write_tensor_file(const std::filesystem::path& path, const HostTensor& t);
 

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "build/build.h"
 #include "graph/onnx_import.h"
 #include "kiln/engine.h"
 #include "kiln/types.h"
 #include "onnx_model_util.h"
-#include "build/build.h"
 
 namespace kiln {
 namespace {
@@ -142,25 +142,69 @@ TEST(ImportSequences, SymbolicSplitAxisNeedsItsSize) {
       << e;
 }
 
-TEST(ImportSequences, SequenceOutputsAndInputsAreRefusedByName) {
-  OnnxModel out("seq_out");
-  out.input("x", {2});
-  out.node("SequenceConstruct", "make", {"x", "x"}, {"s"});
-  out.output("s");
-  std::string e = import_error(out);
-  EXPECT_NE(e.find("graph output 's' is a sequence"), std::string::npos) << e;
+// A sequence output becomes one graph output per element, NAME[i].
+TEST(ImportSequences, SequenceOutputIsOneOutputPerElement) {
+  OnnxModel m("seq_out");
+  m.input("x", {3});
+  m.node("Relu", "relu", {"x"}, {"r"});
+  m.node("SequenceConstruct", "make", {"x", "r"}, {"s"});
+  m.output("s");
+  const std::vector<float> x = {-1.f, 2.f, -3.f};
+  graph::Graph g = m.import();
+  const std::vector<uint8_t> engine = build::build_engine(g, build::BuildOptions{}, nullptr);
+  auto out = run_engine(engine, {{"x", x}}, {"s[0]", "s[1]"});
+  EXPECT_EQ(out.at("s[0]"), x);
+  EXPECT_EQ(out.at("s[1]"), (std::vector<float>{0.f, 2.f, 0.f}));
+}
 
-  OnnxModel in("seq_in");
-  auto* vi = in.g()->add_input();
+OnnxModel sequence_input_model() {
+  OnnxModel m("seq_in");
+  auto* vi = m.g()->add_input();
   vi->set_name("s");
-  vi->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
-      onnx::TensorProto::FLOAT);
-  init_i64(in, "zero", {0});
-  in.node("SequenceAt", "at", {"s", "zero"}, {"y"});
-  in.output("y");
-  e = import_error(in);
-  EXPECT_NE(e.find("input 's' is not a tensor"), std::string::npos) << e;
-  EXPECT_EQ(e.find("SequenceAt"), std::string::npos) << e;  // one message: the input's
+  auto* tt = vi->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("N");  // the elements' own sizes
+  m.input("bias", {1});
+  onnx::NodeProto* map = m.node("SequenceMap", "map", {"s", "bias"}, {"t"});
+  onnx::GraphProto* body = new_attr(map, "body", onnx::AttributeProto::GRAPH)->mutable_g();
+  body->set_name("body");
+  for (const char* name : {"e", "b"}) body->add_input()->set_name(name);
+  onnx::NodeProto* add = body->add_node();
+  add->set_op_type("Add");
+  add->add_input("e");
+  add->add_input("b");
+  add->add_output("sum");
+  body->add_output()->set_name("sum");
+  m.output("t");
+  return m;
+}
+
+TEST(ImportSequences, SequenceInputNeedsItsLength) {
+  const std::string e = import_error(sequence_input_model());
+  EXPECT_NE(e.find("input 's' is a sequence, whose length Kiln needs when it builds"), std::string::npos) << e;
+  EXPECT_EQ(e.find("SequenceMap"), std::string::npos) << e;  // one message: the input's
+}
+
+// Given its length (kiln run takes it from the data), a sequence input is one input per element,
+// each with its own shape; SequenceMap runs its body once per element.
+TEST(ImportSequences, SequenceInputOfGivenLengthThroughSequenceMap) {
+  const OnnxModel m = sequence_input_model();
+  std::string bytes;
+  m.m.SerializeToString(&bytes);
+  graph::ImportOptions options;
+  options.sequence_lengths["s"] = 2;
+  graph::Graph g =
+      graph::import_onnx_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "seq_in.onnx", "", options);
+  ASSERT_EQ(g.inputs.size(), 3u);
+  EXPECT_EQ(g.value(g.inputs[0]).name, "s[0]");
+  EXPECT_EQ(g.value(g.inputs[1]).name, "s[1]");
+  build::BuildOptions o;
+  o.input_shapes["s[0]"] = {3};
+  o.input_shapes["s[1]"] = {1};
+  const std::vector<uint8_t> engine = build::build_engine(g, o, nullptr);
+  auto out = run_engine(engine, {{"s[0]", {1.f, 2.f, 3.f}}, {"s[1]", {4.f}}, {"bias", {0.5f}}}, {"t[0]", "t[1]"});
+  EXPECT_EQ(out.at("t[0]"), (std::vector<float>{1.5f, 2.5f, 3.5f}));
+  EXPECT_EQ(out.at("t[1]"), (std::vector<float>{4.5f}));
 }
 
 TEST(ImportSequences, TensorOpReadingASequenceIsNamed) {

@@ -3,6 +3,7 @@
 #include "graph/tensor_file.h"
 
 #include <gtest/gtest.h>
+#include <onnx/onnx-data.pb.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -553,6 +554,46 @@ TEST_F(TensorFileTest, PbErrors) {
   p.add_string_data("hi");
   expect_read_error(write("string.pb", p.SerializeAsString()), "STRING");
   expect_read_error(dir_ / "missing.pb", "no such file");
+}
+
+TEST_F(TensorFileTest, ReadsSequencesAndRefusesOthers) {
+  onnx::SequenceProto seq;
+  seq.set_elem_type(onnx::SequenceProto::TENSOR);
+  auto a = typed(onnx::TensorProto::FLOAT, {2});
+  a.add_float_data(1.f);
+  a.add_float_data(2.f);
+  auto b = typed(onnx::TensorProto::INT64, {});
+  b.add_int64_data(7);
+  *seq.add_tensor_values() = a;
+  *seq.add_tensor_values() = b;
+  std::vector<HostTensor> got = read_sequence_file(write("seq.pb", seq.SerializeAsString()));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(values<float>(got[0]), (std::vector<float>{1.f, 2.f}));
+  EXPECT_EQ(got[1].dtype, DataType::kInt64);
+  EXPECT_TRUE(got[1].shape.empty());
+
+  onnx::SequenceProto empty;
+  empty.set_elem_type(onnx::SequenceProto::TENSOR);
+  EXPECT_TRUE(read_sequence_file(write("empty.pb", empty.SerializeAsString())).empty());
+
+  onnx::SequenceProto nested;
+  nested.set_elem_type(onnx::SequenceProto::SEQUENCE);
+  *nested.add_sequence_values() = seq;
+  auto expect_error = [&](const fs::path& path, const std::string& needle) {
+    try {
+      (void)read_sequence_file(path);
+      ADD_FAILURE() << "read " << path << ", expected an error containing: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error(write("nested.pb", nested.SerializeAsString()), "holds a sequence of sequences");
+  expect_error(write("garbage.pb", std::string("\xff\xff\xff\xff", 4)), "not a valid ONNX SequenceProto");
+  expect_error(write("seq.npy", std::string("x")), "a sequence is read from a .pb file");
+  auto bad = typed(onnx::TensorProto::FLOAT, {4});
+  bad.set_raw_data(std::string(8, '\0'));
+  *seq.add_tensor_values() = bad;
+  expect_error(write("short.pb", seq.SerializeAsString()), "element 2");
 }
 
 TEST(TensorFileOnnxTestData, ReadsAbsInput) {
