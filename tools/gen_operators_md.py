@@ -74,6 +74,9 @@ def main():
     print("\n## Not supported yet\n")
     print("Op types in the backend tests that Kiln does not import yet (number of tests using each):\n")
     print(", ".join(f"{op} ({n})" for op, n in sorted(unsupported.items())))
+    print("\nWhy: Bernoulli and RandomUniformLike draw random numbers, and their tests expect numpy's draws (ONNX")
+    print("says any implementation may differ); StringNormalizer needs string tensors, which Kiln does not")
+    print("have; Gradient (ai.onnx.preview.training) asks the importer for the backward graph of its inputs.")
 
 
 if __name__ == "__main__":

@@ -29,16 +29,17 @@ def supported_ops(kiln):
 
 
 def model_ops(path):
-    """The op types of the model's graph, and "graph I/O: optional" (or map, or a sequence of
-    other than tensors) where an input or output is none of a tensor and a sequence of tensors:
-    Kiln's engines take and give tensors, a sequence's elements each a tensor of its own."""
+    """The op types of the model's graph, and "graph I/O: map" (or a sequence of other than
+    tensors) where an input or output is none of a tensor, a sequence of tensors and an optional of
+    either: Kiln's engines take and give tensors, a sequence's elements each a tensor of its own."""
     m = onnx.load(path, load_external_data=False)
     ops = set()
     for n in m.graph.node:
         ops.add(n.op_type if n.domain in ("", "ai.onnx") else n.domain + "::" + n.op_type)
     for v in list(m.graph.input) + list(m.graph.output):
-        kind = v.type.WhichOneof("value")
-        if kind == "sequence_type" and v.type.sequence_type.elem_type.WhichOneof("value") == "tensor_type":
+        t = v.type.optional_type.elem_type if v.type.WhichOneof("value") == "optional_type" else v.type
+        kind = t.WhichOneof("value")
+        if kind == "sequence_type" and t.sequence_type.elem_type.WhichOneof("value") == "tensor_type":
             continue
         if kind not in (None, "tensor_type"):
             ops.add("graph I/O: " + kind.replace("_type", ""))

@@ -72,23 +72,33 @@ int run_run(const RunOptions& o) {
   // An ONNX model's inputs and outputs, some of which may be sequences: each element a tensor of
   // the engine's, NAME[i] (graph::sequence_element), the length taken from the data.
   const graph::OnnxIo io = is_onnx(model) ? graph::onnx_io(model) : graph::OnnxIo{};
-  auto is_sequence = [](const std::vector<std::pair<std::string, bool>>& list, const std::string& name) {
-    for (const auto& [n, seq] : list)
-      if (n == name) return seq;
-    return false;
+  auto find_io = [](const std::vector<graph::OnnxIoValue>& list, const std::string& name) -> const graph::OnnxIoValue* {
+    for (const graph::OnnxIoValue& v : list)
+      if (v.name == name) return &v;
+    return nullptr;
   };
   graph::ImportOptions import_options;
   std::map<std::string, HostTensor> given;
-  auto give = [&](const std::string& name, const std::filesystem::path& file, bool overwrite) {
-    if (!is_sequence(io.inputs, name)) {
-      if (overwrite || !given.count(name)) given[name] = read_tensor_file(file);
-      return;
-    }
-    if (!overwrite && import_options.sequence_lengths.count(name)) return;
-    std::vector<HostTensor> elements = read_sequence_file(file);
+  auto give_sequence = [&](const std::string& name, std::vector<HostTensor> elements) {
     import_options.sequence_lengths[name] = static_cast<int64_t>(elements.size());
     for (size_t k = 0; k < elements.size(); ++k)
       given[graph::sequence_element(name, static_cast<int64_t>(k))] = std::move(elements[k]);
+  };
+  auto give = [&](const std::string& name, const std::filesystem::path& file, bool overwrite) {
+    const graph::OnnxIoValue* v = find_io(io.inputs, name);
+    if (!overwrite && (given.count(name) || import_options.sequence_lengths.count(name) ||
+                       import_options.optional_present.count(name)))
+      return;
+    if (v && v->optional) {
+      OptionalValue opt = read_optional_file(file);
+      import_options.optional_present[name] = opt.present;
+      if (opt.present && opt.sequence) give_sequence(name, std::move(opt.values));
+      if (opt.present && !opt.sequence) given[name] = std::move(opt.values.front());
+    } else if (v && v->sequence) {
+      give_sequence(name, read_sequence_file(file));
+    } else {
+      given[name] = read_tensor_file(file);
+    }
   };
   for (const std::string& in : o.inputs) {
     auto [name, file] = split_assignment(in, "--input");
@@ -106,7 +116,7 @@ int run_run(const RunOptions& o) {
       }
       if (i >= io.inputs.size())
         throw Error(fmt::format("{}: more input files than the model's {} inputs", o.inputs_dir, io.inputs.size()));
-      give(io.inputs[i].first, p, false);
+      give(io.inputs[i].name, p, false);
     }
   }
 
@@ -121,7 +131,7 @@ int run_run(const RunOptions& o) {
     for (const auto& [name, t] : given) {
       if (std::find(input_names.begin(), input_names.end(), name) != input_names.end())
         bo.input_shapes.try_emplace(name, t.shape);  // symbolic dims take the given data's sizes
-      else if (std::none_of(io.inputs.begin(), io.inputs.end(), [&](const auto& in) { return in.first == name; }))
+      else if (!find_io(io.inputs, name))
         throw Error(fmt::format("--input {}: the model has no input of that name (inputs: {})", name,
                                 fmt::join(input_names, ", ")));
     }
@@ -195,16 +205,22 @@ int run_run(const RunOptions& o) {
   std::map<std::string, std::pair<HostTensor, bool>> elements;  // sequence elements' references, used
   for (size_t j = 0; !o.expect_dir.empty() && j < (is_onnx(model) ? io.outputs.size() : outs.size()); ++j) {
     auto ref_path = std::filesystem::path(o.expect_dir) / fmt::format("output_{}.pb", j);
-    if (!is_onnx(model) || !io.outputs[j].second) {
-      expected[is_onnx(model) ? io.outputs[j].first : outs[j].name] = ref_path;
+    if (!is_onnx(model) || (!io.outputs[j].sequence && !io.outputs[j].optional)) {
+      expected[is_onnx(model) ? io.outputs[j].name : outs[j].name] = ref_path;
       continue;
     }
-    const std::string& name = io.outputs[j].first;
-    std::vector<HostTensor> refs = read_sequence_file(ref_path);
-    for (size_t k = 0; k < refs.size(); ++k)
-      elements[graph::sequence_element(name, static_cast<int64_t>(k))] = {std::move(refs[k]), false};
+    const std::string& name = io.outputs[j].name;
+    OptionalValue ref;  // an optional's, or a sequence as one that holds it
+    if (io.outputs[j].optional) {
+      ref = read_optional_file(ref_path);
+    } else {
+      ref.present = ref.sequence = true;
+      ref.values = read_sequence_file(ref_path);
+    }
+    for (size_t k = 0; k < ref.values.size(); ++k)
+      elements[ref.sequence ? graph::sequence_element(name, static_cast<int64_t>(k)) : name] = {
+          std::move(ref.values[k]), false};
   }
-
   for (size_t i = 0; i < outs.size(); ++i) {
     const TensorInfo info{outs[i].name, outs[i].dtype, ctx->output_shape(outs[i].name)};
     std::span<const std::byte> bytes = ctx->output(info.name);
@@ -226,7 +242,10 @@ int run_run(const RunOptions& o) {
     } else if (auto f = expected.find(info.name); f != expected.end()) {
       ref = read_tensor_file(f->second);
     } else {
-      fmt::print("  {}: MISMATCH: the expected outputs have no such tensor (a longer sequence?)\n", info.name);
+      fmt::print(
+          "  {}: MISMATCH: the expected outputs have no such tensor (a longer sequence, an optional that holds "
+          "one where none is expected?)\n",
+          info.name);
       all_ok = false;
       continue;
     }
@@ -243,7 +262,10 @@ int run_run(const RunOptions& o) {
   }
   for (const auto& [name, e] : elements)
     if (!e.second) {
-      fmt::print("  {}: MISMATCH: expected, but the model's sequence output is shorter\n", name);
+      fmt::print(
+          "  {}: MISMATCH: expected, but the model gives no such output (a shorter sequence, an empty "
+          "optional?)\n",
+          name);
       all_ok = false;
     }
   if (!o.expect_dir.empty()) {

@@ -319,9 +319,19 @@ const std::map<std::string, std::string>& lowered_op_types() {
         "lowered at import: both branches inline, then SelectBranch; a condition that folds drops the other "
         "branch, else both run and the condition picks";
     m["Compress"] = "lowered at import: NonZero of the condition, then Gather (data-dependent shape)";
+    m["Unique"] =
+        "lowered at import: every pair of elements (or slices) compared, NonZero of the first occurrences, TopK "
+        "(data-dependent shape; the input's shape must be known then)";
+    m["Det"] =
+        "lowered at import: Gaussian elimination with partial pivoting unrolled over the columns (the matrix "
+        "size must be known then, at most 64)";
     m["Loop"] =
         "unrolled at import: a copy of the body per iteration up to the trip count (a constant of the model), "
         "each guarded by the condition";
+    for (const char* op : {"Optional", "OptionalHasElement", "OptionalGetElement"})
+      m[op] =
+          "static optional: lowered at import to a constant or an Identity (whether it holds a value must be known "
+          "then)";
     m["SequenceMap"] = "static sequence: a copy of the body per element, at import (the length must be known then)";
     m["Scan"] =
         "unrolled at import: a copy of the body per step, Gather, Unsqueeze, Concat (the scan length must be known "
@@ -386,17 +396,17 @@ std::string sequence_element(const std::string& sequence, int64_t i) {
 
 namespace {
 
-// Whether an If's branches give a sequence (they must then be chosen at import).
+// Whether an If's branches give a sequence or an optional (they must then be chosen at import).
 bool if_gives_sequences(const onnx::NodeProto& np) {
   for (const onnx::AttributeProto& a : np.attribute())
     if (a.has_g())
       for (const auto& o : a.g().output())
-        if (o.type().has_sequence_type()) return true;
+        if (o.type().has_sequence_type() || o.type().has_optional_type()) return true;
   return false;
 }
 
-// ImportOptions::input_values: the graph inputs that the top-level nodes need at import become
-// constants of the given values.
+// ImportOptions::input_values: the graph inputs that the top-level nodes need at import, directly
+// or through the nodes that compute what they need, become constants of the given values.
 void freeze_import_decisions(const onnx::GraphProto& gp, const std::map<std::string, HostTensor>& values, Graph& g,
                              std::vector<std::string>& problems) {
   std::set<std::string> needed;
@@ -407,9 +417,22 @@ void freeze_import_decisions(const onnx::GraphProto& gp, const std::map<std::str
     };
     const std::string& op = np.op_type();
     if (op == "Loop") need(0), need(1);
-    if (op == "If" && if_gives_sequences(np)) need(0);
+    if (op == "If" && if_gives_sequences(np)) need(0);  // or optionals
     if (op == "SequenceInsert") need(2);
     if (op == "SequenceErase" || op == "SequenceAt") need(1);
+  }
+  // And what those are computed from by the graph's nodes (Range's body computes a Loop's trip
+  // count from its inputs).
+  std::map<std::string, const onnx::NodeProto*> producer;
+  for (const onnx::NodeProto& np : gp.node())
+    for (const std::string& o : np.output()) producer[o] = &np;
+  std::vector<std::string> work(needed.begin(), needed.end());
+  while (!work.empty() && needed.size() < 256) {
+    const auto p = producer.find(work.back());
+    work.pop_back();
+    if (p == producer.end()) continue;
+    for (const std::string& in : p->second->input())
+      if (!in.empty() && needed.insert(in).second) work.push_back(in);
   }
   for (const std::string& name : needed) {
     const auto given = values.find(name);
@@ -446,10 +469,15 @@ OnnxIo onnx_io(const std::filesystem::path& path) {
     throw Error(path.string() + ": not a valid ONNX model (the protobuf does not parse; is the file complete?)");
   std::set<std::string> inits;
   for (const auto& t : model.graph().initializer()) inits.insert(t.name());
+  auto value = [](const onnx::ValueInfoProto& v) {
+    const bool optional = v.type().has_optional_type();
+    const onnx::TypeProto& held = optional ? v.type().optional_type().elem_type() : v.type();
+    return OnnxIoValue{v.name(), held.has_sequence_type(), optional};
+  };
   OnnxIo io;
   for (const auto& v : model.graph().input())
-    if (!inits.contains(v.name())) io.inputs.emplace_back(v.name(), v.type().has_sequence_type());
-  for (const auto& v : model.graph().output()) io.outputs.emplace_back(v.name(), v.type().has_sequence_type());
+    if (!inits.contains(v.name())) io.inputs.push_back(value(v));
+  for (const auto& v : model.graph().output()) io.outputs.push_back(value(v));
   return io;
 }
 
@@ -504,16 +532,28 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
   // problem gets one message and not one per node downstream of it.
   std::set<std::string> failed_values;
   std::vector<std::pair<std::string, std::vector<std::string>>> sequence_inputs;  // name, elements
+  std::vector<std::pair<std::string, bool>> optional_inputs;                      // name, present
   for (const auto& in : gp.input()) {
     if (g.find(in.name()) != kNoValue) continue;  // IR < 4 lists initializers as inputs too
     try {
-      if (in.type().has_sequence_type()) {  // as many tensor inputs as the sequence has elements
+      const bool optional = in.type().has_optional_type();
+      const onnx::TypeProto& type = optional ? in.type().optional_type().elem_type() : in.type();
+      if (optional) {  // the tensor or sequence it holds, or nothing
+        const auto present = options.optional_present.find(in.name());
+        if (present == options.optional_present.end())
+          throw Error("input " + in_quotes(in.name()) +
+                      " is optional; whether it holds a value Kiln needs when it builds: `kiln run` takes it from "
+                      "the input's data (an OptionalProto file); the API from ImportOptions::optional_present");
+        optional_inputs.emplace_back(in.name(), present->second);
+        if (!present->second) continue;
+      }
+      if (type.has_sequence_type()) {  // as many tensor inputs as the sequence has elements
         const auto length = options.sequence_lengths.find(in.name());
         if (length == options.sequence_lengths.end())
           throw Error("input " + in_quotes(in.name()) +
                       " is a sequence, whose length Kiln needs when it builds: `kiln run` takes it from the "
                       "input's data (a SequenceProto file); the API from ImportOptions::sequence_lengths");
-        const onnx::TypeProto& elem = in.type().sequence_type().elem_type();
+        const onnx::TypeProto& elem = type.sequence_type().elem_type();
         std::vector<std::string> elements;
         for (int64_t k = 0; k < length->second; ++k) {
           Value v;
@@ -529,7 +569,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       }
       Value v;
       v.name = in.name();
-      apply_type(in.type(), v, "input " + in_quotes(in.name()));
+      apply_type(type, v, "input " + in_quotes(in.name()));
       g.inputs.push_back(g.add_value(std::move(v)));
     } catch (const Error& e) {
       problems.push_back(e.what());
@@ -555,6 +595,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
   }
   detail::StaticSequences sequences;
   for (auto& [name, elements] : sequence_inputs) sequences.define(name, std::move(elements));
+  for (const auto& [name, present] : optional_inputs) sequences.define_optional(name, present ? name : "");
   int unrolled = 0;  // names made by unroll_scan, unroll_loop and lower_if
   detail::IfBranches if_branches;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -582,10 +623,14 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       const bool scan = default_domain(np.domain()) && np.op_type() == "Scan";
       const bool loop = default_domain(np.domain()) && np.op_type() == "Loop";
       const bool compress = default_domain(np.domain()) && np.op_type() == "Compress";
-      if (scan || loop || compress || sequences.handles(np)) {
+      const bool det = default_domain(np.domain()) && np.op_type() == "Det";
+      const bool unique = default_domain(np.domain()) && np.op_type() == "Unique";
+      if (scan || loop || compress || det || unique || sequences.handles(np)) {
         std::vector<detail::SourceNode> lowered = scan       ? detail::unroll_scan(sn, g, unrolled)
                                                   : loop     ? detail::unroll_loop(sn, g, unrolled)
                                                   : compress ? detail::lower_compress(sn, g, unrolled)
+                                                  : det      ? detail::lower_det(sn, g, unrolled)
+                                                  : unique   ? detail::lower_unique(sn, g, unrolled)
                                                              : sequences.lower(sn, g);
         if (auto b = if_branches.find(node_name); b != if_branches.end())  // in a branch, as its source
           for (const detail::SourceNode& l : lowered) if_branches.emplace(l.name, b->second);
@@ -678,26 +723,30 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
     ValueId id = g.find(out.name());
     if (id == kNoValue) {
       if (failed_values.contains(out.name())) continue;
-      if (sequences.is_sequence(out.name())) {  // its elements, each a graph output of its own
-        const std::vector<std::string>& elements = sequences.elements(out.name());
-        for (size_t k = 0; k < elements.size(); ++k) {
-          const ValueId from = g.find(elements[k]);
-          if (from == kNoValue) {
-            problems.push_back("graph output " + in_quotes(out.name()) + " is a sequence whose element " +
-                               std::to_string(k) + " is known only at run time");
-            break;
-          }
-          Value v;
-          v.name = sequence_element(out.name(), static_cast<int64_t>(k));
-          if (g.find(v.name) != kNoValue) {
-            problems.push_back("graph output " + in_quotes(out.name()) + ": its element " + std::to_string(k) +
-                               "'s name " + in_quotes(v.name) + " is taken by another value");
-            break;
-          }
-          const ValueId to = g.add_value(std::move(v));
-          g.nodes.push_back(Node{g.value(to).name, OpKind::kIdentity, NoAttrs{}, {from}, {to}, out.name()});
-          g.outputs.push_back(to);
+      // An optional output: what it holds, or no output at all.
+      const std::string held = sequences.is_optional(out.name()) ? sequences.optional_value(out.name()) : out.name();
+      auto output_as = [&](const std::string& element, const std::string& name) {
+        const ValueId from = g.find(element);
+        Value v;
+        v.name = name;
+        if (from == kNoValue || g.find(name) != kNoValue) {
+          problems.push_back("graph output " + in_quotes(out.name()) + ": " +
+                             (from == kNoValue ? "its value " + in_quotes(element) + " is known only at run time"
+                                               : "the name " + in_quotes(name) + " is taken by another value"));
+          return false;
         }
+        const ValueId to = g.add_value(std::move(v));
+        g.nodes.push_back(Node{name, OpKind::kIdentity, NoAttrs{}, {from}, {to}, out.name()});
+        g.outputs.push_back(to);
+        return true;
+      };
+      if (held.empty()) continue;
+      if (sequences.is_sequence(held)) {  // its elements, each a graph output of its own
+        const std::vector<std::string>& elements = sequences.elements(held);
+        for (size_t k = 0; k < elements.size(); ++k)
+          if (!output_as(elements[k], sequence_element(out.name(), static_cast<int64_t>(k)))) break;
+      } else if (held != out.name()) {
+        output_as(held, out.name());
       } else {
         problems.push_back("graph output " + in_quotes(out.name()) + " is never computed");
       }

@@ -27,8 +27,11 @@ inline constexpr int64_t kMaxOpset = 21;
 // and condition, the condition of an If whose branches give sequences, a sequence position. Such
 // an input with a value here becomes a constant (as `--const` freezes one after import); `kiln
 // run` gives its data.
+// An optional input (ONNX's optional type) is present or not, as `optional_present` says: present,
+// it is the tensor or sequence input it holds; absent, no input at all.
 struct ImportOptions {
   std::map<std::string, int64_t> sequence_lengths;
+  std::map<std::string, bool> optional_present;
   std::map<std::string, HostTensor> input_values;
 };
 std::string sequence_element(const std::string& sequence, int64_t i);  // "NAME[i]"
@@ -41,9 +44,13 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
                         const std::filesystem::path& base_dir, const ImportOptions& options = {});
 
 // A model's graph inputs (initializers left out) and outputs in order, each with whether it is a
-// sequence, read from the file without importing it.
+// sequence and whether it is optional, read from the file without importing it.
+struct OnnxIoValue {
+  std::string name;
+  bool sequence = false, optional = false;
+};
 struct OnnxIo {
-  std::vector<std::pair<std::string, bool>> inputs, outputs;
+  std::vector<OnnxIoValue> inputs, outputs;
 };
 OnnxIo onnx_io(const std::filesystem::path& path);
 

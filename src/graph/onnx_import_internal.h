@@ -93,9 +93,16 @@ class StaticSequences {
   // A sequence known from elsewhere (a graph input's elements), or its elements.
   void define(const std::string& name, std::vector<std::string> elements) { seqs_[name] = std::move(elements); }
   const std::vector<std::string>& elements(const std::string& name) const { return seqs_.at(name); }
+  // Optionals (ONNX's optional type), known at import too: the name of the tensor or sequence one
+  // holds, or "" for none. Optional makes one, OptionalHasElement becomes a constant and
+  // OptionalGetElement an Identity (or the sequence itself).
+  void define_optional(const std::string& name, const std::string& held) { optionals_[name] = held; }
+  bool is_optional(const std::string& name) const { return optionals_.contains(name); }
+  const std::string& optional_value(const std::string& name) const { return optionals_.at(name); }
 
  private:
   std::map<std::string, std::vector<std::string>> seqs_;  // "" for an element known only at run time
+  std::map<std::string, std::string> optionals_;
   int counter_ = 0;
 };
 
@@ -140,12 +147,25 @@ void rename_captures(onnx::NodeProto& n, const std::map<std::string, std::string
 // The integer values of constant `name` (an initializer or an earlier Constant node), or none.
 std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const std::string& name);
 
+// The value of one-element `name` where the import already knows it: a constant, or scalar
+// arithmetic on constants (Cast, Add, Sub, Mul, Div, Ceil, Floor, Relu, Neg, Abs, Max, Min,
+// Identity), as ONNX's Range body computes a Loop's trip count from its inputs.
+std::optional<double> scalar_at_import(const Graph& g, const std::string& name);
+
 // An int64 tensor of v: a scalar, or 1-D.
 onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar);
 
 // The nodes that replace a Scan node whose scan length is known from g's shapes: a copy of its body
 // per step (onnx_scan.cpp). `counter` numbers the names it makes. Throws kiln::Error otherwise.
 std::vector<SourceNode> unroll_scan(const SourceNode& sn, const Graph& g, int& counter);
+
+// The nodes that replace a Det: Gaussian elimination with partial pivoting, unrolled over the
+// columns of a matrix size known at import (onnx_det.cpp).
+std::vector<SourceNode> lower_det(const SourceNode& sn, const Graph& g, int& counter);
+
+// The nodes that replace a Unique: every pair of rows compared, NonZero of the first occurrences,
+// TopK to sort them (onnx_unique.cpp); the input's shape must be known at import.
+std::vector<SourceNode> lower_unique(const SourceNode& sn, const Graph& g, int& counter);
 
 // The nodes that replace a Compress: NonZero of the condition, then Gather (onnx_compress.cpp).
 std::vector<SourceNode> lower_compress(const SourceNode& sn, const Graph& g, int& counter);

@@ -71,16 +71,17 @@ std::vector<SourceNode> unroll_loop(const SourceNode& sn, const Graph& g, int& c
       "; Kiln unrolls a Loop up to a trip count that is a constant of the model, its condition guarding "
       "each iteration (decision 56)";
   if (np.input(0).empty()) throw Error("has no trip count, so nothing bounds its iterations" + how);
-  const std::optional<std::vector<int64_t>> trips = constant_ints(g, np.input(0));
-  if (!trips || trips->size() != 1) throw Error("takes its trip count '" + np.input(0) + "' at run time" + how);
-  const int64_t m = trips->front();
-  if (m < 0) throw Error("has a negative trip count " + std::to_string(m));
-  std::string entry;  // the condition on entry where it is not a constant true
+  const std::optional<double> trips = scalar_at_import(g, np.input(0));
+  if (!trips) throw Error("takes its trip count '" + np.input(0) + "' at run time" + how);
+  if (*trips < 0) throw Error("has a negative trip count " + std::to_string(static_cast<int64_t>(*trips)));
+  int64_t m = *trips >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(*trips);  // PyTorch's while loops: INT64_MAX
+  std::string entry;  // the condition on entry where it is not known at import
   if (!np.input(1).empty()) {
-    const ValueId c = g.find(np.input(1));
-    const bool known_true = c != kNoValue && g.value(c).is_constant() && !g.value(c).data->empty() &&
-                            g.value(c).dtype == DataType::kBool && (*g.value(c).data)[0] != 0;
-    if (!known_true) entry = np.input(1);
+    const std::optional<double> known = scalar_at_import(g, np.input(1));
+    if (!known)
+      entry = np.input(1);
+    else if (*known == 0)
+      m = 0;  // never entered
   }
   const bool computes = !condition_stays_true(body);  // the body may end the Loop
   const bool guarded = computes || !entry.empty();

@@ -1,4 +1,5 @@
 // Lowering: the nodes that replace one source node at import (StaticSequences, unroll_scan).
+#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -130,6 +131,92 @@ std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const std::str
     return std::nullopt;
   }
   return out;
+}
+
+namespace {
+
+struct Scalar {
+  double value;
+  bool integer;  // an integer or bool type: Div truncates, Cast to it truncates
+};
+
+std::optional<Scalar> scalar_value(const Graph& g, ValueId id, int depth) {
+  if (id == kNoValue || depth > 32) return std::nullopt;
+  const Value& v = g.value(id);
+  if (v.is_constant()) {
+    const std::vector<uint8_t>& b = *v.data;
+    auto read = [&](auto zero) -> std::optional<Scalar> {
+      using T = decltype(zero);
+      if (b.size() != sizeof(T)) return std::nullopt;
+      T x;
+      std::memcpy(&x, b.data(), sizeof(T));
+      return Scalar{static_cast<double>(x), std::is_integral_v<T>};
+    };
+    switch (v.dtype) {
+      case DataType::kFloat32: return read(float{});
+      case DataType::kFloat64: return read(double{});
+      case DataType::kInt32: return read(int32_t{});
+      case DataType::kInt64: return read(int64_t{});
+      case DataType::kBool: return read(uint8_t{});
+      default: return std::nullopt;
+    }
+  }
+  const Node* producer = nullptr;
+  for (const Node& n : g.nodes)
+    for (ValueId o : n.outputs)
+      if (o == id) producer = &n;
+  if (!producer || producer->outputs.size() != 1) return std::nullopt;
+  const Node& n = *producer;
+  std::vector<Scalar> in;
+  for (ValueId i : n.inputs) {
+    std::optional<Scalar> s = scalar_value(g, i, depth + 1);
+    if (!s) return std::nullopt;
+    in.push_back(*s);
+  }
+  auto unary = [&](double (*f)(double)) -> std::optional<Scalar> {
+    if (in.size() != 1) return std::nullopt;
+    return Scalar{f(in[0].value), in[0].integer};
+  };
+  auto binary = [&](double value) -> std::optional<Scalar> { return Scalar{value, in[0].integer && in[1].integer}; };
+  switch (n.kind) {
+    case OpKind::kIdentity: return unary([](double x) { return x; });
+    case OpKind::kNeg: return unary([](double x) { return -x; });
+    case OpKind::kAbs: return unary([](double x) { return std::fabs(x); });
+    case OpKind::kCeil: return unary([](double x) { return std::ceil(x); });
+    case OpKind::kFloor: return unary([](double x) { return std::floor(x); });
+    case OpKind::kRelu: return unary([](double x) { return x > 0 ? x : 0.0; });
+    case OpKind::kCast: {
+      if (in.size() != 1) return std::nullopt;
+      const DataType to = std::get<CastAttrs>(n.attrs).to;
+      if (to == DataType::kBool) return Scalar{in[0].value != 0 ? 1.0 : 0.0, true};
+      if (to == DataType::kInt32 || to == DataType::kInt64) return Scalar{std::trunc(in[0].value), true};
+      if (to == DataType::kFloat32) return Scalar{static_cast<double>(static_cast<float>(in[0].value)), false};
+      if (to == DataType::kFloat64) return Scalar{in[0].value, false};
+      return std::nullopt;
+    }
+    default: break;
+  }
+  if (in.size() != 2) return std::nullopt;
+  const double a = in[0].value, b = in[1].value;
+  switch (n.kind) {
+    case OpKind::kAdd: return binary(a + b);
+    case OpKind::kSub: return binary(a - b);
+    case OpKind::kMul: return binary(a * b);
+    case OpKind::kDiv:
+      if (b == 0) return std::nullopt;
+      return binary(in[0].integer && in[1].integer ? std::trunc(a / b) : a / b);
+    case OpKind::kMax: return binary(std::max(a, b));
+    case OpKind::kMin: return binary(std::min(a, b));
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::optional<double> scalar_at_import(const Graph& g, const std::string& name) {
+  const std::optional<Scalar> s = scalar_value(g, g.find(name), 0);
+  if (!s) return std::nullopt;
+  return s->value;
 }
 
 onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar) {

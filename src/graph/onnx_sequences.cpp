@@ -35,8 +35,8 @@ std::string quoted(const std::string& s) { return "'" + s + "'"; }
 bool StaticSequences::handles(const onnx::NodeProto& np) const {
   if (!default_domain(np.domain())) return false;
   const std::string& op = np.op_type();
-  if (sequence_op(op)) return true;
-  return op == "Identity" && np.input_size() > 0 && seqs_.contains(np.input(0));
+  if (sequence_op(op) || op == "Optional" || op == "OptionalHasElement" || op == "OptionalGetElement") return true;
+  return op == "Identity" && np.input_size() > 0 && (seqs_.contains(np.input(0)) || optionals_.contains(np.input(0)));
 }
 
 bool StaticSequences::is_sequence(const std::string& name) const { return seqs_.contains(name); }
@@ -66,16 +66,42 @@ std::vector<SourceNode> StaticSequences::lower(const SourceNode& sn, const Graph
           "input that is not constant): its shape depends on the data");
     return e;
   };
+  auto output = [&]() -> const std::string& {
+    if (np.output_size() < 1 || np.output(0).empty()) throw Error("has no output");
+    return np.output(0);
+  };
+  const std::string in0 = np.input_size() > 0 ? np.input(0) : "";
+  if (op == "Optional") {
+    optionals_[output()] = in0;
+    return {};
+  }
+  if (op == "Identity" && optionals_.contains(in0)) {
+    optionals_[output()] = optionals_.at(in0);
+    return {};
+  }
+  if (op == "OptionalHasElement" || op == "OptionalGetElement") {
+    // Without an optional, the input itself (a tensor or sequence, from opset 18), or none.
+    const std::string held = optionals_.contains(in0) ? optionals_.at(in0) : in0;
+    if (op == "OptionalHasElement") {
+      onnx::TensorProto t;
+      t.set_data_type(onnx::TensorProto_DataType_BOOL);
+      t.add_int32_data(held.empty() ? 0 : 1);
+      out.constant(t, output());
+    } else if (held.empty()) {
+      throw Error("reads " + quoted(in0) + ", an optional that holds no value");
+    } else if (seqs_.contains(held)) {
+      seqs_[output()] = seqs_.at(held);
+    } else {
+      out.emit("Identity", {held}, {output()});
+    }
+    return out.take();
+  }
   if (op != "SequenceEmpty" && op != "SequenceConstruct" && op != "SplitToSequence" &&
       (np.input_size() < 1 || !seqs_.contains(np.input(0))))
     throw Error("reads " + quoted(np.input_size() ? np.input(0) : "") +
                 ", which is not a sequence known at import (Kiln lowers sequences made in the graph by "
                 "SequenceConstruct, SequenceEmpty or SplitToSequence; not sequence inputs or sequences from "
                 "control flow)");
-  auto output = [&]() -> const std::string& {
-    if (np.output_size() < 1 || np.output(0).empty()) throw Error("has no output");
-    return np.output(0);
-  };
 
   if (op == "SequenceEmpty") {
     seqs_[output()] = {};

@@ -556,16 +556,10 @@ HostTensor read_tensor_file(const fs::path& path) {
   bad_extension(path);
 }
 
-std::vector<HostTensor> read_sequence_file(const fs::path& path) {
-  const std::string where = "sequence file " + quoted(path);
-  if (lower_extension(path) != ".pb")
-    throw Error(where + ": a sequence is read from a .pb file holding an ONNX SequenceProto");
-  const std::string bytes = read_pb_bytes(path, where);
-  onnx::SequenceProto proto;
-  if (!proto.ParseFromString(bytes))
-    throw Error(where +
-                " is not a valid ONNX SequenceProto (protobuf parse failed); write one with "
-                "onnx.numpy_helper.from_list([...]).SerializeToString()");
+namespace {
+
+std::vector<HostTensor> sequence_from_proto(const onnx::SequenceProto& proto, const fs::path& path,
+                                            const std::string& where) {
   if (proto.elem_type() != onnx::SequenceProto::TENSOR && !(proto.elem_type() == 0 && proto.tensor_values_size() == 0))
     throw Error(where + " holds a sequence of " +
                 (proto.elem_type() == onnx::SequenceProto::SEQUENCE ? std::string("sequences")
@@ -578,6 +572,44 @@ std::vector<HostTensor> read_sequence_file(const fs::path& path) {
     out.push_back(
         tensor_from_proto(proto.tensor_values(i), path.parent_path(), where + ", element " + std::to_string(i)));
   return out;
+}
+
+}  // namespace
+
+std::vector<HostTensor> read_sequence_file(const fs::path& path) {
+  const std::string where = "sequence file " + quoted(path);
+  if (lower_extension(path) != ".pb")
+    throw Error(where + ": a sequence is read from a .pb file holding an ONNX SequenceProto");
+  onnx::SequenceProto proto;
+  if (!proto.ParseFromString(read_pb_bytes(path, where)))
+    throw Error(where +
+                " is not a valid ONNX SequenceProto (protobuf parse failed); write one with "
+                "onnx.numpy_helper.from_list([...]).SerializeToString()");
+  return sequence_from_proto(proto, path, where);
+}
+
+OptionalValue read_optional_file(const fs::path& path) {
+  const std::string where = "optional file " + quoted(path);
+  if (lower_extension(path) != ".pb")
+    throw Error(where + ": an optional is read from a .pb file holding an ONNX OptionalProto");
+  onnx::OptionalProto proto;
+  if (!proto.ParseFromString(read_pb_bytes(path, where)))
+    throw Error(where +
+                " is not a valid ONNX OptionalProto (protobuf parse failed); write one with "
+                "onnx.numpy_helper.from_optional(...).SerializeToString()");
+  OptionalValue v;
+  if (proto.has_tensor_value()) {
+    v.present = true;
+    v.values.push_back(tensor_from_proto(proto.tensor_value(), path.parent_path(), where));
+  } else if (proto.has_sequence_value()) {
+    v.present = v.sequence = true;
+    v.values = sequence_from_proto(proto.sequence_value(), path, where);
+  } else if (proto.has_sparse_tensor_value() || proto.has_map_value() || proto.has_optional_value()) {
+    throw Error(where + " holds a sparse tensor, a map or an optional; Kiln reads optionals of tensors and sequences");
+  } else {
+    v.sequence = proto.elem_type() == onnx::OptionalProto::SEQUENCE;
+  }
+  return v;
 }
 
 void write_tensor_file(const fs::path& path, const HostTensor& t) {

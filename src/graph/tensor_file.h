@@ -47,6 +47,14 @@ HostTensor read_tensor_file(const std::filesystem::path& path);
 // inputs and outputs), its elements in order.
 std::vector<HostTensor> read_sequence_file(const std::filesystem::path& path);
 
+// Reads a .pb file holding one ONNX OptionalProto of a tensor or a sequence of tensors: whether it
+// holds a value, whether that is a sequence, and its tensors (one for a tensor).
+struct OptionalValue {
+  bool present = false, sequence = false;
+  std::vector<HostTensor> values;
+};
+OptionalValue read_optional_file(const std::filesystem::path& path);
+
 // Writes t as .npy or .pb, chosen by extension. bfloat16 has no numpy code and goes to .pb only.
 void write_tensor_file(const std::filesystem::path& path, const HostTensor& t);
 

@@ -157,6 +157,13 @@ TEST(ImportSequences, SequenceOutputIsOneOutputPerElement) {
   EXPECT_EQ(out.at("s[1]"), (std::vector<float>{0.f, 2.f, 0.f}));
 }
 
+graph::Graph import_with(const OnnxModel& m, const graph::ImportOptions& options) {
+  std::string bytes;
+  m.m.SerializeToString(&bytes);
+  return graph::import_onnx_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), m.m.graph().name() + ".onnx", "",
+                                  options);
+}
+
 OnnxModel sequence_input_model() {
   OnnxModel m("seq_in");
   auto* vi = m.g()->add_input();
@@ -205,6 +212,55 @@ TEST(ImportSequences, SequenceInputOfGivenLengthThroughSequenceMap) {
   auto out = run_engine(engine, {{"s[0]", {1.f, 2.f, 3.f}}, {"s[1]", {4.f}}, {"bias", {0.5f}}}, {"t[0]", "t[1]"});
   EXPECT_EQ(out.at("t[0]"), (std::vector<float>{1.5f, 2.5f, 3.5f}));
   EXPECT_EQ(out.at("t[1]"), (std::vector<float>{4.5f}));
+}
+
+// An optional input: the tensor it holds, or nothing; OptionalHasElement a constant,
+// OptionalGetElement the tensor.
+OnnxModel optional_model() {
+  OnnxModel m("optional");
+  auto* vi = m.g()->add_input();
+  vi->set_name("o");
+  auto* tt = vi->mutable_type()->mutable_optional_type()->mutable_elem_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_value(2);
+  m.node("OptionalHasElement", "has", {"o"}, {"h"});
+  m.output("h");
+  return m;
+}
+
+TEST(ImportOptionals, InputPresentOrAbsentIsKnownAtImport) {
+  for (bool present : {true, false}) {
+    graph::ImportOptions options;
+    options.optional_present["o"] = present;
+    graph::Graph g = import_with(optional_model(), options);
+    EXPECT_EQ(g.inputs.size(), present ? 1u : 0u);
+    ASSERT_EQ(g.outputs.size(), 1u);
+    const graph::Value& h = g.value(g.outputs[0]);
+    ASSERT_TRUE(h.is_constant());
+    EXPECT_EQ((*h.data)[0] != 0, present);
+  }
+  const std::string e = import_error(optional_model());
+  EXPECT_NE(e.find("input 'o' is optional; whether it holds a value Kiln needs"), std::string::npos) << e;
+}
+
+TEST(ImportOptionals, GetElementOfAnEmptyOptionalIsNamed) {
+  OnnxModel m = optional_model();
+  m.node("OptionalGetElement", "get", {"o"}, {"x"});
+  m.output("x");
+  graph::ImportOptions options;
+  options.optional_present["o"] = true;
+  graph::Graph g = import_with(m, options);
+  EXPECT_EQ(g.outputs.size(), 2u);
+  options.optional_present["o"] = false;
+  try {
+    (void)import_with(m, options);
+    ADD_FAILURE() << "imported";
+  } catch (const Error& err) {
+    EXPECT_NE(
+        std::string(err.what()).find("node 'get' (OptionalGetElement): reads 'o', an optional that holds no value"),
+        std::string::npos)
+        << err.what();
+  }
 }
 
 TEST(ImportSequences, TensorOpReadingASequenceIsNamed) {

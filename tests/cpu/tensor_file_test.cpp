@@ -596,6 +596,39 @@ TEST_F(TensorFileTest, ReadsSequencesAndRefusesOthers) {
   expect_error(write("short.pb", seq.SerializeAsString()), "element 2");
 }
 
+TEST_F(TensorFileTest, ReadsOptionals) {
+  onnx::OptionalProto opt;
+  opt.set_elem_type(onnx::OptionalProto::TENSOR);
+  OptionalValue none = read_optional_file(write("none.pb", opt.SerializeAsString()));
+  EXPECT_FALSE(none.present);
+  auto t = typed(onnx::TensorProto::FLOAT, {1});
+  t.add_float_data(3.f);
+  *opt.mutable_tensor_value() = t;
+  OptionalValue one = read_optional_file(write("one.pb", opt.SerializeAsString()));
+  ASSERT_TRUE(one.present);
+  EXPECT_FALSE(one.sequence);
+  ASSERT_EQ(one.values.size(), 1u);
+  EXPECT_EQ(values<float>(one.values[0]), (std::vector<float>{3.f}));
+  onnx::OptionalProto seq;
+  seq.set_elem_type(onnx::OptionalProto::SEQUENCE);
+  seq.mutable_sequence_value()->set_elem_type(onnx::SequenceProto::TENSOR);
+  *seq.mutable_sequence_value()->add_tensor_values() = t;
+  *seq.mutable_sequence_value()->add_tensor_values() = t;
+  OptionalValue two = read_optional_file(write("seq.pb", seq.SerializeAsString()));
+  EXPECT_TRUE(two.present && two.sequence);
+  EXPECT_EQ(two.values.size(), 2u);
+  onnx::OptionalProto nested;
+  nested.set_elem_type(onnx::OptionalProto::OPTIONAL);
+  *nested.mutable_optional_value() = opt;
+  try {
+    (void)read_optional_file(write("nested.pb", nested.SerializeAsString()));
+    ADD_FAILURE() << "read a nested optional";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Kiln reads optionals of tensors and sequences"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TensorFileOnnxTestData, ReadsAbsInput) {
   const fs::path p = "/usr/share/libonnx-testdata/data/node/test_abs/test_data_set_0/input_0.pb";
   if (!fs::exists(p)) GTEST_SKIP() << p << " not installed";

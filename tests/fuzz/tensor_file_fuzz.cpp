@@ -1,6 +1,6 @@
 // libFuzzer target for read_tensor_file and read_sequence_file: any byte string, read as a .npy or
-// a .pb file (a .pb also as a SequenceProto), must either parse or throw kiln::Error. Crashes, sanitizer reports, other
-// exceptions (std::bad_alloc from an unchecked size included) and timeouts are bugs.
+// a .pb file (a .pb also as a SequenceProto and an OptionalProto), must either parse or throw kiln::Error. Crashes,
+// sanitizer reports, other exceptions (std::bad_alloc from an unchecked size included) and timeouts are bugs.
 #include <unistd.h>
 
 #include <cstddef>
@@ -41,6 +41,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (&path == &kPb) try {
       for (kiln::HostTensor& t : kiln::read_sequence_file(path))
+        if (t.data.size() != static_cast<size_t>(t.numel()) * kiln::dtype_size(t.dtype)) __builtin_trap();
+    } catch (const kiln::Error&) {
+    }
+  if (&path == &kPb) try {
+      for (kiln::HostTensor& t : kiln::read_optional_file(path).values)
         if (t.data.size() != static_cast<size_t>(t.numel()) * kiln::dtype_size(t.dtype)) __builtin_trap();
     } catch (const kiln::Error&) {
     }

@@ -21,6 +21,8 @@ onnxruntime: models whose outputs' sizes depend on the values of their inputs.
            model input may skip: a carried sum until it passes a limit, every iteration's value
            as a scan output (0 to 8 rows), and a carried list growing by one element each
            iteration (its shape differs between iterations).
+  unique   Unique (lowered at import: pairwise comparisons, NonZero, TopK) of int64 values, sorted and in
+           order of first occurrence, and of the rows of a matrix (axis 0): 1 to all values unique.
 
 Each model is built once and run on several data sets whose result sizes run from 0 to the bound
 (all zeros, all nonzero; a score threshold nothing passes). `--device gpu` builds GPU engines (on
@@ -303,6 +305,32 @@ def loop_while_data(rng):
     return sets
 
 
+def unique_model():
+    x = helper.make_tensor_value_info("x", TensorProto.INT64, [12])
+    m = helper.make_tensor_value_info("m", TensorProto.FLOAT, [6, 3])
+    outs = []
+    for tag in ("s", "f", "r"):
+        outs += [helper.make_tensor_value_info(f"y_{tag}", TensorProto.FLOAT if tag == "r" else TensorProto.INT64,
+                                               ["k", 3] if tag == "r" else ["k"]),
+                 helper.make_tensor_value_info(f"idx_{tag}", TensorProto.INT64, ["k"]),
+                 helper.make_tensor_value_info(f"inv_{tag}", TensorProto.INT64, [6 if tag == "r" else 12]),
+                 helper.make_tensor_value_info(f"cnt_{tag}", TensorProto.INT64, ["k"])]
+    nodes = [helper.make_node("Unique", ["x"], ["y_s", "idx_s", "inv_s", "cnt_s"], sorted=1),
+             helper.make_node("Unique", ["x"], ["y_f", "idx_f", "inv_f", "cnt_f"], sorted=0),
+             helper.make_node("Unique", ["m"], ["y_r", "idx_r", "inv_r", "cnt_r"], axis=0)]
+    return helper.make_graph(nodes, "unique", [x, m], outs)
+
+
+def unique_data(rng):
+    sets = []
+    for distinct in (1, 4, 12):  # values drawn from this many (all unique at 12)
+        x = rng.permutation(12)[:12] if distinct == 12 else rng.integers(0, distinct, 12)
+        rows = rng.normal(0, 1, (3, 3)).astype(np.float32)
+        m = rows[rng.integers(0, 1 if distinct == 1 else 3, 6)]
+        sets.append({"x": (x * 7 - 20).astype(np.int64), "m": m})
+    return sets
+
+
 def write_sets(sess, sets, folder):
     names = [o.name for o in sess.get_outputs()]
     dirs = []
@@ -330,7 +358,8 @@ def main():
         cases.append(("nms_in" if as_inputs else "nms", g, nms_data(rng, params, as_inputs)))
     cases += [("topk", topk_model(), topk_data(rng)), ("if_nms", if_nms_model(), if_nms_data(rng)),
               ("if_data", if_data_model(), if_data_data(rng)), ("if_fold", if_fold_model(), if_fold_data(rng)),
-              ("loop", loop_model(), loop_data(rng)), ("loop_while", loop_while_model(), loop_while_data(rng))]
+              ("loop", loop_model(), loop_data(rng)), ("loop_while", loop_while_model(), loop_while_data(rng)),
+              ("unique", unique_model(), unique_data(rng))]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, graph, sets in cases:

@@ -5,8 +5,8 @@ define by a function body (MeanVarianceNormalization, the windows), which Kiln i
 expanding that body, and the op types for which Kiln writes a body of its own (ReverseSequence,
 MaxUnpool, DFT, STFT, GridSample, MelWeightMatrix, RoiAlign, TfIdfVectorizer, and
 ai.onnx.preview.training's Adagrad, Momentum and Adam, which onnxruntime does not run: ONNX's
-reference evaluator checks those). Also what the importer lowers: Scan unrolled (opsets 8 and 17)
-and sequences of a known length. `--device gpu` runs the same models on the GPU machine.
+reference evaluator checks those). Also what the importer lowers: Scan unrolled (opsets 8 and 17),
+sequences of a known length, and Det (elimination unrolled, pivots moving, a singular matrix). `--device gpu` runs the same models on the GPU machine.
 """
 import argparse
 import os
@@ -317,6 +317,20 @@ def sequences_model():
     return m, {"x": rng.standard_normal([2, 4]).astype(np.float32), "y": rng.standard_normal([2]).astype(np.float32)}
 
 
+def det_model(shape):
+    # Det, lowered at import to Gaussian elimination with partial pivoting: rows permuted so that
+    # the pivots move, one singular matrix (two equal rows) where there are several.
+    rng = np.random.default_rng(9)
+    m = shape[-1]
+    x = (np.eye(m) + 0.3 * rng.standard_normal(shape)).astype(np.float32)
+    x = x[..., rng.permutation(m), :]
+    if len(shape) == 3 and shape[0] > 1 and m > 1:
+        x[1, 0] = x[1, m - 1]
+    g = h.make_graph([h.make_node("Det", ["x"], ["y"])], "det", [h.make_tensor_value_info("x", T.FLOAT, list(shape))],
+                     [h.make_tensor_value_info("y", T.FLOAT, list(shape[:-2]))])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8), {"x": x}
+
+
 def check(kiln, device, name, model, feeds, tmp, oracle="onnxruntime"):
     onnx.checker.check_model(model)
     d = os.path.join(tmp, name)
@@ -364,6 +378,8 @@ def main():
         ok &= check(args.kiln, args.device, "scan_17", *scan_model(17), tmp)
         ok &= check(args.kiln, args.device, "scan_8", *scan_model(8), tmp)
         ok &= check(args.kiln, args.device, "sequences", *sequences_model(), tmp)
+        for shape in ((4, 5, 5), (3, 3), (2, 1, 1)):
+            ok &= check(args.kiln, args.device, "det_" + "x".join(map(str, shape)), *det_model(shape), tmp)
     print("functions: " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 
