@@ -4,8 +4,9 @@
 Each test folder holds model.onnx and test_data_set_N/{input,output}_K.pb. A test passes when every
 data set matches. Tests whose op types are not all in Kiln's supported list are "unsupported" and
 counted separately, never silently skipped. Exit status 1 when the pass rate of the in-scope tests
-(all op types in Kiln's required list) is below --min-pass-rate, or when a test listed in
-tools/onnx_suite_known_failures.txt unexpectedly passes (so the list stays honest).
+(all op types in Kiln's required list) is below --min-pass-rate, that of the second tier (the
+others) below --min-second-tier-rate, or when a test listed in tools/onnx_suite_known_failures.txt
+unexpectedly passes (so the list stays honest).
 
   tools/onnx_suite.py --kiln build/kiln [--data /usr/share/libonnx-testdata/data] [--suites node,...]
 """
@@ -69,6 +70,7 @@ def main():
     ap.add_argument("--data", default="/usr/share/libonnx-testdata/data")
     ap.add_argument("--suites", default="node,pytorch-converted,pytorch-operator,simple")
     ap.add_argument("--min-pass-rate", type=float, default=0.95)
+    ap.add_argument("--min-second-tier-rate", type=float, default=0.90, help="issue 36's target")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--json", help="write every test's result here")
@@ -135,9 +137,14 @@ def main():
     print(f"tests made only of the required ops: {scope['pass']} passed, {scope['fail']} failed, "
           f"{scope['unsupported']} unsupported (of {total_scope}): pass rate {100 * rate:.1f}% "
           f"(target {100 * args.min_pass_rate:.0f}%)")
+    second = [r for r in results.values() if not r["in_scope"]]
+    second_pass = sum(r["status"] == "pass" for r in second)
+    second_rate = second_pass / len(second) if second else 1.0
+    print(f"second tier (the other tests): {second_pass} of {len(second)} pass: {100 * second_rate:.1f}% "
+          f"(target {100 * args.min_second_tier_rate:.0f}%)")
     for key in unexpected_pass:
         print(f"UNEXPECTED PASS {key}: remove it from tools/onnx_suite_known_failures.txt")
-    ok = rate >= args.min_pass_rate and not unexpected_pass
+    ok = rate >= args.min_pass_rate and second_rate >= args.min_second_tier_rate and not unexpected_pass
     print("onnx suite:", "OK" if ok else "FAILED")
     return 0 if ok else 1
 
