@@ -727,6 +727,10 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
       const std::string held = sequences.is_optional(out.name()) ? sequences.optional_value(out.name()) : out.name();
       auto output_as = [&](const std::string& element, const std::string& name) {
         const ValueId from = g.find(element);
+        if (from != kNoValue && element == name) {  // a sequence input's element, passed through
+          g.outputs.push_back(from);
+          return true;
+        }
         Value v;
         v.name = name;
         if (from == kNoValue || g.find(name) != kNoValue) {

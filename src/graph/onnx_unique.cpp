@@ -5,8 +5,10 @@
 // (NonZero of those, so the number of unique rows is data-dependent); sorted, they are ordered by
 // how many rows sort before them (TopK, its K that number, a shape taken as a value). Y gathers the
 // rows, `indices` are those first occurrences, each row's inverse index is the unique row it
-// equals, and the counts sum E. Quadratic in d, so d * d * r is bounded. NaNs compare unequal to
-// themselves here; numpy's unique (ONNX's reference) keeps one NaN apiece too, but orders them last.
+// equals, and the counts sum E. Quadratic in d, so d * d * r is bounded. A NaN equals nothing, so
+// each row holding one is unique of its own (numpy before 1.24 does the same; later numpy merges
+// NaNs); nothing sorts before a NaN, so NaNs come first among the values they tie with (numpy
+// puts them last).
 #include "graph/onnx_import_internal.h"
 #include "kiln/types.h"
 
@@ -46,6 +48,9 @@ std::vector<SourceNode> lower_unique(const SourceNode& sn, const Graph& g, int& 
       r *= shape[static_cast<size_t>(i)];
   }
   if (d == 0) throw Error("takes an empty input; ONNX gives its outputs no shape then");
+  if (r == 0)
+    throw Error("takes slices with no elements (shape " + shape_string(shape) + " along axis " + std::to_string(axis) +
+                "), all alike");
   if (d > kMaxPairs / d / std::max<int64_t>(r, 1))
     throw Error("compares " + std::to_string(d) + " rows of " + std::to_string(r) +
                 " elements pairwise, more than Kiln's limit of " + std::to_string(kMaxPairs) + " comparisons");
@@ -92,6 +97,8 @@ std::vector<SourceNode> lower_unique(const SourceNode& sn, const Graph& g, int& 
     rows = t;
   }
   rows = node("Reshape", {rows, ints({d, r}, "rows_shape")}, "rows");
+  if (g.value(xv).dtype == DataType::kBool)  // compared as numbers (Less takes no bool)
+    rows = node("Cast", {rows}, "rows_int", {{"to", onnx::TensorProto_DataType_INT32}});
   const std::string left = unsqueeze(rows, 1, "left"), right = unsqueeze(rows, 0, "right");  // [d,1,r], [1,d,r]
   const std::string differ = as_float(node("Not", {node("Equal", {left, right}, "equal")}, "differ"), "differ_f");
   const std::string different = sum(differ, 2, "differences");  // [d, d]
@@ -103,25 +110,16 @@ std::vector<SourceNode> lower_unique(const SourceNode& sn, const Graph& g, int& 
         return t;
       }(),
       "zero");
-  const std::string same = as_float(node("Equal", {different, zero}, "same"), "same_f");  // E, [d, d]
-  // Row i sorts before row j: they differ, and where they first do, row i's element is less.
-  const std::string first = node("ArgMax", {differ}, "first_difference", {{"axis", 2}, {"keepdims", 1}});
-  const std::string less = node("GatherElements", {as_float(node("Less", {left, right}, "less"), "less_f"), first},
-                                "less_there", {{"axis", 2}});  // [d, d, 1]
-  const std::string before = node("Mul",
-                                  {node("Reshape", {less, ints({d, d}, "pairs")}, "less_2d"),
-                                   node("Sub",
-                                        {out.fresh_constant(
-                                             [] {
-                                               onnx::TensorProto t;
-                                               t.set_data_type(onnx::TensorProto_DataType_FLOAT);
-                                               t.add_float_data(1.f);
-                                               return t;
-                                             }(),
-                                             "one"),
-                                         same},
-                                        "not_same")},
-                                  "before");  // [d, d]
+  // E, [d, d]: rows equal, and each row itself (a NaN equals nothing, not even itself).
+  onnx::TensorProto eye;
+  eye.set_data_type(onnx::TensorProto_DataType_FLOAT);
+  eye.add_dims(d);
+  eye.add_dims(d);
+  for (int64_t i = 0; i < d; ++i)
+    for (int64_t j = 0; j < d; ++j) eye.add_float_data(i == j ? 1.f : 0.f);
+  const std::string same =
+      node("Max", {as_float(node("Equal", {different, zero}, "same"), "same_f"), out.fresh_constant(eye, "itself")},
+           "same_or_itself");
   // First occurrences: no earlier row equals them.
   onnx::TensorProto earlier;
   earlier.set_data_type(onnx::TensorProto_DataType_FLOAT);
@@ -136,6 +134,17 @@ std::vector<SourceNode> lower_unique(const SourceNode& sn, const Graph& g, int& 
            "firsts");  // [k], data-dependent
   std::string picked = firsts;
   if (sorted) {  // by how many rows sort before each
+    // Row i sorts before row j: they differ, and where they first do, row i's element is less.
+    const std::string first = node("ArgMax", {differ}, "first_difference", {{"axis", 2}, {"keepdims", 1}});
+    const std::string less = node("GatherElements", {as_float(node("Less", {left, right}, "less"), "less_f"), first},
+                                  "less_there", {{"axis", 2}});  // [d, d, 1]
+    onnx::TensorProto one;
+    one.set_data_type(onnx::TensorProto_DataType_FLOAT);
+    one.add_float_data(1.f);
+    const std::string before = node("Mul",
+                                    {node("Reshape", {less, ints({d, d}, "pairs")}, "less_2d"),
+                                     node("Sub", {out.fresh_constant(one, "one"), same}, "not_same")},
+                                    "before");  // [d, d]
     const std::string keys = node("Gather", {sum(before, 0, "rank"), firsts}, "keys");
     const std::string count = node("Shape", {keys}, "count");
     const std::string order = out.fresh("order");

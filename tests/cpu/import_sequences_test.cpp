@@ -186,6 +186,17 @@ OnnxModel sequence_input_model() {
   return m;
 }
 
+TEST(ImportSequences, SequenceInputPassedThroughIsItsElements) {
+  OnnxModel m = sequence_input_model();
+  m.output("s");  // the input itself, beside SequenceMap's result
+  graph::ImportOptions options;
+  options.sequence_lengths["s"] = 2;
+  graph::Graph g = import_with(m, options);
+  std::vector<std::string> outs;
+  for (graph::ValueId o : g.outputs) outs.push_back(g.value(o).name);
+  EXPECT_EQ(outs, (std::vector<std::string>{"t[0]", "t[1]", "s[0]", "s[1]"}));
+}
+
 TEST(ImportSequences, SequenceInputNeedsItsLength) {
   const std::string e = import_error(sequence_input_model());
   EXPECT_NE(e.find("input 's' is a sequence, whose length Kiln needs when it builds"), std::string::npos) << e;

@@ -330,10 +330,16 @@ int64_t nms_group(int64_t bcs, int64_t n) {
                              std::min<int64_t>(bcs, 65535));
 }
 
+// The workspace: per (batch, class) the candidates and kept counts, the ranked candidates and the
+// selections, then the masks of as many (batch, class)es as fit (at least one). Sized at the
+// bound's shapes; a run at smaller ones takes as many masks at a time as the space holds.
+size_t nms_tail_bytes(int64_t bcs, int64_t n) {
+  return static_cast<size_t>(bcs) * 2 * sizeof(int64_t) + static_cast<size_t>(bcs * n) * 2 * sizeof(int32_t);
+}
+
 size_t nms_workspace(OpKind, const Attrs&, std::span<const TensorView> in, std::span<const TensorView>, GpuEnv&) {
   const int64_t bcs = in[1].shape[0] * in[1].shape[1], n = in[1].shape[2], words = (n + kWord - 1) / kWord;
-  return static_cast<size_t>(nms_group(bcs, n) * n * words) * 8 + static_cast<size_t>(bcs) * 2 * sizeof(int64_t) +
-         static_cast<size_t>(bcs * n) * 2 * sizeof(int32_t);
+  return nms_tail_bytes(bcs, n) + static_cast<size_t>(nms_group(bcs, n) * n * words) * 8;
 }
 
 void nms(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out, GpuEnv& env) {
@@ -358,12 +364,16 @@ void nms(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<c
   a.max_per_class = present(2) ? in[2].as<int64_t>() : nullptr;
   a.iou_threshold = present(3) ? in[3].as<float>() : nullptr;
   a.score_threshold = present(4) ? in[4].as<float>() : nullptr;
-  const int64_t group = nms_group(bcs, n);
-  a.mask = static_cast<uint64_t*>(env.workspace);
-  a.candidates = reinterpret_cast<int64_t*>(a.mask + group * n * a.words);
+  const size_t tail = nms_tail_bytes(bcs, n), per = static_cast<size_t>(n * a.words) * 8;
+  if (env.workspace_bytes < tail + per)
+    throw Error("NonMaxSuppression: a workspace of " + std::to_string(env.workspace_bytes) + " bytes for " +
+                std::to_string(n) + " boxes (internal error)");
+  const int64_t group = std::min<int64_t>({bcs, 65535, static_cast<int64_t>((env.workspace_bytes - tail) / per)});
+  a.candidates = static_cast<int64_t*>(env.workspace);
   a.kept_count = a.candidates + bcs;
   a.order = reinterpret_cast<int32_t*>(a.kept_count + bcs);
   a.kept = a.order + bcs * n;
+  a.mask = reinterpret_cast<uint64_t*>(static_cast<char*>(env.workspace) + tail);  // tail: a multiple of 8
   a.error = env.error;
   check_cuda(cudaMemsetAsync(a.candidates, 0, static_cast<size_t>(bcs) * sizeof(int64_t), env.stream),
              "NonMaxSuppression");
