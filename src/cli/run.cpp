@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -71,7 +72,9 @@ int run_run(const RunOptions& o) {
   std::filesystem::path model = o.model;
   // An ONNX model's inputs and outputs, some of which may be sequences: each element a tensor of
   // the engine's, NAME[i] (graph::sequence_element), the length taken from the data.
-  const graph::OnnxIo io = is_onnx(model) ? graph::onnx_io(model) : graph::OnnxIo{};
+  std::optional<graph::OnnxFile> onnx_file;  // parsed once: its inputs' kinds, then the import
+  if (is_onnx(model)) onnx_file.emplace(model);
+  const graph::OnnxIo io = onnx_file ? onnx_file->io() : graph::OnnxIo{};
   auto find_io = [](const std::vector<graph::OnnxIoValue>& list, const std::string& name) -> const graph::OnnxIoValue* {
     for (const graph::OnnxIoValue& v : list)
       if (v.name == name) return &v;
@@ -125,7 +128,7 @@ int run_run(const RunOptions& o) {
   if (is_onnx(model)) {
     for (const auto& [name, t] : given)  // small values the importer may need (a Loop's trip count)
       if (t.data.size() <= 4096) import_options.input_values.emplace(name, t);
-    graph::Graph g = graph::import_onnx(model, import_options);
+    graph::Graph g = onnx_file->import(import_options);
     for (graph::ValueId id : g.inputs) input_names.push_back(g.value(id).name);
     build::BuildOptions bo = build_options(o.build);
     for (const auto& [name, t] : given) {

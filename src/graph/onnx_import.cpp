@@ -456,38 +456,62 @@ void freeze_import_decisions(const onnx::GraphProto& gp, const std::map<std::str
 
 }  // namespace
 
-Graph import_onnx(const std::filesystem::path& path, const ImportOptions& options) {
-  const MappedFile f(path);
-  return import_onnx_bytes(f.bytes(), path.string(), path.parent_path().empty() ? "." : path.parent_path(), options);
+namespace {
+
+void parse_model(std::span<const uint8_t> bytes, const std::string& origin, onnx::ModelProto& model) {
+  if (bytes.empty()) throw Error(origin + ": the file is empty (0 bytes); is the export complete?");
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw Error(origin + ": not a valid ONNX model (the protobuf does not parse; is the file complete?)");
 }
 
-OnnxIo onnx_io(const std::filesystem::path& path) {
+std::filesystem::path base_dir_of(const std::filesystem::path& path) {
+  return path.parent_path().empty() ? "." : path.parent_path();
+}
+
+Graph import_model(onnx::ModelProto& model, const std::string& origin, const std::filesystem::path& base_dir,
+                   const ImportOptions& options);
+
+}  // namespace
+
+Graph import_onnx(const std::filesystem::path& path, const ImportOptions& options) {
+  return OnnxFile(path).import(options);
+}
+
+OnnxFile::OnnxFile(const std::filesystem::path& path) : path_(path), model_(std::make_unique<onnx::ModelProto>()) {
   const MappedFile f(path);
-  onnx::ModelProto model;
-  if (f.bytes().size() > static_cast<size_t>(INT32_MAX) ||
-      !model.ParseFromArray(f.bytes().data(), static_cast<int>(f.bytes().size())))
-    throw Error(path.string() + ": not a valid ONNX model (the protobuf does not parse; is the file complete?)");
+  parse_model(f.bytes(), path.string(), *model_);
   std::set<std::string> inits;
-  for (const auto& t : model.graph().initializer()) inits.insert(t.name());
+  for (const auto& t : model_->graph().initializer()) inits.insert(t.name());
   auto value = [](const onnx::ValueInfoProto& v) {
     const bool optional = v.type().has_optional_type();
     const onnx::TypeProto& held = optional ? v.type().optional_type().elem_type() : v.type();
     return OnnxIoValue{v.name(), held.has_sequence_type(), optional};
   };
-  OnnxIo io;
-  for (const auto& v : model.graph().input())
-    if (!inits.contains(v.name())) io.inputs.push_back(value(v));
-  for (const auto& v : model.graph().output()) io.outputs.push_back(value(v));
-  return io;
+  for (const auto& v : model_->graph().input())
+    if (!inits.contains(v.name())) io_.inputs.push_back(value(v));
+  for (const auto& v : model_->graph().output()) io_.outputs.push_back(value(v));
+}
+
+OnnxFile::~OnnxFile() = default;
+
+Graph OnnxFile::import(const ImportOptions& options) {
+  if (!model_) throw Error(path_.string() + ": imported twice from one OnnxFile (internal error)");
+  const std::unique_ptr<onnx::ModelProto> model = std::move(model_);
+  return import_model(*model, path_.string(), base_dir_of(path_), options);
 }
 
 Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origin,
                         const std::filesystem::path& base_dir, const ImportOptions& options) {
-  if (bytes.empty()) throw Error(origin + ": the file is empty (0 bytes); is the export complete?");
   onnx::ModelProto model;
-  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
-      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    throw Error(origin + ": not a valid ONNX model (the protobuf does not parse; is the file complete?)");
+  parse_model(bytes, origin, model);
+  return import_model(model, origin, base_dir, options);
+}
+
+namespace {
+
+Graph import_model(onnx::ModelProto& model, const std::string& origin, const std::filesystem::path& base_dir,
+                   const ImportOptions& options) {
   int64_t opset = -1;
   for (const auto& o : model.opset_import())
     if (default_domain(o.domain())) opset = o.version();
@@ -780,5 +804,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
   verify(g, false);
   return g;
 }
+
+}  // namespace
 
 }  // namespace kiln::graph

@@ -7,12 +7,17 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "graph/graph.h"
 #include "graph/tensor_file.h"
+
+namespace onnx {
+class ModelProto;
+}
 
 namespace kiln::graph {
 
@@ -44,7 +49,7 @@ Graph import_onnx_bytes(std::span<const uint8_t> bytes, const std::string& origi
                         const std::filesystem::path& base_dir, const ImportOptions& options = {});
 
 // A model's graph inputs (initializers left out) and outputs in order, each with whether it is a
-// sequence and whether it is optional, read from the file without importing it.
+// sequence and whether it is optional.
 struct OnnxIoValue {
   std::string name;
   bool sequence = false, optional = false;
@@ -52,7 +57,21 @@ struct OnnxIoValue {
 struct OnnxIo {
   std::vector<OnnxIoValue> inputs, outputs;
 };
-OnnxIo onnx_io(const std::filesystem::path& path);
+
+// A model file parsed once: its inputs and outputs before the import (what `kiln run` needs to
+// read its data and fill ImportOptions), then the import itself, which consumes the parse.
+class OnnxFile {
+ public:
+  explicit OnnxFile(const std::filesystem::path& path);
+  ~OnnxFile();
+  const OnnxIo& io() const { return io_; }
+  Graph import(const ImportOptions& options = {});  // once
+
+ private:
+  std::filesystem::path path_;
+  std::unique_ptr<onnx::ModelProto> model_;
+  OnnxIo io_;
+};
 
 // Every ONNX op type the importer accepts (the op table's names plus Constant, renamed legacy
 // ops such as Upsample, the function ops and the lowered ops below), sorted.
