@@ -36,40 +36,14 @@ std::vector<SourceNode> lower_det(const SourceNode& sn, const Graph& g, int& cou
     throw Error("takes float32 or float64 matrices, got " + std::string(dtype_name(v.dtype)));
 
   Lowering out(sn, g, counter);
-  auto ints = [&](const std::vector<int64_t>& values, const std::string& hint) {
-    return out.fresh_constant(int64_tensor(values, false), hint);
-  };
   auto scalar_int = [&](int64_t value, const std::string& hint) {
     return out.fresh_constant(int64_tensor({value}, true), hint);
   };
   auto floats = [&](const std::vector<double>& values, const std::vector<int64_t>& dims, const std::string& hint) {
-    onnx::TensorProto t;
-    t.set_data_type(v.dtype == DataType::kFloat64 ? onnx::TensorProto_DataType_DOUBLE
-                                                  : onnx::TensorProto_DataType_FLOAT);
-    for (int64_t d : dims) t.add_dims(d);
-    for (double f : values) {
-      if (v.dtype == DataType::kFloat64)
-        t.add_double_data(f);
-      else
-        t.add_float_data(static_cast<float>(f));
-    }
-    return out.fresh_constant(t, hint);
-  };
-  auto node = [&](const std::string& op, const std::vector<std::string>& inputs, const std::string& label) {
-    const std::string y = out.fresh(label);
-    out.emit(op, inputs, {y}, label);
-    return y;
+    return out.fresh_constant(float_tensor(values, dims, v.dtype), hint);
   };
   auto slice = [&](const std::string& t, int64_t from, int64_t to, int64_t axis, const std::string& label) {
-    return node("Slice", {t, ints({from}, "from"), ints({to}, "to"), ints({axis}, "axis")}, label);
-  };
-
-  auto with_int = [&](const std::string& op, const std::vector<std::string>& inputs, const std::string& label,
-                      std::initializer_list<std::pair<const char*, int64_t>> attrs) {
-    const std::string y = out.fresh(label);
-    onnx::NodeProto& n = out.emit(op, inputs, {y}, label);
-    for (const auto& [name, value] : attrs) Lowering::set_int(n, name, value);
-    return y;
+    return out.op("Slice", {t, out.ints({from}, "from"), out.ints({to}, "to"), out.ints({axis}, "axis")}, label);
   };
   auto bools = [&](const std::vector<bool>& values, const std::string& hint) {
     onnx::TensorProto t;
@@ -81,11 +55,11 @@ std::vector<SourceNode> lower_det(const SourceNode& sn, const Graph& g, int& cou
 
   std::vector<int64_t> rows(static_cast<size_t>(m));
   for (int64_t i = 0; i < m; ++i) rows[static_cast<size_t>(i)] = i;
-  const std::string row_index = ints(rows, "rows");                                // [M]
-  std::string a = node("Reshape", {x, ints({-1, m, m}, "matrices")}, "matrices");  // [N, M, M]
-  std::string det = floats({1.0}, {1, 1}, "one");                                  // [N, 1], by broadcasting
+  const std::string row_index = out.ints(rows, "rows");                                  // [M]
+  std::string a = out.op("Reshape", {x, out.ints({-1, m, m}, "matrices")}, "matrices");  // [N, M, M]
+  std::string det = floats({1.0}, {1, 1}, "one");                                        // [N, 1], by broadcasting
   const std::string minus_one = floats({-1.0}, {}, "minus_one"), zero = floats({0.0}, {}, "zero");
-  const std::string one = floats({1.0}, {}, "unit"), no_swap = ints({0}, "no_swap");
+  const std::string one = floats({1.0}, {}, "unit"), no_swap = out.ints({0}, "no_swap");
   for (int64_t k = 0; k < m; ++k) {
     const std::string step = "column" + std::to_string(k);
     // The pivot row p: the first largest |A[i, k]| for i >= k (rows above k masked to -1).
@@ -97,39 +71,41 @@ std::vector<SourceNode> lower_det(const SourceNode& sn, const Graph& g, int& cou
       at_k[static_cast<size_t>(i)] = i == k;
       below[static_cast<size_t>(i)] = i > k ? 1.0 : 0.0;
     }
-    const std::string column = with_int("Gather", {a, scalar_int(k, "k")}, step + "/column", {{"axis", 2}});
-    const std::string candidates =
-        node("Where", {bools(above, "above"), minus_one, node("Abs", {column}, step + "/abs")}, step + "/candidates");
-    const std::string p = with_int("ArgMax", {candidates}, step + "/pivot_row", {{"axis", 1}, {"keepdims", 1}});
+    const std::string column = out.op("Gather", {a, scalar_int(k, "k")}, step + "/column", {{"axis", 2}});
+    const std::string candidates = out.op(
+        "Where", {bools(above, "above"), minus_one, out.op("Abs", {column}, step + "/abs")}, step + "/candidates");
+    const std::string p = out.op("ArgMax", {candidates}, step + "/pivot_row", {{"axis", 1}, {"keepdims", 1}});
     // Rows k and p swapped: the permutation r + [r == k] (p - k) + [r == p] (k - p).
-    const std::string d = node("Sub", {p, ints({k}, "k")}, step + "/distance");  // [N, 1]
-    const std::string is_p = with_int("Cast", {node("Equal", {row_index, p}, step + "/is_p")}, step + "/is_p_int",
-                                      {{"to", onnx::TensorProto_DataType_INT64}});
-    const std::string perm =
-        node("Add",
-             {node("Add", {row_index, node("Mul", {ints(at_k, "at_k"), d}, step + "/to_p")}, step + "/partial"),
-              node("Mul", {is_p, node("Neg", {d}, step + "/back")}, step + "/to_k")},
-             step + "/permutation");  // [N, M]
+    const std::string d = out.op("Sub", {p, out.ints({k}, "k")}, step + "/distance");  // [N, 1]
+    const std::string is_p = out.op("Cast", {out.op("Equal", {row_index, p}, step + "/is_p")}, step + "/is_p_int",
+                                    {{"to", onnx::TensorProto_DataType_INT64}});
+    const std::string perm = out.op(
+        "Add",
+        {out.op("Add", {row_index, out.op("Mul", {out.ints(at_k, "at_k"), d}, step + "/to_p")}, step + "/partial"),
+         out.op("Mul", {is_p, out.op("Neg", {d}, step + "/back")}, step + "/to_k")},
+        step + "/permutation");  // [N, M]
     std::string lifted = out.fresh(step + "/lifted");
     out.ints_operand(out.emit("Unsqueeze", {perm}, {lifted}, step + "/lift"), "axes", {2});
-    const std::string index = node("Expand", {lifted, node("Shape", {a}, step + "/shape")}, step + "/index");
-    a = with_int("GatherElements", {a, index}, step + "/swapped", {{"axis", 1}});
-    const std::string swapped = node("Not", {node("Equal", {d, no_swap}, step + "/same")}, step + "/moved");
-    det = node("Mul", {det, node("Where", {swapped, minus_one, one}, step + "/sign")}, step + "/signed");
+    const std::string index = out.op("Expand", {lifted, out.op("Shape", {a}, step + "/shape")}, step + "/index");
+    a = out.op("GatherElements", {a, index}, step + "/swapped", {{"axis", 1}});
+    const std::string swapped = out.op("Not", {out.op("Equal", {d, no_swap}, step + "/same")}, step + "/moved");
+    det = out.op("Mul", {det, out.op("Where", {swapped, minus_one, one}, step + "/sign")}, step + "/signed");
     const std::string row = slice(a, k, k + 1, 1, step + "/row");        // [N, 1, M]
     const std::string pivot = slice(row, k, k + 1, 2, step + "/pivot");  // [N, 1, 1]
-    det = node("Mul", {det, node("Reshape", {pivot, ints({-1, 1}, "pivots")}, step + "/pivot_2d")}, step + "/det");
+    det = out.op("Mul", {det, out.op("Reshape", {pivot, out.ints({-1, 1}, "pivots")}, step + "/pivot_2d")},
+                 step + "/det");
     if (k + 1 == m) break;
     const std::string safe =
-        node("Where", {node("Equal", {pivot, zero}, step + "/zero_pivot"), one, pivot}, step + "/divisor");
-    const std::string factors = node("Mul",
-                                     {node("Div", {slice(a, k, k + 1, 2, step + "/below_k"), safe}, step + "/ratios"),
-                                      floats(below, {m, 1}, "below")},
-                                     step + "/factors");  // [N, M, 1]
-    a = node("Sub", {a, node("Mul", {factors, row}, step + "/multiples")}, step + "/eliminated");
+        out.op("Where", {out.op("Equal", {pivot, zero}, step + "/zero_pivot"), one, pivot}, step + "/divisor");
+    const std::string factors =
+        out.op("Mul",
+               {out.op("Div", {slice(a, k, k + 1, 2, step + "/below_k"), safe}, step + "/ratios"),
+                floats(below, {m, 1}, "below")},
+               step + "/factors");  // [N, M, 1]
+    a = out.op("Sub", {a, out.op("Mul", {factors, row}, step + "/multiples")}, step + "/eliminated");
   }
   const auto rank = static_cast<int64_t>(v.shape.size());
-  const std::string batch = slice(node("Shape", {x}, "input_shape"), 0, rank - 2, 0, "batch_shape");
+  const std::string batch = slice(out.op("Shape", {x}, "input_shape"), 0, rank - 2, 0, "batch_shape");
   out.emit("Reshape", {det, batch}, {np.output(0)}, "determinant");
   return out.take();
 }

@@ -6,7 +6,6 @@
 // branches run and SelectBranch picks (decision 56). A branch's own Ifs, Scans and sequences are
 // lowered as the importer reaches them, like any node.
 #include <map>
-#include <optional>
 
 #include "graph/onnx_import_internal.h"
 #include "kiln/types.h"
@@ -22,26 +21,6 @@ bool is_lowered_if(const onnx::NodeProto& np) {
 
 void mark_lowered_if(onnx::NodeProto& n) { Lowering::set_int(n, kLoweredMark, 1); }
 
-namespace {
-
-// The value of condition c where the import already knows it: a constant, or Not or Identity of
-// one (`not OptionalHasElement(x)`, whose optional is known at import).
-std::optional<bool> known_condition(const Graph& g, ValueId c, int depth = 0) {
-  if (c == kNoValue || depth > 16) return std::nullopt;
-  const Value& v = g.value(c);
-  if (v.is_constant()) return v.data->empty() ? std::nullopt : std::optional<bool>((*v.data)[0] != 0);
-  for (auto n = g.nodes.rbegin(); n != g.nodes.rend(); ++n) {
-    if (n->outputs.size() != 1 || n->outputs[0] != c || n->inputs.size() != 1) continue;
-    if (n->kind != OpKind::kNot && n->kind != OpKind::kIdentity) return std::nullopt;
-    const std::optional<bool> in = known_condition(g, n->inputs[0], depth + 1);
-    if (!in) return std::nullopt;
-    return n->kind == OpKind::kNot ? !*in : *in;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 std::vector<SourceNode> lower_if(const SourceNode& sn, const Graph& g, int& counter, IfBranches& branches) {
   const onnx::NodeProto& np = sn.proto;
   const onnx::AttributeProto* then_attr = find_attr(np, "then_branch");
@@ -56,10 +35,10 @@ std::vector<SourceNode> lower_if(const SourceNode& sn, const Graph& g, int& coun
   if (auto it = branches.find(sn.name); it != branches.end()) outer = it->second;
 
   Lowering out(sn, g, counter);
-  if (const std::optional<bool> known = known_condition(g, g.find(cond))) {
-    // Known at import (a constant, a frozen input): the branch it takes, its outputs renamed the
-    // If's (by Identity, which also passes a sequence on).
-    const bool then = *known;
+  if (const std::optional<double> known = scalar_at_import(g, cond)) {
+    // Known at import (a constant, a frozen input, Not of one): the branch it takes, its outputs
+    // renamed the If's (by Identity, which also passes a sequence on).
+    const bool then = *known != 0;
     const onnx::GraphProto& body = (then ? then_attr : else_attr)->g();
     const char* side = then ? "then" : "else";
     if (body.output_size() != n_out)

@@ -117,6 +117,12 @@ class Lowering {
   // A node op_type(inputs) -> outputs, named "<source>/<label>" (label: the op type by default).
   onnx::NodeProto& emit(const std::string& op_type, const std::vector<std::string>& inputs,
                         const std::vector<std::string>& outputs, const std::string& label = "");
+  // A node op_type(inputs) with one output, a fresh name from `label`, and integer attributes;
+  // returns the output's name.
+  std::string op(const std::string& op_type, const std::vector<std::string>& inputs, const std::string& label,
+                 std::initializer_list<std::pair<const char*, int64_t>> ints = {});
+  // A Constant node of a 1-D int64 tensor of `values`, named from `hint`.
+  std::string ints(const std::vector<int64_t>& values, const std::string& hint);
   // A node of its own (a copy of a body's node), kept in order with the emitted ones.
   onnx::NodeProto& add(SourceNode node);
   // A copy of a body's node bn named `name`: its inputs (and its subgraphs' captures) renamed by
@@ -148,9 +154,13 @@ void rename_captures(onnx::NodeProto& n, const std::map<std::string, std::string
 std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const std::string& name);
 
 // The value of one-element `name` where the import already knows it: a constant, or scalar
-// arithmetic on constants (Cast, Add, Sub, Mul, Div, Ceil, Floor, Relu, Neg, Abs, Max, Min,
-// Identity), as ONNX's Range body computes a Loop's trip count from its inputs.
+// arithmetic on constants (Cast, Add, Sub, Mul, Div, Ceil, Floor, Relu, Neg, Abs, Max, Min, Not,
+// Identity), as ONNX's Range body computes a Loop's trip count from its inputs and a Loop body
+// its If's condition (`not OptionalHasElement(x)`).
 std::optional<double> scalar_at_import(const Graph& g, const std::string& name);
+
+// A float32 or float64 tensor of v with dimensions dims (none: a scalar).
+onnx::TensorProto float_tensor(const std::vector<double>& v, const std::vector<int64_t>& dims, DataType dtype);
 
 // An int64 tensor of v: a scalar, or 1-D.
 onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar);

@@ -78,6 +78,18 @@ onnx::NodeProto& Lowering::emit(const std::string& op_type, const std::vector<st
   return p;
 }
 
+std::string Lowering::op(const std::string& op_type, const std::vector<std::string>& inputs, const std::string& label,
+                         std::initializer_list<std::pair<const char*, int64_t>> ints) {
+  const std::string y = fresh(label);
+  onnx::NodeProto& n = emit(op_type, inputs, {y}, label);
+  for (const auto& [name, value] : ints) set_int(n, name, value);
+  return y;
+}
+
+std::string Lowering::ints(const std::vector<int64_t>& values, const std::string& hint) {
+  return fresh_constant(int64_tensor(values, false), hint);
+}
+
 std::string Lowering::constant(const onnx::TensorProto& t, const std::string& name) {
   onnx::AttributeProto* a = emit("Constant", {}, {name}).add_attribute();
   a->set_name("value");
@@ -181,6 +193,7 @@ std::optional<Scalar> scalar_value(const Graph& g, ValueId id, int depth) {
   switch (n.kind) {
     case OpKind::kIdentity: return unary([](double x) { return x; });
     case OpKind::kNeg: return unary([](double x) { return -x; });
+    case OpKind::kNot: return unary([](double x) { return x == 0 ? 1.0 : 0.0; });
     case OpKind::kAbs: return unary([](double x) { return std::fabs(x); });
     case OpKind::kCeil: return unary([](double x) { return std::ceil(x); });
     case OpKind::kFloor: return unary([](double x) { return std::floor(x); });
@@ -217,6 +230,20 @@ std::optional<double> scalar_at_import(const Graph& g, const std::string& name) 
   const std::optional<Scalar> s = scalar_value(g, g.find(name), 0);
   if (!s) return std::nullopt;
   return s->value;
+}
+
+onnx::TensorProto float_tensor(const std::vector<double>& v, const std::vector<int64_t>& dims, DataType dtype) {
+  onnx::TensorProto t;
+  const bool f64 = dtype == DataType::kFloat64;
+  t.set_data_type(f64 ? onnx::TensorProto_DataType_DOUBLE : onnx::TensorProto_DataType_FLOAT);
+  for (int64_t d : dims) t.add_dims(d);
+  for (double x : v) {
+    if (f64)
+      t.add_double_data(x);
+    else
+      t.add_float_data(static_cast<float>(x));
+  }
+  return t;
 }
 
 onnx::TensorProto int64_tensor(const std::vector<int64_t>& v, bool scalar) {

@@ -56,18 +56,8 @@ std::vector<SourceNode> lower_unique(const SourceNode& sn, const Graph& g, int& 
                 " elements pairwise, more than Kiln's limit of " + std::to_string(kMaxPairs) + " comparisons");
 
   Lowering out(sn, g, counter);
-  auto ints = [&](const std::vector<int64_t>& values, const std::string& hint) {
-    return out.fresh_constant(int64_tensor(values, false), hint);
-  };
-  auto node = [&](const std::string& op, const std::vector<std::string>& inputs, const std::string& label,
-                  std::initializer_list<std::pair<const char*, int64_t>> attrs = {}) {
-    const std::string y = out.fresh(label);
-    onnx::NodeProto& n = out.emit(op, inputs, {y}, label);
-    for (const auto& [name, value] : attrs) Lowering::set_int(n, name, value);
-    return y;
-  };
   auto as_float = [&](const std::string& t, const std::string& label) {
-    return node("Cast", {t}, label, {{"to", onnx::TensorProto_DataType_FLOAT}});
+    return out.op("Cast", {t}, label, {{"to", onnx::TensorProto_DataType_FLOAT}});
   };
   auto sum = [&](const std::string& t, int64_t along, const std::string& label) {
     const std::string y = out.fresh(label);
@@ -96,69 +86,58 @@ std::vector<SourceNode> lower_unique(const SourceNode& sn, const Graph& g, int& 
     for (int64_t p : perm) a->add_ints(p);
     rows = t;
   }
-  rows = node("Reshape", {rows, ints({d, r}, "rows_shape")}, "rows");
+  rows = out.op("Reshape", {rows, out.ints({d, r}, "rows_shape")}, "rows");
   if (g.value(xv).dtype == DataType::kBool)  // compared as numbers (Less takes no bool)
-    rows = node("Cast", {rows}, "rows_int", {{"to", onnx::TensorProto_DataType_INT32}});
+    rows = out.op("Cast", {rows}, "rows_int", {{"to", onnx::TensorProto_DataType_INT32}});
   const std::string left = unsqueeze(rows, 1, "left"), right = unsqueeze(rows, 0, "right");  // [d,1,r], [1,d,r]
-  const std::string differ = as_float(node("Not", {node("Equal", {left, right}, "equal")}, "differ"), "differ_f");
+  const std::string differ = as_float(out.op("Not", {out.op("Equal", {left, right}, "equal")}, "differ"), "differ_f");
   const std::string different = sum(differ, 2, "differences");  // [d, d]
-  const std::string zero = out.fresh_constant(
-      [] {
-        onnx::TensorProto t;
-        t.set_data_type(onnx::TensorProto_DataType_FLOAT);
-        t.add_float_data(0.f);
-        return t;
-      }(),
-      "zero");
+  const std::string zero = out.fresh_constant(float_tensor({0.0}, {}, DataType::kFloat32), "zero");
   // E, [d, d]: rows equal, and each row itself (a NaN equals nothing, not even itself).
-  onnx::TensorProto eye;
-  eye.set_data_type(onnx::TensorProto_DataType_FLOAT);
-  eye.add_dims(d);
-  eye.add_dims(d);
-  for (int64_t i = 0; i < d; ++i)
-    for (int64_t j = 0; j < d; ++j) eye.add_float_data(i == j ? 1.f : 0.f);
-  const std::string same =
-      node("Max", {as_float(node("Equal", {different, zero}, "same"), "same_f"), out.fresh_constant(eye, "itself")},
-           "same_or_itself");
+  std::vector<double> eye(static_cast<size_t>(d * d), 0.0), earlier(eye);
+  for (int64_t i = 0; i < d; ++i) {
+    eye[static_cast<size_t>(i * d + i)] = 1.0;
+    for (int64_t j = 0; j < i; ++j) earlier[static_cast<size_t>(j * d + i)] = 1.0;  // row j before column i
+  }
+  const std::string same = out.op("Max",
+                                  {as_float(out.op("Equal", {different, zero}, "same"), "same_f"),
+                                   out.fresh_constant(float_tensor(eye, {d, d}, DataType::kFloat32), "itself")},
+                                  "same_or_itself");
   // First occurrences: no earlier row equals them.
-  onnx::TensorProto earlier;
-  earlier.set_data_type(onnx::TensorProto_DataType_FLOAT);
-  earlier.add_dims(d);
-  earlier.add_dims(d);
-  for (int64_t j = 0; j < d; ++j)
-    for (int64_t i = 0; i < d; ++i) earlier.add_float_data(j < i ? 1.f : 0.f);
   const std::string repeats =
-      sum(node("Mul", {same, out.fresh_constant(earlier, "earlier")}, "earlier_equal"), 0, "repeats");  // [d]
+      sum(out.op("Mul", {same, out.fresh_constant(float_tensor(earlier, {d, d}, DataType::kFloat32), "earlier")},
+                 "earlier_equal"),
+          0, "repeats");  // [d]
   const std::string firsts =
-      node("Reshape", {node("NonZero", {node("Equal", {repeats, zero}, "is_first")}, "firsts_2d"), ints({-1}, "flat")},
-           "firsts");  // [k], data-dependent
+      out.op("Reshape",
+             {out.op("NonZero", {out.op("Equal", {repeats, zero}, "is_first")}, "firsts_2d"), out.ints({-1}, "flat")},
+             "firsts");  // [k], data-dependent
   std::string picked = firsts;
   if (sorted) {  // by how many rows sort before each
     // Row i sorts before row j: they differ, and where they first do, row i's element is less.
-    const std::string first = node("ArgMax", {differ}, "first_difference", {{"axis", 2}, {"keepdims", 1}});
-    const std::string less = node("GatherElements", {as_float(node("Less", {left, right}, "less"), "less_f"), first},
-                                  "less_there", {{"axis", 2}});  // [d, d, 1]
-    onnx::TensorProto one;
-    one.set_data_type(onnx::TensorProto_DataType_FLOAT);
-    one.add_float_data(1.f);
-    const std::string before = node("Mul",
-                                    {node("Reshape", {less, ints({d, d}, "pairs")}, "less_2d"),
-                                     node("Sub", {out.fresh_constant(one, "one"), same}, "not_same")},
-                                    "before");  // [d, d]
-    const std::string keys = node("Gather", {sum(before, 0, "rank"), firsts}, "keys");
-    const std::string count = node("Shape", {keys}, "count");
+    const std::string first = out.op("ArgMax", {differ}, "first_difference", {{"axis", 2}, {"keepdims", 1}});
+    const std::string less =
+        out.op("GatherElements", {as_float(out.op("Less", {left, right}, "less"), "less_f"), first}, "less_there",
+               {{"axis", 2}});  // [d, d, 1]
+    const std::string before = out.op(
+        "Mul",
+        {out.op("Reshape", {less, out.ints({d, d}, "pairs")}, "less_2d"),
+         out.op("Sub", {out.fresh_constant(float_tensor({1.0}, {}, DataType::kFloat32), "one"), same}, "not_same")},
+        "before");  // [d, d]
+    const std::string keys = out.op("Gather", {sum(before, 0, "rank"), firsts}, "keys");
+    const std::string count = out.op("Shape", {keys}, "count");
     const std::string order = out.fresh("order");
     onnx::NodeProto& topk = out.emit("TopK", {keys, count}, {out.fresh("ordered_keys"), order}, "order");
     Lowering::set_int(topk, "largest", 0);
     Lowering::set_int(topk, "sorted", 1);
-    picked = node("Gather", {firsts, order}, "sorted_firsts");
+    picked = out.op("Gather", {firsts, order}, "sorted_firsts");
   }
   auto output = [&](int i) { return np.output_size() > i ? np.output(i) : std::string(); };
-  const std::string flat = axis_attr ? x : node("Reshape", {x, ints({-1}, "flat_input")}, "flat_input");
+  const std::string flat = axis_attr ? x : out.op("Reshape", {x, out.ints({-1}, "flat_input")}, "flat_input");
   if (!output(0).empty())
     Lowering::set_int(out.emit("Gather", {flat, picked}, {output(0)}, "y"), "axis", axis_attr ? axis : 0);
   if (!output(1).empty()) out.emit("Identity", {picked}, {output(1)}, "indices");
-  const std::string equals = node("Gather", {same, picked}, "equals");  // [k, d]
+  const std::string equals = out.op("Gather", {same, picked}, "equals");  // [k, d]
   if (!output(2).empty()) {
     onnx::NodeProto& n = out.emit("ArgMax", {equals}, {output(2)}, "inverse_indices");
     Lowering::set_int(n, "axis", 0);
