@@ -576,27 +576,34 @@ std::vector<HostTensor> sequence_from_proto(const onnx::SequenceProto& proto, co
 
 }  // namespace
 
+namespace {
+
+// A .pb file holding one message of type Proto (`what`, e.g. "SequenceProto", written as `how`),
+// for a `kind` of value ("a sequence").
+template <class Proto>
+Proto read_pb_message(const fs::path& path, const std::string& where, const std::string& kind, const char* what,
+                      const char* how) {
+  if (lower_extension(path) != ".pb")
+    throw Error(where + ": " + kind + " is read from a .pb file holding an ONNX " + what);
+  Proto proto;
+  if (!proto.ParseFromString(read_pb_bytes(path, where)))
+    throw Error(where + " is not a valid ONNX " + what + " (protobuf parse failed); write one with " + how);
+  return proto;
+}
+
+}  // namespace
+
 std::vector<HostTensor> read_sequence_file(const fs::path& path) {
   const std::string where = "sequence file " + quoted(path);
-  if (lower_extension(path) != ".pb")
-    throw Error(where + ": a sequence is read from a .pb file holding an ONNX SequenceProto");
-  onnx::SequenceProto proto;
-  if (!proto.ParseFromString(read_pb_bytes(path, where)))
-    throw Error(where +
-                " is not a valid ONNX SequenceProto (protobuf parse failed); write one with "
-                "onnx.numpy_helper.from_list([...]).SerializeToString()");
+  const auto proto = read_pb_message<onnx::SequenceProto>(path, where, "a sequence", "SequenceProto",
+                                                          "onnx.numpy_helper.from_list([...]).SerializeToString()");
   return sequence_from_proto(proto, path, where);
 }
 
 OptionalValue read_optional_file(const fs::path& path) {
   const std::string where = "optional file " + quoted(path);
-  if (lower_extension(path) != ".pb")
-    throw Error(where + ": an optional is read from a .pb file holding an ONNX OptionalProto");
-  onnx::OptionalProto proto;
-  if (!proto.ParseFromString(read_pb_bytes(path, where)))
-    throw Error(where +
-                " is not a valid ONNX OptionalProto (protobuf parse failed); write one with "
-                "onnx.numpy_helper.from_optional(...).SerializeToString()");
+  const auto proto = read_pb_message<onnx::OptionalProto>(path, where, "an optional", "OptionalProto",
+                                                          "onnx.numpy_helper.from_optional(...).SerializeToString()");
   OptionalValue v;
   if (proto.has_tensor_value()) {
     v.present = true;
