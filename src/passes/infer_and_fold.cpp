@@ -117,6 +117,14 @@ std::vector<std::string> shape_determining_inputs(const graph::Graph& g) {
 
 PassResult infer_and_fold(graph::Graph& g, const BuildOptions&) {
   PassResult r;
+  auto set_type = [&](graph::ValueId id, DataType dtype, const std::vector<int64_t>& shape) -> graph::Value& {
+    graph::Value& v = g.value(id);
+    v.dtype = dtype;
+    v.shape = shape;
+    v.has_shape = true;
+    v.dim_params.clear();
+    return v;
+  };
   std::vector<graph::Node> kept;
   std::vector<bool> dd(g.values.size(), false);                    // see Graph::data_dependent()
   std::unordered_map<graph::ValueId, std::vector<uint8_t>> bound;  // values at the bound of dd shapes
@@ -147,11 +155,7 @@ PassResult infer_and_fold(graph::Graph& g, const BuildOptions&) {
         if (to == graph::kNoValue) continue;
         const graph::Value& v = g.value(from);
         if (!v.shape_static()) throw Error(where + ": the chosen branch's output '" + v.name + "' has no known shape");
-        graph::Value& out = g.value(to);
-        out.dtype = v.dtype;
-        out.shape = v.shape;
-        out.has_shape = true;
-        out.dim_params.clear();
+        graph::Value& out = set_type(to, v.dtype, v.shape);
         if (v.is_constant()) out.data = v.data;
         dd[static_cast<size_t>(to)] = is_dd(from);
         if (auto b = bound.find(from); b != bound.end()) bound[to] = b->second;
@@ -173,11 +177,7 @@ PassResult infer_and_fold(graph::Graph& g, const BuildOptions&) {
           then.push_back(a), other.push_back(b), rest.push_back(to);
           continue;
         }
-        graph::Value& out = g.value(to);
-        out.dtype = g.value(a).dtype;
-        out.shape = g.value(a).shape;
-        out.has_shape = true;
-        out.dim_params.clear();
+        set_type(to, g.value(a).dtype, g.value(a).shape);
         kept.push_back(graph::Node{
             n.name + "/" + std::to_string(k), OpKind::kWhere, NoAttrs{}, {n.inputs[0], a, b}, {to}, n.origin});
       }
@@ -238,11 +238,7 @@ PassResult infer_and_fold(graph::Graph& g, const BuildOptions&) {
     size_t out_bytes = 0;
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       if (n.outputs[k] == graph::kNoValue) continue;
-      graph::Value& v = g.value(n.outputs[k]);
-      v.dtype = types[k].dtype;
-      v.shape = types[k].shape;
-      v.has_shape = true;
-      v.dim_params.clear();
+      graph::Value& v = set_type(n.outputs[k], types[k].dtype, types[k].shape);
       out_bytes += v.view().bytes();
       const bool source = has_trait(n.kind, kDataDependent) && k == 0;
       dd[static_cast<size_t>(n.outputs[k])] = reads_dd || source || has_trait(n.kind, kShapeFromData);
