@@ -8,7 +8,8 @@ pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip
       libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
       libflatbuffers-dev flatbuffers-compiler libxxhash-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev
+      libcpp-httplib-dev libgrpc++-dev protobuf-compiler-grpc libb64-0d python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -29,3 +30,8 @@ if ! python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
   python3 -m pip install -q onnx onnxruntime numpy 2>/dev/null ||
     python3 -m pip install -q --break-system-packages onnx onnxruntime numpy
 fi
+# The serving tests' third-party clients and servers, in their own virtual environment (they pin
+# numpy and protobuf versions that onnx and onnxruntime above do not accept): tritonclient and its
+# perf_analyzer (with the CUDA runtime library it links), and Triton Inference Server from the
+# PyTriton wheel. Kept in ~/.cache, so a clean clone reuses it.
+bash "$(dirname "$0")/install_serve_deps.sh"

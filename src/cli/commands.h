@@ -117,7 +117,20 @@ struct EvalOptions {
   ModelOptions build;
 };
 
+struct ServeOptions {
+  std::vector<std::string> models;  // engine files; a model's name is its file's stem
+  std::string host = "0.0.0.0";
+  int http_port = 8000, grpc_port = 8001, metrics_port = 8002;
+  int instances = 1;
+  int64_t max_queue_delay_us = 0;
+  std::string preferred_batch;  // "8,32"
+  int64_t max_queue = 1024;
+  std::string devices;  // "0" or "0,1"
+  int threads = 0;
+};
+
 int run_ops(const OpsOptions& o);
+int run_serve(const ServeOptions& o);
 int run_optimize(const OptimizeOptions& o);
 int run_run(const RunOptions& o);
 int run_inspect(const InspectOptions& o);

@@ -159,6 +159,27 @@ int main(int argc, char** argv) {
   evalc->add_option("--json", ev.json, "Write accuracy and confusion matrix to this JSON file");
   add_model_options(evalc, ev.build);
 
+  ServeOptions srv;
+  CLI::App* servec = app.add_subcommand(
+      "serve", "Serve engines over the KServe v2 protocol (REST and gRPC) with dynamic batching; SIGTERM drains");
+  servec->add_option("models", srv.models, "MODEL.kiln ... (a model's name is its file's stem)")->required();
+  servec->add_option("--host", srv.host, "Address to listen on")->capture_default_str();
+  servec->add_option("--http-port", srv.http_port, "REST port (0: none)")->capture_default_str();
+  servec->add_option("--grpc-port", srv.grpc_port, "gRPC port (0: none)")->capture_default_str();
+  servec->add_option("--metrics-port", srv.metrics_port, "Prometheus metrics port, GET /metrics (0: none)")
+      ->capture_default_str();
+  servec->add_option("--instances", srv.instances, "Contexts per model and GPU (CPU engines: in all)")
+      ->capture_default_str();
+  servec->add_option("--max-queue-delay-us", srv.max_queue_delay_us,
+                     "How long the oldest request may wait for its batch to fill")
+      ->capture_default_str();
+  servec->add_option("--preferred-batch", srv.preferred_batch, "Batch sizes that run at once, e.g. 8,32");
+  servec->add_option("--max-queue", srv.max_queue, "Queued requests per model; more get 503 / UNAVAILABLE")
+      ->capture_default_str();
+  servec->add_option("--device", srv.devices, "GPU engines: CUDA devices, e.g. 0 or 0,1 (default 0)");
+  servec->add_option("--threads", srv.threads, "CPU engines: threads per context (0: the cores shared out)")
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -177,6 +198,7 @@ int main(int argc, char** argv) {
     if (*opsc) return run_ops(ops);
     if (*trainc) return run_train(tr);
     if (*evalc) return run_eval(ev);
+    if (*servec) return run_serve(srv);
   } catch (const kiln::Error& e) {
     fmt::print(stderr, "kiln: error: {}\n", e.what());
     return kExitError;

@@ -1,0 +1,348 @@
+#include "serve/model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(KILN_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace kiln::serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t ns_between(Clock::time_point a, Clock::time_point b) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+}
+
+}  // namespace
+
+struct Model::Pending {
+  InferRequest request;
+  int64_t rows = 0;   // batched models: the request's batch
+  std::string key;    // batched models: the non-batch dims; only equal keys share a batch
+  Clock::time_point queued;
+  std::promise<std::vector<Tensor>> done;
+};
+
+struct Model::Instance {
+  std::unique_ptr<Context> ctx;
+  int device = -1;  // -1: CPU
+  CUstream_st* stream = nullptr;
+  std::vector<std::vector<std::byte>> staging;  // one per input: the merged batch
+};
+
+Model::Model(std::string name, std::shared_ptr<const Engine> engine, const BatcherOptions& options)
+    : name_(std::move(name)), engine_(std::move(engine)), sig_(serve::signature(*engine_)), opt_(options) {
+  if (opt_.instances < 1) throw Error("--instances must be at least 1");
+  std::vector<int> devices{-1};
+  if (engine_->is_gpu()) devices = opt_.devices.empty() ? std::vector<int>{0} : opt_.devices;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int device : devices)
+    for (int i = 0; i < opt_.instances; ++i) {
+      auto inst = std::make_unique<Instance>();
+      inst->device = device;
+      ContextOptions co;
+      co.cpu_threads = opt_.cpu_threads > 0 ? opt_.cpu_threads : std::max(1, cores / opt_.instances);
+#if defined(KILN_HAVE_CUDA)
+      if (device >= 0) {
+        if (cudaSetDevice(device) != cudaSuccess)
+          throw Error(fmt::format("model '{}': CUDA device {} is not available", name_, device));
+        cudaStream_t s = nullptr;
+        if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+          throw Error(fmt::format("model '{}': cannot create a CUDA stream on device {}", name_, device));
+        inst->stream = s;
+      }
+#endif
+      inst->ctx = engine_->create_context(co);
+      inst->staging.resize(engine_->inputs().size());
+      instances_.push_back(std::move(inst));
+    }
+  for (auto& inst : instances_) threads_.emplace_back([this, i = inst.get()] { worker(*i); });
+}
+
+Model::~Model() {
+  drain();
+#if defined(KILN_HAVE_CUDA)
+  for (auto& inst : instances_)
+    if (inst->stream) cudaStreamDestroy(inst->stream);
+#endif
+}
+
+bool Model::ready() const {
+  std::lock_guard lock(mu_);
+  return !stopping_;
+}
+
+void Model::drain() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_)
+    if (t.joinable()) t.join();
+}
+
+void Model::validate(const InferRequest& r, int64_t& rows, std::string& key) const {
+  const std::string what = r.describe();
+  auto bad = [](const std::string& m) { throw RequestError(RequestError::kBadRequest, m); };
+  const bool batched = sig_.max_batch_size > 0;
+  rows = -1;
+  for (const ServedTensor& t : sig_.inputs) {
+    auto it = std::find_if(r.inputs.begin(), r.inputs.end(), [&](const Tensor& x) { return x.name == t.name; });
+    if (it == r.inputs.end()) bad(fmt::format("{}: input '{}' is missing", what, t.name));
+    const std::string err = check_tensor(sig_, t, it->datatype, it->shape);
+    if (!err.empty()) bad(what + ": " + err);
+    if (batched) {
+      if (rows >= 0 && it->shape[0] != rows)
+        bad(fmt::format("{}: input '{}' has a batch of {}, other inputs {}", what, t.name, it->shape[0], rows));
+      rows = it->shape[0];
+      for (size_t a = 1; a < it->shape.size(); ++a) key += std::to_string(it->shape[a]) + ",";
+      key += ";";
+    }
+  }
+  for (const Tensor& x : r.inputs)
+    if (std::none_of(sig_.inputs.begin(), sig_.inputs.end(), [&](const ServedTensor& t) { return t.name == x.name; }))
+      bad(fmt::format("{}: the model has no input '{}'", what, x.name));
+  for (const RequestedOutput& o : r.outputs)
+    if (std::none_of(sig_.outputs.begin(), sig_.outputs.end(), [&](const ServedTensor& t) { return t.name == o.name; }))
+      bad(fmt::format("{}: the model has no output '{}'", what, o.name));
+}
+
+void Model::count_failure(const RequestError& e) {
+  std::lock_guard lock(stats_mu_);
+  stats_.fail.add(0);
+  const char* reason = e.kind == RequestError::kBadRequest    ? "bad_request"
+                       : e.kind == RequestError::kUnavailable ? "unavailable"
+                                                              : "internal";
+  ++stats_.failures[reason];
+}
+
+std::vector<Tensor> Model::infer(InferRequest&& request) {
+  auto p = std::make_unique<Pending>();
+  try {
+    validate(request, p->rows, p->key);
+  } catch (const RequestError& e) {
+    count_failure(e);
+    throw;
+  }
+  p->request = std::move(request);
+  p->queued = Clock::now();
+  std::future<std::vector<Tensor>> result = p->done.get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      RequestError e(RequestError::kUnavailable, fmt::format("model '{}' is shutting down", name_));
+      count_failure(e);
+      throw e;
+    }
+    if (queue_.size() >= opt_.max_queue) {
+      RequestError e(RequestError::kUnavailable,
+                     fmt::format("{}: the queue of model '{}' is full ({} requests); retry later, or start the server "
+                                 "with a larger --max-queue or more --instances",
+                                 p->request.describe(), name_, queue_.size()));
+      std::lock_guard slock(stats_mu_);
+      stats_.fail.add(0);
+      ++stats_.failures["queue_full"];
+      throw e;
+    }
+    queue_.push_back(std::move(p));
+  }
+  cv_.notify_one();
+  return result.get();
+}
+
+// Under `lock`: the requests of the next batch, taken off the queue; empty when stopping with an
+// empty queue. Waits for the queue delay while a batch could still grow.
+std::vector<std::unique_ptr<Model::Pending>> Model::next_batch(std::unique_lock<std::mutex>& lock) {
+  const bool batched = sig_.max_batch_size > 0;
+  const int64_t max_rows = batched ? sig_.max_batch_size : 1;
+  int64_t target = max_rows;
+  for (int64_t p : opt_.preferred_batch)
+    if (p <= max_rows) target = p;  // ascending: the largest that fits
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return {};
+    std::vector<size_t> picked;
+    int64_t rows = 0;
+    if (!batched) {
+      picked.push_back(0);
+    } else {
+      const std::string& key = queue_.front()->key;
+      for (size_t i = 0; i < queue_.size() && rows < max_rows; ++i)
+        if (queue_[i]->key == key && rows + queue_[i]->rows <= max_rows) {
+          picked.push_back(i);
+          rows += queue_[i]->rows;
+        }
+    }
+    const bool preferred =
+        std::find(opt_.preferred_batch.begin(), opt_.preferred_batch.end(), rows) != opt_.preferred_batch.end();
+    const auto deadline = queue_.front()->queued + std::chrono::microseconds(opt_.max_queue_delay_us);
+    if (!batched || rows >= target || preferred || stopping_ || Clock::now() >= deadline) {
+      std::vector<std::unique_ptr<Pending>> batch;
+      for (size_t i : picked) batch.push_back(std::move(queue_[i]));
+      for (size_t k = picked.size(); k-- > 0;) queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(picked[k]));
+      return batch;
+    }
+    cv_.wait_until(lock, deadline);
+  }
+}
+
+void Model::worker(Instance& inst) {
+#if defined(KILN_HAVE_CUDA)
+  if (inst.device >= 0) cudaSetDevice(inst.device);
+#endif
+  while (true) {
+    std::vector<std::unique_ptr<Pending>> batch;
+    {
+      std::unique_lock lock(mu_);
+      batch = next_batch(lock);
+    }
+    if (batch.empty()) return;
+    // Another instance may take what this one left behind.
+    cv_.notify_one();
+    execute(inst, batch);
+  }
+}
+
+void Model::run_context(Instance& inst) {
+  if (inst.device < 0) {
+    inst.ctx->run();
+    return;
+  }
+#if defined(KILN_HAVE_CUDA)
+  inst.ctx->enqueue(inst.stream);
+  const cudaError_t err = cudaStreamSynchronize(inst.stream);
+  if (err != cudaSuccess)
+    throw Error(fmt::format("model '{}': the GPU failed: {}", name_, cudaGetErrorString(err)));
+  inst.ctx->check();
+#endif
+}
+
+void Model::execute(Instance& inst, std::vector<std::unique_ptr<Pending>>& batch) {
+  const auto start = Clock::now();
+  const bool batched = sig_.max_batch_size > 0;
+  const Engine& e = *engine_;
+  Context& ctx = *inst.ctx;
+  int64_t rows = 0;
+  for (auto& p : batch) rows += p->rows;
+  const int64_t run_rows = batched ? std::max(rows, sig_.min_batch) : 0;
+  std::vector<std::vector<Tensor>> results(batch.size());
+  std::vector<int64_t> first_row(batch.size(), 0);  // each request's rows in the batch start here
+  for (size_t b = 1; b < batch.size(); ++b) first_row[b] = first_row[b - 1] + batch[b - 1]->rows;
+  Clock::time_point t_input, t_infer, t_end;
+  try {
+    // Inputs: one request as it is, or the batch merged along axis 0 (zero rows up to the range's low end).
+    for (size_t i = 0; i < e.inputs().size(); ++i) {
+      const std::string& name = e.inputs()[i].name;
+      auto find = [&](const InferRequest& r) -> const Tensor& {
+        return *std::find_if(r.inputs.begin(), r.inputs.end(), [&](const Tensor& t) { return t.name == name; });
+      };
+      const Tensor& first = find(batch[0]->request);
+      std::vector<int64_t> shape = first.shape;
+      if (!batched) {
+        if (!e.ranges().empty()) ctx.set_input_shape(name, shape);
+        ctx.set_input(name, first.data.data(), first.data.size());
+        continue;
+      }
+      shape[0] = run_rows;
+      const size_t row_bytes = first.data.size() / static_cast<size_t>(first.shape[0]);
+      std::vector<std::byte>& buf = inst.staging[i];
+      buf.resize(row_bytes * static_cast<size_t>(run_rows));
+      size_t off = 0;
+      for (auto& p : batch) {
+        const Tensor& t = find(p->request);
+        std::memcpy(buf.data() + off, t.data.data(), t.data.size());
+        off += t.data.size();
+      }
+      std::memset(buf.data() + off, 0, buf.size() - off);
+      ctx.set_input_shape(name, shape);
+      ctx.set_input(name, buf.data(), buf.size());
+    }
+    t_input = Clock::now();
+    run_context(inst);
+    t_infer = Clock::now();
+    // Outputs: split by each request's rows.
+    for (size_t o = 0; o < e.outputs().size(); ++o) {
+      const TensorInfo& info = e.outputs()[o];
+      bool wanted = false;
+      for (auto& p : batch)
+        wanted = wanted || p->request.outputs.empty() ||
+                 std::any_of(p->request.outputs.begin(), p->request.outputs.end(),
+                             [&](const RequestedOutput& r) { return r.name == info.name; });
+      if (!wanted) continue;
+      const std::vector<int64_t> shape = ctx.output_shape(info.name);
+      const std::span<const std::byte> bytes = ctx.output(info.name);
+      for (size_t b = 0; b < batch.size(); ++b) {
+        const InferRequest& r = batch[b]->request;
+        if (!r.outputs.empty() && std::none_of(r.outputs.begin(), r.outputs.end(),
+                                               [&](const RequestedOutput& x) { return x.name == info.name; }))
+          continue;
+        Tensor t;
+        t.name = info.name;
+        t.dtype = info.dtype;
+        t.datatype = std::string(kserve_datatype(info.dtype));
+        t.shape = shape;
+        size_t begin = 0, size = bytes.size();
+        if (batched) {
+          const size_t row_bytes = shape[0] > 0 ? bytes.size() / static_cast<size_t>(shape[0]) : 0;
+          t.shape[0] = batch[b]->rows;
+          begin = row_bytes * static_cast<size_t>(first_row[b]);
+          size = row_bytes * static_cast<size_t>(batch[b]->rows);
+        }
+        t.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(begin),
+                      bytes.begin() + static_cast<std::ptrdiff_t>(begin + size));
+        results[b].push_back(std::move(t));
+      }
+    }
+    t_end = Clock::now();
+  } catch (const std::exception& ex) {
+    // A shape the inputs do not agree on is the request's fault; anything else is the server's.
+    const bool request_fault = !batched && dynamic_cast<const Error*>(&ex) && t_input == Clock::time_point{};
+    const RequestError err(request_fault ? RequestError::kBadRequest : RequestError::kInternal,
+                           fmt::format("{}: {}", batch[0]->request.describe(), ex.what()));
+    {
+      std::lock_guard lock(stats_mu_);
+      for (size_t b = 0; b < batch.size(); ++b) {
+        stats_.fail.add(ns_between(batch[b]->queued, Clock::now()));
+        ++stats_.failures[request_fault ? "bad_request" : "internal"];
+      }
+    }
+    for (auto& p : batch) p->done.set_exception(std::make_exception_ptr(err));
+    return;
+  }
+  {
+    std::lock_guard lock(stats_mu_);
+    const int64_t size = batched ? rows : 1;
+    BatchStats& bs = stats_.batches[size];
+    ++bs.executions;
+    bs.compute_input.add(ns_between(start, t_input));
+    bs.compute_infer.add(ns_between(t_input, t_infer));
+    bs.compute_output.add(ns_between(t_infer, t_end));
+    ++stats_.execution_count;
+    stats_.last_inference_ms = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    for (auto& p : batch) {
+      stats_.inference_count += batched ? static_cast<uint64_t>(p->rows) : 1;
+      stats_.queue.add(ns_between(p->queued, start));
+      stats_.compute_input.add(ns_between(start, t_input));
+      stats_.compute_infer.add(ns_between(t_input, t_infer));
+      stats_.compute_output.add(ns_between(t_infer, t_end));
+      stats_.success.add(ns_between(p->queued, t_end));
+    }
+  }
+  for (size_t b = 0; b < batch.size(); ++b) batch[b]->done.set_value(std::move(results[b]));
+}
+
+ModelStats Model::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
+}
+
+}  // namespace kiln::serve
