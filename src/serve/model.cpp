@@ -33,7 +33,21 @@ struct Model::Instance {
   std::unique_ptr<Context> ctx;
   int device = -1;  // -1: CPU
   CUstream_st* stream = nullptr;
-  std::vector<std::vector<std::byte>> staging;  // one per input: the merged batch
+  // One per input, the merged batch: host memory (CPU engines), or pinned host memory copied to
+  // the instance's own device memory on its stream (GPU engines: one copy from the requests to
+  // pinned memory, none through the context's staging).
+  std::vector<std::vector<std::byte>> staging;
+  std::vector<std::byte*> pinned;
+  std::vector<void*> device_input;
+  std::vector<size_t> capacity;
+  std::byte* input_buffer(size_t i, size_t bytes) {
+    if (device_input.empty()) {
+      staging[i].resize(bytes);
+      return staging[i].data();
+    }
+    if (bytes > capacity[i]) throw Error("a batch larger than the engine's inputs");  // validated before
+    return pinned[i];
+  }
 };
 
 Model::Model(std::string name, std::shared_ptr<const Engine> engine, const BatcherOptions& options)
@@ -60,6 +74,19 @@ Model::Model(std::string name, std::shared_ptr<const Engine> engine, const Batch
 #endif
       inst->ctx = engine_->create_context(co);
       inst->staging.resize(engine_->inputs().size());
+#if defined(KILN_HAVE_CUDA)
+      if (device >= 0)
+        for (const TensorInfo& t : engine_->inputs()) {  // shapes at the top of every range: the largest
+          void *h = nullptr, *d = nullptr;
+          if (cudaHostAlloc(&h, std::max<size_t>(t.bytes(), 1), cudaHostAllocDefault) != cudaSuccess ||
+              cudaMalloc(&d, std::max<size_t>(t.bytes(), 1)) != cudaSuccess)
+            throw Error(fmt::format("model '{}': cannot allocate {} bytes for input '{}' on device {}", name_,
+                                    t.bytes(), t.name, device));
+          inst->pinned.push_back(static_cast<std::byte*>(h));
+          inst->device_input.push_back(d);
+          inst->capacity.push_back(t.bytes());
+        }
+#endif
       instances_.push_back(std::move(inst));
     }
   for (auto& inst : instances_) threads_.emplace_back([this, i = inst.get()] { worker(*i); });
@@ -68,8 +95,12 @@ Model::Model(std::string name, std::shared_ptr<const Engine> engine, const Batch
 Model::~Model() {
   drain();
 #if defined(KILN_HAVE_CUDA)
-  for (auto& inst : instances_)
+  for (auto& inst : instances_) {
+    inst->ctx.reset();
+    for (std::byte* p : inst->pinned) cudaFreeHost(p);
+    for (void* p : inst->device_input) cudaFree(p);
     if (inst->stream) cudaStreamDestroy(inst->stream);
+  }
 #endif
 }
 
@@ -245,24 +276,36 @@ void Model::execute(Instance& inst, std::vector<std::unique_ptr<Pending>>& batch
       };
       const Tensor& first = find(batch[0]->request);
       std::vector<int64_t> shape = first.shape;
-      if (!batched) {
-        if (!e.ranges().empty()) ctx.set_input_shape(name, shape);
-        ctx.set_input(name, first.data.data(), first.data.size());
+      size_t bytes = first.bytes().size();
+      const std::byte* data = first.bytes().data();
+      if (batched) {
+        shape[0] = run_rows;
+        const size_t row_bytes = first.bytes().size() / static_cast<size_t>(first.shape[0]);
+        bytes = row_bytes * static_cast<size_t>(run_rows);
+        std::byte* buf = inst.input_buffer(i, bytes);
+        size_t off = 0;
+        for (auto& p : batch) {
+          const Tensor& t = find(p->request);
+          std::memcpy(buf + off, t.bytes().data(), t.bytes().size());
+          off += t.bytes().size();
+        }
+        std::memset(buf + off, 0, bytes - off);
+        data = buf;
+      } else if (!inst.device_input.empty()) {
+        std::byte* buf = inst.input_buffer(i, bytes);
+        std::memcpy(buf, data, bytes);
+        data = buf;
+      }
+      if (!e.ranges().empty()) ctx.set_input_shape(name, shape);
+#if defined(KILN_HAVE_CUDA)
+      if (!inst.device_input.empty()) {
+        if (cudaMemcpyAsync(inst.device_input[i], data, bytes, cudaMemcpyHostToDevice, inst.stream) != cudaSuccess)
+          throw Error(fmt::format("model '{}': copying input '{}' to the GPU failed", name_, name));
+        ctx.set_input_device(name, inst.device_input[i], bytes);
         continue;
       }
-      shape[0] = run_rows;
-      const size_t row_bytes = first.data.size() / static_cast<size_t>(first.shape[0]);
-      std::vector<std::byte>& buf = inst.staging[i];
-      buf.resize(row_bytes * static_cast<size_t>(run_rows));
-      size_t off = 0;
-      for (auto& p : batch) {
-        const Tensor& t = find(p->request);
-        std::memcpy(buf.data() + off, t.data.data(), t.data.size());
-        off += t.data.size();
-      }
-      std::memset(buf.data() + off, 0, buf.size() - off);
-      ctx.set_input_shape(name, shape);
-      ctx.set_input(name, buf.data(), buf.size());
+#endif
+      ctx.set_input(name, data, bytes);
     }
     t_input = Clock::now();
     run_context(inst);

@@ -8,6 +8,7 @@
 
 #include "core/half.h"
 #include "kserve_v2.pb.h"
+#include "serve/shared_memory.h"
 #include "serve/signature.h"
 
 namespace kiln::serve {
@@ -170,6 +171,83 @@ const json& field(const json& obj, const char* key, const std::string& what) {
   return obj[key];
 }
 
+// Where a tensor lives in shared memory: a region name, an offset and a byte size, from the
+// parameters of an input or output (REST JSON or gRPC InferParameter, read by `get`).
+struct ShmRef {
+  std::string region;
+  uint64_t offset = 0;
+  std::optional<uint64_t> byte_size;
+};
+
+std::optional<ShmRef> shm_ref_json(const json& params, const std::string& what) {
+  if (!params.is_object() || !params.contains("shared_memory_region")) return std::nullopt;
+  ShmRef r;
+  if (!params["shared_memory_region"].is_string()) bad(what + ": 'shared_memory_region' must be a string");
+  r.region = params["shared_memory_region"].get<std::string>();
+  for (const char* key : {"shared_memory_offset", "shared_memory_byte_size"}) {
+    if (!params.contains(key)) continue;
+    const json& v = params[key];
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+      bad(what + ": '" + key + "' must be a non-negative integer");
+    if (std::string_view(key) == "shared_memory_offset")
+      r.offset = v.get<uint64_t>();
+    else
+      r.byte_size = v.get<uint64_t>();
+  }
+  return r;
+}
+
+template <typename Params>
+std::optional<ShmRef> shm_ref_grpc(const Params& params, const std::string& what) {
+  auto it = params.find("shared_memory_region");
+  if (it == params.end()) return std::nullopt;
+  ShmRef r;
+  r.region = it->second.string_param();
+  if (auto o = params.find("shared_memory_offset"); o != params.end()) {
+    if (o->second.int64_param() < 0) bad(what + ": 'shared_memory_offset' must not be negative");
+    r.offset = static_cast<uint64_t>(o->second.int64_param());
+  }
+  if (auto b = params.find("shared_memory_byte_size"); b != params.end()) {
+    if (b->second.int64_param() < 0) bad(what + ": 'shared_memory_byte_size' must not be negative");
+    r.byte_size = static_cast<uint64_t>(b->second.int64_param());
+  }
+  return r;
+}
+
+// Points an input at its bytes in shared memory.
+void shm_input(const ShmRef& ref, Tensor& t, size_t bytes, const SharedMemoryRegistry* shm, const std::string& what) {
+  if (!shm) bad(what + ": shared memory is not available on this endpoint");
+  if (ref.byte_size && *ref.byte_size != bytes)
+    bad(what + ": 'shared_memory_byte_size' is " + std::to_string(*ref.byte_size) + " bytes, shape " +
+        shape_string(t.shape) + " of " + t.datatype + " is " + std::to_string(bytes));
+  t.shared = shm->slice(ref.region, ref.offset, bytes, what, t.region);
+}
+
+void shm_output(const ShmRef& ref, RequestedOutput& o, const SharedMemoryRegistry* shm, const std::string& what) {
+  if (!shm) bad(what + ": shared memory is not available on this endpoint");
+  if (!ref.byte_size) bad(what + ": an output in shared memory needs 'shared_memory_byte_size'");
+  shm->slice(ref.region, ref.offset, *ref.byte_size, what, o.region);
+  o.region_name = ref.region;
+  o.offset = ref.offset;
+  o.byte_size = *ref.byte_size;
+}
+
+// Writes an output requested into shared memory; false if it goes into the response.
+bool write_shared(const RequestedOutput* ro, const Tensor& t, const std::string& what) {
+  if (!ro || !ro->region) return false;
+  if (t.data.size() > ro->byte_size)
+    bad(what + ": output '" + t.name + "' has " + std::to_string(t.data.size()) + " bytes, shared memory region '" +
+        ro->region_name + "' gives it " + std::to_string(ro->byte_size));
+  if (!t.data.empty()) std::memcpy(ro->region->data() + ro->offset, t.data.data(), t.data.size());
+  return true;
+}
+
+const RequestedOutput* requested(const InferRequest& r, const std::string& name) {
+  for (const RequestedOutput& o : r.outputs)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
 }  // namespace
 
 int RequestError::http_status() const {
@@ -192,7 +270,8 @@ std::string InferRequest::describe() const {
   return (id.empty() ? std::string("request") : "request '" + id + "'") + " to model '" + model + "'";
 }
 
-InferRequest decode_rest(std::string_view model, std::string_view body, std::optional<size_t> header_length) {
+InferRequest decode_rest(std::string_view model, std::string_view body, std::optional<size_t> header_length,
+                         const SharedMemoryRegistry* shm) {
   InferRequest r;
   r.model = std::string(model);
   const std::string what = r.describe();
@@ -235,6 +314,7 @@ InferRequest decode_rest(std::string_view model, std::string_view body, std::opt
     const int64_t n = checked_numel(t.shape, twhat);
     const size_t bytes = static_cast<size_t>(n) * dtype_size(t.dtype);
     std::optional<uint64_t> binary_size;
+    std::optional<ShmRef> shared;
     if (in.contains("parameters")) {
       const json& p = in["parameters"];
       if (!p.is_object()) bad(twhat + ": 'parameters' must be an object");
@@ -245,9 +325,12 @@ InferRequest decode_rest(std::string_view model, std::string_view body, std::opt
         if (s < 0) bad(twhat + ": 'binary_data_size' must be a non-negative integer");
         binary_size = static_cast<uint64_t>(s);
       }
-      if (p.contains("shared_memory_region")) bad(twhat + ": shared memory is not supported; send the data");
+      shared = shm_ref_json(p, twhat);
     }
-    if (binary_size) {
+    if (shared) {
+      if (binary_size || in.contains("data")) bad(twhat + " has data as well as a shared memory region");
+      shm_input(*shared, t, bytes, shm, twhat);
+    } else if (binary_size) {
       if (in.contains("data")) bad(twhat + " has both 'data' and 'binary_data_size'");
       if (*binary_size != bytes)
         bad(twhat + ": 'binary_data_size' is " + std::to_string(*binary_size) + " bytes, shape " +
@@ -283,7 +366,8 @@ InferRequest decode_rest(std::string_view model, std::string_view body, std::opt
         if (p.contains("binary_data")) ro.binary = bool_param(p, "binary_data");
         if (p.contains("classification") && !(p["classification"].is_number_integer() && p["classification"] == 0))
           bad(rwhat + ": output '" + ro.name + "': the classification extension is not supported");
-        if (p.contains("shared_memory_region")) bad(rwhat + ": output '" + ro.name + "': shared memory is not supported");
+        if (auto ref = shm_ref_json(p, rwhat + ": output '" + ro.name + "'"))
+          shm_output(*ref, ro, shm, rwhat + ": output '" + ro.name + "'");
       }
       r.outputs.push_back(std::move(ro));
     }
@@ -300,14 +384,16 @@ RestResponse encode_rest(const InferRequest& request, const std::vector<Tensor>&
   std::string binary;
   bool any_binary = false;
   for (const Tensor& t : outputs) {
-    bool as_binary = request.binary_outputs;
-    for (const RequestedOutput& ro : request.outputs)
-      if (ro.name == t.name) as_binary = ro.binary;
+    const RequestedOutput* ro = requested(request, t.name);
+    const bool as_binary = ro ? ro->binary : request.binary_outputs;
     json o;
     o["name"] = t.name;
     o["datatype"] = t.datatype;
     o["shape"] = t.shape;
-    if (as_binary) {
+    if (write_shared(ro, t, request.describe())) {
+      // No data and no parameters, as Triton answers: clients read any "parameters" of an output as
+      // its binary_data_size.
+    } else if (as_binary) {
       any_binary = true;
       o["parameters"]["binary_data_size"] = t.data.size();
       binary.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
@@ -348,16 +434,20 @@ void typed_contents(const Field& values, Tensor& t, const std::string& what, con
 
 }  // namespace
 
-InferRequest decode_grpc(const inference::ModelInferRequest& m) {
+InferRequest decode_grpc(const inference::ModelInferRequest& m, const SharedMemoryRegistry* shm) {
   InferRequest r;
   r.model = m.model_name();
   r.id = m.id();
   const std::string rwhat = r.describe();
   if (m.inputs_size() == 0) bad(rwhat + " has no inputs");
+  // Raw contents go with the inputs not in shared memory, in order.
   const bool raw = m.raw_input_contents_size() > 0;
-  if (raw && m.raw_input_contents_size() != m.inputs_size())
+  int raw_inputs = 0;
+  for (const auto& in : m.inputs()) raw_inputs += in.parameters().count("shared_memory_region") ? 0 : 1;
+  if (raw && m.raw_input_contents_size() != raw_inputs)
     bad(rwhat + " has " + std::to_string(m.raw_input_contents_size()) + " raw_input_contents for " +
-        std::to_string(m.inputs_size()) + " inputs");
+        std::to_string(raw_inputs) + " inputs");
+  int raw_index = 0;
   for (int i = 0; i < m.inputs_size(); ++i) {
     const auto& in = m.inputs(i);
     Tensor t;
@@ -369,9 +459,10 @@ InferRequest decode_grpc(const inference::ModelInferRequest& m) {
     t.shape.assign(in.shape().begin(), in.shape().end());
     const int64_t n = checked_numel(t.shape, twhat);
     const size_t bytes = static_cast<size_t>(n) * dtype_size(t.dtype);
-    if (in.parameters().count("shared_memory_region")) bad(twhat + ": shared memory is not supported; send the data");
-    if (raw) {
-      const std::string& b = m.raw_input_contents(i);
+    if (auto ref = shm_ref_grpc(in.parameters(), twhat)) {
+      shm_input(*ref, t, bytes, shm, twhat);
+    } else if (raw) {
+      const std::string& b = m.raw_input_contents(raw_index++);
       if (b.size() != bytes)
         bad(twhat + ": raw_input_contents has " + std::to_string(b.size()) + " bytes, shape " + shape_string(t.shape) +
             " of " + t.datatype + " is " + std::to_string(bytes));
@@ -400,10 +491,14 @@ InferRequest decode_grpc(const inference::ModelInferRequest& m) {
     r.inputs.push_back(std::move(t));
   }
   for (const auto& o : m.outputs()) {
-    if (o.parameters().count("shared_memory_region")) bad(rwhat + ": output '" + o.name() + "': shared memory is not supported");
     if (o.parameters().count("classification") && o.parameters().at("classification").int64_param() != 0)
       bad(rwhat + ": output '" + o.name() + "': the classification extension is not supported");
-    r.outputs.push_back({o.name(), true});
+    RequestedOutput ro;
+    ro.name = o.name();
+    ro.binary = true;
+    if (auto ref = shm_ref_grpc(o.parameters(), rwhat + ": output '" + o.name() + "'"))
+      shm_output(*ref, ro, shm, rwhat + ": output '" + o.name() + "'");
+    r.outputs.push_back(std::move(ro));
   }
   return r;
 }
@@ -417,6 +512,15 @@ void encode_grpc(const InferRequest& request, std::vector<Tensor>&& outputs, inf
     o->set_name(t.name);
     o->set_datatype(t.datatype);
     for (int64_t d : t.shape) o->add_shape(d);
+    const RequestedOutput* ro = requested(request, t.name);
+    // An output in shared memory keeps its (empty) place in raw_output_contents, which clients index
+    // like outputs.
+    if (write_shared(ro, t, request.describe())) {
+      (*o->mutable_parameters())["shared_memory_region"].set_string_param(ro->region_name);
+      (*o->mutable_parameters())["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(t.data.size()));
+      response.add_raw_output_contents();
+      continue;
+    }
     response.add_raw_output_contents()->assign(reinterpret_cast<const char*>(t.data.data()), t.data.size());
   }
 }

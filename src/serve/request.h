@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -21,6 +23,9 @@ class ModelInferResponse;
 }  // namespace inference
 
 namespace kiln::serve {
+
+class SharedMemoryRegistry;
+struct SharedMemoryRegion;
 
 // A protocol-level failure: HTTP status and gRPC code follow from the kind.
 class RequestError : public std::runtime_error {
@@ -36,13 +41,20 @@ struct Tensor {
   std::string datatype;  // the protocol's name: "FP32", ...
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
-  std::vector<std::byte> data;  // little-endian, row-major
+  std::vector<std::byte> data;  // little-endian, row-major; or, for an input in shared memory:
+  std::span<const std::byte> shared;                 // its bytes in the region,
+  std::shared_ptr<const SharedMemoryRegion> region;  // which stays mapped while this lives
+  std::span<const std::byte> bytes() const { return region ? shared : std::span<const std::byte>(data); }
   int64_t numel() const;
 };
 
 struct RequestedOutput {
   std::string name;
   bool binary = false;  // REST: return as raw bytes after the JSON header
+  // Written into a shared memory region instead of the response (system shared memory extension).
+  std::shared_ptr<const SharedMemoryRegion> region;
+  std::string region_name;
+  uint64_t offset = 0, byte_size = 0;
 };
 
 struct InferRequest {
@@ -57,16 +69,19 @@ struct InferRequest {
 
 // REST: `body` is the POST body; `header_length` the Inference-Header-Content-Length header when
 // given (the JSON header's size; the rest is binary tensor data).
-InferRequest decode_rest(std::string_view model, std::string_view body, std::optional<size_t> header_length);
+// `shm` resolves shared memory regions named by inputs and outputs (null: none are accepted).
+InferRequest decode_rest(std::string_view model, std::string_view body, std::optional<size_t> header_length,
+                         const SharedMemoryRegistry* shm = nullptr);
 
 struct RestResponse {
   std::string body;
   std::optional<size_t> header_length;  // set when binary data follows the JSON header
 };
+// Outputs requested into shared memory are written there (RequestError if the region is too small).
 RestResponse encode_rest(const InferRequest& request, const std::vector<Tensor>& outputs);
 
 // gRPC: tensors from raw_input_contents (in input order) or from the typed contents.
-InferRequest decode_grpc(const inference::ModelInferRequest& message);
+InferRequest decode_grpc(const inference::ModelInferRequest& message, const SharedMemoryRegistry* shm = nullptr);
 void encode_grpc(const InferRequest& request, std::vector<Tensor>&& outputs, inference::ModelInferResponse& response);
 
 }  // namespace kiln::serve

@@ -9,9 +9,11 @@
 #include <atomic>
 #include <charconv>
 #include <map>
+#include <regex>
 #include <thread>
 
 #include "kserve_v2.grpc.pb.h"
+#include "serve/shared_memory.h"
 
 namespace kiln::serve {
 
@@ -19,7 +21,8 @@ using nlohmann::json;
 
 namespace {
 
-const std::vector<std::string> kExtensions = {"binary_tensor_data", "statistics", "model_configuration"};
+const std::vector<std::string> kExtensions = {"binary_tensor_data", "statistics", "model_configuration",
+                                              "system_shared_memory"};
 
 json dims_json(const std::vector<int64_t>& d) { return json(d); }
 
@@ -268,6 +271,7 @@ struct Server::Impl final : public inference::GRPCInferenceService::Service {
   httplib::Server http, metrics;
   std::thread http_thread, metrics_thread;
   std::unique_ptr<grpc::Server> grpc_server;
+  SharedMemoryRegistry shm;
 
   std::vector<const Model*> all() const {
     std::vector<const Model*> v;
@@ -287,6 +291,13 @@ struct Server::Impl final : public inference::GRPCInferenceService::Service {
       throw RequestError(RequestError::kNotFound,
                          fmt::format("model '{}' has no version '{}' (it has version 1)", name, version));
     return *it->second;
+  }
+
+  json repository_index() const {
+    json arr = json::array();
+    for (const auto& m : models)
+      arr.push_back({{"name", m->name()}, {"version", "1"}, {"state", m->ready() ? "READY" : "UNAVAILABLE"}});
+    return arr;
   }
 
   // ---- REST
@@ -340,10 +351,7 @@ struct Server::Impl final : public inference::GRPCInferenceService::Service {
                reply_json(res, 200, metadata_json(find(req.matches[1], version_of(req))).dump());
              }));
     http.Post("/v2/repository/index", guarded([this](const httplib::Request&, httplib::Response& res) {
-                json arr = json::array();
-                for (const auto& m : models)
-                  arr.push_back({{"name", m->name()}, {"version", "1"}, {"state", m->ready() ? "READY" : "UNAVAILABLE"}});
-                reply_json(res, 200, arr.dump());
+                reply_json(res, 200, repository_index().dump());
               }));
     http.Post(model + "/infer", guarded([this](const httplib::Request& req, httplib::Response& res) {
                 Model& m = find(req.matches[1], version_of(req));
@@ -365,7 +373,7 @@ struct Server::Impl final : public inference::GRPCInferenceService::Service {
                 if (!ready) throw RequestError(RequestError::kUnavailable, "the server is shutting down");
                 InferRequest r;
                 try {
-                  r = decode_rest(m.name(), req.body, header_length);
+                  r = decode_rest(m.name(), req.body, header_length, &shm);
                 } catch (const RequestError& e) {
                   m.count_failure(e);
                   throw;
@@ -381,6 +389,57 @@ struct Server::Impl final : public inference::GRPCInferenceService::Service {
                   res.set_content(std::move(out.body), "application/json");
                 }
               }));
+    // System shared memory extension.
+    http.Get(R"(/v2/systemsharedmemory(?:/region/([^/]+))?/status)",
+             guarded([this](const httplib::Request& req, httplib::Response& res) {
+               json arr = json::array();
+               for (const auto& r : shm.status(req.matches[1]))
+                 arr.push_back({{"name", r->name}, {"key", r->key}, {"offset", r->offset}, {"byte_size", r->byte_size}});
+               reply_json(res, 200, arr.dump());
+             }));
+    http.Post(R"(/v2/systemsharedmemory/region/([^/]+)/register)",
+              guarded([this](const httplib::Request& req, httplib::Response& res) {
+                const std::string what = fmt::format("registering shared memory region '{}'", std::string(req.matches[1]));
+                json j;
+                try {
+                  j = json::parse(req.body);
+                } catch (const json::exception& e) {
+                  throw RequestError(RequestError::kBadRequest, what + ": malformed JSON: " + e.what());
+                }
+                auto get_u64 = [&](const char* key) -> uint64_t {
+                  if (!j.is_object() || !j.contains(key)) return 0;
+                  if (!j[key].is_number_unsigned())
+                    throw RequestError(RequestError::kBadRequest, what + ": '" + key + "' must be a non-negative integer");
+                  return j[key].get<uint64_t>();
+                };
+                if (!j.is_object() || !j.contains("key") || !j["key"].is_string())
+                  throw RequestError(RequestError::kBadRequest, what + ": the body needs a string 'key'");
+                shm.add(req.matches[1], j["key"].get<std::string>(), get_u64("offset"), get_u64("byte_size"));
+                reply_json(res, 200, "{}");
+              }));
+    http.Post(R"(/v2/systemsharedmemory(?:/region/([^/]+))?/unregister)",
+              guarded([this](const httplib::Request& req, httplib::Response& res) {
+                shm.remove(req.matches[1]);
+                reply_json(res, 200, "{}");
+              }));
+    // cpp-httplib 0.11 refuses a POST without Content-Length before routing it; tritonclient sends
+    // the bodiless POSTs (unregister, repository index) so. Answer them here, before the body is read.
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (req.method != "POST" || req.has_header("Content-Length") || req.has_header("Transfer-Encoding"))
+        return httplib::Server::HandlerResponse::Unhandled;
+      static const std::regex unregister(R"(/v2/systemsharedmemory(?:/region/([^/]+))?/unregister)");
+      std::smatch m;
+      if (std::regex_match(req.path, m, unregister)) {
+        shm.remove(m[1]);
+        reply_json(res, 200, "{}");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (req.path == "/v2/repository/index") {
+        reply_json(res, 200, repository_index().dump());
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       const std::string what = res.status == 404 ? "no such endpoint of the KServe v2 protocol"
@@ -472,6 +531,27 @@ struct Server::Impl final : public inference::GRPCInferenceService::Service {
     }
     return grpc::Status::OK;
   }
+  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* q,
+                                        inference::SystemSharedMemoryStatusResponse* r) override {
+    return guard([&] {
+      for (const auto& region : shm.status(q->name())) {
+        auto& x = (*r->mutable_regions())[region->name];
+        x.set_name(region->name);
+        x.set_key(region->key);
+        x.set_offset(region->offset);
+        x.set_byte_size(region->byte_size);
+      }
+    });
+  }
+  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext*, const inference::SystemSharedMemoryRegisterRequest* q,
+                                          inference::SystemSharedMemoryRegisterResponse*) override {
+    return guard([&] { shm.add(q->name(), q->key(), q->offset(), q->byte_size()); });
+  }
+  grpc::Status SystemSharedMemoryUnregister(grpc::ServerContext*,
+                                            const inference::SystemSharedMemoryUnregisterRequest* q,
+                                            inference::SystemSharedMemoryUnregisterResponse*) override {
+    return guard([&] { shm.remove(q->name()); });
+  }
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* q,
                           inference::ModelInferResponse* r) override {
     return guard([&] {
@@ -479,7 +559,7 @@ struct Server::Impl final : public inference::GRPCInferenceService::Service {
       if (!ready) throw RequestError(RequestError::kUnavailable, "the server is shutting down");
       InferRequest req;
       try {
-        req = decode_grpc(*q);
+        req = decode_grpc(*q, &shm);
       } catch (const RequestError& e) {
         m.count_failure(e);
         throw;

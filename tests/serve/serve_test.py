@@ -237,6 +237,51 @@ def client(args):
         np.testing.assert_allclose(grpc_infer(X[:3]), Y[:3], rtol=RTOL, atol=ATOL)
         check(True, "good requests still work after the bad ones")
 
+        # ---- system shared memory: inputs read from and outputs written to registered regions
+        import tritonclient.utils.shared_memory as shm
+        n = 3
+        hin = shm.create_shared_memory_region("in", "/kiln_test_in", X[:n].nbytes)
+        hout = shm.create_shared_memory_region("out", "/kiln_test_out", Y[:n].nbytes)
+        try:
+            shm.set_shared_memory_region(hin, [X[:n]])
+            h.register_system_shared_memory("in", "/kiln_test_in", X[:n].nbytes)
+            g.register_system_shared_memory("out", "/kiln_test_out", Y[:n].nbytes)
+            check(sorted(r["name"] for r in h.get_system_shared_memory_status()) == ["in", "out"]
+                  and "in" in g.get_system_shared_memory_status().regions, "shared memory status (REST, gRPC)")
+            for client, mod in ((h, httpclient), (g, grpcclient)):
+                i = mod.InferInput("image", [n, 1, 28, 28], "FP32")
+                i.set_shared_memory("in", X[:n].nbytes)
+                o = mod.InferRequestedOutput("logits")
+                o.set_shared_memory("out", Y[:n].nbytes)
+                client.infer("tiny", [i], outputs=[o])
+                got = shm.get_contents_as_numpy(hout, np.float32, [n, 10])
+                np.testing.assert_allclose(got, Y[:n], rtol=RTOL, atol=ATOL)
+                shm.set_shared_memory_region(hout, [np.zeros_like(Y[:n])])
+            check(True, "inputs and outputs in shared memory over REST and gRPC match onnxruntime")
+            o = httpclient.InferRequestedOutput("logits")
+            o.set_shared_memory("out", 8)
+            i = httpclient.InferInput("image", [n, 1, 28, 28], "FP32")
+            i.set_shared_memory("in", X[:n].nbytes)
+            for inputs, outputs, expect in (([i], [o], "shared memory region 'out' gives it 8"),):
+                try:
+                    h.infer("tiny", inputs, outputs=outputs)
+                    check(False, "a too small output region is refused")
+                except InferenceServerException as e:
+                    check(expect in e.message(), "too small an output region: " + e.message()[:120])
+            bad({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32",
+                             "parameters": {"shared_memory_region": "nope", "shared_memory_byte_size": 3136}}]},
+                "input 'image': no shared memory region 'nope' is registered")
+            bad({"inputs": [{"name": "image", "shape": [4, 1, 28, 28], "datatype": "FP32",
+                             "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 4 * 3136}}]},
+                "do not fit in shared memory region 'in'")
+            bad({"key": "/kiln_no_such_key", "offset": 0, "byte_size": 16}, "cannot open the shared memory object",
+                path="/v2/systemsharedmemory/region/x/register")
+            h.unregister_system_shared_memory()
+            check(h.get_system_shared_memory_status() == [], "unregistered")
+        finally:
+            shm.destroy_shared_memory_region(hin)
+            shm.destroy_shared_memory_region(hout)
+
         # ---- random bodies against the REST endpoints: 4xx, never 5xx, never a crash
         rnd = random.Random(7)
         seed = json.dumps(good).encode()
@@ -262,13 +307,17 @@ def client(args):
         # ---- load from Triton's perf_analyzer: no failure, batches form
         pa = os.path.join(args.venv, "bin", "perf_analyzer")
         before = h.get_inference_statistics("tiny")["model_stats"][0]
-        for proto, port, conc in (("grpc", srv.grpc, "1:64:21"), ("http", srv.http, "16")):
+        for proto, port, conc, extra in (("grpc", srv.grpc, "1:64:21", []), ("http", srv.http, "16", []),
+                                         ("grpc", srv.grpc, "16", ["--shared-memory", "system",
+                                                                   "--output-shared-memory-size", "640"])):
             csv = os.path.join(args.work, f"pa_{proto}.csv")
             r = subprocess.run([pa, "-m", "tiny", "-u", f"127.0.0.1:{port}", "-i", proto, "--concurrency-range", conc,
-                                "-p", "1000", "--max-trials", "6", "-f", csv], capture_output=True, text=True,
+                                "-p", "1000", "--max-trials", "6", "-f", csv, *extra], capture_output=True, text=True,
                                timeout=300)
             print(r.stdout[-1500:])
-            check(r.returncode == 0, f"perf_analyzer over {proto} at concurrency {conc}: exit 0")
+            proto += " (shared memory)" if extra else ""
+            check(r.returncode == 0 and "error" not in r.stdout.lower(),
+                  f"perf_analyzer over {proto} at concurrency {conc}: exit 0, no error")
             rows = [l.split(",") for l in open(csv).read().splitlines()]
             for row in rows[1:]:
                 check(float(row[1]) > 0, f"{proto} concurrency {row[0]}: {float(row[1]):.0f} infer/s")
