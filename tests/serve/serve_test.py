@@ -312,9 +312,11 @@ def client(args):
                                                                    "--output-shared-memory-size", "640"])):
             csv = os.path.join(args.work, f"pa_{proto}.csv")
             r = subprocess.run([pa, "-m", "tiny", "-u", f"127.0.0.1:{port}", "-i", proto, "--concurrency-range", conc,
-                                "-p", "1000", "--max-trials", "6", "-f", csv, *extra], capture_output=True, text=True,
-                               timeout=300)
-            print(r.stdout[-1500:])
+                                # this is a test of the server, not a measurement: a 2-core CI machine running
+                                # other tests is never "stable" to perf_analyzer's default 10%
+                                "-p", "1000", "--max-trials", "6", "-s", "100", "-f", csv, *extra],
+                               capture_output=True, text=True, timeout=300)
+            print(r.stdout[-1500:], r.stderr[-1500:])
             proto += " (shared memory)" if extra else ""
             check(r.returncode == 0 and "error" not in r.stdout.lower(),
                   f"perf_analyzer over {proto} at concurrency {conc}: exit 0, no error")
