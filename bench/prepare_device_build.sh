@@ -21,9 +21,13 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib" "$stage/tests"
 strip -o "$stage/kiln" build/kiln
-for lib in libonnx.so.1 libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9 libpng16.so.16 libjpeg.so.62 libbenchmark.so.1debian; do
-  cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"
-done
+# The shared libraries kiln links that the GPU machine's image lacks (ONNX, protobuf, fmt, gRPC,
+# cpp-httplib, abseil, ...): every one ldd resolves, except the C/C++ runtime and CUDA's own (the
+# machine has those).
+ldd build/kiln | awk '$3 ~ /^\// {print $3}' |
+  grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libz|ld-linux[^/]*)\.so|/usr/local/cuda' |
+  xargs -I{} cp -L {} "$stage/lib/"
+cp -L /lib/x86_64-linux-gnu/libbenchmark.so.1debian "$stage/lib/"
 for t in build/tests/*_gpu_test build/bench/gpu_*_bench build/bench/gpu_engine_timing; do
   [ -x "$t" ] || continue
   strip -o "$stage/tests/$(basename "$t")" "$t"
@@ -31,6 +35,28 @@ done
 # With --kiln-only [BINARY...]: only kiln and its libraries in build-dev/pack.tar.xz (about 15 MB),
 # plus the named test or benchmark binaries (e.g. ops_gpu_test gpu_kernels_bench), for the
 # end-to-end runs (bench/int8_gpu.sh, bench/experiments/int8_profiles.sh) and a few GPU tests.
+# With --serve: kiln and its libraries, libtriton_kiln.so, and in build-serve/serve-tools.tar.xz the
+# serving tools the GPU machine lacks, from the serving venv (scripts/install_serve_deps.sh):
+# perf_analyzer with libcudart.so.12 and libb64, and PyTriton's Triton Inference Server with its
+# libraries; for bench/serve_gpu.sh.
+if [ "${1:-}" = "--serve" ]; then
+  rm -rf "$stage/tests" build-dev && mkdir -p build-dev
+  strip -o "$stage/libtriton_kiln.so" build/src/triton_backend/libtriton_kiln.so
+  tar -C "$stage" -cf - . | xz -9 --lzma2=preset=9,dict=256MiB -T1 > build-dev/pack.tar.xz
+  venv=${KILN_SERVE_VENV:-$HOME/.cache/kiln/serve-venv}
+  site=$(echo "$venv"/lib/python3*/site-packages)
+  tools=$(mktemp -d)
+  mkdir -p "$tools/bin" "$tools/lib" "$tools/site/pytriton/tritonserver/bin"
+  cp "$venv/bin/perf_analyzer" "$tools/bin/"
+  cp -L "$site"/nvidia/cuda_runtime/lib/libcudart.so.12 /usr/lib/x86_64-linux-gnu/libb64.so.0d "$tools/lib/"
+  cp "$site/pytriton/tritonserver/bin/tritonserver" "$tools/site/pytriton/tritonserver/bin/"
+  cp -r "$site/nvidia_pytriton.libs" "$tools/site/"  # tritonserver's RUNPATH: $ORIGIN/../../../nvidia_pytriton.libs
+  mkdir -p build-serve
+  tar -C "$tools" -cf - . | xz -9 -T2 > build-serve/serve-tools.tar.xz
+  rm -rf "$tools"
+  ls -la build-dev/ build-serve/
+  exit 0
+fi
 if [ "${1:-}" = "--kiln-only" ]; then
   shift
   keep=$(mktemp -d)

@@ -26,16 +26,17 @@ CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
   -DCMAKE_CXX_FLAGS="$SAN_FLAGS" >/dev/null
 
 echo "== build"
-ninja -C "$BUILD" -j"$JOBS" kiln tensor_file_fuzz engine_fuzz onnx_import_fuzz idx_fuzz conv_fuzz conv_sweep_asan_test
+ninja -C "$BUILD" -j"$JOBS" kiln tensor_file_fuzz engine_fuzz onnx_import_fuzz idx_fuzz conv_fuzz serve_request_fuzz \
+  conv_sweep_asan_test
 
 FUZZ_BIN="$BUILD/tests/fuzz"
 SEEDS="$BUILD/corpus-seed"
 CORPUS="$BUILD/corpus"
 ARTIFACTS="$BUILD/artifacts"
 WORK="$BUILD/fuzz-cwd"  # empty working directory: nothing there for relative paths to find
-mkdir -p "$CORPUS"/{engine,onnx,tensor_file,idx,conv} "$ARTIFACTS" "$WORK"
+mkdir -p "$CORPUS"/{engine,onnx,tensor_file,idx,conv,serve} "$ARTIFACTS" "$WORK"
 rm -rf "$SEEDS"
-mkdir -p "$SEEDS"/{engine,onnx,tensor_file,idx,conv}
+mkdir -p "$SEEDS"/{engine,onnx,tensor_file,idx,conv,serve}
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
@@ -80,6 +81,15 @@ python3 "$ROOT/tests/fuzz/functions_seed.py" "$SEEDS/onnx/functions_seed.onnx" 2
 printf '\x00\x00\x08\x02\x00\x00\x00\x02\x00\x00\x00\x02\x01\x02\x03\x04' >"$SEEDS/idx/small"
 # Convolutions (conv_fuzz decodes a geometry from the bytes): a few random starts.
 for i in 1 2 3 4 5 6 7 8; do head -c 600 /dev/urandom >"$SEEDS/conv/random$i"; done
+# Inference requests (serve_request_fuzz: first byte the mode, then two length bytes, then the body):
+# JSON, JSON + binary data, a shared memory reference, and a gRPC request.
+printf '\x00\x00\x00{"id":"a","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2],[3,4.5]]}],"outputs":[{"name":"x","parameters":{"binary_data":true}}]}' >"$SEEDS/serve/json"
+printf '\x00\x00\x00{"inputs":[{"name":"b","shape":[3],"datatype":"BOOL","data":[true,false,true]},{"name":"i","shape":[2],"datatype":"INT8","data":[-128,127]}],"parameters":{"binary_data_output":true}}' >"$SEEDS/serve/types"
+hdr='{"inputs":[{"name":"x","shape":[1,2],"datatype":"INT32","parameters":{"binary_data_size":8}}]}'
+printf "\x80\x$(printf %02x ${#hdr})\x00%s\x01\x00\x00\x00\x02\x00\x00\x00" "$hdr" >"$SEEDS/serve/binary"
+printf '\x00\x00\x00{"inputs":[{"name":"x","shape":[1],"datatype":"FP16","parameters":{"shared_memory_region":"r","shared_memory_byte_size":2}}]}' >"$SEEDS/serve/shm"
+# gRPC: model_name "m", one input "x" FP32 [1] with raw contents 4 bytes.
+printf '\xc0\x00\x00\x0a\x01m\x2a\x0c\x0a\x01x\x12\x04FP32\x1a\x01\x01\x3a\x04\x00\x00\x80\x3f' >"$SEEDS/serve/grpc"
 # Engines: `kiln optimize` of a spread of small node tests (whatever builds).
 ENGINE_TESTS=(test_relu test_add test_add_bcast test_conv_with_strides_padding test_gemm_default_single_elem_vector_bias
   test_gather_0 test_gather_negative_indices test_reshape_extended_dims test_softmax_axis_1 test_matmul_2d
@@ -136,19 +146,21 @@ run_fuzzer() {  # name corpus max_len; returns non-zero on a finding
   fi
 }
 
-# The five fuzzers run at the same time; each is given SECONDS.
-echo "== fuzzing engine_fuzz, onnx_import_fuzz, tensor_file_fuzz, idx_fuzz and conv_fuzz for ${SECONDS_PER_FUZZER}s each, concurrently"
+# The six fuzzers run at the same time; each is given SECONDS.
+echo "== fuzzing engine_fuzz, onnx_import_fuzz, tensor_file_fuzz, idx_fuzz, conv_fuzz and serve_request_fuzz for ${SECONDS_PER_FUZZER}s each, concurrently"
 run_fuzzer engine_fuzz engine "$ENGINE_MAX" & pid_engine=$!
 run_fuzzer onnx_import_fuzz onnx 8192 & pid_onnx=$!
 run_fuzzer tensor_file_fuzz tensor_file 4096 & pid_tensor=$!
 run_fuzzer idx_fuzz idx 8192 & pid_idx=$!
 run_fuzzer conv_fuzz conv 4096 & pid_conv=$!
+run_fuzzer serve_request_fuzz serve 4096 & pid_serve=$!
 failed=()
 wait "$pid_engine" || failed+=(engine_fuzz)
 wait "$pid_onnx" || failed+=(onnx_import_fuzz)
 wait "$pid_tensor" || failed+=(tensor_file_fuzz)
 wait "$pid_idx" || failed+=(idx_fuzz)
 wait "$pid_conv" || failed+=(conv_fuzz)
+wait "$pid_serve" || failed+=(serve_request_fuzz)
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "fuzzing found problems in: ${failed[*]}" >&2

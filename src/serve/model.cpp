@@ -9,6 +9,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "serve/shared_memory.h"
+
 namespace kiln::serve {
 
 namespace {
@@ -268,7 +270,7 @@ void Model::execute(Instance& inst, std::vector<std::unique_ptr<Pending>>& batch
   for (size_t b = 1; b < batch.size(); ++b) first_row[b] = first_row[b - 1] + batch[b - 1]->rows;
   Clock::time_point t_input, t_infer, t_end;
   try {
-    // Inputs: one request as it is, or the batch merged along axis 0 (zero rows up to the range's low end).
+    // Inputs: one request, or a batch merged along axis 0 (zero rows up to the range's low end).
     for (size_t i = 0; i < e.inputs().size(); ++i) {
       const std::string& name = e.inputs()[i].name;
       auto find = [&](const InferRequest& r) -> const Tensor& {
@@ -276,35 +278,51 @@ void Model::execute(Instance& inst, std::vector<std::unique_ptr<Pending>>& batch
       };
       const Tensor& first = find(batch[0]->request);
       std::vector<int64_t> shape = first.shape;
-      size_t bytes = first.bytes().size();
-      const std::byte* data = first.bytes().data();
-      if (batched) {
-        shape[0] = run_rows;
-        const size_t row_bytes = first.bytes().size() / static_cast<size_t>(first.shape[0]);
-        bytes = row_bytes * static_cast<size_t>(run_rows);
-        std::byte* buf = inst.input_buffer(i, bytes);
+      if (batched) shape[0] = run_rows;
+      if (!e.ranges().empty()) ctx.set_input_shape(name, shape);
+      const size_t row_bytes = batched ? first.bytes().size() / static_cast<size_t>(first.shape[0]) : 0;
+      const size_t bytes = batched ? row_bytes * static_cast<size_t>(run_rows) : first.bytes().size();
+#if defined(KILN_HAVE_CUDA)
+      if (!inst.device_input.empty()) {
+        // Each request's rows go to the device on their own: by DMA from a page-locked shared memory
+        // region, else through the instance's pinned buffer, the copy of one request overlapping the
+        // transfer of the one before.
+        std::byte* dev = static_cast<std::byte*>(inst.device_input[i]);
+        std::byte* pinned = inst.input_buffer(i, bytes);
         size_t off = 0;
         for (auto& p : batch) {
           const Tensor& t = find(p->request);
-          std::memcpy(buf + off, t.bytes().data(), t.bytes().size());
-          off += t.bytes().size();
+          const std::span<const std::byte> src = t.bytes();
+          const std::byte* from = src.data();
+          if (!(t.region && t.region->pinned)) {
+            std::memcpy(pinned + off, src.data(), src.size());
+            from = pinned + off;
+          }
+          if (!src.empty() &&
+              cudaMemcpyAsync(dev + off, from, src.size(), cudaMemcpyHostToDevice, inst.stream) != cudaSuccess)
+            throw Error(fmt::format("model '{}': copying input '{}' to the GPU failed", name_, name));
+          off += src.size();
         }
-        std::memset(buf + off, 0, bytes - off);
-        data = buf;
-      } else if (!inst.device_input.empty()) {
-        std::byte* buf = inst.input_buffer(i, bytes);
-        std::memcpy(buf, data, bytes);
-        data = buf;
-      }
-      if (!e.ranges().empty()) ctx.set_input_shape(name, shape);
-#if defined(KILN_HAVE_CUDA)
-      if (!inst.device_input.empty()) {
-        if (cudaMemcpyAsync(inst.device_input[i], data, bytes, cudaMemcpyHostToDevice, inst.stream) != cudaSuccess)
-          throw Error(fmt::format("model '{}': copying input '{}' to the GPU failed", name_, name));
-        ctx.set_input_device(name, inst.device_input[i], bytes);
+        if (off < bytes && cudaMemsetAsync(dev + off, 0, bytes - off, inst.stream) != cudaSuccess)
+          throw Error(fmt::format("model '{}': padding input '{}' on the GPU failed", name_, name));
+        ctx.set_input_device(name, dev, bytes);
         continue;
       }
 #endif
+      const std::byte* data = first.bytes().data();
+      // CPU engines read an input in place: one request's own bytes when they are aligned, else the
+      // batch merged in the instance's buffer (zero rows up to the range's low end).
+      if (batched || reinterpret_cast<uintptr_t>(data) % 16 != 0) {
+        std::byte* buf = inst.input_buffer(i, bytes);
+        size_t off = 0;
+        for (auto& p : batch) {
+          const std::span<const std::byte> src = find(p->request).bytes();
+          std::memcpy(buf + off, src.data(), src.size());
+          off += src.size();
+        }
+        std::memset(buf + off, 0, bytes - off);
+        data = buf;
+      }
       ctx.set_input(name, data, bytes);
     }
     t_input = Clock::now();

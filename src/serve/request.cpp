@@ -220,7 +220,8 @@ void shm_input(const ShmRef& ref, Tensor& t, size_t bytes, const SharedMemoryReg
   if (ref.byte_size && *ref.byte_size != bytes)
     bad(what + ": 'shared_memory_byte_size' is " + std::to_string(*ref.byte_size) + " bytes, shape " +
         shape_string(t.shape) + " of " + t.datatype + " is " + std::to_string(bytes));
-  t.shared = shm->slice(ref.region, ref.offset, bytes, what, t.region);
+  t.view = shm->slice(ref.region, ref.offset, bytes, what, t.region);
+  t.external = true;
 }
 
 void shm_output(const ShmRef& ref, RequestedOutput& o, const SharedMemoryRegistry* shm, const std::string& what) {
@@ -338,8 +339,8 @@ InferRequest decode_rest(std::string_view model, std::string_view body, std::opt
       if (binary.size() < bytes)
         bad(twhat + ": the binary data has " + std::to_string(binary.size()) + " bytes left, the input needs " +
             std::to_string(bytes) + (header_length ? "" : " (no Inference-Header-Content-Length header was sent)"));
-      t.data.resize(bytes);
-      if (bytes) std::memcpy(t.data.data(), binary.data(), bytes);
+      t.view = std::as_bytes(std::span<const char>(binary.data(), bytes));
+      t.external = true;
       binary.remove_prefix(bytes);
     } else {
       json_data(field(in, "data", twhat), t, twhat);
@@ -466,8 +467,8 @@ InferRequest decode_grpc(const inference::ModelInferRequest& m, const SharedMemo
       if (b.size() != bytes)
         bad(twhat + ": raw_input_contents has " + std::to_string(b.size()) + " bytes, shape " + shape_string(t.shape) +
             " of " + t.datatype + " is " + std::to_string(bytes));
-      t.data.resize(bytes);
-      if (bytes) std::memcpy(t.data.data(), b.data(), bytes);
+      t.view = std::as_bytes(std::span<const char>(b.data(), bytes));
+      t.external = true;
     } else {
       const auto& c = in.contents();
       switch (t.dtype) {

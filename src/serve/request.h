@@ -41,10 +41,11 @@ struct Tensor {
   std::string datatype;  // the protocol's name: "FP32", ...
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
-  std::vector<std::byte> data;  // little-endian, row-major; or, for an input in shared memory:
-  std::span<const std::byte> shared;                 // its bytes in the region,
-  std::shared_ptr<const SharedMemoryRegion> region;  // which stays mapped while this lives
-  std::span<const std::byte> bytes() const { return region ? shared : std::span<const std::byte>(data); }
+  std::vector<std::byte> data;  // little-endian, row-major, owned; or, when `external`, not copied:
+  bool external = false;
+  std::span<const std::byte> view;  // bytes in the request's body or message, or in a shared memory region
+  std::shared_ptr<const SharedMemoryRegion> region;  // that region, which stays mapped while this lives
+  std::span<const std::byte> bytes() const { return external ? view : std::span<const std::byte>(data); }
   int64_t numel() const;
 };
 
@@ -68,7 +69,8 @@ struct InferRequest {
 };
 
 // REST: `body` is the POST body; `header_length` the Inference-Header-Content-Length header when
-// given (the JSON header's size; the rest is binary tensor data).
+// given (the JSON header's size; the rest is binary tensor data). Binary inputs are views into
+// `body`, which must outlive the request.
 // `shm` resolves shared memory regions named by inputs and outputs (null: none are accepted).
 InferRequest decode_rest(std::string_view model, std::string_view body, std::optional<size_t> header_length,
                          const SharedMemoryRegistry* shm = nullptr);
@@ -80,7 +82,8 @@ struct RestResponse {
 // Outputs requested into shared memory are written there (RequestError if the region is too small).
 RestResponse encode_rest(const InferRequest& request, const std::vector<Tensor>& outputs);
 
-// gRPC: tensors from raw_input_contents (in input order) or from the typed contents.
+// gRPC: tensors from raw_input_contents (in input order; views into `message`, which must outlive
+// the request) or from the typed contents.
 InferRequest decode_grpc(const inference::ModelInferRequest& message, const SharedMemoryRegistry* shm = nullptr);
 void encode_grpc(const InferRequest& request, std::vector<Tensor>&& outputs, inference::ModelInferResponse& response);
 

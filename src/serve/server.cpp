@@ -610,6 +610,12 @@ void Server::start() {
     int port = 0;
     b.AddListeningPort(fmt::format("{}:{}", s.opt.host, s.opt.grpc_port), grpc::InsecureServerCredentials(), &port);
     b.RegisterService(&s);
+    // Each call holds its thread until its batch ran: keep up to http_threads of them polling instead
+    // of gRPC's default two, above which a finished call's thread exits and the next call makes one.
+    b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
+                          static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
+    b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, s.opt.http_threads);
     b.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(s.opt.max_body_bytes, INT32_MAX)));
     b.SetMaxSendMessageSize(static_cast<int>(std::min<size_t>(s.opt.max_body_bytes, INT32_MAX)));
     s.grpc_server = b.BuildAndStart();

@@ -9,6 +9,10 @@
 #include <cerrno>
 #include <cstring>
 
+#if defined(KILN_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
 #include "serve/request.h"
 
 namespace kiln::serve {
@@ -18,6 +22,9 @@ namespace {
 }  // namespace
 
 SharedMemoryRegion::~SharedMemoryRegion() {
+#if defined(KILN_HAVE_CUDA)
+  if (pinned) cudaHostUnregister(base);
+#endif
   if (base) munmap(base, mapped);
 }
 
@@ -50,6 +57,14 @@ void SharedMemoryRegistry::add(const std::string& name, const std::string& key, 
   close(fd);
   if (p == MAP_FAILED) bad(fmt::format("{}: cannot map it: {}", what, std::strerror(errno)));
   r->base = static_cast<std::byte*>(p);
+#if defined(KILN_HAVE_CUDA)
+  // Where there is a GPU, page-lock the region so that GPU engines copy inputs from it by DMA,
+  // without a host copy; without one (or if the driver refuses) it is ordinary memory.
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
+    r->pinned = cudaHostRegister(r->base, r->mapped, cudaHostRegisterPortable) == cudaSuccess;
+  cudaGetLastError();
+#endif
   std::lock_guard lock(mu_);
   if (!regions_.emplace(name, std::move(r)).second) bad(what + " is already registered; unregister it first");
 }

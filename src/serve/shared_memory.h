@@ -19,6 +19,7 @@ struct SharedMemoryRegion {
   uint64_t offset = 0, byte_size = 0;
   std::byte* base = nullptr;  // the mapping
   size_t mapped = 0;
+  bool pinned = false;  // page-locked for the GPU (cudaHostRegister): copied to a device by DMA
   std::byte* data() const { return base + offset; }  // the region's first byte
   ~SharedMemoryRegion();
 };
