@@ -43,6 +43,7 @@ if [ "${1:-}" = "--serve" ]; then
   rm -rf "$stage/tests" build-dev && mkdir -p build-dev
   strip -o "$stage/libtriton_kiln.so" build/src/triton_backend/libtriton_kiln.so
   tar -C "$stage" -cf - . | xz -9 --lzma2=preset=9,dict=256MiB -T1 > build-dev/pack.tar.xz
+  if [ -f build-serve/serve-tools.tar.xz ]; then ls -la build-dev/ build-serve/; exit 0; fi  # made before
   venv=${KILN_SERVE_VENV:-$HOME/.cache/kiln/serve-venv}
   site=$(echo "$venv"/lib/python3*/site-packages)
   tools=$(mktemp -d)

@@ -102,10 +102,14 @@ def main():
     ap.add_argument("--tools", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--instances", type=int, default=2)
+    # Dynamic batching of both servers: queue delay (us) and preferred batch size (0: none)
+    ap.add_argument("--delay-us", type=int, default=0)
+    ap.add_argument("--preferred", type=int, default=0)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     logf = open(os.path.join(a.out, "serve_gpu.log"), "w")
-    res = {"date": time.strftime("%Y-%m-%d"), "instances": a.instances}
+    res = {"date": time.strftime("%Y-%m-%d"), "instances": a.instances, "delay_us": a.delay_us,
+           "preferred": a.preferred}
     onnx = os.path.join(a.out, "resnet50.onnx")
     export_resnet50(onnx)
     calib = os.path.join(a.out, "calib")
@@ -128,7 +132,9 @@ def main():
 
     # kiln serve
     srv = subprocess.Popen([a.kiln, "serve", engine, "--host", "127.0.0.1", "--http-port", "8000", "--grpc-port", "8001",
-                            "--metrics-port", "8002", "--instances", str(a.instances)], stdout=logf,
+                            "--metrics-port", "8002", "--instances", str(a.instances),
+                            "--max-queue-delay-us", str(a.delay_us)] +
+                           (["--preferred-batch", str(a.preferred)] if a.preferred else []), stdout=logf,
                            stderr=subprocess.STDOUT)
     res["kiln_serve_ready_s"] = wait_ready(8000, srv, "kiln serve")
     import onnxruntime as ort
@@ -149,7 +155,9 @@ def main():
     os.makedirs(os.path.join(a.out, "backends", "kiln"), exist_ok=True)
     os.replace(engine, os.path.join(repo, "resnet50", "1", "model.kiln"))
     with open(os.path.join(repo, "resnet50", "config.pbtxt"), "w") as f:
-        f.write('backend: "kiln"\nmax_batch_size: 64\ndynamic_batching {}\n'
+        pref = f"preferred_batch_size: [{a.preferred}] " if a.preferred else ""
+        f.write(f'backend: "kiln"\nmax_batch_size: 64\n'
+                f'dynamic_batching {{ {pref}max_queue_delay_microseconds: {a.delay_us} }}\n'
                 f'instance_group [{{ count: {a.instances} kind: KIND_GPU }}]\n')
     be = os.path.join(a.out, "backends", "kiln", "libtriton_kiln.so")
     if not os.path.exists(be):
@@ -172,7 +180,8 @@ def main():
     json.dump(res, open(os.path.join(a.out, "serve.json"), "w"), indent=1)
 
     tput = b64["throughput_samples_per_s"]
-    print(f"\nResNet-50 --best 1..64, {a.instances} instances; kiln bench batch 64 x {a.instances} streams: "
+    print(f"\nResNet-50 --best 1..64, {a.instances} instances, queue delay {a.delay_us} us, preferred {a.preferred}; "
+          f"kiln bench batch 64 x {a.instances} streams: "
           f"{tput:.0f} img/s; batch 1 median latency {b1['latency_ms']['median']:.3f} ms")
     print("| server | transfer | concurrency | infer/s | p50 ms | p99 ms | vs kiln bench |")
     print("|---|---|---|---|---|---|---|")

@@ -65,6 +65,8 @@ void SharedMemoryRegistry::add(const std::string& name, const std::string& key, 
     r->pinned = cudaHostRegister(r->base, r->mapped, cudaHostRegisterPortable) == cudaSuccess;
   cudaGetLastError();
 #endif
+  fmt::print(stderr, "kiln serve: {} registered, {} bytes{}\n", what, byte_size,
+             r->pinned ? ", page-locked for the GPU" : "");
   std::lock_guard lock(mu_);
   if (!regions_.emplace(name, std::move(r)).second) bad(what + " is already registered; unregister it first");
 }
