@@ -105,6 +105,8 @@ def main():
     # Dynamic batching of both servers: queue delay (us) and preferred batch size (0: none)
     ap.add_argument("--delay-us", type=int, default=0)
     ap.add_argument("--preferred", type=int, default=0)
+    # Only kiln serve, once per instance count (e.g. 2,4,8), without Triton: how it scales
+    ap.add_argument("--scaling")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     logf = open(os.path.join(a.out, "serve_gpu.log"), "w")
@@ -129,6 +131,27 @@ def main():
     res["kiln_bench"] = {"batch64_streams": a.instances, "batch64": b64, "batch1": b1}
     print("kiln bench: batch 64", b64["throughput_samples_per_s"], "img/s; batch 1",
           b1["latency_ms"]["median"], "ms", flush=True)
+
+    if a.scaling:
+        res["scaling"] = {}
+        for n in map(int, a.scaling.split(",")):
+            srv = subprocess.Popen([a.kiln, "serve", engine, "--host", "127.0.0.1", "--http-port", "8000",
+                                    "--grpc-port", "8001", "--metrics-port", "8002", "--instances", str(n)],
+                                   stdout=logf, stderr=subprocess.STDOUT)
+            wait_ready(8000, srv, "kiln serve")
+            res["scaling"][n] = {m: perf(a, "resnet50", 8001, m, logf) for m in ("binary", "shm")}
+            srv.send_signal(signal.SIGTERM)
+            srv.wait(timeout=60)
+        json.dump(res, open(os.path.join(a.out, "serve.json"), "w"), indent=1)
+        tput = b64["throughput_samples_per_s"]
+        print(f"| instances | transfer | concurrency | infer/s | p50 ms | p99 ms | vs kiln bench ({tput:.0f}) |")
+        for n, modes in res["scaling"].items():
+            for mode, rows in modes.items():
+                for r in rows:
+                    if "error" not in r:
+                        print(f"| {n} | {mode} | {r['concurrency']} | {r['infer_per_s']:.0f} | {r['p50_ms']:.2f} | "
+                              f"{r['p99_ms']:.2f} | {r['infer_per_s'] / tput:.2f} |")
+        return
 
     # kiln serve
     srv = subprocess.Popen([a.kiln, "serve", engine, "--host", "127.0.0.1", "--http-port", "8000", "--grpc-port", "8001",
