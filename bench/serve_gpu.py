@@ -45,7 +45,7 @@ def wait_ready(port, proc, what, timeout=180):
 def perf(a, model, grpc_port, mode, logf):
     rows = []
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(a.tools, "lib") + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
-    for c in CONCURRENCY:
+    for c in a.concurrency:
         out = os.path.join(a.out, f"pa_{model}_{grpc_port}_{mode}_{c}.csv")
         cmd = [os.path.join(a.tools, "bin", "perf_analyzer"), "-m", model, "-u", f"127.0.0.1:{grpc_port}", "-i", "grpc",
                "--concurrency-range", str(c), "-p", "3000", "--max-trials", "6", "-s", "15", "-f", out]
@@ -107,7 +107,9 @@ def main():
     ap.add_argument("--preferred", type=int, default=0)
     # Only kiln serve, once per instance count (e.g. 2,4,8), without Triton: how it scales
     ap.add_argument("--scaling")
+    ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
     a = ap.parse_args()
+    a.concurrency = [int(c) for c in a.concurrency.split(",")]
     os.makedirs(a.out, exist_ok=True)
     logf = open(os.path.join(a.out, "serve_gpu.log"), "w")
     res = {"date": time.strftime("%Y-%m-%d"), "instances": a.instances, "delay_us": a.delay_us,
@@ -132,6 +134,9 @@ def main():
     print("kiln bench: batch 64", b64["throughput_samples_per_s"], "img/s; batch 1",
           b1["latency_ms"]["median"], "ms", flush=True)
 
+    import onnxruntime as ort
+    x = np.random.default_rng(5).standard_normal((5, 3, 224, 224)).astype(np.float32)
+    ref = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
     if a.scaling:
         res["scaling"] = {}
         for n in map(int, a.scaling.split(",")):
@@ -139,7 +144,9 @@ def main():
                                     "--grpc-port", "8001", "--metrics-port", "8002", "--instances", str(n)],
                                    stdout=logf, stderr=subprocess.STDOUT)
             wait_ready(8000, srv, "kiln serve")
-            res["scaling"][n] = {m: perf(a, "resnet50", 8001, m, logf) for m in ("binary", "shm")}
+            res["scaling"][n] = {"agreement": agreement(rest_infer(8000, x), ref)}
+            print(f"kiln serve, {n} instances, vs onnxruntime:", res["scaling"][n]["agreement"], flush=True)
+            res["scaling"][n].update({m: perf(a, "resnet50", 8001, m, logf) for m in ("binary", "shm")})
             srv.send_signal(signal.SIGTERM)
             srv.wait(timeout=60)
         json.dump(res, open(os.path.join(a.out, "serve.json"), "w"), indent=1)
@@ -147,6 +154,8 @@ def main():
         print(f"| instances | transfer | concurrency | infer/s | p50 ms | p99 ms | vs kiln bench ({tput:.0f}) |")
         for n, modes in res["scaling"].items():
             for mode, rows in modes.items():
+                if mode == "agreement":
+                    continue
                 for r in rows:
                     if "error" not in r:
                         print(f"| {n} | {mode} | {r['concurrency']} | {r['infer_per_s']:.0f} | {r['p50_ms']:.2f} | "
@@ -160,9 +169,6 @@ def main():
                            (["--preferred-batch", str(a.preferred)] if a.preferred else []), stdout=logf,
                            stderr=subprocess.STDOUT)
     res["kiln_serve_ready_s"] = wait_ready(8000, srv, "kiln serve")
-    import onnxruntime as ort
-    x = np.random.default_rng(5).standard_normal((5, 3, 224, 224)).astype(np.float32)
-    ref = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
     res["kiln_serve_agreement"] = agreement(rest_infer(8000, x), ref)
     print("kiln serve vs onnxruntime:", res["kiln_serve_agreement"], flush=True)
     res["kiln_serve"] = {m: perf(a, "resnet50", 8001, m, logf) for m in ("binary", "shm")}

@@ -42,6 +42,10 @@ struct Model::Instance {
   std::vector<std::byte*> pinned;
   std::vector<void*> device_input;
   std::vector<size_t> capacity;
+  // GPU engines: one pinned buffer per output, the size at the top of every range, that the
+  // outputs are copied into from the context's device memory (the context keeps no host staging:
+  // its staging would zero a range's padding on the host at every change of batch size).
+  std::vector<std::byte*> pinned_output;
   std::byte* input_buffer(size_t i, size_t bytes) {
     if (device_input.empty()) {
       staging[i].resize(bytes);
@@ -64,6 +68,7 @@ Model::Model(std::string name, std::shared_ptr<const Engine> engine, const Batch
       inst->device = device;
       ContextOptions co;
       co.cpu_threads = opt_.cpu_threads > 0 ? opt_.cpu_threads : std::max(1, cores / opt_.instances);
+      co.host_staging = device < 0;
 #if defined(KILN_HAVE_CUDA)
       if (device >= 0) {
         if (cudaSetDevice(device) != cudaSuccess)
@@ -88,6 +93,14 @@ Model::Model(std::string name, std::shared_ptr<const Engine> engine, const Batch
           inst->device_input.push_back(d);
           inst->capacity.push_back(t.bytes());
         }
+      if (device >= 0)
+        for (const TensorInfo& t : engine_->outputs()) {
+          void* h = nullptr;
+          if (cudaHostAlloc(&h, std::max<size_t>(t.bytes(), 1), cudaHostAllocDefault) != cudaSuccess)
+            throw Error(fmt::format("model '{}': cannot allocate {} bytes of pinned memory for output '{}'", name_,
+                                    t.bytes(), t.name));
+          inst->pinned_output.push_back(static_cast<std::byte*>(h));
+        }
 #endif
       instances_.push_back(std::move(inst));
     }
@@ -100,6 +113,7 @@ Model::~Model() {
   for (auto& inst : instances_) {
     inst->ctx.reset();
     for (std::byte* p : inst->pinned) cudaFreeHost(p);
+    for (std::byte* p : inst->pinned_output) cudaFreeHost(p);
     for (void* p : inst->device_input) cudaFree(p);
     if (inst->stream) cudaStreamDestroy(inst->stream);
   }
@@ -328,7 +342,31 @@ void Model::execute(Instance& inst, std::vector<std::unique_ptr<Pending>>& batch
     t_input = Clock::now();
     run_context(inst);
     t_infer = Clock::now();
-    // Outputs: split by each request's rows.
+    // Outputs: on a GPU, every wanted one copied to the instance's pinned memory at once; then
+    // split by each request's rows.
+    std::vector<std::span<const std::byte>> out_bytes(e.outputs().size());
+    std::vector<std::vector<int64_t>> out_shapes(e.outputs().size());
+    for (size_t o = 0; o < e.outputs().size(); ++o) {
+      const TensorInfo& info = e.outputs()[o];
+      out_shapes[o] = ctx.output_shape(info.name);
+      if (inst.device < 0) {
+        out_bytes[o] = ctx.output(info.name);
+        continue;
+      }
+#if defined(KILN_HAVE_CUDA)
+      int64_t n = 1;
+      for (int64_t d : out_shapes[o]) n *= d;
+      const size_t bytes = static_cast<size_t>(n) * dtype_size(info.dtype);
+      if (bytes && cudaMemcpyAsync(inst.pinned_output[o], ctx.output_device(info.name), bytes, cudaMemcpyDeviceToHost,
+                                   inst.stream) != cudaSuccess)
+        throw Error(fmt::format("model '{}': copying output '{}' from the GPU failed", name_, info.name));
+      out_bytes[o] = {inst.pinned_output[o], bytes};
+#endif
+    }
+#if defined(KILN_HAVE_CUDA)
+    if (inst.device >= 0 && cudaStreamSynchronize(inst.stream) != cudaSuccess)
+      throw Error(fmt::format("model '{}': copying the outputs from the GPU failed", name_));
+#endif
     for (size_t o = 0; o < e.outputs().size(); ++o) {
       const TensorInfo& info = e.outputs()[o];
       bool wanted = false;
@@ -337,8 +375,8 @@ void Model::execute(Instance& inst, std::vector<std::unique_ptr<Pending>>& batch
                  std::any_of(p->request.outputs.begin(), p->request.outputs.end(),
                              [&](const RequestedOutput& r) { return r.name == info.name; });
       if (!wanted) continue;
-      const std::vector<int64_t> shape = ctx.output_shape(info.name);
-      const std::span<const std::byte> bytes = ctx.output(info.name);
+      const std::vector<int64_t>& shape = out_shapes[o];
+      const std::span<const std::byte> bytes = out_bytes[o];
       for (size_t b = 0; b < batch.size(); ++b) {
         const InferRequest& r = batch[b]->request;
         if (!r.outputs.empty() && std::none_of(r.outputs.begin(), r.outputs.end(),
