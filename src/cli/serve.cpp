@@ -1,10 +1,10 @@
 // kiln serve: engines behind the KServe v2 protocol (serve/server.h), until SIGTERM or SIGINT,
 // which drain the queues and exit 0.
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <csignal>
 #include <filesystem>
-#include <pthread.h>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -51,8 +51,11 @@ int run_serve(const ServeOptions& o) {
   bo.max_queue = static_cast<size_t>(o.max_queue);
   bo.preferred_batch = int_list(o.preferred_batch, "--preferred-batch");
   std::sort(bo.preferred_batch.begin(), bo.preferred_batch.end());
+  if (!bo.preferred_batch.empty() && bo.preferred_batch.front() < 1)
+    throw Error(fmt::format("--preferred-batch takes batch sizes of at least 1, got '{}'", o.preferred_batch));
   for (int64_t d : int_list(o.devices, "--device")) bo.devices.push_back(static_cast<int>(d));
-  if (o.max_queue_delay_us < 0) throw Error("--max-queue-delay-us must not be negative");
+  if (o.max_queue_delay_us < 0 || o.max_queue_delay_us > 60'000'000)
+    throw Error("--max-queue-delay-us takes 0 to 60000000 (a minute)");
 
   std::vector<std::unique_ptr<serve::Model>> models;
   for (const std::string& path : o.models) {
@@ -60,10 +63,8 @@ int run_serve(const ServeOptions& o) {
     auto engine = Engine::load(path);
     auto m = std::make_unique<serve::Model>(name, engine, bo);
     const serve::Signature& sig = m->signature();
-    const std::string batching =
-        sig.max_batch_size > 0
-            ? fmt::format("dynamic batching up to {}", sig.max_batch_size)
-            : fmt::format("no batching: {}", sig.why_not_batched);
+    const std::string batching = sig.max_batch_size > 0 ? fmt::format("dynamic batching up to {}", sig.max_batch_size)
+                                                        : fmt::format("no batching: {}", sig.why_not_batched);
     fmt::print(stderr, "kiln serve: model '{}' from {} ({}, {} context{}; {})\n", name, path, engine->summary().target,
                m->contexts(), m->contexts() == 1 ? "" : "s", batching);
     models.push_back(std::move(m));

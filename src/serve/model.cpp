@@ -25,8 +25,8 @@ uint64_t ns_between(Clock::time_point a, Clock::time_point b) {
 
 struct Model::Pending {
   InferRequest request;
-  int64_t rows = 0;   // batched models: the request's batch
-  std::string key;    // batched models: the non-batch dims; only equal keys share a batch
+  int64_t rows = 0;  // batched models: the request's batch
+  std::string key;   // batched models: the non-batch dims; only equal keys share a batch
   Clock::time_point queued;
   std::promise<std::vector<Tensor>> done;
 };
@@ -153,6 +153,12 @@ void Model::validate(const InferRequest& r, int64_t& rows, std::string& key) con
       key += ";";
     }
   }
+  const std::string range_err = check_ranges(*engine_, [&](const std::string& name) -> const std::vector<int64_t>* {
+    for (const Tensor& x : r.inputs)
+      if (x.name == name) return &x.shape;
+    return nullptr;
+  });
+  if (!range_err.empty()) bad(what + ": " + range_err);
   for (const Tensor& x : r.inputs)
     if (std::none_of(sig_.inputs.begin(), sig_.inputs.end(), [&](const ServedTensor& t) { return t.name == x.name; }))
       bad(fmt::format("{}: the model has no input '{}'", what, x.name));
@@ -265,8 +271,7 @@ void Model::run_context(Instance& inst) {
 #if defined(KILN_HAVE_CUDA)
   inst.ctx->enqueue(inst.stream);
   const cudaError_t err = cudaStreamSynchronize(inst.stream);
-  if (err != cudaSuccess)
-    throw Error(fmt::format("model '{}': the GPU failed: {}", name_, cudaGetErrorString(err)));
+  if (err != cudaSuccess) throw Error(fmt::format("model '{}': the GPU failed: {}", name_, cudaGetErrorString(err)));
   inst.ctx->check();
 #endif
 }
@@ -401,10 +406,14 @@ void Model::execute(Instance& inst, std::vector<std::unique_ptr<Pending>>& batch
     }
     t_end = Clock::now();
   } catch (const std::exception& ex) {
+#if defined(KILN_HAVE_CUDA)
+    // Copies from the requests' memory (a page-locked shared memory region) may still be queued:
+    // finish them before the requests, and the regions they keep mapped, go.
+    if (inst.device >= 0) cudaStreamSynchronize(inst.stream);
+#endif
     // A shape the inputs do not agree on is the request's fault; anything else is the server's.
     const bool request_fault = !batched && dynamic_cast<const Error*>(&ex) && t_input == Clock::time_point{};
-    const RequestError err(request_fault ? RequestError::kBadRequest : RequestError::kInternal,
-                           fmt::format("{}: {}", batch[0]->request.describe(), ex.what()));
+    const RequestError::Kind kind = request_fault ? RequestError::kBadRequest : RequestError::kInternal;
     {
       std::lock_guard lock(stats_mu_);
       for (size_t b = 0; b < batch.size(); ++b) {
@@ -412,7 +421,9 @@ void Model::execute(Instance& inst, std::vector<std::unique_ptr<Pending>>& batch
         ++stats_.failures[request_fault ? "bad_request" : "internal"];
       }
     }
-    for (auto& p : batch) p->done.set_exception(std::make_exception_ptr(err));
+    for (auto& p : batch)  // each named by its own request, not the batch's first
+      p->done.set_exception(
+          std::make_exception_ptr(RequestError(kind, fmt::format("{}: {}", p->request.describe(), ex.what()))));
     return;
   }
   {

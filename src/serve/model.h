@@ -23,10 +23,10 @@
 namespace kiln::serve {
 
 struct BatcherOptions {
-  int instances = 1;         // contexts per device (CPU engines: in all)
-  std::vector<int> devices;  // GPU engines: CUDA device ids (empty: device 0)
-  int cpu_threads = 0;       // CPU engines: threads per context (0: the cores divided among the instances)
-  int64_t max_queue_delay_us = 0;  // how long the oldest request may wait for a batch to fill
+  int instances = 1;                     // contexts per device (CPU engines: in all)
+  std::vector<int> devices;              // GPU engines: CUDA device ids (empty: device 0)
+  int cpu_threads = 0;                   // CPU engines: threads per context (0: the cores divided among the instances)
+  int64_t max_queue_delay_us = 0;        // how long the oldest request may wait for a batch to fill
   std::vector<int64_t> preferred_batch;  // a batch of one of these sizes runs at once
   size_t max_queue = 1024;               // queued requests; more get 503 / UNAVAILABLE
 };
@@ -46,7 +46,7 @@ struct ModelStats {
   uint64_t execution_count = 0;  // engine runs
   uint64_t last_inference_ms = 0;
   Duration success, fail, queue, compute_input, compute_infer, compute_output;
-  std::map<int64_t, BatchStats> batches;  // by batch size
+  std::map<int64_t, BatchStats> batches;     // by batch size
   std::map<std::string, uint64_t> failures;  // by reason: "bad_request", "queue_full", "unavailable", "internal"
 };
 

@@ -1,10 +1,9 @@
 #include "serve/request.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "core/half.h"
 #include "kserve_v2.pb.h"
@@ -73,10 +72,14 @@ bool put_json(const json& v, DataType dt, std::byte* dst) {
     case DataType::kBFloat16: {
       if (!v.is_number()) return false;
       const double d = v.get<double>();
-      if (dt == DataType::kFloat64) put<double>(dst, d);
-      else if (dt == DataType::kFloat32) put<float>(dst, static_cast<float>(d));
-      else if (dt == DataType::kFloat16) put<uint16_t>(dst, Half(static_cast<float>(d)).bits);
-      else put<uint16_t>(dst, BFloat16(static_cast<float>(d)).bits);
+      if (dt == DataType::kFloat64)
+        put<double>(dst, d);
+      else if (dt == DataType::kFloat32)
+        put<float>(dst, static_cast<float>(d));
+      else if (dt == DataType::kFloat16)
+        put<uint16_t>(dst, Half(static_cast<float>(d)).bits);
+      else
+        put<uint16_t>(dst, BFloat16(static_cast<float>(d)).bits);
       return true;
     }
     case DataType::kBool:
@@ -99,7 +102,9 @@ bool put_json(const json& v, DataType dt, std::byte* dst) {
 void json_data(const json& data, Tensor& t, const std::string& what) {
   const size_t esize = dtype_size(t.dtype);
   const int64_t n = t.numel();
-  t.data.resize(static_cast<size_t>(n) * esize);
+  // Grown with the elements sent, not sized from the shape: a few bytes of shape may claim 2^34
+  // elements, which would be allocated (and zeroed) before the count is found wrong.
+  t.data.clear();
   int64_t i = 0;
   auto walk = [&](auto&& self, const json& v, int depth) -> void {
     if (depth > 64) bad(what + ": 'data' is nested too deeply");
@@ -107,9 +112,12 @@ void json_data(const json& data, Tensor& t, const std::string& what) {
       for (const json& e : v) self(self, e, depth + 1);
       return;
     }
-    if (i >= n) bad(what + ": 'data' has more than the " + std::to_string(n) + " elements of shape " + shape_string(t.shape));
+    if (i >= n)
+      bad(what + ": 'data' has more than the " + std::to_string(n) + " elements of shape " + shape_string(t.shape));
+    t.data.resize(static_cast<size_t>(i + 1) * esize);
     if (!put_json(v, t.dtype, t.data.data() + static_cast<size_t>(i) * esize))
-      bad(what + ": element " + std::to_string(i) + " of 'data' (" + v.dump(-1, ' ', false, json::error_handler_t::replace) + ") is not a " + t.datatype + " value");
+      bad(what + ": element " + std::to_string(i) + " of 'data' (" +
+          v.dump(-1, ' ', false, json::error_handler_t::replace) + ") is not a " + t.datatype + " value");
     ++i;
   };
   if (!data.is_array()) bad(what + ": 'data' must be an array");
@@ -159,7 +167,9 @@ std::vector<int64_t> json_shape(const json& j, const std::string& what) {
   if (!j.is_array()) bad(what + ": 'shape' must be an array of integers");
   std::vector<int64_t> shape;
   for (const json& d : j) {
-    if (!d.is_number_integer()) bad(what + ": 'shape' must be an array of integers, got " + j.dump(-1, ' ', false, json::error_handler_t::replace));
+    if (!d.is_number_integer())
+      bad(what + ": 'shape' must be an array of integers, got " +
+          j.dump(-1, ' ', false, json::error_handler_t::replace));
     shape.push_back(d.get<int64_t>());
   }
   if (shape.size() > 16) bad(what + ": 'shape' has more than 16 dimensions");
@@ -197,20 +207,24 @@ std::optional<ShmRef> shm_ref_json(const json& params, const std::string& what) 
   return r;
 }
 
+// A non-negative integer parameter, sent as int64 (tritonclient) or uint64 (newer clients).
+uint64_t grpc_size_param(const inference::InferParameter& p, const std::string& what, const char* key) {
+  if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) return p.uint64_param();
+  if (p.parameter_choice_case() != inference::InferParameter::kInt64Param || p.int64_param() < 0)
+    bad(what + ": '" + key + "' must be a non-negative integer");
+  return static_cast<uint64_t>(p.int64_param());
+}
+
 template <typename Params>
 std::optional<ShmRef> shm_ref_grpc(const Params& params, const std::string& what) {
   auto it = params.find("shared_memory_region");
   if (it == params.end()) return std::nullopt;
   ShmRef r;
   r.region = it->second.string_param();
-  if (auto o = params.find("shared_memory_offset"); o != params.end()) {
-    if (o->second.int64_param() < 0) bad(what + ": 'shared_memory_offset' must not be negative");
-    r.offset = static_cast<uint64_t>(o->second.int64_param());
-  }
-  if (auto b = params.find("shared_memory_byte_size"); b != params.end()) {
-    if (b->second.int64_param() < 0) bad(what + ": 'shared_memory_byte_size' must not be negative");
-    r.byte_size = static_cast<uint64_t>(b->second.int64_param());
-  }
+  if (auto o = params.find("shared_memory_offset"); o != params.end())
+    r.offset = grpc_size_param(o->second, what, "shared_memory_offset");
+  if (auto b = params.find("shared_memory_byte_size"); b != params.end())
+    r.byte_size = grpc_size_param(b->second, what, "shared_memory_byte_size");
   return r;
 }
 
@@ -350,7 +364,8 @@ InferRequest decode_rest(std::string_view model, std::string_view body, std::opt
     r.inputs.push_back(std::move(t));
   }
   if (!binary.empty())
-    bad(rwhat + ": " + std::to_string(binary.size()) + " bytes of binary data are not claimed by any input's "
+    bad(rwhat + ": " + std::to_string(binary.size()) +
+        " bytes of binary data are not claimed by any input's "
         "'binary_data_size'");
   if (j.contains("outputs")) {
     const json& outs = j["outputs"];
@@ -401,7 +416,8 @@ RestResponse encode_rest(const InferRequest& request, const std::vector<Tensor>&
     } else {
       json data = json::array();
       const size_t esize = dtype_size(t.dtype);
-      for (size_t i = 0; i + esize <= t.data.size(); i += esize) data.push_back(element_json(t.data.data() + i, t.dtype));
+      for (size_t i = 0; i + esize <= t.data.size(); i += esize)
+        data.push_back(element_json(t.data.data() + i, t.dtype));
       o["data"] = std::move(data);
     }
     outs.push_back(std::move(o));

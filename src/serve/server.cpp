@@ -4,11 +4,10 @@
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <charconv>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
 
@@ -216,7 +215,8 @@ std::string metrics_text(const std::vector<const Model*>& models) {
   for (const Model* m : models) all.emplace_back(m->name(), m->stats());
   auto each = [&](const char* name, const char* type, const char* help, auto value) {
     family(name, type, help);
-    for (const auto& [model, s] : all) out += fmt::format("{}{{model=\"{}\",version=\"1\"}} {}\n", name, model, value(s));
+    for (const auto& [model, s] : all)
+      out += fmt::format("{}{{model=\"{}\",version=\"1\"}} {}\n", name, model, value(s));
   };
   each("kiln_inference_request_success", "counter", "Successful inference requests",
        [](const ModelStats& s) { return s.success.count; });
@@ -390,33 +390,35 @@ struct Server::Impl final : public inference::GRPCInferenceService::Service {
                 }
               }));
     // System shared memory extension.
-    http.Get(R"(/v2/systemsharedmemory(?:/region/([^/]+))?/status)",
-             guarded([this](const httplib::Request& req, httplib::Response& res) {
-               json arr = json::array();
-               for (const auto& r : shm.status(req.matches[1]))
-                 arr.push_back({{"name", r->name}, {"key", r->key}, {"offset", r->offset}, {"byte_size", r->byte_size}});
-               reply_json(res, 200, arr.dump());
-             }));
-    http.Post(R"(/v2/systemsharedmemory/region/([^/]+)/register)",
-              guarded([this](const httplib::Request& req, httplib::Response& res) {
-                const std::string what = fmt::format("registering shared memory region '{}'", std::string(req.matches[1]));
-                json j;
-                try {
-                  j = json::parse(req.body);
-                } catch (const json::exception& e) {
-                  throw RequestError(RequestError::kBadRequest, what + ": malformed JSON: " + e.what());
-                }
-                auto get_u64 = [&](const char* key) -> uint64_t {
-                  if (!j.is_object() || !j.contains(key)) return 0;
-                  if (!j[key].is_number_unsigned())
-                    throw RequestError(RequestError::kBadRequest, what + ": '" + key + "' must be a non-negative integer");
-                  return j[key].get<uint64_t>();
-                };
-                if (!j.is_object() || !j.contains("key") || !j["key"].is_string())
-                  throw RequestError(RequestError::kBadRequest, what + ": the body needs a string 'key'");
-                shm.add(req.matches[1], j["key"].get<std::string>(), get_u64("offset"), get_u64("byte_size"));
-                reply_json(res, 200, "{}");
-              }));
+    http.Get(
+        R"(/v2/systemsharedmemory(?:/region/([^/]+))?/status)",
+        guarded([this](const httplib::Request& req, httplib::Response& res) {
+          json arr = json::array();
+          for (const auto& r : shm.status(req.matches[1]))
+            arr.push_back({{"name", r->name}, {"key", r->key}, {"offset", r->offset}, {"byte_size", r->byte_size}});
+          reply_json(res, 200, arr.dump());
+        }));
+    http.Post(
+        R"(/v2/systemsharedmemory/region/([^/]+)/register)",
+        guarded([this](const httplib::Request& req, httplib::Response& res) {
+          const std::string what = fmt::format("registering shared memory region '{}'", std::string(req.matches[1]));
+          json j;
+          try {
+            j = json::parse(req.body);
+          } catch (const json::exception& e) {
+            throw RequestError(RequestError::kBadRequest, what + ": malformed JSON: " + e.what());
+          }
+          auto get_u64 = [&](const char* key) -> uint64_t {
+            if (!j.is_object() || !j.contains(key)) return 0;
+            if (!j[key].is_number_unsigned())
+              throw RequestError(RequestError::kBadRequest, what + ": '" + key + "' must be a non-negative integer");
+            return j[key].get<uint64_t>();
+          };
+          if (!j.is_object() || !j.contains("key") || !j["key"].is_string())
+            throw RequestError(RequestError::kBadRequest, what + ": the body needs a string 'key'");
+          shm.add(req.matches[1], j["key"].get<std::string>(), get_u64("offset"), get_u64("byte_size"));
+          reply_json(res, 200, "{}");
+        }));
     http.Post(R"(/v2/systemsharedmemory(?:/region/([^/]+))?/unregister)",
               guarded([this](const httplib::Request& req, httplib::Response& res) {
                 shm.remove(req.matches[1]);
@@ -442,7 +444,7 @@ struct Server::Impl final : public inference::GRPCInferenceService::Service {
     });
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      const std::string what = res.status == 404 ? "no such endpoint of the KServe v2 protocol"
+      const std::string what = res.status == 404   ? "no such endpoint of the KServe v2 protocol"
                                : res.status == 413 ? "the body is larger than the server takes"
                                                    : "the request could not be read";
       reply_json(res, res.status,
@@ -593,17 +595,24 @@ void Server::start() {
   // An idle keep-alive connection holds a thread until this passes, and shutdown waits for it.
   s.http.set_keep_alive_timeout(2);
   s.http.set_tcp_nodelay(true);  // responses go out at once, not after the client's delayed ACK
+  // httplib's stop() does nothing until the listening loop runs: wait for it, or a SIGTERM that came
+  // while the engines loaded (sigwait returns at once) would leave shutdown() joining it forever.
+  auto wait_running = [](const httplib::Server& srv) {
+    for (int i = 0; i < 5000 && !srv.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
   if (s.opt.http_port > 0) {
     if (!s.http.bind_to_port(s.opt.host, s.opt.http_port))
       throw Error(fmt::format("cannot listen on {}:{} (--http-port): the port is in use or not allowed", s.opt.host,
                               s.opt.http_port));
     s.http_thread = std::thread([&s] { s.http.listen_after_bind(); });
+    wait_running(s.http);
   }
   if (s.opt.metrics_port > 0) {
     if (!s.metrics.bind_to_port(s.opt.host, s.opt.metrics_port))
-      throw Error(fmt::format("cannot listen on {}:{} (--metrics-port): the port is in use or not allowed",
-                              s.opt.host, s.opt.metrics_port));
+      throw Error(fmt::format("cannot listen on {}:{} (--metrics-port): the port is in use or not allowed", s.opt.host,
+                              s.opt.metrics_port));
     s.metrics_thread = std::thread([&s] { s.metrics.listen_after_bind(); });
+    wait_running(s.metrics);
   }
   if (s.opt.grpc_port > 0) {
     grpc::ServerBuilder b;

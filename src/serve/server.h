@@ -13,8 +13,8 @@ namespace kiln::serve {
 
 struct ServerOptions {
   std::string host = "0.0.0.0";
-  int http_port = 8000;   // 0: no REST endpoint
-  int grpc_port = 8001;   // 0: no gRPC endpoint
+  int http_port = 8000;     // 0: no REST endpoint
+  int grpc_port = 8001;     // 0: no gRPC endpoint
   int metrics_port = 8002;  // 0: no metrics endpoint
   int http_threads = 256;   // REST connections served at once (each waits on its batch)
   size_t max_body_bytes = size_t{1} << 30;

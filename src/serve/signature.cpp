@@ -49,7 +49,8 @@ const ShapeRangeInfo* batch_range(const Engine& e, std::string& why) {
     if (all) return &r;
   }
   why = "no range of the engine is a leading axis of independent rows of every input and output";
-  if (ranges.size() == 1 && !ranges[0].pad_rows && !ranges[0].why_exact.empty()) why += " (" + ranges[0].why_exact + ")";
+  if (ranges.size() == 1 && !ranges[0].pad_rows && !ranges[0].why_exact.empty())
+    why += " (" + ranges[0].why_exact + ")";
   return nullptr;
 }
 
@@ -128,9 +129,8 @@ std::string check_tensor(const Signature& sig, const ServedTensor& t, std::strin
            std::string(kserve_datatype(t.dtype));
   const bool batched = sig.max_batch_size > 0;
   const size_t rank = t.dims.size() + (batched ? 1 : 0);
-  std::vector<int64_t> expected;
-  if (batched) expected.push_back(-1);
-  expected.insert(expected.end(), t.dims.begin(), t.dims.end());
+  std::vector<int64_t> expected = t.dims;
+  if (batched) expected.insert(expected.begin(), -1);
   if (shape.size() != rank)
     return what + " has shape " + dims_string(shape) + ", the model takes " + dims_string(expected) + " (rank " +
            std::to_string(rank) + ")";
@@ -142,8 +142,40 @@ std::string check_tensor(const Signature& sig, const ServedTensor& t, std::strin
     const auto [lo, hi] = t.bounds[a];
     if (d < lo || d > hi)
       return what + " has shape " + dims_string(shape) + ", the model takes " + dims_string(expected) +
-             (lo == hi ? "" : " with dimension " + std::to_string(a + (batched ? 1 : 0)) + " in " + std::to_string(lo) +
-                                  ".." + std::to_string(hi));
+             (lo == hi ? ""
+                       : " with dimension " + std::to_string(a + (batched ? 1 : 0)) + " in " + std::to_string(lo) +
+                             ".." + std::to_string(hi));
+  }
+  return "";
+}
+
+std::string check_ranges(const Engine& engine,
+                         const std::function<const std::vector<int64_t>*(const std::string&)>& shape_of) {
+  for (const ShapeRangeInfo& r : engine.ranges()) {
+    std::string first;
+    int64_t size = -1;
+    for (const auto& [name, axis] : r.inputs) {
+      const std::vector<int64_t>* shape = shape_of(name);
+      if (!shape || axis < 0 || static_cast<size_t>(axis) >= shape->size()) continue;
+      const int64_t d = (*shape)[static_cast<size_t>(axis)];
+      if (size < 0) {
+        size = d;
+        first = name;
+      } else if (d != size) {
+        return "input '" + name + "' has " + std::to_string(d) + " on dimension " + std::to_string(axis) + " (range '" +
+               r.name + "'), input '" + first + "' has " + std::to_string(size) +
+               ": the dimensions of a range take one size";
+      }
+    }
+    if (size >= 0 && !r.pad_rows && std::find(r.buckets.begin(), r.buckets.end(), size) == r.buckets.end()) {
+      std::string sizes;
+      for (int64_t b : r.buckets) {
+        if (!sizes.empty()) sizes += ',';
+        sizes += std::to_string(b);
+      }
+      return "input '" + first + "' has " + std::to_string(size) + " on its dimension of range '" + r.name +
+             "', which the engine runs only at the sizes it was built for (" + sizes + ")";
+    }
   }
   return "";
 }

@@ -5,6 +5,7 @@
 #include <kiln/engine.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,5 +47,14 @@ Signature signature(const Engine& engine);
 // e.g. "input 'x' has datatype INT64, the model takes FP32".
 std::string check_tensor(const Signature& sig, const ServedTensor& t, std::string_view datatype,
                          const std::vector<int64_t>& shape);
+
+// Checks a request's inputs against the engine's ranges, which check_tensor sees one tensor at a
+// time: the dimensions of one range take one size (set_input_shape makes the others follow it,
+// unbinding the inputs given at the other size, and the run fails), and a range without padded rows
+// one of its buckets. `shape_of` gives an input's shape in the request with every axis of the
+// engine's (nullptr: not given). Returns "" or what is wrong, e.g. "input 'mask' has 50 on
+// dimension 1 (range 'seq'), input 'ids' has 100: the dimensions of a range take one size".
+std::string check_ranges(const Engine& engine,
+                         const std::function<const std::vector<int64_t>*(const std::string&)>& shape_of);
 
 }  // namespace kiln::serve

@@ -580,6 +580,12 @@ std::optional<Pending> validate(TRITONBACKEND_Request* request, const ModelState
     p.inputs.push_back(input);
     p.shapes.push_back(std::move(dims));
   }
+  error = kiln::serve::check_ranges(*m.engine, [&](const std::string& name) -> const std::vector<int64_t>* {
+    for (size_t i = 0; i < sig.inputs.size(); ++i)
+      if (sig.inputs[i].name == name) return &p.shapes[i];
+    return nullptr;
+  });
+  if (!error.empty()) return std::nullopt;
   uint32_t outputs = 0;
   check(TRITONBACKEND_RequestOutputCount(request, &outputs), "counting the requested outputs");
   const auto& engine_outputs = m.engine->outputs();
