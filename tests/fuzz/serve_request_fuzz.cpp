@@ -3,6 +3,8 @@
 // First byte: 0-127 REST without Inference-Header-Content-Length, 128-191 REST with one (the next
 // two bytes), 192-255 gRPC. Decoding may throw RequestError; anything else (a crash, a sanitizer
 // report, another exception) is a finding. A decoded request is encoded back as a response.
+#include <google/protobuf/stubs/logging.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -12,11 +14,18 @@
 #include "serve/request.h"
 #include "serve/shared_memory.h"
 
+// protobuf logs every string field that is not UTF-8: thousands of lines a second here.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 3) return 0;
   const uint8_t mode = data[0];
   const std::string_view rest(reinterpret_cast<const char*>(data) + 3, size - 3);
   static const kiln::serve::SharedMemoryRegistry shm;  // empty: every region named is unknown
+  inference::ModelInferRequest m;  // outlives the request: its raw inputs are views into it, as in the server
   try {
     kiln::serve::InferRequest r;
     if (mode < 192) {
@@ -24,7 +33,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (mode >= 128) header_length = static_cast<size_t>(data[1]) | static_cast<size_t>(data[2]) << 8;
       r = kiln::serve::decode_rest("m", rest, header_length, &shm);
     } else {
-      inference::ModelInferRequest m;
       if (!m.ParseFromArray(rest.data(), static_cast<int>(rest.size()))) return 0;
       r = kiln::serve::decode_grpc(m, &shm);
     }
