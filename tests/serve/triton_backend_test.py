@@ -385,7 +385,13 @@ def serve(args, work):
                     fail(f"{model} grpc concurrent {i}: {err}")
                 close(r.as_numpy("logits"), LOGITS[32 + i:33 + i], f"{model} grpc concurrent {i} logits")
                 close(r.as_numpy("probs"), PROBS[32 + i:33 + i], f"{model} grpc concurrent {i} probs")
+            # A backend reports an execution's statistics after sending its responses (as Triton's own
+            # backends do): a client may see the responses first. Wait for the counts to settle.
+            deadline = time.time() + 10
             inf1, exe1 = stats(model)
+            while inf1 - inf0 < 2 * n and time.time() < deadline:
+                time.sleep(0.05)
+                inf1, exe1 = stats(model)
             if inf1 - inf0 != 2 * n:
                 fail(f"{model} statistics: {inf1 - inf0} inferences for {2 * n} requests")
             if not exe1 < inf1:
