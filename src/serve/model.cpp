@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "serve/batching.h"
 #include "serve/shared_memory.h"
 
 namespace kiln::serve {
@@ -226,12 +227,13 @@ std::vector<std::unique_ptr<Model::Pending>> Model::next_batch(std::unique_lock<
     if (!batched) {
       picked.push_back(0);
     } else {
-      const std::string& key = queue_.front()->key;
-      for (size_t i = 0; i < queue_.size() && rows < max_rows; ++i)
-        if (queue_[i]->key == key && rows + queue_[i]->rows <= max_rows) {
-          picked.push_back(i);
-          rows += queue_[i]->rows;
-        }
+      // Without preferred sizes, batches of the engine's bucket sizes (batching.h).
+      std::vector<QueuedRequest> queued;
+      queued.reserve(queue_.size());
+      for (const auto& p : queue_) queued.push_back({p->rows, p->key});
+      const std::vector<int64_t> none;
+      picked = pick_batch(queued, max_rows, opt_.preferred_batch.empty() ? sig_.buckets : none);
+      for (size_t i : picked) rows += queue_[i]->rows;
     }
     const bool preferred =
         std::find(opt_.preferred_batch.begin(), opt_.preferred_batch.end(), rows) != opt_.preferred_batch.end();

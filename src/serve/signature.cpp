@@ -91,6 +91,7 @@ Signature signature(const Engine& engine) {
   if (batch) {
     sig.max_batch_size = batch->hi;
     sig.min_batch = batch->lo;
+    sig.buckets = batch->buckets;
     sig.why_not_batched.clear();
   }
   const bool batched = batch != nullptr;

@@ -35,6 +35,8 @@ struct Signature {
   // dims above leave it out. 0: no such axis; a request is run alone with its full shape.
   int64_t max_batch_size = 0;
   int64_t min_batch = 1;
+  // The batch sizes the engine has plans for, ascending; a size between them runs padded to the next.
+  std::vector<int64_t> buckets;
   // Why an engine is not batched (for the log): "", or e.g. "output boxes has a data-dependent size".
   std::string why_not_batched;
   std::vector<ServedTensor> inputs, outputs;
