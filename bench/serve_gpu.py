@@ -48,12 +48,17 @@ def perf(a, model, grpc_port, mode, logf):
     for c in a.concurrency:
         out = os.path.join(a.out, f"pa_{model}_{grpc_port}_{mode}_{c}.csv")
         cmd = [os.path.join(a.tools, "bin", "perf_analyzer"), "-m", model, "-u", f"127.0.0.1:{grpc_port}", "-i", "grpc",
-               "--concurrency-range", str(c), "-p", "3000", "--max-trials", "6", "-s", "15", "-f", out]
+               "--concurrency-range", str(c), "-p", "3000", "--max-trials", "6", "-s", str(a.stability), "-f", out]
         if mode == "shm":
             cmd += ["--shared-memory", "system", "--output-shared-memory-size", "4000"]
-        r = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, timeout=240)
-        if r.returncode != 0 or not os.path.exists(out):
-            rows.append({"concurrency": c, "error": f"perf_analyzer exit {r.returncode}"})
+        try:
+            r = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, timeout=a.pa_timeout)
+            error = None if r.returncode == 0 and os.path.exists(out) else f"perf_analyzer exit {r.returncode}"
+        except subprocess.TimeoutExpired:  # it did not find stable windows; the server itself is checked below
+            error = f"perf_analyzer found no {a.stability}%-stable windows in {a.pa_timeout} s"
+        if error:
+            rows.append({"concurrency": c, "error": error})
+            print(f"  {model} port {grpc_port} {mode} c={c}: {error}", flush=True)
             continue
         with open(out) as f:
             row = next(csv.DictReader(f))
@@ -66,12 +71,29 @@ def perf(a, model, grpc_port, mode, logf):
     return rows
 
 
-def rest_infer(port, x):
+def export_null(path):
+    """A model with ResNet-50's inputs and outputs that does almost no work (the mean of each channel
+    times a 3x1000 matrix): served, it measures what the transport, the server and the client cost."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((3, 1000)).astype(np.float32), "W")
+    axes = numpy_helper.from_array(np.array([2, 3], np.int64), "axes")
+    g = helper.make_graph(
+        [helper.make_node("ReduceMean", ["input", "axes"], ["mean"], keepdims=0),
+         helper.make_node("MatMul", ["mean", "W"], ["logits"])], "null",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 224, 224])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1000])], [w, axes])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.save(m, path)
+
+
+def rest_infer(port, x, model):
     """One binary-data KServe v2 request (no client library on the GPU machine): logits of x."""
     header = json.dumps({"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32",
                                      "parameters": {"binary_data_size": x.nbytes}}],
                          "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/resnet50/infer", data=header + x.tobytes(),
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/{model}/infer", data=header + x.tobytes(),
                                  headers={"Inference-Header-Content-Length": str(len(header)),
                                           "Content-Type": "application/octet-stream"})
     r = urllib.request.urlopen(req, timeout=60)
@@ -108,23 +130,31 @@ def main():
     # Only kiln serve, once per instance count (e.g. 2,4,8), without Triton: how it scales
     ap.add_argument("--scaling")
     ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
+    # Serve a model with ResNet-50's inputs and outputs that does almost no work: the ceiling the
+    # transport, the server and the client on this machine set, whatever the engine
+    ap.add_argument("--null", action="store_true")
+    # perf_analyzer: how close three windows' latencies must be, and how long to let it try
+    ap.add_argument("--stability", type=int, default=15)
+    ap.add_argument("--pa-timeout", type=int, default=120)
     a = ap.parse_args()
     a.concurrency = [int(c) for c in a.concurrency.split(",")]
     os.makedirs(a.out, exist_ok=True)
     logf = open(os.path.join(a.out, "serve_gpu.log"), "w")
     res = {"date": time.strftime("%Y-%m-%d"), "instances": a.instances, "delay_us": a.delay_us,
            "preferred": a.preferred}
-    onnx = os.path.join(a.out, "resnet50.onnx")
-    export_resnet50(onnx)
+    model = "null" if a.null else "resnet50"
+    res["model"] = model
+    onnx = os.path.join(a.out, model + ".onnx")
+    (export_null if a.null else export_resnet50)(onnx)
     calib = os.path.join(a.out, "calib")
     os.makedirs(calib, exist_ok=True)
     rng = np.random.default_rng(0)
     for i in range(8):  # one batch of 64, the range's top
         np.save(os.path.join(calib, f"x{i}.npy"), rng.standard_normal((8, 3, 224, 224)).astype(np.float32))
-    engine = os.path.join(a.out, "resnet50.kiln")
+    engine = os.path.join(a.out, model + ".kiln")
     t0 = time.time()
-    log_run([a.kiln, "optimize", onnx, "-o", engine, "--device", "gpu", "--best", "--batch", "1..64", "--calib", calib],
-            logf)
+    log_run([a.kiln, "optimize", onnx, "-o", engine, "--device", "gpu", "--batch", "1..64"] +
+            ([] if a.null else ["--best", "--calib", calib]), logf)
     res["build_s"] = time.time() - t0
     print(f"built {engine} in {res['build_s']:.1f} s", flush=True)
     # The engine alone: batch 64 on as many streams (contexts) as the server has instances, and batch 1.
@@ -144,9 +174,13 @@ def main():
                                     "--grpc-port", "8001", "--metrics-port", "8002", "--instances", str(n)],
                                    stdout=logf, stderr=subprocess.STDOUT)
             wait_ready(8000, srv, "kiln serve")
-            res["scaling"][n] = {"agreement": agreement(rest_infer(8000, x), ref)}
+            res["scaling"][n] = {"agreement": agreement(rest_infer(8000, x, model), ref)}
             print(f"kiln serve, {n} instances, vs onnxruntime:", res["scaling"][n]["agreement"], flush=True)
-            res["scaling"][n].update({m: perf(a, "resnet50", 8001, m, logf) for m in ("binary", "shm")})
+            res["scaling"][n].update({m: perf(a, model, 8001, m, logf) for m in ("binary", "shm")})
+            stats = json.load(urllib.request.urlopen(f"http://127.0.0.1:8000/v2/models/{model}/stats"))
+            res["scaling"][n]["executions_by_batch"] = {
+                b["batch_size"]: b["compute_infer"]["count"] for b in stats["model_stats"][0]["batch_stats"]}
+            print("executions by batch size:", res["scaling"][n]["executions_by_batch"], flush=True)
             srv.send_signal(signal.SIGTERM)
             srv.wait(timeout=60)
         json.dump(res, open(os.path.join(a.out, "serve.json"), "w"), indent=1)
@@ -154,7 +188,7 @@ def main():
         print(f"| instances | transfer | concurrency | infer/s | p50 ms | p99 ms | vs kiln bench ({tput:.0f}) |")
         for n, modes in res["scaling"].items():
             for mode, rows in modes.items():
-                if mode == "agreement":
+                if mode in ("agreement", "executions_by_batch"):
                     continue
                 for r in rows:
                     if "error" not in r:
@@ -169,10 +203,10 @@ def main():
                            (["--preferred-batch", str(a.preferred)] if a.preferred else []), stdout=logf,
                            stderr=subprocess.STDOUT)
     res["kiln_serve_ready_s"] = wait_ready(8000, srv, "kiln serve")
-    res["kiln_serve_agreement"] = agreement(rest_infer(8000, x), ref)
+    res["kiln_serve_agreement"] = agreement(rest_infer(8000, x, model), ref)
     print("kiln serve vs onnxruntime:", res["kiln_serve_agreement"], flush=True)
-    res["kiln_serve"] = {m: perf(a, "resnet50", 8001, m, logf) for m in ("binary", "shm")}
-    stats = json.load(urllib.request.urlopen("http://127.0.0.1:8000/v2/models/resnet50/stats"))["model_stats"][0]
+    res["kiln_serve"] = {m: perf(a, model, 8001, m, logf) for m in ("binary", "shm")}
+    stats = json.load(urllib.request.urlopen(f"http://127.0.0.1:8000/v2/models/{model}/stats"))["model_stats"][0]
     res["kiln_serve_stats"] = {k: stats[k] for k in ("inference_count", "execution_count")}
     res["kiln_serve_stats"]["fail"] = stats["inference_stats"]["fail"]["count"]
     srv.send_signal(signal.SIGTERM)
@@ -180,10 +214,10 @@ def main():
 
     # Triton Inference Server with the Kiln backend
     repo = os.path.join(a.out, "repo")
-    os.makedirs(os.path.join(repo, "resnet50", "1"), exist_ok=True)
+    os.makedirs(os.path.join(repo, model, "1"), exist_ok=True)
     os.makedirs(os.path.join(a.out, "backends", "kiln"), exist_ok=True)
-    os.replace(engine, os.path.join(repo, "resnet50", "1", "model.kiln"))
-    with open(os.path.join(repo, "resnet50", "config.pbtxt"), "w") as f:
+    os.replace(engine, os.path.join(repo, model, "1", "model.kiln"))
+    with open(os.path.join(repo, model, "config.pbtxt"), "w") as f:
         pref = f"preferred_batch_size: [{a.preferred}] " if a.preferred else ""
         f.write(f'backend: "kiln"\nmax_batch_size: 64\n'
                 f'dynamic_batching {{ {pref}max_queue_delay_microseconds: {a.delay_us} }}\n'
@@ -197,9 +231,9 @@ def main():
                            stderr=subprocess.STDOUT)
     try:
         res["triton_ready_s"] = wait_ready(8010, tri, "tritonserver")
-        res["triton_agreement"] = agreement(rest_infer(8010, x), ref)
+        res["triton_agreement"] = agreement(rest_infer(8010, x, model), ref)
         print("Triton + libtriton_kiln vs onnxruntime:", res["triton_agreement"], flush=True)
-        res["triton"] = {m: perf(a, "resnet50", 8011, m, logf) for m in ("binary", "shm")}
+        res["triton"] = {m: perf(a, model, 8011, m, logf) for m in ("binary", "shm")}
     finally:
         tri.send_signal(signal.SIGTERM)
         try:
@@ -209,7 +243,7 @@ def main():
     json.dump(res, open(os.path.join(a.out, "serve.json"), "w"), indent=1)
 
     tput = b64["throughput_samples_per_s"]
-    print(f"\nResNet-50 --best 1..64, {a.instances} instances, queue delay {a.delay_us} us, preferred {a.preferred}; "
+    print(f"\n{model} 1..64, {a.instances} instances, queue delay {a.delay_us} us, preferred {a.preferred}; "
           f"kiln bench batch 64 x {a.instances} streams: "
           f"{tput:.0f} img/s; batch 1 median latency {b1['latency_ms']['median']:.3f} ms")
     print("| server | transfer | concurrency | infer/s | p50 ms | p99 ms | vs kiln bench |")

@@ -13,3 +13,5 @@ fi
 source bench/device_env.sh
 /opt/torch/.venv/bin/python bench/serve_gpu.py --kiln "$PWD/build-dev/kiln" --backend "$PWD/build-dev/libtriton_kiln.so" \
   --tools "$PWD/$tools" --out "$OUT/serve" "$@" 2>&1 | tee "$OUT/serve.log" | tail -n 40
+# What comes back from the GPU machine: the JSON, logs and perf_analyzer's CSVs, not the models.
+rm -rf "$OUT/serve/calib" "$OUT/serve/repo" "$OUT/serve/backends" "$OUT"/serve/*.onnx "$OUT"/serve/*.kiln
