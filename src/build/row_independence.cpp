@@ -309,7 +309,8 @@ class Analysis {
       case OpKind::kLRN:
       case OpKind::kResize:
       case OpKind::kDepthToSpace:
-      case OpKind::kSpaceToDepth: return leading_only(n);
+      case OpKind::kSpaceToDepth:
+      case OpKind::kAttention: return leading_only(n);
       case OpKind::kLayerNormalization: {
         const int r = rank(n.inputs[0]);
         return along_other(n, static_cast<int>(normalize_axis(std::get<LayerNormAttrs>(n.attrs).axis, r)), true);

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -364,6 +365,24 @@ struct TriluAttrs {
   int64_t upper = 1;
   static constexpr auto kFields = std::tuple{Field{"upper", &TriluAttrs::upper}};
 };
+// Attention (ONNX opset 23): softmax(scale * Q Kt (softcap, + mask, causal)) V. scale NaN: absent,
+// 1/sqrt(head size). The head counts matter only for 3-D inputs [batch, sequence, heads * size].
+struct AttentionAttrs {
+  int64_t is_causal = 0;
+  int64_t kv_num_heads = 0;
+  int64_t q_num_heads = 0;
+  int64_t qk_matmul_output_mode = 0;
+  float scale = std::numeric_limits<float>::quiet_NaN();
+  float softcap = 0.0f;
+  int64_t softmax_precision = 0;
+  static constexpr auto kFields = std::tuple{Field{"is_causal", &AttentionAttrs::is_causal},
+                                             Field{"kv_num_heads", &AttentionAttrs::kv_num_heads},
+                                             Field{"q_num_heads", &AttentionAttrs::q_num_heads},
+                                             Field{"qk_matmul_output_mode", &AttentionAttrs::qk_matmul_output_mode},
+                                             Field{"scale", &AttentionAttrs::scale},
+                                             Field{"softcap", &AttentionAttrs::softcap},
+                                             Field{"softmax_precision", &AttentionAttrs::softmax_precision}};
+};
 struct NmsAttrs {  // NonMaxSuppression: 0: boxes are [y1, x1, y2, x2] corners; 1: [x_center, y_center, w, h]
   int64_t center_point_box = 0;
   static constexpr auto kFields = std::tuple{Field{"center_point_box", &NmsAttrs::center_point_box}};
@@ -500,7 +519,7 @@ using Attrs = std::variant<NoAttrs, AlphaAttrs, SeluAttrs, HardSigmoidAttrs, Shr
                            PoolAttrs, BatchNormAttrs, EpsilonAttrs, LayerNormAttrs, LrnAttrs, QuantizeAttrs, PadAttrs,
                            ReduceAttrs, ArgReduceAttrs, ReshapeAttrs, ResizeAttrs, ShapeAttrs, SplitAttrs, TopKAttrs,
                            TransposeAttrs, TriluAttrs, OneHotAttrs, LossAttrs, BitShiftAttrs, RnnAttrs, EpilogueAttrs,
-                           FusedConvAttrs, FusedGemmAttrs, QMatMulAttrs, QConvAttrs, NmsAttrs>;
+                           FusedConvAttrs, FusedGemmAttrs, QMatMulAttrs, QConvAttrs, NmsAttrs, AttentionAttrs>;
 
 template <class T, class V>
 struct VariantIndex;

@@ -41,6 +41,7 @@ enum class OpKind : uint16_t {
   kAsinh,
   kAtan,
   kAtanh,
+  kAttention,
   kAveragePool,
   kBatchNormalization,
   kBitShift,
@@ -256,6 +257,8 @@ inline constexpr OpInfo kOpTable[] = {
     {OpKind::kAsinh, "Asinh", OpFamily::kElementwise, kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0, kPerElement},
     {OpKind::kAtan, "Atan", OpFamily::kElementwise, kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0, kPerElement},
     {OpKind::kAtanh, "Atanh", OpFamily::kElementwise, kAttrsIndex<NoAttrs>, 1, 1, 1, 1, 0x0, kPerElement},
+    // Inputs past_key and past_value (5, 6) and outputs past the first are refused on import.
+    {OpKind::kAttention, "Attention", OpFamily::kGemm, kAttrsIndex<AttentionAttrs>, 3, 6, 1, 4, 0x0},
     {OpKind::kAveragePool, "AveragePool", OpFamily::kPool, kAttrsIndex<PoolAttrs>, 1, 1, 1, 1, 0x0},
     {OpKind::kBatchNormalization, "BatchNormalization", OpFamily::kNorm, kAttrsIndex<BatchNormAttrs>, 5, 5, 1, 3,
      0x0},  // 3 outputs only in training mode, which inference rejects

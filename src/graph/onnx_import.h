@@ -22,7 +22,7 @@ class ModelProto;
 namespace kiln::graph {
 
 inline constexpr int64_t kMinOpset = 1;
-inline constexpr int64_t kMaxOpset = 21;
+inline constexpr int64_t kMaxOpset = 23;
 
 // What the importer needs beyond the file: the length of each sequence the graph takes as an
 // input. Each such input becomes that many tensor inputs, sequence_element(name, i), and each

@@ -182,6 +182,20 @@ void batchnorm_rule(Importer& im, ImportNode& n) {
     throw Error("BatchNormalization with spatial = 0 is not supported; re-export at opset 9 or newer");
 }
 
+// Attention (opset 23): the key/value cache inputs and the outputs beside Y are not supported.
+void attention_rule(Importer&, ImportNode& n) {
+  if (n.inputs.size() > 4 && std::any_of(n.inputs.begin() + 4, n.inputs.end(), [](ValueId v) { return v != kNoValue; }))
+    throw Error(
+        "Attention with past_key / past_value (a key-value cache) is not supported; export the model "
+        "without the cache (the whole sequence at once)");
+  n.inputs.resize(std::min<size_t>(n.inputs.size(), 4));
+  for (int i = 1; i < n.proto.output_size(); ++i)
+    if (!n.proto.output(i).empty())
+      throw Error(
+          "Attention's outputs present_key, present_value and qk_matmul_output are not supported; "
+          "use only its first output");
+}
+
 }  // namespace
 
 const std::map<std::string, LegacyFn>& import_rules() {
@@ -197,6 +211,7 @@ const std::map<std::string, LegacyFn>& import_rules() {
         {"CastLike", castlike_rule}, {"EyeLike", eyelike_rule},
         {"PRelu", prelu_rule},       {"BatchNormalization", batchnorm_rule},
     };
+    r["Attention"] = attention_rule;
     for (const char* op : {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
                            "ReduceMin", "ReduceProd", "ReduceSumSquare"})
       r[op] = reduce_rule(18);

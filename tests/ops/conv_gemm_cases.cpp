@@ -1,4 +1,4 @@
-// The conv and gemm families' op cases (tests/ops/op_case.h): Conv, ConvTranspose, Gemm and MatMul
+// The conv and gemm families' op cases (tests/ops/op_case.h): Conv, ConvTranspose, Gemm, MatMul and Attention
 // on ResNet-like, odd, strided, dilated, grouped, depthwise, 1-D to 3-D and zero-size shapes, with
 // and without bias, auto_pad, transposes and every C broadcast; the float types and, for Gemm and
 // MatMul, the integer types.
@@ -8,6 +8,10 @@
 // scale = max|a| * max|b|; for float16 and bfloat16 also half an output ulp of the largest value).
 // Integer products are exact. Cases marked `tactics` also run with every tactic the GPU kernel
 // offers.
+#include <cmath>
+#include <limits>
+#include <optional>
+
 #include "ops/nn_case_util.h"
 
 namespace kiln::optest {
@@ -215,6 +219,63 @@ std::vector<NnCase> all_cases() {
   return v;
 }
 
+// ---- Attention ----------------------------------------------------------------------------------
+struct AttnCase {
+  std::string name;
+  AttentionAttrs attrs;
+  Shape q, k, v;
+  std::optional<Shape> mask;
+  DT mask_dt = DT::kFloat32;  // kFloat32: Q's type
+  std::vector<DT> dtypes = kF;
+};
+
+AttentionAttrs attn(int64_t causal = 0, float scale = std::numeric_limits<float>::quiet_NaN(), float softcap = 0,
+                    int64_t q_heads = 0, int64_t kv_heads = 0) {
+  AttentionAttrs a;
+  a.is_causal = causal;
+  a.scale = scale;
+  a.softcap = softcap;
+  a.q_num_heads = q_heads;
+  a.kv_num_heads = kv_heads;
+  return a;
+}
+
+std::vector<AttnCase> attention_cases() {
+  const float kNoScale = std::numeric_limits<float>::quiet_NaN();
+  return {
+      {"AttentionSmall", attn(), {2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 8}, std::nullopt, DT::kFloat32, kFD},
+      {"AttentionVSize", attn(0, 0.3f), {1, 2, 9, 8}, {1, 2, 33, 8}, {1, 2, 33, 16}, std::nullopt},
+      // BERT's padding mask: [batch, 1, 1, keys] of 0 and -10000, added to the scores.
+      {"AttentionPaddingMask", attn(), {2, 12, 37, 64}, {2, 12, 37, 64}, {2, 12, 37, 64}, Shape{2, 1, 1, 37}},
+      {"AttentionBoolMask", attn(), {2, 2, 17, 32}, {2, 2, 40, 32}, {2, 2, 40, 32}, Shape{17, 40}, DT::kBool},
+      // GPT-2's causal mask over several tiles of keys, head size 64; and 128.
+      {"AttentionCausal", attn(1), {1, 4, 70, 64}, {1, 4, 70, 64}, {1, 4, 70, 64}, std::nullopt},
+      {"AttentionCausal128", attn(1), {1, 2, 45, 128}, {1, 2, 45, 128}, {1, 2, 45, 128}, std::nullopt},
+      {"AttentionCausalMask", attn(1), {2, 2, 33, 16}, {2, 2, 33, 16}, {2, 2, 33, 16}, Shape{2, 2, 33, 33}},
+      {"AttentionGrouped", attn(), {2, 8, 11, 16}, {2, 2, 13, 16}, {2, 2, 13, 16}, std::nullopt},
+      {"AttentionSoftcap", attn(0, 2.0f, 5.0f), {1, 2, 6, 8}, {1, 2, 6, 8}, {1, 2, 6, 8}, std::nullopt},
+      {"Attention3D", attn(0, kNoScale, 0, 4, 2), {2, 9, 4 * 16}, {2, 21, 2 * 16}, {2, 21, 2 * 24}, Shape{9, 21}},
+      {"AttentionHead256", attn(), {1, 1, 20, 256}, {1, 1, 50, 256}, {1, 1, 50, 256}, std::nullopt},
+  };
+}
+
+Inputs attention_inputs(const AttnCase& c, DT dt) {
+  Inputs in{rand_tensor(dt, c.q, -1, 1), rand_tensor(dt, c.k, -1, 1), rand_tensor(dt, c.v, -1, 1)};
+  if (c.mask) {
+    if (c.mask_dt == DT::kBool) {
+      HostTensor m = rand_tensor(DT::kBool, *c.mask, 0, 1.6);  // mostly true
+      const int64_t keys = c.mask->back();
+      for (int64_t i = 0; i < keys; ++i) set(m, i, 0);  // the first query row attends nothing: zeros
+      in.push_back(m);
+    } else {
+      HostTensor m = rand_tensor(dt, *c.mask, -2, 2);
+      for (int64_t i = 0; i < m.numel(); i += 5) set(m, i, -10000);  // padding
+      in.push_back(m);
+    }
+  }
+  return in;
+}
+
 }  // namespace
 
 std::vector<OpCase> conv_gemm_cases() {
@@ -229,6 +290,21 @@ std::vector<OpCase> conv_gemm_cases() {
           };
         },
         c.tactics));
+  for (const AttnCase& c : attention_cases())
+    out.push_back(one_run_case(
+        c.name, OpKind::kAttention, c.attrs, c.dtypes, [c](DT dt) { return attention_inputs(c, dt); },
+        [c](const Inputs& in) -> ToleranceFn {
+          // A score's error (head size products) moves its probability by as much, relative; the
+          // weighted sum adds one product per key.
+          const int64_t d = c.q.size() == 4 ? c.q[3] : c.q[2] / c.attrs.q_num_heads;
+          const double s = std::isnan(c.attrs.scale) ? 1 / std::sqrt(static_cast<double>(d)) : c.attrs.scale;
+          const double scores = s * max_abs(in[0]) * max_abs(in[1]),
+                       keys = static_cast<double>(in[1].shape[in[1].shape.size() - 2]);
+          const double terms = static_cast<double>(d) + keys, scale = max_abs(in[2]) * std::max(1.0, scores);
+          return
+              [terms, scale](const HostTensor& want) { return dot_tolerance(want.dtype, terms, scale, max_abs(want)); };
+        },
+        false));
   return out;
 }
 

@@ -1,11 +1,12 @@
-// Shape inference of the gemm family: Gemm and MatMul, and the internal fused ops FusedGemm and
-// FusedMatMul, inferred as Gemm and MatMul with their epilogue checked (core/infer/fused.h).
-// FusedGemm alone may take a float32 A with a float16 B (its weights stored in float16, converted as
-// they are read; to-fp16 makes it for a classifier that reads a float32 feature vector): the
-// product, C, Z and Y are float32 then.
+// Shape inference of the gemm family: Gemm, MatMul, Attention (core/attention.h), and the internal
+// fused ops FusedGemm and FusedMatMul, inferred as Gemm and MatMul with their epilogue checked
+// (core/infer/fused.h). FusedGemm alone may take a float32 A with a float16 B (its weights stored in
+// float16, converted as they are read; to-fp16 makes it for a classifier that reads a float32
+// feature vector): the product, C, Z and Y are float32 then.
 #include <string>
 #include <vector>
 
+#include "core/attention.h"
 #include "core/infer/fused.h"
 #include "core/shape_infer.h"
 
@@ -110,7 +111,14 @@ std::vector<OutputType> infer_fused(OpKind kind, const Attrs& attrs, std::span<c
   return out;
 }
 
+std::vector<OutputType> infer_attention(OpKind, const Attrs& attrs, std::span<const TensorView> in, size_t) {
+  const AttentionShape g = attention_shape(attrs_as<AttentionAttrs>(attrs), in);
+  if (g.three_d) return {OutputType{in[0].dtype, {g.batch, g.q_len, g.q_heads * g.v_head_size}}};
+  return {OutputType{in[0].dtype, {g.batch, g.q_heads, g.q_len, g.v_head_size}}};
+}
+
 constexpr InferEntry kEntries[] = {
+    {OpKind::kAttention, infer_attention},  // core/attention.h
     {OpKind::kGemm, infer_gemm},
     {OpKind::kMatMul, infer_matmul},
     {OpKind::kFusedGemm, infer_fused},

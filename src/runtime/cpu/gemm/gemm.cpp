@@ -309,9 +309,14 @@ void fused_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> i
   }
 }
 
+// gemm/attention.cpp
+void attention_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                      KernelEnv& env);
+
 namespace {
 
 constexpr KernelEntry kEntries[] = {
+    {OpKind::kAttention, attention_kernel},  // gemm/attention.cpp
     {OpKind::kGemm, gemm_kernel},
     {OpKind::kMatMul, matmul_kernel},
     {OpKind::kFusedGemm, fused_kernel},

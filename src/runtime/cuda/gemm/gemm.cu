@@ -498,6 +498,14 @@ size_t gemm_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorVie
   return g ? g->workspace(env.tactic == kGemvTactic ? 0 : env.tactic) : 0;
 }
 
+}  // namespace
+
+// gemm/attention.cu
+void attention_gpu(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                   GpuEnv& env);
+
+namespace {
+
 std::vector<int32_t> gemm_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                                   std::span<const TensorView> out, GpuEnv& env) {
   std::unique_ptr<StepState> local;
@@ -511,6 +519,7 @@ std::vector<int32_t> gemm_tactics(OpKind kind, const Attrs& attrs, std::span<con
 }
 
 const GpuKernelEntry kEntries[] = {
+    {OpKind::kAttention, attention_gpu},
     {OpKind::kGemm, gemm_kernel, gemm_workspace, gemm_tactics},
     {OpKind::kMatMul, matmul_kernel, gemm_workspace, gemm_tactics},
     {OpKind::kFusedGemm, gemm_kernel, gemm_workspace, gemm_tactics},

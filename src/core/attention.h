@@ -1,0 +1,33 @@
+// The geometry of an Attention op (ONNX opset 23), shared by its shape inference and its kernels:
+// Q [batch, q_heads, q_len, head_size], K [batch, kv_heads, kv_len, head_size], V [batch, kv_heads,
+// kv_len, v_head_size] (or each 3-D, [batch, len, heads * size], with the head counts as
+// attributes), an optional mask broadcast to [batch, q_heads, q_len, kv_len] (bool: true attends;
+// float: added to the scores), and Y [batch, q_heads, q_len, v_head_size] (3-D like Q). Query head h
+// reads key/value head h / (q_heads / kv_heads) (grouped-query attention).
+#pragma once
+
+#include <array>
+#include <span>
+
+#include "core/attrs.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+struct AttentionShape {
+  int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_size = 0, v_head_size = 0;
+  bool three_d = false;
+  float scale = 1.0f;    // the attribute, or 1/sqrt(head_size)
+  float softcap = 0.0f;  // > 0: scores become softcap * tanh(scores / softcap) before the mask
+  bool causal = false;   // query i attends keys j <= i (the upper-left aligned lower triangle)
+  bool has_mask = false, mask_bool = false;
+  // Element strides of (batch, head, position, element) in Q, K, V and Y; of (batch, head, query,
+  // key) in the mask, 0 along the dims it broadcasts.
+  std::array<int64_t, 4> q_stride{}, k_stride{}, v_stride{}, y_stride{}, mask_stride{};
+  std::array<int64_t, 4> y_shape4() const { return {batch, q_heads, q_len, v_head_size}; }
+};
+
+// Checks the inputs (Q, K, V, optional mask) and attributes; throws kiln::Error saying what is wrong.
+AttentionShape attention_shape(const AttentionAttrs& a, std::span<const TensorView> in);
+
+}  // namespace kiln
