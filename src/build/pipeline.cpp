@@ -39,6 +39,9 @@ constexpr Pass kPipeline[] = {
     // above (a gamma of ones is gone by then), before the folds that rewrite Mul and Add by constants.
     {"fuse-layernorm", false, fuse_layernorm},
     {"fuse-gelu", false, fuse_gelu},
+    // Attention spelled out (MatMul, scale, mask, Softmax, MatMul) becomes the op; after
+    // merge-transpose-reshape (one Transpose before the keys), before the folds of Mul and Div.
+    {"fuse-attention", false, fuse_attention},
     // Zero Pad -> Conv becomes the Conv's pads; before fold-scale-shift, which then finds
     // x * s -> Conv where x * s -> Pad -> Conv was.
     {"fold-pad", false, fold_pad},

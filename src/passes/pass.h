@@ -31,6 +31,7 @@ PassResult remove_noop(graph::Graph& g, const BuildOptions& options);
 PassResult merge_transpose_reshape(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_layernorm(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_gelu(graph::Graph& g, const BuildOptions& options);
+PassResult fuse_attention(graph::Graph& g, const BuildOptions& options);
 PassResult fold_pad(graph::Graph& g, const BuildOptions& options);
 PassResult fold_batchnorm(graph::Graph& g, const BuildOptions& options);
 PassResult fold_scale_shift(graph::Graph& g, const BuildOptions& options);

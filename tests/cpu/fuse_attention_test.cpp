@@ -1,0 +1,203 @@
+// Tests for the fuse-attention pass: scaled dot-product attention spelled out in MatMul / Div or
+// Mul / Add / Softmax / MatMul (as BERT's and PyTorch's exports write it) becomes one Attention,
+// with numeric parity against the pass disabled (the separate MatMul and Softmax kernels); every
+// guard leaves the ops in place.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "pass_test_util.h"
+
+namespace kiln::passes {
+
+using namespace kiln::build;  // build_engine, BuildOptions: the passes run inside a build
+namespace {
+
+using namespace kiln::test;
+using Strings = std::vector<std::string>;
+
+const char* kPass = "fuse-attention";
+
+struct AttnOptions {
+  I64s q_shape{2, 3, 7, 8};  // [batch, heads, q_len, head_size]
+  int64_t kv_len = 9;
+  int64_t kv_heads = 3;
+  // How the keys reach the first MatMul: "input" (kt is a graph input, already [b, h, d, kv]),
+  // "transpose" (k [b, h, kv, d] transposed by [0, 1, 3, 2]), "bshd" (k [b, kv, h, d] transposed by
+  // [0, 2, 3, 1], as BERT's export does).
+  std::string keys = "bshd";
+  std::string scale = "div";    // "div", "mul", "none", or "sides" (q and kt each times a constant)
+  I64s mask_shape{2, 1, 1, 9};  // empty: no mask
+  bool mask_first = false;      // Add(mask, scores)
+  int64_t softmax_axis = -1;
+  bool scores_output = false;  // the probabilities are also a graph output
+  // masked_fill(scores, tril == 0, -inf) as GPT-2 writes it: "causal" (the lower triangle),
+  // "pattern" (another one, every query keeping a key), "" none.
+  std::string fill;
+};
+
+// q, keys, v (and mask) -> attention -> y.
+PassModel attention(const AttnOptions& o) {
+  PassModel m("attention", 17);
+  const int64_t b = o.q_shape[0], h = o.q_shape[1], d = o.q_shape[3], hk = o.kv_heads, kv = o.kv_len;
+  m.input("q", o.q_shape);
+  m.input("v", {b, hk, kv, d + 4});
+  std::string kt = "kt";
+  if (o.keys == "input") {
+    m.input("kt", {b, hk, d, kv});
+  } else if (o.keys == "transpose") {
+    m.input("k", {b, hk, kv, d});
+    attr_ints(m.node("Transpose", "tk", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  } else {
+    m.input("k", {b, kv, hk, d});
+    attr_ints(m.node("Transpose", "tk", {"k"}, {"kt"}), "perm", {0, 2, 3, 1});
+  }
+  std::string q = "q";
+  if (o.scale == "sides") {
+    m.init_f("sq", {}, {0.5f});
+    m.init_f("sk", {}, {0.6f});
+    m.node("Mul", "mul_q", {"q", "sq"}, {"qs"});
+    m.node("Mul", "mul_k", {"sk", kt}, {"kts"});
+    q = "qs";
+    kt = "kts";
+  }
+  m.node("MatMul", "qk", {q, kt}, {"s0"});
+  std::string s = "s0";
+  if (o.scale == "div" || o.scale == "mul") {
+    m.init_f("c", {}, {o.scale == "div" ? 2.828f : 0.35f});
+    m.node(o.scale == "div" ? "Div" : "Mul", "scale", {s, "c"}, {"s1"});
+    s = "s1";
+  }
+  if (!o.fill.empty()) {
+    const int64_t sq = o.q_shape[2];
+    std::vector<float> tril(static_cast<size_t>(sq * kv));
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t j = 0; j < kv; ++j)
+        tril[static_cast<size_t>(i * kv + j)] = o.fill == "causal" ? (j <= i) : ((i + 2 * j) % 3 != 0 || j == i);
+    m.init_f("tril", {1, 1, sq, kv}, tril);
+    m.init_f("zero", {}, {0.f});
+    m.init_f("neg_inf", {}, {-std::numeric_limits<float>::infinity()});
+    m.node("Equal", "eq", {"tril", "zero"}, {"cond"});
+    m.node("Where", "fill", {"cond", "neg_inf", s}, {"s_f"});
+    s = "s_f";
+  }
+  if (!o.mask_shape.empty()) {
+    m.input("mask", o.mask_shape);
+    m.node("Add", "add_mask", o.mask_first ? Strings{"mask", s} : Strings{s, "mask"}, {"s2"});
+    s = "s2";
+  }
+  attr_int(m.node("Softmax", "softmax", {s}, {"p"}), "axis", o.softmax_axis);
+  m.node("MatMul", "pv", {"p", "v"}, {"y"});
+  m.output("y");
+  if (o.scores_output) m.output("p");
+  return m;
+}
+
+Strings outputs_of(const AttnOptions& o) { return o.scores_output ? Strings{"y", "p"} : Strings{"y"}; }
+
+TEST(FuseAttention, BertStyle) {
+  Built on = check_pass(attention({}), kPass, 1, {"y"});
+  EXPECT_EQ(step_ops(on.engine), (Strings{"Transpose", "Attention"}));
+  EXPECT_EQ(step_names(on.engine).back(), "qk + scale + add_mask + softmax + pv");
+  EXPECT_EQ(on.detail, "Attention 1");
+}
+
+TEST(FuseAttention, Variants) {
+  AttnOptions in_place;  // kt given: the first MatMul's node becomes the Transpose
+  in_place.keys = "input";
+  AttnOptions transposed;  // k transposed by [0,1,3,2]: the Transpose goes
+  transposed.keys = "transpose";
+  transposed.scale = "mul";
+  transposed.mask_first = true;
+  AttnOptions sdpa;  // PyTorch's scaled_dot_product_attention: q and kt scaled, no mask
+  sdpa.scale = "sides";
+  sdpa.keys = "transpose";
+  sdpa.mask_shape = {};
+  AttnOptions plain;  // no scale, a full mask, one key/value head for three query heads
+  plain.scale = "none";
+  plain.mask_shape = {2, 3, 7, 9};
+  plain.kv_heads = 1;
+  plain.keys = "transpose";
+  AttnOptions axis3;
+  axis3.softmax_axis = 3;
+  for (const AttnOptions& o : {in_place, transposed, sdpa, plain, axis3}) {
+    Built on = check_pass(attention(o), kPass, 1, {"y"});
+    const Strings ops = step_ops(on.engine);
+    EXPECT_EQ(count_of(ops, "Attention"), 1);
+    EXPECT_EQ(count_of(ops, "Softmax"), 0);
+    EXPECT_EQ(count_of(ops, "MatMul"), 0);
+    EXPECT_EQ(count_of(ops, "Transpose"), o.keys == "transpose" ? 0 : 1) << o.keys;
+  }
+}
+
+TEST(FuseAttention, MaskedFill) {
+  AttnOptions causal;  // GPT-2: the causal triangle becomes is_causal
+  causal.fill = "causal";
+  causal.mask_shape = {};
+  causal.q_shape = {1, 3, 9, 8};
+  causal.keys = "transpose";
+  causal.scale = "mul";
+  AttnOptions pattern;  // another constant condition: a bool mask, beside no additive one
+  pattern.fill = "pattern";
+  pattern.mask_shape = {};
+  for (const AttnOptions& o : {causal, pattern}) {
+    Built on = check_pass(attention(o), kPass, 1, {"y"});
+    EXPECT_EQ(count_of(step_ops(on.engine), "Attention"), 1);
+    EXPECT_EQ(count_of(step_ops(on.engine), "Where"), 0);
+  }
+}
+
+// ---- guards: nothing fuses -------------------------------------------------------------------
+
+void expect_kept(const AttnOptions& o) {
+  Built on = check_pass(attention(o), kPass, 0, outputs_of(o));
+  EXPECT_EQ(count_of(step_ops(on.engine), "Attention"), 0);
+  EXPECT_EQ(count_of(step_ops(on.engine), "Softmax"), 1);
+}
+
+TEST(FuseAttentionGuards, SoftmaxOverAnotherAxis) {
+  AttnOptions o;
+  o.softmax_axis = 2;
+  o.q_shape = {2, 3, 9, 8};  // q_len = kv_len: the shapes stay valid
+  expect_kept(o);
+}
+
+TEST(FuseAttentionGuards, ProbabilitiesReadElsewhere) {
+  AttnOptions o;
+  o.scores_output = true;
+  expect_kept(o);
+}
+
+TEST(FuseAttentionGuards, MaskEnlargesTheScores) {
+  // A mask [4, 1, 1, 7, 9] would broadcast the scores to rank 5: not an attention mask.
+  AttnOptions o;
+  o.mask_shape = {4, 1, 1, 7, 9};
+  Built on = check_pass(attention(o), kPass, 0, {"y"});
+  EXPECT_EQ(count_of(step_ops(on.engine), "Attention"), 0);
+}
+
+TEST(FuseAttentionGuards, MaskedFillAndAnAdditiveMask) {
+  AttnOptions o;  // a bool mask from the fill and an additive one: Attention takes one
+  o.fill = "pattern";
+  expect_kept(o);
+}
+
+TEST(FuseAttentionGuards, NotRankFour) {
+  AttnOptions o;
+  o.q_shape = {6, 7, 8};
+  o.keys = "input";
+  o.mask_shape = {};
+  PassModel m("attention3", 17);
+  m.input("q", {6, 7, 8});
+  m.input("kt", {6, 8, 9});
+  m.input("v", {6, 9, 5});
+  m.node("MatMul", "qk", {"q", "kt"}, {"s"});
+  attr_int(m.node("Softmax", "softmax", {"s"}, {"p"}), "axis", -1);
+  m.node("MatMul", "pv", {"p", "v"}, {"y"});
+  m.output("y");
+  Built on = check_pass(m, kPass, 0, {"y"});
+  EXPECT_EQ(count_of(step_ops(on.engine), "Attention"), 0);
+}
+
+}  // namespace
+}  // namespace kiln::passes
