@@ -199,6 +199,14 @@ bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& 
   const graph::Node* tr = f.producer_of(g, kt, OpKind::kTranspose);
   std::string origin;
   for (size_t n : nodes) origin += (origin.empty() ? "" : " + ") + origin_of(g.nodes[n]);
+  auto new_keys = [&] {
+    graph::Value kv;
+    kv.name = g.unique_name(g.value(kt).name + "_keys");
+    kv.dtype = t;
+    kv.shape = k_shape;
+    kv.has_shape = true;
+    return g.add_value(std::move(kv));
+  };
   if (tr && f.only_read_once(g, kt)) {
     const size_t tr_index = static_cast<size_t>(f.producer[static_cast<size_t>(kt)]);
     const std::vector<int64_t> perm = resolved_perm(std::get<TransposeAttrs>(tr->attrs), 4);
@@ -208,12 +216,7 @@ bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& 
       k = x;
       remove_node(g, tr_index, removed);
     } else {
-      graph::Value kv;
-      kv.name = g.unique_name(g.value(kt).name + "_keys");
-      kv.dtype = t;
-      kv.shape = k_shape;
-      kv.has_shape = true;
-      k = g.add_value(std::move(kv));
+      k = new_keys();
       graph::Node& tn = g.nodes[tr_index];
       tn.attrs = TransposeAttrs{composed};
       tn.outputs = {k};
@@ -221,12 +224,7 @@ bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& 
     remove_node(g, qk_index, removed);
   } else {
     // The first MatMul's node becomes the Transpose (it comes after kt and before the Attention).
-    graph::Value kv;
-    kv.name = g.unique_name(g.value(kt).name + "_keys");
-    kv.dtype = t;
-    kv.shape = k_shape;
-    kv.has_shape = true;
-    k = g.add_value(std::move(kv));
+    k = new_keys();
     graph::Node& tn = g.nodes[qk_index];
     tn.kind = OpKind::kTranspose;
     tn.attrs = TransposeAttrs{{0, 1, 3, 2}};

@@ -36,19 +36,14 @@ struct AttnArgs {
   int64_t qs[4], ks[4], vs[4], ys[4], ms[4];
 };
 
+// exp and tanh in F's precision (expf, tanhf for float).
 template <class F>
 __device__ __forceinline__ F exp_of(F x) {
-  if constexpr (std::is_same_v<F, double>)
-    return exp(x);
-  else
-    return expf(x);
+  return std::is_same_v<F, double> ? exp(x) : expf(x);
 }
 template <class F>
 __device__ __forceinline__ F tanh_of(F x) {
-  if constexpr (std::is_same_v<F, double>)
-    return tanh(x);
-  else
-    return tanhf(x);
+  return std::is_same_v<F, double> ? tanh(x) : tanhf(x);
 }
 
 template <class T>
