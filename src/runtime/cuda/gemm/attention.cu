@@ -12,6 +12,7 @@
 
 #include "core/attention.h"
 #include "runtime/cuda/elementwise/elementwise_internal.cuh"
+#include "runtime/cuda/mma.cuh"
 
 namespace kiln::gpu::nn {
 
@@ -149,6 +150,198 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
   }
 }
 
+// ---- float16 on tensor cores (sm_80+: mma.m16n8k16) ------------------------------------------
+// A block takes 32 query rows of one (batch, head), 16 per warp (BERT-base at batch 1: 48 blocks),
+// and walks the keys in tiles of 64:
+// S = Q Kt for the warp's 16 x 64 scores in mma accumulators, the scale, mask and causal limit
+// applied there, the online softmax per row (each row's 64 scores spread over the 4 lanes of a
+// quad), P rounded to float16 and reused as the A fragments of O += P V. Q and K tiles are
+// [row][D + 8] in shared memory, V transposed, [D][64 + 8], so every fragment is one 32-bit load
+// and the 8 rows a fragment reads fall in distinct banks. Rows must be 16-byte aligned (the host
+// checks; else the kernel above runs).
+constexpr int kMmaWarps = 2, kMmaRows = 16 * kMmaWarps, kMmaKeys = 64;
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(AttnArgs a) {
+  constexpr int QS = D + 8, VS = kMmaKeys + 8;  // row strides (halves)
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __half* qs = reinterpret_cast<__half*>(smem_raw);  // [kMmaRows][QS]
+  __half* ks = qs + kMmaRows * QS;                   // [kMmaKeys][QS]
+  __half* vt = ks + kMmaKeys * QS;                   // [D][VS]: V transposed
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
+  const int64_t h = blockIdx.y, b = blockIdx.z, kh = h / a.group;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kMmaRows;
+  const __half* q = static_cast<const __half*>(a.q) + b * a.qs[0] + h * a.qs[1];
+  const __half* k = static_cast<const __half*>(a.k) + b * a.ks[0] + kh * a.ks[1];
+  const __half* v = static_cast<const __half*>(a.v) + b * a.vs[0] + kh * a.vs[1];
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  for (int t = tid; t < kMmaRows * kChunks; t += blockDim.x) {
+    const int r = t / kChunks, c = t % kChunks;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (q0 + r < a.q_len) val = *reinterpret_cast<const uint4*>(q + (q0 + r) * a.qs[2] + c * 8);
+    *reinterpret_cast<uint4*>(qs + r * QS + c * 8) = val;
+  }
+  __syncthreads();
+  // The warp's Q fragments, kept for every tile.
+  uint32_t qf[D / 16][4];
+  const int wr = warp * 16;
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) {
+    const __half* base = qs + (wr + gid) * QS + kc * 16 + tig * 2;
+    qf[kc][0] = *reinterpret_cast<const uint32_t*>(base);
+    qf[kc][1] = *reinterpret_cast<const uint32_t*>(base + 8 * QS);
+    qf[kc][2] = *reinterpret_cast<const uint32_t*>(base + 8);
+    qf[kc][3] = *reinterpret_cast<const uint32_t*>(base + 8 * QS + 8);
+  }
+  const float neg_inf = -INFINITY;
+  constexpr float kLog2e = 1.4426950408889634f;
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m[2] = {neg_inf, neg_inf}, l[2] = {0.f, 0.f};  // rows gid and gid + 8 of the warp
+  const int64_t row[2] = {q0 + wr + gid, q0 + wr + gid + 8};
+  const int64_t kv_end = a.causal ? min(a.kv_len, q0 + kMmaRows) : a.kv_len;
+  for (int64_t j0 = 0; j0 < kv_end; j0 += kMmaKeys) {
+    __syncthreads();  // the previous tile is consumed
+    for (int t = tid; t < kMmaKeys * kChunks; t += blockDim.x) {
+      const int r = t / kChunks, c = t % kChunks;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+      if (j0 + r < a.kv_len) {
+        kv = *reinterpret_cast<const uint4*>(k + (j0 + r) * a.ks[2] + c * 8);
+        vv = *reinterpret_cast<const uint4*>(v + (j0 + r) * a.vs[2] + c * 8);
+      }
+      *reinterpret_cast<uint4*>(ks + r * QS + c * 8) = kv;
+      const __half* vh = reinterpret_cast<const __half*>(&vv);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) vt[(c * 8 + e) * VS + r] = vh[e];
+    }
+    __syncthreads();
+    // The mask's values for this thread's scores, loaded before the products so that their latency
+    // overlaps them (indices clamped into the tensor; the out-of-range ones are not used).
+    float mv[kMmaKeys / 8][4];
+    if (a.has_mask) {
+#pragma unroll
+      for (int nt = 0; nt < kMmaKeys / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t i = min(row[e >> 1], a.q_len - 1), j = min(j0 + nt * 8 + tig * 2 + (e & 1), a.kv_len - 1);
+          const int64_t at = b * a.ms[0] + h * a.ms[1] + i * a.ms[2] + j * a.ms[3];
+          mv[nt][e] = a.mask_bool ? (static_cast<const uint8_t*>(a.mask)[at] ? 0.f : neg_inf)
+                                  : __half2float(static_cast<const __half*>(a.mask)[at]);
+        }
+    }
+    // S = Q Kt: 8 tiles of 8 keys.
+    float s[kMmaKeys / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kMmaKeys / 8; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+      for (int kc = 0; kc < D / 16; ++kc) {
+        const __half* kb = ks + (nt * 8 + gid) * QS + kc * 16 + tig * 2;
+        mma::mma_f16(s[nt], qf[kc], *reinterpret_cast<const uint32_t*>(kb), *reinterpret_cast<const uint32_t*>(kb + 8));
+      }
+    }
+    // Scale, softcap, mask, causal; the tile's row maxima.
+    float tmax[2] = {neg_inf, neg_inf};
+#pragma unroll
+    for (int nt = 0; nt < kMmaKeys / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ri = e >> 1;
+        const int64_t i = row[ri], j = j0 + nt * 8 + tig * 2 + (e & 1);
+        float x = s[nt][e] * a.scale;
+        if (a.softcap > 0) x = a.softcap * tanhf(x / a.softcap);
+        if (a.has_mask) x += mv[nt][e];
+        if (j >= a.kv_len || i >= a.q_len || (a.causal && j > i)) x = neg_inf;
+        s[nt][e] = x;
+        tmax[ri] = fmaxf(tmax[ri], x);
+      }
+    float alpha[2], mu[2];
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) {
+      tmax[ri] = fmaxf(tmax[ri], __shfl_xor_sync(0xffffffffu, tmax[ri], 1));
+      tmax[ri] = fmaxf(tmax[ri], __shfl_xor_sync(0xffffffffu, tmax[ri], 2));
+      const float m_new = fmaxf(m[ri], tmax[ri]);
+      mu[ri] = m_new == neg_inf ? 0.f : m_new;  // every score so far masked: p = 0, nothing to rescale
+      alpha[ri] = exp2f((m[ri] - mu[ri]) * kLog2e);
+      m[ri] = m_new;
+      l[ri] *= alpha[ri];
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[n][0] *= alpha[0];
+      o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1];
+      o[n][3] *= alpha[1];
+    }
+    // P, its row sums, and O += P V (16 keys per mma).
+#pragma unroll
+    for (int kc = 0; kc < kMmaKeys / 16; ++kc) {
+      float p[2][4];
+#pragma unroll
+      for (int half_tile = 0; half_tile < 2; ++half_tile)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float x = exp2f((s[2 * kc + half_tile][e] - mu[e >> 1]) * kLog2e);
+          p[half_tile][e] = x;
+          l[e >> 1] += x;
+        }
+      const uint32_t pa[4] = {pack_half2(p[0][0], p[0][1]), pack_half2(p[0][2], p[0][3]), pack_half2(p[1][0], p[1][1]),
+                              pack_half2(p[1][2], p[1][3])};
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        const __half* vb = vt + (n * 8 + gid) * VS + kc * 16 + tig * 2;
+        mma::mma_f16(o[n], pa, *reinterpret_cast<const uint32_t*>(vb), *reinterpret_cast<const uint32_t*>(vb + 8));
+      }
+    }
+  }
+  // The quad's partial row sums, then O / l.
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
+    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
+  }
+  __half* y = static_cast<__half*>(a.y) + b * a.ys[0] + h * a.ys[1];
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    if (row[ri] >= a.q_len) continue;
+    const float inv = l[ri] > 0 ? 1.f / l[ri] : 0.f;
+    __half* yr = y + row[ri] * a.ys[2];
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<__half2*>(yr + n * 8 + tig * 2) = __floats2half2_rn(o[n][2 * ri] * inv, o[n][2 * ri + 1] * inv);
+  }
+}
+
+// The tensor-core kernel takes float16 with head sizes 64 or 128 (both Q/K and V), rows of Q, K,
+// V and Y 16-byte aligned, on sm_80 and later.
+bool mma_path(const AttentionShape& g, std::span<const TensorView> in, const TensorView& y) {
+  if (in[0].dtype != DataType::kFloat16 || g.head_size != g.v_head_size || (g.head_size != 64 && g.head_size != 128) ||
+      !mma::device_supported())
+    return false;
+  auto aligned = [](const void* p, int64_t stride) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (stride * 2) % 16 == 0;
+  };
+  return aligned(in[0].data, g.q_stride[2]) && aligned(in[1].data, g.k_stride[2]) &&
+         aligned(in[2].data, g.v_stride[2]) && aligned(y.data, g.y_stride[2]) && g.q_stride[3] == 1;
+}
+
+template <int D>
+void launch_mma(const AttentionShape& g, const AttnArgs& a, cudaStream_t stream) {
+  constexpr size_t smem = sizeof(__half) * ((kMmaRows + kMmaKeys) * (D + 8) + D * (kMmaKeys + 8));
+  if (smem > 48 * 1024 && cudaFuncSetAttribute(attention_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem)) != cudaSuccess)
+    throw Error("Attention on the GPU: " + std::to_string(smem) + " bytes of shared memory are not available");
+  const dim3 grid(static_cast<unsigned>((g.q_len + kMmaRows - 1) / kMmaRows), static_cast<unsigned>(g.q_heads),
+                  static_cast<unsigned>(g.batch));
+  attention_mma_kernel<D><<<grid, kMmaWarps * 32, smem, stream>>>(a);
+}
+
 }  // namespace
 
 void attention_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -182,6 +375,14 @@ void attention_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, s
     a.vs[i] = g.v_stride[i];
     a.ys[i] = g.y_stride[i];
     a.ms[i] = g.mask_stride[i];
+  }
+  if (mma_path(g, in, out[0])) {
+    if (g.head_size == 64)
+      launch_mma<64>(g, a, env.stream);
+    else
+      launch_mma<128>(g, a, env.stream);
+    check_launch("Attention");
+    return;
   }
   const dim3 grid(static_cast<unsigned>((g.q_len + kRows - 1) / kRows), static_cast<unsigned>(g.q_heads),
                   static_cast<unsigned>(g.batch));
