@@ -592,14 +592,14 @@ TEST(ImportErrors, AttributeOfWrongType) {
   EXPECT_TRUE(has(e, "node 'fl' (Flatten): attribute 'axis' should be an int")) << e;
 }
 
-TEST(ImportErrors, Opset22RejectedWithSupportedRange) {
+TEST(ImportErrors, Opset24RejectedWithSupportedRange) {
   onnx::ModelProto m;
-  one_node(m, 22, {2}, "Relu");
+  one_node(m, 24, {2}, "Relu");
   std::string e = import_error(m);
-  EXPECT_TRUE(has(e, "opset 22 of the default ONNX domain is not supported")) << e;
-  EXPECT_TRUE(has(e, "(Kiln reads " + std::to_string(kMinOpset) + " to 21)")) << e;
+  EXPECT_TRUE(has(e, "opset 24 of the default ONNX domain is not supported")) << e;
+  EXPECT_TRUE(has(e, "(Kiln reads " + std::to_string(kMinOpset) + " to 23)")) << e;
   EXPECT_TRUE(has(e, "version_converter")) << e;
-  one_node(m, 21, {2}, "Relu");
+  one_node(m, 23, {2}, "Relu");
   EXPECT_NO_THROW(import(m));
 }
 
