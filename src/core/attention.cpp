@@ -19,6 +19,21 @@ std::array<int64_t, 4> strides(const AttentionShape& g, int64_t heads, int64_t l
 
 }  // namespace
 
+std::optional<std::array<int64_t, 4>> attention_mask_strides(std::span<const int64_t> mask,
+                                                             std::span<const int64_t, 4> scores) {
+  if (mask.size() > 4) return std::nullopt;
+  std::array<int64_t, 4> stride{};
+  int64_t st = 1;
+  for (size_t i = 0; i < mask.size(); ++i) {
+    const size_t d = 3 - i;
+    const int64_t n = mask[mask.size() - 1 - i];
+    if (n != 1 && n != scores[d]) return std::nullopt;
+    stride[d] = n == 1 ? 0 : st;
+    st *= n;
+  }
+  return stride;
+}
+
 AttentionShape attention_shape(const AttentionAttrs& a, std::span<const TensorView> in) {
   if (in.size() < 3) throw Error("Attention takes Q, K and V");
   const TensorView &q = in[0], &k = in[1], &v = in[2];
@@ -82,15 +97,10 @@ AttentionShape attention_shape(const AttentionAttrs& a, std::span<const TensorVi
           std::string(dtype_name(m.dtype)));
     if (m.rank() < 1 || m.rank() > 4) bad("the mask must have 1 to 4 dimensions, got " + shp(m.shape));
     const std::array<int64_t, 4> full{g.batch, g.q_heads, g.q_len, g.kv_len};
-    int64_t stride = 1;
-    for (size_t i = 0; i < m.rank(); ++i) {
-      const size_t d = 3 - i;  // right-aligned
-      const int64_t n = m.shape[m.rank() - 1 - i];
-      if (n != 1 && n != full[d])
-        bad("the mask " + shp(m.shape) + " does not broadcast to [batch, q_heads, q_len, kv_len] " + shp(full));
-      g.mask_stride[d] = n == 1 ? 0 : stride;
-      stride *= n;
-    }
+    const std::optional<std::array<int64_t, 4>> strides = attention_mask_strides(m.shape, full);
+    if (!strides)
+      bad("the mask " + shp(m.shape) + " does not broadcast to [batch, q_heads, q_len, kv_len] " + shp(full));
+    g.mask_stride = *strides;
   }
   return g;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <span>
 
 #include "core/attrs.h"
@@ -24,8 +25,13 @@ struct AttentionShape {
   // Element strides of (batch, head, position, element) in Q, K, V and Y; of (batch, head, query,
   // key) in the mask, 0 along the dims it broadcasts.
   std::array<int64_t, 4> q_stride{}, k_stride{}, v_stride{}, y_stride{}, mask_stride{};
-  std::array<int64_t, 4> y_shape4() const { return {batch, q_heads, q_len, v_head_size}; }
 };
+
+// The element strides of a mask of shape `mask` read as [batch, q_heads, q_len, kv_len] = `scores`
+// (right-aligned, 0 along the dims it broadcasts); nullopt when it has more than 4 dims or does not
+// broadcast to `scores` without enlarging it. Shared by the op and fuse-attention's match.
+std::optional<std::array<int64_t, 4>> attention_mask_strides(std::span<const int64_t> mask,
+                                                             std::span<const int64_t, 4> scores);
 
 // Checks the inputs (Q, K, V, optional mask) and attributes; throws kiln::Error saying what is wrong.
 AttentionShape attention_shape(const AttentionAttrs& a, std::span<const TensorView> in);

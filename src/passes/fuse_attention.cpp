@@ -19,7 +19,10 @@
 // the folds that rewrite Mul and Div by constants.
 #include <array>
 #include <cmath>
+#include <optional>
+#include <span>
 
+#include "core/attention.h"
 #include "passes/pass.h"
 #include "passes/rewrite_util.h"
 
@@ -63,22 +66,17 @@ bool where_mask(const graph::Graph& g, const GraphFacts& f, graph::ValueId s, Wh
   double fill = 0;
   const std::vector<int64_t>& xs = g.value(s).shape;
   if (!cond.is_constant() || cond.dtype != DataType::kBool || !scalar_constant(g.value(where->inputs[1]), fill) ||
-      !(fill <= -10000.0) || g.value(where->inputs[2]).shape != xs || xs.size() != 4 || cond.shape.size() > 4)
+      !(fill <= -10000.0) || g.value(where->inputs[2]).shape != xs || xs.size() != 4)
     return false;
-  std::array<int64_t, 4> dims{1, 1, 1, 1}, stride{0, 0, 0, 0};
-  int64_t st = 1;
-  for (size_t d = 0; d < cond.shape.size(); ++d) {
-    const size_t axis = 3 - d;
-    const int64_t n = cond.shape[cond.shape.size() - 1 - d];
-    if (n != 1 && n != xs[axis]) return false;
-    dims[axis] = n;
-    stride[axis] = n == 1 ? 0 : st;
-    st *= n;
-  }
+  const std::optional<std::array<int64_t, 4>> strides =
+      attention_mask_strides(cond.shape, std::span<const int64_t, 4>(xs));
+  if (!strides) return false;
+  const std::array<int64_t, 4>& stride = *strides;
   const std::vector<uint8_t>& c = *cond.data;
   w.causal = true;
-  for (int64_t a = 0; a < dims[0]; ++a)
-    for (int64_t b = 0; b < dims[1]; ++b)
+  // Over the batches and heads the condition varies along (one of each where it broadcasts).
+  for (int64_t a = 0; a < (stride[0] ? xs[0] : 1); ++a)
+    for (int64_t b = 0; b < (stride[1] ? xs[1] : 1); ++b)
       for (int64_t i = 0; i < xs[2]; ++i) {
         bool any = false;
         for (int64_t j = 0; j < xs[3]; ++j) {
@@ -125,19 +123,14 @@ bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& 
   }
   if (const graph::Node* add = f.producer_of(g, s, OpKind::kAdd)) {
     for (size_t k = 0; k < 2 && mask == graph::kNoValue; ++k) {
+      // The scores come from the product or its scaling; the other operand is the mask.
+      const int inner = f.producer[static_cast<size_t>(add->inputs[k])];
+      const OpKind ik = inner >= 0 ? g.nodes[static_cast<size_t>(inner)].kind : OpKind::kIdentity;
+      if (ik != OpKind::kMatMul && ik != OpKind::kDiv && ik != OpKind::kMul) continue;
       const graph::Value& m = g.value(add->inputs[1 - k]);
-      const graph::Node* inner = f.producer[static_cast<size_t>(add->inputs[k])] >= 0
-                                     ? &g.nodes[static_cast<size_t>(f.producer[static_cast<size_t>(add->inputs[k])])]
-                                     : nullptr;
-      if (!inner || (inner->kind != OpKind::kMatMul && inner->kind != OpKind::kDiv && inner->kind != OpKind::kMul))
+      if (g.value(add->inputs[k]).shape != scores_shape || m.dtype != t ||
+          !attention_mask_strides(m.shape, std::span<const int64_t, 4>(scores_shape)))
         continue;
-      if (g.value(add->inputs[k]).shape != scores_shape || m.dtype != t || m.shape.size() > 4) continue;
-      bool fits = true;
-      for (size_t d = 0; d < m.shape.size(); ++d) {
-        const int64_t n = m.shape[m.shape.size() - 1 - d];
-        fits = fits && (n == 1 || n == scores_shape[3 - d]);
-      }
-      if (!fits) continue;
       mask = add->inputs[1 - k];
       nodes.insert(nodes.begin(), static_cast<size_t>(f.producer[static_cast<size_t>(s)]));
       s = add->inputs[k];

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "runtime/cpu/thread_pool.h"
 
@@ -27,5 +28,23 @@ const char* gemm_kernel_name(GemmKernel kernel);  // kAuto: name of the one it r
 void sgemm_with_kernel(GemmKernel kernel, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
                        ThreadPool* pool);
+
+namespace gemm {
+// C = op(A) op(B) in float64 (beta 0), with the gemm family's generic kernel (gemm/gemm.cpp).
+void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+              int64_t ldb, double* c, int64_t ldc, ThreadPool* pool);
+}  // namespace gemm
+
+// C = op(A) op(B) in T, float (sgemm) or double (gemm_f64): the float32 kernels and their float64
+// references share one code path (Conv, ConvTranspose, Attention).
+template <class T>
+void gemm_t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+            int64_t ldc, ThreadPool* pool) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  if constexpr (std::is_same_v<T, float>)
+    sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, pool);
+  else
+    gemm::gemm_f64(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, pool);
+}
 
 }  // namespace kiln::cpu

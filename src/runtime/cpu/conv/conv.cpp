@@ -22,15 +22,7 @@
 #include "runtime/cpu/kernels.h"
 #include "runtime/cpu/thread_pool.h"
 
-namespace kiln::cpu::gemm {
-// The float64 product of Conv/ConvTranspose, defined with the gemm family's kernels (gemm/gemm.cpp).
-void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-              int64_t ldb, double* c, int64_t ldc, ThreadPool* pool);
-}  // namespace kiln::cpu::gemm
-
 namespace kiln::cpu::conv {
-
-using gemm::gemm_f64;
 
 namespace {
 
@@ -42,15 +34,6 @@ constexpr int64_t kMinTile = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) {  // b > 0
   return a >= 0 ? (a + b - 1) / b : -((-a) / b);
-}
-
-template <class T>
-void gemm_t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-            int64_t ldc, ThreadPool* pool) {
-  if constexpr (std::is_same_v<T, float>)
-    sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, pool);
-  else
-    gemm_f64(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, pool);
 }
 
 // Moves data between an image [channels, img...] and the column matrix of grid positions

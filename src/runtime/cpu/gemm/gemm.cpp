@@ -325,7 +325,7 @@ constexpr KernelEntry kEntries[] = {
 
 }  // namespace
 
-// Shared with conv/conv.cpp: the float64 product of Conv/ConvTranspose.
+// runtime/cpu/gemm.h: the float64 product of Conv, ConvTranspose and Attention.
 void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
               int64_t ldb, double* c, int64_t ldc, ThreadPool* pool) {
   gemm_generic<double>(ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, false, c, ldc, pool);
