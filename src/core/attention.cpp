@@ -1,5 +1,6 @@
 #include "core/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -15,6 +16,61 @@ std::string shp(std::span<const int64_t> s) { return shape_string({s.begin(), s.
 std::array<int64_t, 4> strides(const AttentionShape& g, int64_t heads, int64_t len, int64_t size) {
   if (g.three_d) return {len * heads * size, size, heads * size, 1};
   return {heads * len * size, len * size, size, 1};
+}
+
+// The scale, softcap, causal flag and mask, once the geometry is known.
+void finish(AttentionShape& g, const AttentionAttrs& a, std::span<const TensorView> in) {
+  const auto bad = [](const std::string& m) { throw Error("Attention: " + m); };
+  g.scale = std::isnan(a.scale) ? 1.0f / std::sqrt(static_cast<float>(g.head_size)) : a.scale;
+  g.softcap = a.softcap;
+  g.causal = a.is_causal == 1;
+  const TensorView& q = in[0];
+  if (in.size() > 3 && in[3].exists) {
+    const TensorView& m = in[3];
+    g.has_mask = true;
+    g.mask_bool = m.dtype == DataType::kBool;
+    if (!g.mask_bool && m.dtype != q.dtype)
+      bad("the mask must be bool or Q's element type (" + std::string(dtype_name(q.dtype)) + "), got " +
+          std::string(dtype_name(m.dtype)));
+    if (m.rank() < 1 || m.rank() > 4) bad("the mask must have 1 to 4 dimensions, got " + shp(m.shape));
+    const std::array<int64_t, 4> full{g.batch, g.q_heads, g.q_len, g.kv_len};
+    const std::optional<std::array<int64_t, 4>> strides = attention_mask_strides(m.shape, full);
+    if (!strides)
+      bad("the mask " + shp(m.shape) + " does not broadcast to [batch, q_heads, q_len, kv_len] " + shp(full));
+    g.mask_stride = *strides;
+  }
+}
+
+// packed_qkv: input 0 [batch, len, (q_heads + 2 kv_heads) * head_size] holds Q, K and V.
+AttentionShape packed_shape(const AttentionAttrs& a, std::span<const TensorView> in) {
+  const auto bad = [](const std::string& m) { throw Error("Attention: " + m); };
+  const TensorView& p = in[0];
+  // The op keeps its three inputs: K and V name the packed tensor again (or are absent); only
+  // input 0 is read.
+  for (size_t i = 1; i < 3 && i < in.size(); ++i)
+    if (in[i].exists && (!std::ranges::equal(in[i].shape, p.shape) || in[i].dtype != p.dtype))
+      bad("with packed_qkv, input 0 holds Q, K and V; inputs 1 and 2 must be input 0 again");
+  if (p.rank() != 3) bad("with packed_qkv, input 0 must be 3-D [batch, sequence, hidden], got " + shp(p.shape));
+  if (a.q_num_heads < 1 || a.kv_num_heads < 1 || a.q_num_heads % a.kv_num_heads)
+    bad("packed_qkv needs q_num_heads a multiple of kv_num_heads, both at least 1");
+  const int64_t parts = a.q_num_heads + 2 * a.kv_num_heads;
+  if (p.shape[2] < parts || p.shape[2] % parts)
+    bad("the packed hidden size " + std::to_string(p.shape[2]) +
+        " does not divide into q_num_heads + 2 kv_num_heads = " + std::to_string(parts) + " heads");
+  AttentionShape g;
+  g.three_d = g.packed = true;
+  g.batch = p.shape[0];
+  g.q_heads = a.q_num_heads;
+  g.kv_heads = a.kv_num_heads;
+  g.q_len = g.kv_len = p.shape[1];
+  g.head_size = g.v_head_size = p.shape[2] / parts;
+  const int64_t row = p.shape[2], d = g.head_size;
+  g.q_stride = g.k_stride = g.v_stride = {g.q_len * row, d, row, 1};
+  g.y_stride = strides(g, g.q_heads, g.q_len, d);
+  g.k_offset = g.q_heads * d;
+  g.v_offset = (g.q_heads + g.kv_heads) * d;
+  finish(g, a, in);
+  return g;
 }
 
 }  // namespace
@@ -35,16 +91,19 @@ std::optional<std::array<int64_t, 4>> attention_mask_strides(std::span<const int
 }
 
 AttentionShape attention_shape(const AttentionAttrs& a, std::span<const TensorView> in) {
-  if (in.size() < 3) throw Error("Attention takes Q, K and V");
-  const TensorView &q = in[0], &k = in[1], &v = in[2];
   const auto bad = [](const std::string& m) { throw Error("Attention: " + m); };
-  if (q.dtype != DataType::kFloat32 && q.dtype != DataType::kFloat16 && q.dtype != DataType::kBFloat16 &&
-      q.dtype != DataType::kFloat64)
-    bad("Q must be float32, float16, bfloat16 or float64, got " + std::string(dtype_name(q.dtype)));
-  if (k.dtype != q.dtype || v.dtype != q.dtype) bad("K and V must have Q's element type");
+  if (in.empty()) bad("takes Q, K and V");
+  const DataType t = in[0].dtype;
+  if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16 && t != DataType::kFloat64)
+    bad("Q must be float32, float16, bfloat16 or float64, got " + std::string(dtype_name(t)));
   if (a.qk_matmul_output_mode != 0) bad("qk_matmul_output_mode other than 0 is not supported");
   if (a.is_causal != 0 && a.is_causal != 1) bad("is_causal must be 0 or 1");
   if (!(a.softcap >= 0.0f)) bad("softcap must be at least 0");
+  if (a.packed_qkv != 0 && a.packed_qkv != 1) bad("packed_qkv must be 0 or 1");
+  if (a.packed_qkv) return packed_shape(a, in);
+  if (in.size() < 3 || !in[1].exists || !in[2].exists) bad("takes Q, K and V");
+  const TensorView &q = in[0], &k = in[1], &v = in[2];
+  if (k.dtype != q.dtype || v.dtype != q.dtype) bad("K and V must have Q's element type");
   AttentionShape g;
   if (q.rank() != k.rank() || q.rank() != v.rank() || (q.rank() != 3 && q.rank() != 4))
     bad("Q, K and V must all be 4-D [batch, heads, sequence, head size] or all 3-D [batch, sequence, hidden], got " +
@@ -81,27 +140,11 @@ AttentionShape attention_shape(const AttentionAttrs& a, std::span<const TensorVi
     bad("the query heads (" + std::to_string(g.q_heads) + ") must be a multiple of the key/value heads (" +
         std::to_string(g.kv_heads) + ")");
   if (g.head_size < 1 || g.v_head_size < 1) bad("head sizes must be at least 1");
-  g.scale = std::isnan(a.scale) ? 1.0f / std::sqrt(static_cast<float>(g.head_size)) : a.scale;
-  g.softcap = a.softcap;
-  g.causal = a.is_causal == 1;
   g.q_stride = strides(g, g.q_heads, g.q_len, g.head_size);
   g.k_stride = strides(g, g.kv_heads, g.kv_len, g.head_size);
   g.v_stride = strides(g, g.kv_heads, g.kv_len, g.v_head_size);
   g.y_stride = strides(g, g.q_heads, g.q_len, g.v_head_size);
-  if (in.size() > 3 && in[3].exists) {
-    const TensorView& m = in[3];
-    g.has_mask = true;
-    g.mask_bool = m.dtype == DataType::kBool;
-    if (!g.mask_bool && m.dtype != q.dtype)
-      bad("the mask must be bool or Q's element type (" + std::string(dtype_name(q.dtype)) + "), got " +
-          std::string(dtype_name(m.dtype)));
-    if (m.rank() < 1 || m.rank() > 4) bad("the mask must have 1 to 4 dimensions, got " + shp(m.shape));
-    const std::array<int64_t, 4> full{g.batch, g.q_heads, g.q_len, g.kv_len};
-    const std::optional<std::array<int64_t, 4>> strides = attention_mask_strides(m.shape, full);
-    if (!strides)
-      bad("the mask " + shp(m.shape) + " does not broadcast to [batch, q_heads, q_len, kv_len] " + shp(full));
-    g.mask_stride = *strides;
-  }
+  finish(g, a, in);
   return g;
 }
 

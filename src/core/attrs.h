@@ -375,13 +375,18 @@ struct AttentionAttrs {
   float scale = std::numeric_limits<float>::quiet_NaN();
   float softcap = 0.0f;
   int64_t softmax_precision = 0;
+  // Kiln's own, not ONNX's (fuse-attention makes it; the importer refuses it): 1 where input 0 holds
+  // Q, K and V side by side along its last axis, [batch, len, (q_heads + 2 kv_heads) * head_size],
+  // the output of one projection GEMM, and inputs 1 and 2 are absent.
+  int64_t packed_qkv = 0;
   static constexpr auto kFields = std::tuple{Field{"is_causal", &AttentionAttrs::is_causal},
                                              Field{"kv_num_heads", &AttentionAttrs::kv_num_heads},
                                              Field{"q_num_heads", &AttentionAttrs::q_num_heads},
                                              Field{"qk_matmul_output_mode", &AttentionAttrs::qk_matmul_output_mode},
                                              Field{"scale", &AttentionAttrs::scale},
                                              Field{"softcap", &AttentionAttrs::softcap},
-                                             Field{"softmax_precision", &AttentionAttrs::softmax_precision}};
+                                             Field{"softmax_precision", &AttentionAttrs::softmax_precision},
+                                             Field{"packed_qkv", &AttentionAttrs::packed_qkv}};
 };
 struct NmsAttrs {  // NonMaxSuppression: 0: boxes are [y1, x1, y2, x2] corners; 1: [x_center, y_center, w, h]
   int64_t center_point_box = 0;

@@ -369,6 +369,23 @@ TEST(ImportOpset, SoftmaxOpset11Coerces2dWithAxis1Default) {
   EXPECT_EQ(c.coerce_2d, 0);
 }
 
+// Attention (opset 23) imports with Q, K, V and a mask; the key-value cache, the extra outputs and
+// Kiln's own packed_qkv attribute (fuse-attention's) are refused by name.
+TEST(ImportOpset, AttentionRefusesTheCacheAndKilnsOwnAttribute) {
+  onnx::ModelProto m;
+  one_node(m, 23, {1, 2, 4, 8}, "Attention", {"x", "x", "x"});
+  EXPECT_EQ(std::get<AttentionAttrs>(only_node(import(m), OpKind::kAttention).attrs).packed_qkv, 0);
+  attr_int(one_node(m, 23, {1, 2, 4, 8}, "Attention", {"x", "x", "x"}), "packed_qkv", 1);
+  std::string e = import_error(m);
+  EXPECT_NE(e.find("packed_qkv"), std::string::npos) << e;
+  one_node(m, 23, {1, 2, 4, 8}, "Attention", {"x", "x", "x", "", "x", "x"});
+  e = import_error(m);
+  EXPECT_NE(e.find("key-value cache"), std::string::npos) << e;
+  one_node(m, 23, {1, 2, 4, 8}, "Attention", {"x", "x", "x"}, {"y", "present_key"});
+  e = import_error(m);
+  EXPECT_NE(e.find("present_key"), std::string::npos) << e;
+}
+
 TEST(ImportOpset, LeakyReluDefaultAlpha) {
   onnx::ModelProto m;
   one_node(m, 16, {3}, "LeakyRelu", {"x"}, {"y"});

@@ -96,10 +96,15 @@ void attention_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in
       }
       return w;
     };
-    const std::vector<F> qw = widen(in[0]), kw = widen(in[1]), vw = widen(in[2]);
+    // Packed: Q, K and V are all read from input 0 (widened once).
+    const std::vector<F> qw = widen(in[0]), kw = g.packed ? std::vector<F>{} : widen(in[1]),
+                         vw = g.packed ? std::vector<F>{} : widen(in[2]);
     std::vector<F> yw(widened ? static_cast<size_t>(out[0].numel()) : 0);
-    auto data = [](const std::vector<F>& w, const TensorView& t) { return widened ? w.data() : t.as<const F>(); };
-    const F *q = data(qw, in[0]), *k = data(kw, in[1]), *v = data(vw, in[2]);
+    auto data = [&](size_t i) {
+      const std::vector<F>& w = i == 0 ? qw : i == 1 ? kw : vw;
+      return widened ? w.data() : in[i].as<const F>();
+    };
+    const F *q = data(0) + g.q_offset, *k = data(g.k_input()) + g.k_offset, *v = data(g.v_input()) + g.v_offset;
     F* y = widened ? yw.data() : out[0].as<F>();
     if (!g.has_mask)
       attention_heads<F, F>(g, q, k, v, nullptr, y, env.pool);
