@@ -1,7 +1,8 @@
 // GPU kernel throughput through the CUDA kernel table (the path an engine takes), against the
 // device's ceilings.
-//  - Conv on ResNet-50 layer shapes (batch 1 and 256) and a 4096^3 Gemm, float16 and float32:
-//    TFLOP/s (2 * multiply-adds) and of_peak, the fraction of the datasheet peak below.
+//  - Conv on ResNet-50 layer shapes (batch 1 and 256) and a 4096^3 Gemm, float16 and float32, and
+//    Attention in float16 (BERT-base's at batch 1 and 32, long sequences): TFLOP/s (2 *
+//    multiply-adds) and of_peak, the fraction of the datasheet peak below.
 //  - Memory-bound ops on 100-400 MB tensors (beyond the 50-60 MB L2): Add with a per-channel
 //    broadcast, Relu, Sigmoid, Cast float32 -> float16, Transpose NCHW -> NHWC, ReduceMean (over
 //    H, W and over rows), Softmax: GB/s (bytes of every input and output, each counted once: the
@@ -171,6 +172,23 @@ void BM_Gemm(benchmark::State& state) {
   run_op(state, OpKind::kGemm, GemmAttrs{}, {{dt, {m, k}}, {dt, {k, n}}}, {2.0 * m * n * k, peak_of(dt)});
 }
 
+// Attention (float16, tensor cores): one packed [batch, len, 3 * heads * d] input as BERT's and
+// GPT-2's engines run it (packed_qkv), causal or with none; flops 4 * batch * heads * len^2 * d
+// (the two products), halved when causal.
+// Args: batch, heads, len, head size, causal (0/1).
+void BM_Attention(benchmark::State& state) {
+  const int64_t b = state.range(0), h = state.range(1), s = state.range(2), d = state.range(3);
+  AttentionAttrs a;
+  a.is_causal = state.range(4);
+  a.q_num_heads = a.kv_num_heads = h;
+  a.packed_qkv = 1;
+  const DataType dt = DataType::kFloat16;
+  const double flops = 4.0 * static_cast<double>(b * h * s * s * d) * (a.is_causal ? 0.5 : 1.0);
+  // K and V name the packed tensor again (the kernel reads input 0 only; these copies stay unread).
+  const Input packed{dt, {b, s, 3 * h * d}};
+  run_op(state, OpKind::kAttention, a, {packed, packed, packed}, {flops, kPeakFp16Tflops});
+}
+
 // ResNet-50: the stem and one layer of each kind per stage (in, image, out, kernel, stride).
 void conv_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "c", "hw", "m", "k", "s", "fp16"});
@@ -319,6 +337,16 @@ BENCHMARK(BM_Gemm)
     ->ArgNames({"m", "n", "k", "fp16"})
     ->Args({4096, 4096, 4096, 1})
     ->Args({4096, 4096, 4096, 0})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Attention)
+    ->ArgNames({"b", "h", "s", "d", "causal"})
+    ->Args({1, 12, 128, 64, 0})
+    ->Args({1, 12, 128, 64, 1})
+    ->Args({32, 12, 128, 64, 0})
+    ->Args({1, 16, 2048, 128, 0})
+    ->Args({1, 16, 2048, 128, 1})
+    ->Args({8, 16, 2048, 64, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Copy)->ArgNames({"MiB"})->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

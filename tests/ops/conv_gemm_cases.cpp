@@ -227,11 +227,14 @@ struct AttnCase {
   std::optional<Shape> mask;
   DT mask_dt = DT::kFloat32;  // kFloat32: Q's type
   std::vector<DT> dtypes = kF;
+  bool tactics = false;  // the GPU check also runs every tactic (tensor-core blocks of 4 and 1 warps, portable)
 };
+const std::vector<DT> kFB = {DT::kFloat32, DT::kFloat16, DT::kBFloat16};
 
 AttentionAttrs attn(int64_t causal = 0, float scale = std::numeric_limits<float>::quiet_NaN(), float softcap = 0,
-                    int64_t q_heads = 0, int64_t kv_heads = 0) {
+                    int64_t q_heads = 0, int64_t kv_heads = 0, int64_t packed = 0) {
   AttentionAttrs a;
+  a.packed_qkv = packed;
   a.is_causal = causal;
   a.scale = scale;
   a.softcap = softcap;
@@ -240,27 +243,43 @@ AttentionAttrs attn(int64_t causal = 0, float scale = std::numeric_limits<float>
   return a;
 }
 
+// float16 and bfloat16 as well, and every tactic on the GPU: the tensor-core kernel's shapes.
+AttnCase tensor_cores(AttnCase c) {
+  c.dtypes = kFB;
+  c.tactics = true;
+  return c;
+}
+
 std::vector<AttnCase> attention_cases() {
   const float kNoScale = std::numeric_limits<float>::quiet_NaN();
   return {
       {"AttentionSmall", attn(), {2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 8}, std::nullopt, DT::kFloat32, kFD},
       {"AttentionVSize", attn(0, 0.3f), {1, 2, 9, 8}, {1, 2, 33, 8}, {1, 2, 33, 16}, std::nullopt},
       // BERT's padding mask: [batch, 1, 1, keys] of 0 and -10000, added to the scores.
-      {"AttentionPaddingMask", attn(), {2, 12, 37, 64}, {2, 12, 37, 64}, {2, 12, 37, 64}, Shape{2, 1, 1, 37}},
+      tensor_cores(
+          {"AttentionPaddingMask", attn(), {2, 12, 37, 64}, {2, 12, 37, 64}, {2, 12, 37, 64}, Shape{2, 1, 1, 37}}),
       {"AttentionBoolMask", attn(), {2, 2, 17, 32}, {2, 2, 40, 32}, {2, 2, 40, 32}, Shape{17, 40}, DT::kBool},
       // GPT-2's causal mask over several tiles of keys, head size 64; and 128.
-      {"AttentionCausal", attn(1), {1, 4, 70, 64}, {1, 4, 70, 64}, {1, 4, 70, 64}, std::nullopt},
+      tensor_cores({"AttentionCausal", attn(1), {1, 4, 70, 64}, {1, 4, 70, 64}, {1, 4, 70, 64}, std::nullopt}),
       {"AttentionCausal128", attn(1), {1, 2, 45, 128}, {1, 2, 45, 128}, {1, 2, 45, 128}, std::nullopt},
       {"AttentionCausalMask", attn(1), {2, 2, 33, 16}, {2, 2, 33, 16}, {2, 2, 33, 16}, Shape{2, 2, 33, 33}},
       {"AttentionGrouped", attn(), {2, 8, 11, 16}, {2, 2, 13, 16}, {2, 2, 13, 16}, std::nullopt},
       {"AttentionSoftcap", attn(0, 2.0f, 5.0f), {1, 2, 6, 8}, {1, 2, 6, 8}, {1, 2, 6, 8}, std::nullopt},
       {"Attention3D", attn(0, kNoScale, 0, 4, 2), {2, 9, 4 * 16}, {2, 21, 2 * 16}, {2, 21, 2 * 24}, Shape{9, 21}},
       {"AttentionHead256", attn(), {1, 1, 20, 256}, {1, 1, 50, 256}, {1, 1, 50, 256}, std::nullopt},
+      // Kiln's packed_qkv: one [batch, len, (q_heads + 2 kv_heads) * head_size] input, read in place
+      // (given three times; k and v shapes unused). BERT's layout with a padding mask; grouped heads
+      // of 128, causal.
+      tensor_cores({"AttentionPacked", attn(0, kNoScale, 0, 4, 4, 1), {2, 37, 12 * 64}, {}, {}, Shape{2, 1, 1, 37}}),
+      tensor_cores({"AttentionPackedGrouped", attn(1, kNoScale, 0, 4, 2, 1), {1, 70, 8 * 128}, {}, {}, std::nullopt}),
   };
 }
 
 Inputs attention_inputs(const AttnCase& c, DT dt) {
-  Inputs in{rand_tensor(dt, c.q, -1, 1), rand_tensor(dt, c.k, -1, 1), rand_tensor(dt, c.v, -1, 1)};
+  // Packed: K and V name the packed tensor again (core/attention.h).
+  const HostTensor q = rand_tensor(dt, c.q, -1, 1);
+  Inputs in{q, c.attrs.packed_qkv ? q : rand_tensor(dt, c.k, -1, 1),
+            c.attrs.packed_qkv ? q : rand_tensor(dt, c.v, -1, 1)};
   if (c.mask) {
     if (c.mask_dt == DT::kBool) {
       HostTensor m = rand_tensor(DT::kBool, *c.mask, 0, 1.6);  // mostly true
@@ -296,15 +315,18 @@ std::vector<OpCase> conv_gemm_cases() {
         [c](const Inputs& in) -> ToleranceFn {
           // A score's error (head size products) moves its probability by as much, relative; the
           // weighted sum adds one product per key.
-          const int64_t d = c.q.size() == 4 ? c.q[3] : c.q[2] / c.attrs.q_num_heads;
+          const int64_t d = c.q.size() == 4      ? c.q[3]
+                            : c.attrs.packed_qkv ? c.q[2] / (c.attrs.q_num_heads + 2 * c.attrs.kv_num_heads)
+                                                 : c.q[2] / c.attrs.q_num_heads;
           const double s = std::isnan(c.attrs.scale) ? 1 / std::sqrt(static_cast<double>(d)) : c.attrs.scale;
-          const double scores = s * max_abs(in[0]) * max_abs(in[1]),
-                       keys = static_cast<double>(in[1].shape[in[1].shape.size() - 2]);
-          const double terms = static_cast<double>(d) + keys, scale = max_abs(in[2]) * std::max(1.0, scores);
+          const HostTensor &k = in[c.attrs.packed_qkv ? 0 : 1], &v = in[c.attrs.packed_qkv ? 0 : 2];
+          const double scores = s * max_abs(in[0]) * max_abs(k),
+                       keys = static_cast<double>(c.attrs.packed_qkv ? c.q[1] : in[1].shape[in[1].shape.size() - 2]);
+          const double terms = static_cast<double>(d) + keys, scale = max_abs(v) * std::max(1.0, scores);
           return
               [terms, scale](const HostTensor& want) { return dot_tolerance(want.dtype, terms, scale, max_abs(want)); };
         },
-        false));
+        c.tactics));
   return out;
 }
 

@@ -5,10 +5,14 @@
 // that a lane per key reads without bank conflicts). A warp keeps its rows' outputs in registers:
 // lane l owns elements l, l + 32, ... of a row, so head sizes up to 32 * kMaxChunks. Scores, softmax
 // and sums in float (double for float64). Portable: any sm_70 or later.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cmath>
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/attention.h"
 #include "runtime/cuda/elementwise/elementwise_internal.cuh"
@@ -18,6 +22,8 @@ namespace kiln::gpu::nn {
 
 void attention_gpu(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                    GpuEnv& env);
+std::vector<int32_t> attention_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                       std::span<const TensorView> out, GpuEnv& env);
 
 namespace {
 
@@ -150,77 +156,95 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
   }
 }
 
-// ---- float16 on tensor cores (sm_80+: mma.m16n8k16) ------------------------------------------
-// A block takes 32 query rows of one (batch, head), 16 per warp (BERT-base at batch 1: 48 blocks),
-// and walks the keys in tiles of 64:
-// S = Q Kt for the warp's 16 x 64 scores in mma accumulators, the scale, mask and causal limit
-// applied there, the online softmax per row (each row's 64 scores spread over the 4 lanes of a
-// quad), P rounded to float16 and reused as the A fragments of O += P V. Q and K tiles are
-// [row][D + 8] in shared memory, V transposed, [D][64 + 8], so every fragment is one 32-bit load
-// and the 8 rows a fragment reads fall in distinct banks. Rows must be 16-byte aligned (the host
-// checks; else the kernel above runs).
-constexpr int kMmaWarps = 2, kMmaRows = 16 * kMmaWarps, kMmaKeys = 64;
+// ---- float16 and bfloat16 on tensor cores (sm_80+: mma.m16n8k16) ------------------------------
+// Flash-attention style. A warp takes 16 query rows of one (batch, head); a block of W warps shares
+// tiles of 64 keys and values, which cp.async brings into shared memory one tile ahead of the one
+// being used (double buffering). Per tile: S = Q Kt for the warp's 16 x 64 scores in mma
+// accumulators (Q's fragments read from global memory once, K's by ldmatrix), the scale, softcap,
+// mask and causal limit applied there, the online softmax per row (each row's 64 scores spread over
+// the 4 lanes of a quad), P rounded to T and reused as the A fragments of O += P V (V's fragments by
+// ldmatrix.trans from its row-major tile). Tiles are [64][D + 8]: 16-byte rows whose 8-row
+// ldmatrix phases fall in distinct banks. W = 1 where W = 4 would leave most SMs idle (BERT-base at
+// batch 1: 96 blocks of one warp instead of 24 of four). Rows of Q, K, V and Y must be 16-byte
+// aligned (the host checks; else the portable kernel runs).
+constexpr int kMmaKeys = 64;
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+template <class T>
+__device__ __forceinline__ void mma_t(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>)
+    mma::mma_f16(d, a, b0, b1);
+  else
+    mma::mma_bf16(d, a, b0, b1);
 }
 
-template <int D>
-__global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(AttnArgs a) {
-  constexpr int QS = D + 8, VS = kMmaKeys + 8;  // row strides (halves)
+template <class T, int D, int W>
+__global__ void __launch_bounds__(W * 32) attention_mma_kernel(AttnArgs a) {
+  constexpr int S = D + 8, kChunks = D / 8, kTile = kMmaKeys * S;  // row stride, 16-byte chunks per row
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __half* qs = reinterpret_cast<__half*>(smem_raw);  // [kMmaRows][QS]
-  __half* ks = qs + kMmaRows * QS;                   // [kMmaKeys][QS]
-  __half* vt = ks + kMmaKeys * QS;                   // [D][VS]: V transposed
+  T* kbuf = reinterpret_cast<T*>(smem_raw);  // [2][kMmaKeys][S]
+  T* vbuf = kbuf + 2 * kTile;                // [2][kMmaKeys][S]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
   const int64_t h = blockIdx.y, b = blockIdx.z, kh = h / a.group;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kMmaRows;
-  const __half* q = static_cast<const __half*>(a.q) + b * a.qs[0] + h * a.qs[1];
-  const __half* k = static_cast<const __half*>(a.k) + b * a.ks[0] + kh * a.ks[1];
-  const __half* v = static_cast<const __half*>(a.v) + b * a.vs[0] + kh * a.vs[1];
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  for (int t = tid; t < kMmaRows * kChunks; t += blockDim.x) {
-    const int r = t / kChunks, c = t % kChunks;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (q0 + r < a.q_len) val = *reinterpret_cast<const uint4*>(q + (q0 + r) * a.qs[2] + c * 8);
-    *reinterpret_cast<uint4*>(qs + r * QS + c * 8) = val;
-  }
-  __syncthreads();
-  // The warp's Q fragments, kept for every tile.
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * (16 * W);
+  const T* q = static_cast<const T*>(a.q) + b * a.qs[0] + h * a.qs[1];
+  const T* k = static_cast<const T*>(a.k) + b * a.ks[0] + kh * a.ks[1];
+  const T* v = static_cast<const T*>(a.v) + b * a.vs[0] + kh * a.vs[1];
+  const int64_t kv_end = a.causal ? min(a.kv_len, q0 + 16 * W) : a.kv_len;
+  const int tiles = static_cast<int>((kv_end + kMmaKeys - 1) / kMmaKeys);
+  // Keys past kv_len are zero-filled (their scores are masked to -inf below).
+  auto load_tile = [&](int t) {
+    const int64_t j0 = static_cast<int64_t>(t) * kMmaKeys;
+    T* kt = kbuf + (t & 1) * kTile;
+    T* vt = vbuf + (t & 1) * kTile;
+    for (int i = tid; i < kMmaKeys * kChunks; i += W * 32) {
+      const int r = i / kChunks, c = i % kChunks;
+      const bool ok = j0 + r < a.kv_len;
+      mma::cp_async16(mma::smem_u32(kt + r * S + c * 8), ok ? k + (j0 + r) * a.ks[2] + c * 8 : k, ok);
+      mma::cp_async16(mma::smem_u32(vt + r * S + c * 8), ok ? v + (j0 + r) * a.vs[2] + c * 8 : v, ok);
+    }
+    mma::cp_async_commit();
+  };
+  if (tiles > 0) load_tile(0);
+  // The warp's Q fragments (rows gid and gid + 8 of its 16), from global memory, kept for every tile.
+  const int64_t row[2] = {q0 + warp * 16 + gid, q0 + warp * 16 + gid + 8};
   uint32_t qf[D / 16][4];
-  const int wr = warp * 16;
 #pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) {
-    const __half* base = qs + (wr + gid) * QS + kc * 16 + tig * 2;
-    qf[kc][0] = *reinterpret_cast<const uint32_t*>(base);
-    qf[kc][1] = *reinterpret_cast<const uint32_t*>(base + 8 * QS);
-    qf[kc][2] = *reinterpret_cast<const uint32_t*>(base + 8);
-    qf[kc][3] = *reinterpret_cast<const uint32_t*>(base + 8 * QS + 8);
-  }
+  for (int kc = 0; kc < D / 16; ++kc)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t r = row[e & 1];
+      qf[kc][e] = r < a.q_len ? *reinterpret_cast<const uint32_t*>(q + r * a.qs[2] + kc * 16 + (e >> 1) * 8 + tig * 2)
+                              : 0u;
+    }
   const float neg_inf = -INFINITY;
   constexpr float kLog2e = 1.4426950408889634f;
   float o[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float m[2] = {neg_inf, neg_inf}, l[2] = {0.f, 0.f};  // rows gid and gid + 8 of the warp
-  const int64_t row[2] = {q0 + wr + gid, q0 + wr + gid + 8};
-  const int64_t kv_end = a.causal ? min(a.kv_len, q0 + kMmaRows) : a.kv_len;
-  for (int64_t j0 = 0; j0 < kv_end; j0 += kMmaKeys) {
-    __syncthreads();  // the previous tile is consumed
-    for (int t = tid; t < kMmaKeys * kChunks; t += blockDim.x) {
-      const int r = t / kChunks, c = t % kChunks;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (j0 + r < a.kv_len) {
-        kv = *reinterpret_cast<const uint4*>(k + (j0 + r) * a.ks[2] + c * 8);
-        vv = *reinterpret_cast<const uint4*>(v + (j0 + r) * a.vs[2] + c * 8);
-      }
-      *reinterpret_cast<uint4*>(ks + r * QS + c * 8) = kv;
-      const __half* vh = reinterpret_cast<const __half*>(&vv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) vt[(c * 8 + e) * VS + r] = vh[e];
+  float m[2] = {neg_inf, neg_inf}, l[2] = {0.f, 0.f};
+  // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8.
+  const int lm = lane >> 3, lr = lane & 7;
+  for (int t = 0; t < tiles; ++t) {
+    if (t + 1 < tiles) {
+      load_tile(t + 1);
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
     }
-    __syncthreads();
+    __syncthreads();  // tile t is in shared memory for every warp
+    const T* kt = kbuf + (t & 1) * kTile;
+    const T* vt = vbuf + (t & 1) * kTile;
+    const int64_t j0 = static_cast<int64_t>(t) * kMmaKeys;
     // The mask's values for this thread's scores, loaded before the products so that their latency
     // overlaps them (indices clamped into the tensor; the out-of-range ones are not used).
     float mv[kMmaKeys / 8][4];
@@ -232,20 +256,22 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(AttnArgs 
           const int64_t i = min(row[e >> 1], a.q_len - 1), j = min(j0 + nt * 8 + tig * 2 + (e & 1), a.kv_len - 1);
           const int64_t at = b * a.ms[0] + h * a.ms[1] + i * a.ms[2] + j * a.ms[3];
           mv[nt][e] = a.mask_bool ? (static_cast<const uint8_t*>(a.mask)[at] ? 0.f : neg_inf)
-                                  : __half2float(static_cast<const __half*>(a.mask)[at]);
+                                  : static_cast<float>(static_cast<const T*>(a.mask)[at]);
         }
     }
-    // S = Q Kt: 8 tiles of 8 keys.
+    // S = Q Kt: 8 tiles of 8 keys; one ldmatrix_x4 gives two key tiles' fragments for 16 of D.
     float s[kMmaKeys / 8][4];
 #pragma unroll
-    for (int nt = 0; nt < kMmaKeys / 8; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    for (int nt = 0; nt < kMmaKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        const __half* kb = ks + (nt * 8 + gid) * QS + kc * 16 + tig * 2;
-        mma::mma_f16(s[nt], qf[kc], *reinterpret_cast<const uint32_t*>(kb), *reinterpret_cast<const uint32_t*>(kb + 8));
+    for (int kc = 0; kc < D / 16; ++kc)
+#pragma unroll
+      for (int np = 0; np < kMmaKeys / 16; ++np) {
+        uint32_t f[4];
+        mma::ldmatrix_x4(mma::smem_u32(kt + (np * 16 + (lm >> 1) * 8 + lr) * S + kc * 16 + (lm & 1) * 8), f);
+        mma_t<T>(s[2 * np], qf[kc], f[0], f[1]);
+        mma_t<T>(s[2 * np + 1], qf[kc], f[2], f[3]);
       }
-    }
     // Scale, softcap, mask, causal; the tile's row maxima.
     float tmax[2] = {neg_inf, neg_inf};
 #pragma unroll
@@ -261,25 +287,24 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(AttnArgs 
         s[nt][e] = x;
         tmax[ri] = fmaxf(tmax[ri], x);
       }
-    float alpha[2], mu[2];
+    float mu[2];
 #pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
       tmax[ri] = fmaxf(tmax[ri], __shfl_xor_sync(0xffffffffu, tmax[ri], 1));
       tmax[ri] = fmaxf(tmax[ri], __shfl_xor_sync(0xffffffffu, tmax[ri], 2));
       const float m_new = fmaxf(m[ri], tmax[ri]);
       mu[ri] = m_new == neg_inf ? 0.f : m_new;  // every score so far masked: p = 0, nothing to rescale
-      alpha[ri] = exp2f((m[ri] - mu[ri]) * kLog2e);
+      const float alpha = exp2f((m[ri] - mu[ri]) * kLog2e);
       m[ri] = m_new;
-      l[ri] *= alpha[ri];
-    }
+      l[ri] *= alpha;
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= alpha[0];
-      o[n][1] *= alpha[0];
-      o[n][2] *= alpha[1];
-      o[n][3] *= alpha[1];
+      for (int n = 0; n < D / 8; ++n) {
+        o[n][2 * ri] *= alpha;
+        o[n][2 * ri + 1] *= alpha;
+      }
     }
-    // P, its row sums, and O += P V (16 keys per mma).
+    // P, its row sums, and O += P V: 16 keys per mma; one ldmatrix_x4_trans gives two 8-column
+    // tiles' fragments of V.
 #pragma unroll
     for (int kc = 0; kc < kMmaKeys / 16; ++kc) {
       float p[2][4];
@@ -291,14 +316,17 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(AttnArgs 
           p[half_tile][e] = x;
           l[e >> 1] += x;
         }
-      const uint32_t pa[4] = {pack_half2(p[0][0], p[0][1]), pack_half2(p[0][2], p[0][3]), pack_half2(p[1][0], p[1][1]),
-                              pack_half2(p[1][2], p[1][3])};
+      const uint32_t pa[4] = {pack2<T>(p[0][0], p[0][1]), pack2<T>(p[0][2], p[0][3]), pack2<T>(p[1][0], p[1][1]),
+                              pack2<T>(p[1][2], p[1][3])};
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        const __half* vb = vt + (n * 8 + gid) * VS + kc * 16 + tig * 2;
-        mma::mma_f16(o[n], pa, *reinterpret_cast<const uint32_t*>(vb), *reinterpret_cast<const uint32_t*>(vb + 8));
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t f[4];
+        mma::ldmatrix_x4_trans(mma::smem_u32(vt + (kc * 16 + (lm & 1) * 8 + lr) * S + np * 16 + (lm >> 1) * 8), f);
+        mma_t<T>(o[2 * np], pa, f[0], f[1]);
+        mma_t<T>(o[2 * np + 1], pa, f[2], f[3]);
       }
     }
+    __syncthreads();  // every warp is done with tile t before tile t + 2 is loaded into its buffer
   }
   // The quad's partial row sums, then O / l.
 #pragma unroll
@@ -306,58 +334,69 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(AttnArgs 
     l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
     l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
   }
-  __half* y = static_cast<__half*>(a.y) + b * a.ys[0] + h * a.ys[1];
+  T* y = static_cast<T*>(a.y) + b * a.ys[0] + h * a.ys[1];
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
     if (row[ri] >= a.q_len) continue;
     const float inv = l[ri] > 0 ? 1.f / l[ri] : 0.f;
-    __half* yr = y + row[ri] * a.ys[2];
+    T* yr = y + row[ri] * a.ys[2];
 #pragma unroll
     for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<__half2*>(yr + n * 8 + tig * 2) = __floats2half2_rn(o[n][2 * ri] * inv, o[n][2 * ri + 1] * inv);
+      *reinterpret_cast<uint32_t*>(yr + n * 8 + tig * 2) = pack2<T>(o[n][2 * ri] * inv, o[n][2 * ri + 1] * inv);
   }
 }
 
-// The tensor-core kernel takes float16 with head sizes 64 or 128 (both Q/K and V), rows of Q, K,
-// V and Y 16-byte aligned, on sm_80 and later.
-bool mma_path(const AttentionShape& g, std::span<const TensorView> in, const TensorView& y) {
-  if (in[0].dtype != DataType::kFloat16 || g.head_size != g.v_head_size || (g.head_size != 64 && g.head_size != 128) ||
-      !mma::device_supported())
+// The tensor-core kernel takes float16 or bfloat16 with head sizes 64 or 128 (both Q/K and V),
+// rows of Q, K, V and Y 16-byte aligned, on sm_80 and later.
+bool mma_path(const AttentionShape& g, const AttnArgs& a, DataType t) {
+  if ((t != DataType::kFloat16 && t != DataType::kBFloat16) || g.head_size != g.v_head_size ||
+      (g.head_size != 64 && g.head_size != 128) || !mma::device_supported())
     return false;
   auto aligned = [](const void* p, int64_t stride) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (stride * 2) % 16 == 0;
   };
-  return aligned(in[0].data, g.q_stride[2]) && aligned(in[1].data, g.k_stride[2]) &&
-         aligned(in[2].data, g.v_stride[2]) && aligned(y.data, g.y_stride[2]) && g.q_stride[3] == 1;
+  return aligned(a.q, g.q_stride[2]) && aligned(a.k, g.k_stride[2]) && aligned(a.v, g.v_stride[2]) &&
+         aligned(a.y, g.y_stride[2]) && g.q_stride[3] == 1;
 }
 
-template <int D>
+template <class T, int D, int W>
 void launch_mma(const AttentionShape& g, const AttnArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = sizeof(__half) * ((kMmaRows + kMmaKeys) * (D + 8) + D * (kMmaKeys + 8));
-  if (smem > 48 * 1024 && cudaFuncSetAttribute(attention_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  constexpr size_t smem = sizeof(T) * 4 * kMmaKeys * (D + 8);
+  if (smem > 48 * 1024 && cudaFuncSetAttribute(attention_mma_kernel<T, D, W>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(smem)) != cudaSuccess)
     throw Error("Attention on the GPU: " + std::to_string(smem) + " bytes of shared memory are not available");
-  const dim3 grid(static_cast<unsigned>((g.q_len + kMmaRows - 1) / kMmaRows), static_cast<unsigned>(g.q_heads),
+  const dim3 grid(static_cast<unsigned>((g.q_len + 16 * W - 1) / (16 * W)), static_cast<unsigned>(g.q_heads),
                   static_cast<unsigned>(g.batch));
-  attention_mma_kernel<D><<<grid, kMmaWarps * 32, smem, stream>>>(a);
+  attention_mma_kernel<T, D, W><<<grid, W * 32, smem, stream>>>(a);
 }
 
-}  // namespace
 
-void attention_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
-                   GpuEnv& env) {
+// Tactics: the tensor-core kernel with blocks of 4 warps or of 1 warp, the portable kernel; -1
+// (no timing): the tensor-core kernel where it applies, 4 warps a block where that still gives every
+// SM a block.
+enum AttentionTactic : int32_t { kMma4 = 0, kMma1 = 1, kPortable = 2 };
+
+AttentionShape checked_shape(const Attrs& attrs, std::span<const TensorView> in) {
   const AttentionShape g = attention_shape(std::get<AttentionAttrs>(attrs), in);
-  if (out[0].numel() == 0) return;
   if (g.head_size > 32 * kMaxChunks || g.v_head_size > 32 * kMaxChunks)
     throw Error("Attention on the GPU takes head sizes up to " + std::to_string(32 * kMaxChunks) + ", got " +
                 std::to_string(g.head_size) + " and " + std::to_string(g.v_head_size));
   if (g.batch > 65535 || g.q_heads > 65535) throw Error("Attention on the GPU: more than 65535 batches or heads");
+  return g;
+}
+
+AttnArgs args_of(const AttentionShape& g, std::span<const TensorView> in, const TensorView& y) {
+  const size_t esize = dtype_size(in[0].dtype);
+  auto at = [&](size_t i, int64_t offset) -> const void* {
+    return in[i].data ? static_cast<const unsigned char*>(in[i].data) + offset * static_cast<int64_t>(esize) : nullptr;
+  };
   AttnArgs a{};
-  a.q = in[0].data;
-  a.k = in[1].data;
-  a.v = in[2].data;
+  a.q = at(0, g.q_offset);
+  a.k = at(g.k_input(), g.k_offset);
+  a.v = at(g.v_input(), g.v_offset);
   a.mask = g.has_mask ? in[3].data : nullptr;
-  a.y = out[0].data;
+  a.y = y.data;
   a.q_heads = g.q_heads;
   a.q_len = g.q_len;
   a.kv_len = g.kv_len;
@@ -376,11 +415,53 @@ void attention_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, s
     a.ys[i] = g.y_stride[i];
     a.ms[i] = g.mask_stride[i];
   }
-  if (mma_path(g, in, out[0])) {
-    if (g.head_size == 64)
-      launch_mma<64>(g, a, env.stream);
+  return a;
+}
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 1;
+    return count;
+  }();
+  return n;
+}
+
+template <class T, int D>
+void launch_mma(const AttentionShape& g, const AttnArgs& a, int32_t tactic, cudaStream_t stream) {
+  const bool four = tactic == kMma4 || (tactic < 0 && g.batch * g.q_heads * ((g.q_len + 63) / 64) >= sm_count());
+  if (four)
+    launch_mma<T, D, 4>(g, a, stream);
+  else
+    launch_mma<T, D, 1>(g, a, stream);
+}
+
+}  // namespace
+
+std::vector<int32_t> attention_tactics(OpKind, const Attrs& attrs, std::span<const TensorView> in,
+                                       std::span<const TensorView> out, GpuEnv&) {
+  const AttentionShape g = checked_shape(attrs, in);
+  if (!mma_path(g, args_of(g, in, out[0]), in[0].dtype)) return {};
+  return {kMma4, kMma1, kPortable};
+}
+
+void attention_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                   GpuEnv& env) {
+  const AttentionShape g = checked_shape(attrs, in);
+  if (out[0].numel() == 0) return;
+  const AttnArgs a = args_of(g, in, out[0]);
+  if (env.tactic != kPortable && mma_path(g, a, in[0].dtype)) {
+    const bool half = in[0].dtype == DataType::kFloat16;
+    if (half && g.head_size == 64)
+      launch_mma<__half, 64>(g, a, env.tactic, env.stream);
+    else if (half)
+      launch_mma<__half, 128>(g, a, env.tactic, env.stream);
+    else if (g.head_size == 64)
+      launch_mma<__nv_bfloat16, 64>(g, a, env.tactic, env.stream);
     else
-      launch_mma<128>(g, a, env.stream);
+      launch_mma<__nv_bfloat16, 128>(g, a, env.tactic, env.stream);
     check_launch("Attention");
     return;
   }

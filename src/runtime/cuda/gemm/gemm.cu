@@ -503,6 +503,8 @@ size_t gemm_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorVie
 // gemm/attention.cu
 void attention_gpu(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                    GpuEnv& env);
+std::vector<int32_t> attention_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                       std::span<const TensorView> out, GpuEnv& env);
 
 namespace {
 
@@ -519,7 +521,7 @@ std::vector<int32_t> gemm_tactics(OpKind kind, const Attrs& attrs, std::span<con
 }
 
 const GpuKernelEntry kEntries[] = {
-    {OpKind::kAttention, attention_gpu},
+    {OpKind::kAttention, attention_gpu, nullptr, attention_tactics},
     {OpKind::kGemm, gemm_kernel, gemm_workspace, gemm_tactics},
     {OpKind::kMatMul, matmul_kernel, gemm_workspace, gemm_tactics},
     {OpKind::kFusedGemm, gemm_kernel, gemm_workspace, gemm_tactics},
