@@ -14,7 +14,12 @@
 // differing; a Softmax over another axis; a scale or q/kt factor that is not a constant scalar, or
 // zero; a mask that does not broadcast to the scores' shape without enlarging them; any value inside
 // the pattern read elsewhere or a graph output. The node is named after the nodes it replaces.
-// CPU targets only for now (see fuse_attention below).
+// Then the 3-D form (to_3d_at): where q, k and v are heads split from 3-D projections by
+// Reshape + Transpose and y is merged back the same way, the Attention reads and writes the 3-D
+// tensors and the four Transposes go; where those are the three outputs of one Split of a packed
+// projection (GPT-2), the Attention reads the projection in place (packed_qkv) and the Split goes
+// (packed_from_split_at). fuse-siblings packs three separate projections (BERT) the same way.
+// GPU targets fuse only where the tensor-core kernel will run (gpu_runs_fast).
 // Position: after merge-transpose-reshape (the transposes around q, k and v are merged) and before
 // the folds that rewrite Mul and Div by constants.
 #include <array>
@@ -93,7 +98,17 @@ bool where_mask(const graph::Graph& g, const GraphFacts& f, graph::ValueId s, Wh
   return true;
 }
 
-bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally) {
+// GPU targets: only where the tensor-core kernel will run (float16 or bfloat16, or float32 that
+// --fp16 converts; head sizes 64 or 128): elsewhere the portable kernel is slower than the steps
+// (decision 59).
+bool gpu_runs_fast(DataType t, int64_t d, int64_t dv, const BuildOptions& o) {
+  if (!(t == DataType::kFloat16 || t == DataType::kBFloat16 || (t == DataType::kFloat32 && o.fp16))) return false;
+  return d == dv && (d == 64 || d == 128);
+}
+
+// gpu: the build options of a GPU target (gpu_runs_fast decides), null for the CPU.
+bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally,
+             const BuildOptions* gpu) {
   const graph::Node& pv = g.nodes[i];
   if (pv.kind != OpKind::kMatMul) return false;
   const graph::ValueId p = pv.inputs[0], v = pv.inputs[1], y = pv.outputs[0];
@@ -185,6 +200,7 @@ bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& 
     return false;
   // The MatMuls broadcast one key/value head to every query head; Attention reads it as one group.
   if (hk != h && hk != 1) return false;
+  if (gpu && !gpu_runs_fast(t, d, vval.shape[3], *gpu)) return false;
 
   // k: kt with its last two axes swapped.
   std::vector<int64_t> k_shape{b, hk, skv, d};
@@ -242,20 +258,102 @@ bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& 
   return true;
 }
 
+// x3 [b, s, heads * d] when v4 = Transpose(Reshape(x3) [b, s, heads, d], perm 0 2 1 3), the head
+// split of a projection's output as exporters write it, each step read only there; appends the two
+// nodes to `nodes`.
+bool split_heads_of(const graph::Graph& g, const GraphFacts& f, graph::ValueId v4, graph::ValueId& x3,
+                    std::vector<size_t>& nodes) {
+  const graph::Node* tr = f.producer_of(g, v4, OpKind::kTranspose);
+  if (!tr || !f.only_read_once(g, v4) ||
+      resolved_perm(std::get<TransposeAttrs>(tr->attrs), 4) != std::vector<int64_t>{0, 2, 1, 3})
+    return false;
+  const graph::ValueId x4 = tr->inputs[0];
+  const graph::Node* rs = f.producer_of(g, x4, OpKind::kReshape);
+  if (!rs || !f.only_read_once(g, x4)) return false;
+  const std::vector<int64_t>&s4 = g.value(x4).shape, &s3 = g.value(rs->inputs[0]).shape;
+  if (s4.size() != 4 || s3 != std::vector<int64_t>{s4[0], s4[1], s4[2] * s4[3]}) return false;
+  x3 = rs->inputs[0];
+  nodes.push_back(static_cast<size_t>(f.producer[static_cast<size_t>(v4)]));
+  nodes.push_back(static_cast<size_t>(f.producer[static_cast<size_t>(x4)]));
+  return true;
+}
+
+// An Attention over 4-D heads that exporters split from 3-D projections and merge back
+// (Transpose(Reshape(x)) in, Reshape(Transpose(y)) out) reads and writes the 3-D tensors instead
+// (ONNX's 3-D form, q_num_heads / kv_num_heads): the four Transposes, each a copy, go.
+bool to_3d_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally) {
+  const graph::Node& att = g.nodes[i];
+  if (att.kind != OpKind::kAttention || att.inputs.size() < 3) return false;
+  const auto& a = std::get<AttentionAttrs>(att.attrs);
+  if (a.packed_qkv || g.value(att.inputs[0]).shape.size() != 4) return false;
+  std::vector<size_t> nodes;
+  graph::ValueId x3[3];
+  for (size_t k = 0; k < 3; ++k)
+    if (!split_heads_of(g, f, att.inputs[k], x3[k], nodes)) return false;
+  // The output: y [b, h, s, dv] -> Transpose(0 2 1 3) -> Reshape [b, s, h * dv].
+  const graph::ValueId y = att.outputs[0];
+  const int tr_i = f.only_reader(g, y);
+  if (tr_i < 0) return false;
+  const graph::Node& tr = g.nodes[static_cast<size_t>(tr_i)];
+  if (tr.kind != OpKind::kTranspose ||
+      resolved_perm(std::get<TransposeAttrs>(tr.attrs), 4) != std::vector<int64_t>{0, 2, 1, 3})
+    return false;
+  const int rs_i = f.only_reader(g, tr.outputs[0]);
+  if (rs_i < 0 || g.nodes[static_cast<size_t>(rs_i)].kind != OpKind::kReshape ||
+      g.nodes[static_cast<size_t>(rs_i)].inputs[0] != tr.outputs[0])
+    return false;
+  const graph::ValueId y3 = g.nodes[static_cast<size_t>(rs_i)].outputs[0];
+  const std::vector<int64_t>& ys = g.value(y).shape;
+  if (g.value(y3).shape != std::vector<int64_t>{ys[0], ys[2], ys[1] * ys[3]}) return false;
+  nodes.push_back(static_cast<size_t>(tr_i));
+  nodes.push_back(static_cast<size_t>(rs_i));
+  graph::Node& n = g.nodes[i];
+  auto& na = std::get<AttentionAttrs>(n.attrs);
+  na.q_num_heads = g.value(n.inputs[0]).shape[1];
+  na.kv_num_heads = g.value(n.inputs[1]).shape[1];
+  for (size_t k = 0; k < 3; ++k) n.inputs[k] = x3[k];
+  n.outputs = {y3};
+  for (size_t r : nodes) remove_node(g, r, removed);
+  tally.add("Attention 3-D");
+  return true;
+}
+
+// A 3-D Attention whose Q, K and V are the three outputs of one Split of P along its last axis (a
+// packed projection, GPT-2's c_attn), each read only there, reads P in place (packed_qkv) and the
+// Split, a copy of P, goes.
+bool packed_from_split_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally) {
+  const graph::Node& att = g.nodes[i];
+  if (att.kind != OpKind::kAttention || att.inputs.size() < 3) return false;
+  const auto& a = std::get<AttentionAttrs>(att.attrs);
+  if (a.packed_qkv || g.value(att.inputs[0]).shape.size() != 3) return false;
+  const graph::Node* split = f.producer_of(g, att.inputs[0], OpKind::kSplit);
+  if (!split || split->outputs.size() != 3 || g.value(split->inputs[0]).shape.size() != 3 ||
+      normalize_axis(std::get<SplitAttrs>(split->attrs).axis, 3) != 2)
+    return false;
+  for (size_t k = 0; k < 3; ++k)
+    if (att.inputs[k] != split->outputs[k] || !f.only_read_once(g, att.inputs[k])) return false;
+  const int64_t wq = g.value(att.inputs[0]).shape[2], wk = g.value(att.inputs[1]).shape[2],
+                wv = g.value(att.inputs[2]).shape[2];
+  if (wk != wv || wq * a.kv_num_heads != wk * a.q_num_heads) return false;
+  const size_t split_index = static_cast<size_t>(f.producer[static_cast<size_t>(att.inputs[0])]);
+  graph::Node& n = g.nodes[i];
+  n.inputs[0] = n.inputs[1] = n.inputs[2] = g.nodes[split_index].inputs[0];  // core/attention.h
+  std::get<AttentionAttrs>(n.attrs).packed_qkv = 1;
+  remove_node(g, split_index, removed);
+  tally.add("Attention packed");
+  return true;
+}
+
 }  // namespace
 
 PassResult fuse_attention(graph::Graph& g, const BuildOptions& options) {
   Tally tally;
   PassResult r;
-  // GPU targets keep the separate steps for now: even the tensor-core kernel (cuda/gemm/attention.cu,
-  // float16, head sizes 64 and 128) makes BERT-base at batch 1 slower, 0.753 ms against 0.682 ms
-  // (H200, CUDA graph; decision 59). The CPU's kernel is 1.3x faster than its steps.
-  if (options.target != "cpu") {
-    r.detail = "off for GPU targets (decision 59)";
-    return r;
-  }
+  const bool gpu = options.target != "cpu";
   r.changes = rewrite_until_done(g, [&](graph::Graph& gr, size_t i, const GraphFacts& f, std::vector<char>& removed) {
-    return fuse_at(gr, i, f, removed, tally);
+    if (gr.nodes[i].kind == OpKind::kAttention)
+      return to_3d_at(gr, i, f, removed, tally) || packed_from_split_at(gr, i, f, removed, tally);
+    return fuse_at(gr, i, f, removed, tally, gpu ? &options : nullptr);
   });
   r.detail = tally.str();
   return r;

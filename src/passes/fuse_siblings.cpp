@@ -29,6 +29,10 @@
 // it, one step for the one saved, plus a pass over the slice. Such siblings join only each other,
 // and only when they are consecutive inputs of that Concat, in its order: the fused output then
 // lies in the Concat's output in turn, and every slice is still written in place.
+// The Q, K and V projections of one 3-D Attention (fuse-attention's) join even where the Split
+// would copy: the Attention reads the fused output in place (packed_qkv, core/attention.h), so no
+// Split is made at all; BERT-base at batch 1 runs one [128, 768] x [768, 2304] GEMM a layer instead
+// of three, and its Attention no copies.
 // Guards: a sibling whose output is a graph output stays out of the group (the Split would copy
 // it); different attributes (epilogues included), weight shapes beyond the joined axis or element
 // types make different groups; a group of one does nothing.
@@ -258,9 +262,35 @@ std::string signature(const graph::Node& n) {
   return s;
 }
 
+// Where the group is exactly the Q, K and V projections of one 3-D Attention (each output read only
+// there, the value head size equal to the key's): that Attention's index, with ms put in Q, K, V
+// order; else -1. The fused output then holds Q, K and V side by side in each row and the Attention
+// reads it in place (packed_qkv), so no Split is needed, free or not.
+int packed_attention(const graph::Graph& g, const GraphFacts& facts, std::vector<Member>& ms) {
+  if (ms.size() != 3) return -1;
+  const int at = facts.only_reader(g, g.nodes[ms[0].node].outputs[0]);
+  if (at < 0) return -1;
+  const graph::Node& att = g.nodes[static_cast<size_t>(at)];
+  if (att.kind != OpKind::kAttention || att.inputs.size() < 3 || std::get<AttentionAttrs>(att.attrs).packed_qkv ||
+      g.value(att.inputs[0]).shape.size() != 3)
+    return -1;
+  std::vector<Member> ordered;
+  for (size_t k = 0; k < 3; ++k)
+    for (const Member& m : ms)
+      if (g.nodes[m.node].outputs[0] == att.inputs[k] && facts.only_reader(g, att.inputs[k]) == at)
+        ordered.push_back(m);
+  if (ordered.size() != 3) return -1;
+  const auto& a = std::get<AttentionAttrs>(att.attrs);
+  if (ordered[1].width != ordered[2].width || ordered[0].width * a.kv_num_heads != ordered[1].width * a.q_num_heads)
+    return -1;
+  ms = std::move(ordered);
+  return at;
+}
+
 // Replaces the group by a fused node and a Split; the members' outputs become the Split's, in the
-// members' order.
-std::vector<graph::Node> fuse(graph::Graph& g, const Family& f, const std::vector<Member>& ms) {
+// members' order. With `attention` (packed_attention's), no Split: that Attention reads the fused
+// output packed.
+std::vector<graph::Node> fuse(graph::Graph& g, const Family& f, const std::vector<Member>& ms, int attention) {
   const graph::Node& first = g.nodes[ms[0].node];
   const ValueId x = first.inputs[0];
   const graph::Value& y0 = g.value(first.outputs[0]);
@@ -300,6 +330,13 @@ std::vector<graph::Node> fuse(graph::Graph& g, const Family& f, const std::vecto
   fused.shape = out_shape;
   fused.has_shape = true;
   const ValueId fused_id = g.add_value(std::move(fused));
+  if (attention >= 0) {
+    graph::Node& att = g.nodes[static_cast<size_t>(attention)];
+    att.inputs[0] = fused_id;
+    att.inputs[1] = att.inputs[2] = fused_id;  // the op keeps its three inputs (core/attention.h)
+    std::get<AttentionAttrs>(att.attrs).packed_qkv = 1;
+    return {graph::Node{name, f.kind, attrs, ins, {fused_id}, origin}};
+  }
   const ValueId sizes_id = g.add_constant(g.unique_name(name + "_sizes"), DataType::kInt64,
                                           {static_cast<int64_t>(ms.size())}, std::move(sizes));
   SplitAttrs split;
@@ -341,6 +378,7 @@ PassResult fuse_siblings(graph::Graph& g, const BuildOptions& o) {
       it->second.second.push_back(m);
     }
   }
+  const GraphFacts facts(g);
   std::vector<char> removed(g.nodes.size(), 0);
   std::vector<std::vector<graph::Node>> emitted(g.nodes.size());
   std::map<std::string, std::pair<int, int>> joined;  // per signature: siblings joined, nodes made
@@ -353,15 +391,19 @@ PassResult fuse_siblings(graph::Graph& g, const BuildOptions& o) {
       int64_t total = 0;
       for (const Member& m : members) total += m.width;
       shape[members[0].split_axis] = total;
-      if (!split_is_free(o, family->kind, shape, members[0].split_axis, y0.dtype, members)) continue;
+      std::vector<Member> ms = members;
+      int attention = -1;
+      if (!split_is_free(o, family->kind, shape, members[0].split_axis, y0.dtype, members) &&
+          (attention = packed_attention(g, facts, ms)) < 0)
+        continue;
       // Where the earliest member was: every member reads only the shared input and constants.
-      size_t at = members[0].node;
-      for (const Member& m : members) at = std::min(at, m.node);
-      auto& [count, made] = joined[signature(g.nodes[members[0].node])];
-      count += static_cast<int>(members.size());
+      size_t at = ms[0].node;
+      for (const Member& m : ms) at = std::min(at, m.node);
+      auto& [count, made] = joined[signature(g.nodes[ms[0].node]) + (attention >= 0 ? " (packed Q, K, V)" : "")];
+      count += static_cast<int>(ms.size());
       ++made;
-      emitted[at] = fuse(g, *family, members);
-      for (const Member& m : members) removed[m.node] = 1;
+      emitted[at] = fuse(g, *family, ms, attention);
+      for (const Member& m : ms) removed[m.node] = 1;
       ++r.changes;
     }
   }

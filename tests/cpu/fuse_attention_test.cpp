@@ -147,6 +147,94 @@ TEST(FuseAttention, MaskedFill) {
   }
 }
 
+// ---- whole self-attention blocks: the 3-D form and packed Q, K, V ------------------------------
+
+// x [b, s, h * d] -> projections -> heads split (Reshape, Transpose) -> attention -> heads merged
+// (Transpose, Reshape) -> output projection -> y, as Hugging Face's BERT exports it (three
+// projections with biases, an additive mask) or GPT-2 (one packed projection and a Split, scaled
+// by a Mul, no mask).
+PassModel self_attention(bool gpt2) {
+  const int64_t b = 2, s = 5, h = 2, d = 8, hd = h * d;
+  PassModel m(gpt2 ? "gpt2_block" : "bert_block", 17);
+  m.input("x", {b, s, hd});
+  m.init_i64("heads", {4}, {b, s, h, d});
+  m.init_i64("merged", {3}, {b, s, hd});
+  auto split_heads = [&](const std::string& x3, const std::string& name) {
+    m.node("Reshape", name + "_view", {x3, "heads"}, {name + "4"});
+    attr_ints(m.node("Transpose", name + "_heads", {name + "4"}, {name + "h"}), "perm", {0, 2, 1, 3});
+  };
+  if (gpt2) {
+    m.init_rand("w_qkv", {hd, 3 * hd}, -0.5f, 0.5f);
+    m.init_rand("b_qkv", {3 * hd});
+    m.init_i64("thirds", {3}, {hd, hd, hd});
+    m.node("MatMul", "qkv", {"x", "w_qkv"}, {"qkv0"});
+    m.node("Add", "qkv_bias", {"qkv0", "b_qkv"}, {"qkv1"});
+    attr_int(m.node("Split", "split", {"qkv1", "thirds"}, {"q3", "k3", "v3"}), "axis", 2);
+  } else {
+    for (const char* n : {"q", "k", "v"}) {
+      const std::string w = std::string("w_") + n, bias = std::string("b_") + n;
+      m.init_rand(w, {hd, hd}, -0.5f, 0.5f);
+      m.init_rand(bias, {hd});
+      m.node("MatMul", std::string(n) + "_proj", {"x", w}, {std::string(n) + "0"});
+      m.node("Add", std::string(n) + "_bias", {std::string(n) + "0", bias}, {std::string(n) + "3"});
+    }
+  }
+  for (const char* n : {"q", "k", "v"}) split_heads(std::string(n) + "3", n);
+  attr_ints(m.node("Transpose", "k_t", {"kh"}, {"kt"}), "perm", {0, 1, 3, 2});
+  m.node("MatMul", "qk", {"qh", "kt"}, {"s0"});
+  m.init_f("c", {}, {gpt2 ? 0.35f : 2.828f});
+  m.node(gpt2 ? "Mul" : "Div", "scale", {"s0", "c"}, {"s1"});
+  std::string sc = "s1";
+  if (!gpt2) {
+    m.input("mask", {b, 1, 1, s});
+    m.node("Add", "add_mask", {"s1", "mask"}, {"s2"});
+    sc = "s2";
+  }
+  attr_int(m.node("Softmax", "softmax", {sc}, {"p"}), "axis", -1);
+  m.node("MatMul", "pv", {"p", "vh"}, {"y4"});
+  attr_ints(m.node("Transpose", "merge", {"y4"}, {"y4t"}), "perm", {0, 2, 1, 3});
+  m.node("Reshape", "merge_view", {"y4t", "merged"}, {"y3"});
+  m.init_rand("w_o", {hd, hd}, -0.5f, 0.5f);
+  m.init_rand("b_o", {hd});
+  m.node("MatMul", "o_proj", {"y3", "w_o"}, {"o0"});
+  m.node("Add", "o_bias", {"o0", "b_o"}, {"y"});
+  m.output("y");
+  return m;
+}
+
+// Every pass on (fuse-epilogue included): with fuse-attention the block is three steps, the packed
+// projection, the Attention reading it in place and the output projection; without, the separate
+// steps. The outputs agree.
+TEST(FuseAttention, SelfAttentionBlocks) {
+  for (bool gpt2 : {false, true}) {
+    SCOPED_TRACE(gpt2 ? "GPT-2" : "BERT");
+    const PassModel m = self_attention(gpt2);
+    auto build = [&](bool on, build::BuildReport* report) {
+      graph::Graph g = m.import();
+      build::BuildOptions o;
+      if (!on) o.disabled_passes.push_back(kPass);
+      return build::build_engine(g, o, report);
+    };
+    build::BuildReport report;
+    const std::vector<uint8_t> on = build(true, &report), off = build(false, nullptr);
+    EXPECT_EQ(step_ops(on), (Strings{"FusedMatMul", "Attention", "FusedMatMul"}));
+    EXPECT_GT(count_of(step_ops(off), "Transpose"), 0);
+    for (const build::PassReport& p : report.passes) {
+      if (p.name == kPass)
+        EXPECT_EQ(p.detail, gpt2 ? "Attention 1, Attention 3-D 1, Attention packed 1" : "Attention 1, Attention 3-D 1");
+      if (p.name == "fuse-siblings" && !gpt2) EXPECT_EQ(p.detail, "FusedMatMul (packed Q, K, V) 3 into 1");
+    }
+    std::map<std::string, std::vector<float>> feed{{"x", random_vec(2 * 5 * 16, 3)}};
+    if (!gpt2) {
+      std::vector<float> mask(2 * 5, 0.f);
+      mask[4] = mask[8] = mask[9] = -10000.f;
+      feed["mask"] = mask;
+    }
+    auto y_on = run_engine(on, feed, {"y"}), y_off = run_engine(off, feed, {"y"});
+    expect_close(y_on["y"], y_off["y"], 1e-5f);
+  }
+}
+
 // ---- guards: nothing fuses -------------------------------------------------------------------
 
 void expect_kept(const AttnOptions& o) {
