@@ -164,9 +164,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
 // mask and causal limit applied there, the online softmax per row (each row's 64 scores spread over
 // the 4 lanes of a quad), P rounded to T and reused as the A fragments of O += P V (V's fragments by
 // ldmatrix.trans from its row-major tile). Tiles are [64][D + 8]: 16-byte rows whose 8-row
-// ldmatrix phases fall in distinct banks. W = 1 where W = 4 would leave most SMs idle (BERT-base at
-// batch 1: 96 blocks of one warp instead of 24 of four). Rows of Q, K, V and Y must be 16-byte
-// aligned (the host checks; else the portable kernel runs).
+// ldmatrix phases fall in distinct banks. W is 4, 2 or 1, a tactic: fewer warps a block give more
+// blocks where the grid is small (BERT-base at batch 1: 24 blocks of four warps, 96 of one), more
+// share each tile's loads. Rows of Q, K, V and Y must be 16-byte aligned (the host checks; else the
+// portable kernel runs).
 constexpr int kMmaKeys = 64;
 
 template <class T>
@@ -187,78 +188,74 @@ __device__ __forceinline__ void mma_t(float (&d)[4], const uint32_t (&a)[4], uin
     mma::mma_bf16(d, a, b0, b1);
 }
 
-template <class T, int D, int W>
-__global__ void __launch_bounds__(W * 32) attention_mma_kernel(AttnArgs a) {
-  constexpr int S = D + 8, kChunks = D / 8, kTile = kMmaKeys * S;  // row stride, 16-byte chunks per row
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* kbuf = reinterpret_cast<T*>(smem_raw);  // [2][kMmaKeys][S]
-  T* vbuf = kbuf + 2 * kTile;                // [2][kMmaKeys][S]
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
-  const int64_t h = blockIdx.y, b = blockIdx.z, kh = h / a.group;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * (16 * W);
-  const T* q = static_cast<const T*>(a.q) + b * a.qs[0] + h * a.qs[1];
-  const T* k = static_cast<const T*>(a.k) + b * a.ks[0] + kh * a.ks[1];
-  const T* v = static_cast<const T*>(a.v) + b * a.vs[0] + kh * a.vs[1];
-  const int64_t kv_end = a.causal ? min(a.kv_len, q0 + 16 * W) : a.kv_len;
-  const int tiles = static_cast<int>((kv_end + kMmaKeys - 1) / kMmaKeys);
-  // Keys past kv_len are zero-filled (their scores are masked to -inf below).
-  auto load_tile = [&](int t) {
-    const int64_t j0 = static_cast<int64_t>(t) * kMmaKeys;
-    T* kt = kbuf + (t & 1) * kTile;
-    T* vt = vbuf + (t & 1) * kTile;
-    for (int i = tid; i < kMmaKeys * kChunks; i += W * 32) {
-      const int r = i / kChunks, c = i % kChunks;
-      const bool ok = j0 + r < a.kv_len;
-      mma::cp_async16(mma::smem_u32(kt + r * S + c * 8), ok ? k + (j0 + r) * a.ks[2] + c * 8 : k, ok);
-      mma::cp_async16(mma::smem_u32(vt + r * S + c * 8), ok ? v + (j0 + r) * a.vs[2] + c * 8 : v, ok);
-    }
-    mma::cp_async_commit();
-  };
-  if (tiles > 0) load_tile(0);
-  // The warp's Q fragments (rows gid and gid + 8 of its 16), from global memory, kept for every tile.
-  const int64_t row[2] = {q0 + warp * 16 + gid, q0 + warp * 16 + gid + 8};
+// One warp's 16 query rows (gid and gid + 8 of each thread's quad) as it walks tiles of keys: Q's
+// fragments, the running maxima and sums of the online softmax, and O in mma accumulators.
+template <class T, int D>
+struct WarpRows {
+  static constexpr int S = D + 8, kTile = kMmaKeys * S;  // row stride (halves), elements per tile
+  int64_t b, h;
+  int row[2], gid, tig;
+  const unsigned char* mrow[2];  // the mask's row for each of the thread's rows (clamped into it)
+  int mstep;                     // bytes from one key's mask value to the next (0: broadcast)
   uint32_t qf[D / 16][4];
-#pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t r = row[e & 1];
-      qf[kc][e] = r < a.q_len ? *reinterpret_cast<const uint32_t*>(q + r * a.qs[2] + kc * 16 + (e >> 1) * 8 + tig * 2)
-                              : 0u;
-    }
-  const float neg_inf = -INFINITY;
-  constexpr float kLog2e = 1.4426950408889634f;
   float o[D / 8][4];
+  float m[2], l[2];
+
+  // Rows row0 .. row0 + 15 of head h of batch b; Q's fragments from global memory.
+  __device__ void start(const AttnArgs& a, int64_t b_, int64_t h_, int64_t row0, int lane) {
+    b = b_;
+    h = h_;
+    gid = lane >> 2;
+    tig = lane & 3;
+    row[0] = static_cast<int>(row0) + gid;
+    row[1] = static_cast<int>(row0) + gid + 8;
+    const T* q = static_cast<const T*>(a.q) + b * a.qs[0] + h * a.qs[1];
+    const int esize = a.mask_bool ? 1 : static_cast<int>(sizeof(T));
+    mstep = static_cast<int>(a.ms[3]) * esize;
+    for (int ri = 0; ri < 2; ++ri)
+      mrow[ri] = a.has_mask ? static_cast<const unsigned char*>(a.mask) +
+                                  (b * a.ms[0] + h * a.ms[1] + min(static_cast<int64_t>(row[ri]), a.q_len - 1) * a.ms[2]) *
+                                      esize
+                            : nullptr;
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float m[2] = {neg_inf, neg_inf}, l[2] = {0.f, 0.f};
-  // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8.
-  const int lm = lane >> 3, lr = lane & 7;
-  for (int t = 0; t < tiles; ++t) {
-    if (t + 1 < tiles) {
-      load_tile(t + 1);
-      mma::cp_async_wait<1>();
-    } else {
-      mma::cp_async_wait<0>();
-    }
-    __syncthreads();  // tile t is in shared memory for every warp
-    const T* kt = kbuf + (t & 1) * kTile;
-    const T* vt = vbuf + (t & 1) * kTile;
-    const int64_t j0 = static_cast<int64_t>(t) * kMmaKeys;
-    // The mask's values for this thread's scores, loaded before the products so that their latency
-    // overlaps them (indices clamped into the tensor; the out-of-range ones are not used).
-    float mv[kMmaKeys / 8][4];
-    if (a.has_mask) {
+    for (int kc = 0; kc < D / 16; ++kc)
 #pragma unroll
-      for (int nt = 0; nt < kMmaKeys / 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int64_t r = row[e & 1];
+        qf[kc][e] = r < a.q_len ? *reinterpret_cast<const uint32_t*>(q + r * a.qs[2] + kc * 16 + (e >> 1) * 8 + tig * 2)
+                                : 0u;  // 64-bit offsets: Q may span more than 2^31 elements
+      }
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t i = min(row[e >> 1], a.q_len - 1), j = min(j0 + nt * 8 + tig * 2 + (e & 1), a.kv_len - 1);
-          const int64_t at = b * a.ms[0] + h * a.ms[1] + i * a.ms[2] + j * a.ms[3];
-          mv[nt][e] = a.mask_bool ? (static_cast<const uint8_t*>(a.mask)[at] ? 0.f : neg_inf)
-                                  : static_cast<float>(static_cast<const T*>(a.mask)[at]);
-        }
-    }
+    for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+  }
+
+  // The mask's values for this thread's scores of keys j0 .. j0 + 63 (indices clamped into the
+  // tensor; the out-of-range ones are not used). Loaded before the tile's wait, so that their
+  // latency overlaps the tile's. Indices within a head are 32-bit (the host checks they fit).
+  __device__ void load_mask(const AttnArgs& a, int j0, float (&mv)[kMmaKeys / 8][4]) const {
+    if (!a.has_mask) return;
+    const int kv_len = static_cast<int>(a.kv_len);
+#pragma unroll
+    for (int nt = 0; nt < kMmaKeys / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = min(j0 + nt * 8 + tig * 2 + (e & 1), kv_len - 1);
+        const unsigned char* at = mrow[e >> 1] + j * mstep;
+        mv[nt][e] = a.mask_bool ? (*at ? 0.f : -INFINITY) : static_cast<float>(*reinterpret_cast<const T*>(at));
+      }
+  }
+
+  // The keys j0 .. j0 + 63 from the [kMmaKeys][S] tiles kt and vt in shared memory, with their
+  // mask values mv (load_mask).
+  __device__ void attend(const AttnArgs& a, const T* kt, const T* vt, int j0, const float (&mv)[kMmaKeys / 8][4],
+                         int lane) {
+    const float neg_inf = -INFINITY;
+    constexpr float kLog2e = 1.4426950408889634f;
+    const int q_len = static_cast<int>(a.q_len), kv_len = static_cast<int>(a.kv_len);
+    // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8.
+    const int lm = lane >> 3, lr = lane & 7;
     // S = Q Kt: 8 tiles of 8 keys; one ldmatrix_x4 gives two key tiles' fragments for 16 of D.
     float s[kMmaKeys / 8][4];
 #pragma unroll
@@ -279,11 +276,11 @@ __global__ void __launch_bounds__(W * 32) attention_mma_kernel(AttnArgs a) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int ri = e >> 1;
-        const int64_t i = row[ri], j = j0 + nt * 8 + tig * 2 + (e & 1);
+        const int i = row[ri], j = j0 + nt * 8 + tig * 2 + (e & 1);
         float x = s[nt][e] * a.scale;
         if (a.softcap > 0) x = a.softcap * tanhf(x / a.softcap);
         if (a.has_mask) x += mv[nt][e];
-        if (j >= a.kv_len || i >= a.q_len || (a.causal && j > i)) x = neg_inf;
+        if (j >= kv_len || i >= q_len || (a.causal && j > i)) x = neg_inf;
         s[nt][e] = x;
         tmax[ri] = fmaxf(tmax[ri], x);
       }
@@ -326,23 +323,148 @@ __global__ void __launch_bounds__(W * 32) attention_mma_kernel(AttnArgs a) {
         mma_t<T>(o[2 * np + 1], pa, f[2], f[3]);
       }
     }
+  }
+
+  // Each row's sum over its quad (the threads held parts of it).
+  __device__ void sum_rows() {
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) {
+      l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
+      l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
+    }
+  }
+
+  // Y = O / l (after sum_rows).
+  __device__ void store(const AttnArgs& a) const {
+    T* y = static_cast<T*>(a.y) + b * a.ys[0] + h * a.ys[1];
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) {
+      if (row[ri] >= a.q_len) continue;
+      const float inv = l[ri] > 0 ? 1.f / l[ri] : 0.f;
+      T* yr = y + row[ri] * a.ys[2];
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+        *reinterpret_cast<uint32_t*>(yr + n * 8 + tig * 2) = pack2<T>(o[n][2 * ri] * inv, o[n][2 * ri + 1] * inv);
+    }
+  }
+};
+
+// Keys j0 .. j0 + 63 of K and V into the [kMmaKeys][D + 8] tiles kt and vt by cp.async, the
+// threads tid, tid + threads, ... each taking 16-byte chunks; keys past kv_len zero-filled (their
+// scores are masked to -inf). Commits one group.
+template <class T, int D>
+__device__ void load_tile(const AttnArgs& a, const T* k, const T* v, T* kt, T* vt, int64_t j0, int tid, int threads) {
+  constexpr int S = D + 8, kChunks = D / 8;
+  for (int i = tid; i < kMmaKeys * kChunks; i += threads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool ok = j0 + r < a.kv_len;
+    mma::cp_async16(mma::smem_u32(kt + r * S + c * 8), ok ? k + (j0 + r) * a.ks[2] + c * 8 : k, ok);
+    mma::cp_async16(mma::smem_u32(vt + r * S + c * 8), ok ? v + (j0 + r) * a.vs[2] + c * 8 : v, ok);
+  }
+  mma::cp_async_commit();
+}
+
+// W warps of 16 rows each share every tile: tile t + 1 loads while tile t is used.
+template <class T, int D, int W>
+__global__ void __launch_bounds__(W * 32) attention_mma_kernel(AttnArgs a) {
+  using Rows = WarpRows<T, D>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* kbuf = reinterpret_cast<T*>(smem_raw);  // [2][kMmaKeys][S]
+  T* vbuf = kbuf + 2 * Rows::kTile;          // [2][kMmaKeys][S]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t h = blockIdx.y, b = blockIdx.z, kh = h / a.group;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * (16 * W);
+  const T* k = static_cast<const T*>(a.k) + b * a.ks[0] + kh * a.ks[1];
+  const T* v = static_cast<const T*>(a.v) + b * a.vs[0] + kh * a.vs[1];
+  const int64_t kv_end = a.causal ? min(a.kv_len, q0 + 16 * W) : a.kv_len;
+  const int tiles = static_cast<int>((kv_end + kMmaKeys - 1) / kMmaKeys);
+  if (tiles > 0) load_tile<T, D>(a, k, v, kbuf, vbuf, 0, tid, W * 32);
+  Rows w;
+  w.start(a, b, h, q0 + warp * 16, lane);
+  for (int t = 0; t < tiles; ++t) {
+    float mv[kMmaKeys / 8][4];
+    w.load_mask(a, t * kMmaKeys, mv);
+    if (t + 1 < tiles) {
+      load_tile<T, D>(a, k, v, kbuf + ((t + 1) & 1) * Rows::kTile, vbuf + ((t + 1) & 1) * Rows::kTile,
+                      static_cast<int64_t>(t + 1) * kMmaKeys, tid, W * 32);
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
+    }
+    __syncthreads();  // tile t is in shared memory for every warp
+    w.attend(a, kbuf + (t & 1) * Rows::kTile, vbuf + (t & 1) * Rows::kTile, t * kMmaKeys, mv, lane);
     __syncthreads();  // every warp is done with tile t before tile t + 2 is loaded into its buffer
   }
-  // The quad's partial row sums, then O / l.
-#pragma unroll
-  for (int ri = 0; ri < 2; ++ri) {
-    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
-    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
+  w.sum_rows();
+  w.store(a);
+}
+
+// The keys split over W warps for one block's 16 rows (small grids: BERT-base at batch 1 has 96
+// such row groups for 132 SMs, and a warp's two tiles of keys are its critical path): warp w takes
+// tiles w, w + W, ..., each into its own buffers, then the warps' partial softmaxes combine
+// through shared memory (max, rescaled sums and outputs).
+template <class T, int D, int W>
+__global__ void __launch_bounds__(W * 32) attention_split_kernel(AttnArgs a) {
+  using Rows = WarpRows<T, D>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  T* kt = reinterpret_cast<T*>(smem_raw) + warp * 2 * Rows::kTile;  // this warp's [kMmaKeys][S] K and V
+  T* vt = kt + Rows::kTile;
+  const int64_t h = blockIdx.y, b = blockIdx.z, kh = h / a.group;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const T* k = static_cast<const T*>(a.k) + b * a.ks[0] + kh * a.ks[1];
+  const T* v = static_cast<const T*>(a.v) + b * a.vs[0] + kh * a.vs[1];
+  const int64_t kv_end = a.causal ? min(a.kv_len, q0 + 16) : a.kv_len;
+  const int tiles = static_cast<int>((kv_end + kMmaKeys - 1) / kMmaKeys);
+  Rows w;
+  w.start(a, b, h, q0, lane);
+  for (int t = warp; t < tiles; t += W) {
+    load_tile<T, D>(a, k, v, kt, vt, static_cast<int64_t>(t) * kMmaKeys, lane, 32);
+    float mv[kMmaKeys / 8][4];
+    w.load_mask(a, t * kMmaKeys, mv);
+    mma::cp_async_wait<0>();
+    __syncwarp();
+    w.attend(a, kt, vt, t * kMmaKeys, mv, lane);
+    __syncwarp();  // the tile is used up before the next load overwrites it
   }
-  T* y = static_cast<T*>(a.y) + b * a.ys[0] + h * a.ys[1];
+  w.sum_rows();
+  // Partial results into shared memory (over the tiles, which every warp is done with).
+  __syncthreads();
+  float* part_o = reinterpret_cast<float*>(smem_raw);  // [W][16][D]
+  float* part_m = part_o + W * 16 * D;                 // [W][16]
+  float* part_l = part_m + W * 16;                     // [W][16]
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
-    if (row[ri] >= a.q_len) continue;
-    const float inv = l[ri] > 0 ? 1.f / l[ri] : 0.f;
-    T* yr = y + row[ri] * a.ys[2];
+    const int r = w.gid + 8 * ri;
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<uint32_t*>(yr + n * 8 + tig * 2) = pack2<T>(o[n][2 * ri] * inv, o[n][2 * ri + 1] * inv);
+    for (int n = 0; n < D / 8; ++n) {
+      part_o[(warp * 16 + r) * D + n * 8 + w.tig * 2] = w.o[n][2 * ri];
+      part_o[(warp * 16 + r) * D + n * 8 + w.tig * 2 + 1] = w.o[n][2 * ri + 1];
+    }
+    if (w.tig == 0) {
+      part_m[warp * 16 + r] = w.m[ri];
+      part_l[warp * 16 + r] = w.l[ri];
+    }
+  }
+  __syncthreads();
+  T* y = static_cast<T*>(a.y) + b * a.ys[0] + h * a.ys[1];
+  for (int i = tid; i < 16 * D; i += W * 32) {
+    const int r = i / D, c = i % D;
+    if (q0 + r >= a.q_len) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < W; ++u) mx = fmaxf(mx, part_m[u * 16 + r]);
+    float sum = 0.f, acc = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int u = 0; u < W; ++u) {
+        // A warp whose keys were all masked has m = -inf: weight 0.
+        const float f = exp2f((part_m[u * 16 + r] - mx) * 1.4426950408889634f);
+        sum += part_l[u * 16 + r] * f;
+        acc += part_o[(u * 16 + r) * D + c] * f;
+      }
+    }
+    y[(q0 + r) * a.ys[2] + c] = static_cast<T>(sum > 0 ? acc / sum : 0.f);
   }
 }
 
@@ -359,6 +481,21 @@ bool mma_path(const AttentionShape& g, const AttnArgs& a, DataType t) {
          aligned(a.y, g.y_stride[2]) && g.q_stride[3] == 1;
 }
 
+// Shared memory of attention_split_kernel<T, D, W>: per warp a K and a V tile, reused for the
+// partial results.
+template <class T, int D, int W>
+void launch_split(const AttentionShape& g, const AttnArgs& a, cudaStream_t stream) {
+  constexpr size_t tiles = sizeof(T) * W * 2 * kMmaKeys * (D + 8), parts = sizeof(float) * W * 16 * (D + 2);
+  constexpr size_t smem = tiles > parts ? tiles : parts;
+  if (smem > 48 * 1024 && cudaFuncSetAttribute(attention_split_kernel<T, D, W>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem)) != cudaSuccess)
+    throw Error("Attention on the GPU: " + std::to_string(smem) + " bytes of shared memory are not available");
+  const dim3 grid(static_cast<unsigned>((g.q_len + 15) / 16), static_cast<unsigned>(g.q_heads),
+                  static_cast<unsigned>(g.batch));
+  attention_split_kernel<T, D, W><<<grid, W * 32, smem, stream>>>(a);
+}
+
 template <class T, int D, int W>
 void launch_mma(const AttentionShape& g, const AttnArgs& a, cudaStream_t stream) {
   constexpr size_t smem = sizeof(T) * 4 * kMmaKeys * (D + 8);
@@ -372,10 +509,11 @@ void launch_mma(const AttentionShape& g, const AttnArgs& a, cudaStream_t stream)
 }
 
 
-// Tactics: the tensor-core kernel with blocks of 4 warps or of 1 warp, the portable kernel; -1
+// Tactics: the tensor-core kernel with blocks of 4, 2 or 1 warps, with the keys split over 2 or 4
+// warps, the portable kernel; -1
 // (no timing): the tensor-core kernel where it applies, 4 warps a block where that still gives every
 // SM a block.
-enum AttentionTactic : int32_t { kMma4 = 0, kMma1 = 1, kPortable = 2 };
+enum AttentionTactic : int32_t { kMma4 = 0, kMma1 = 1, kPortable = 2, kMma2 = 3, kSplit2 = 4, kSplit4 = 5 };
 
 AttentionShape checked_shape(const Attrs& attrs, std::span<const TensorView> in) {
   const AttentionShape g = attention_shape(std::get<AttentionAttrs>(attrs), in);
@@ -383,6 +521,8 @@ AttentionShape checked_shape(const Attrs& attrs, std::span<const TensorView> in)
     throw Error("Attention on the GPU takes head sizes up to " + std::to_string(32 * kMaxChunks) + ", got " +
                 std::to_string(g.head_size) + " and " + std::to_string(g.v_head_size));
   if (g.batch > 65535 || g.q_heads > 65535) throw Error("Attention on the GPU: more than 65535 batches or heads");
+  if (g.q_len >= (int64_t{1} << 30) || g.kv_len >= (int64_t{1} << 30))
+    throw Error("Attention on the GPU: sequences of 2^30 or more positions");
   return g;
 }
 
@@ -432,8 +572,14 @@ int sm_count() {
 template <class T, int D>
 void launch_mma(const AttentionShape& g, const AttnArgs& a, int32_t tactic, cudaStream_t stream) {
   const bool four = tactic == kMma4 || (tactic < 0 && g.batch * g.q_heads * ((g.q_len + 63) / 64) >= sm_count());
-  if (four)
+  if (tactic == kSplit2)
+    launch_split<T, D, 2>(g, a, stream);
+  else if (tactic == kSplit4)
+    launch_split<T, D, 4>(g, a, stream);
+  else if (four)
     launch_mma<T, D, 4>(g, a, stream);
+  else if (tactic == kMma2)
+    launch_mma<T, D, 2>(g, a, stream);
   else
     launch_mma<T, D, 1>(g, a, stream);
 }
@@ -444,7 +590,12 @@ std::vector<int32_t> attention_tactics(OpKind, const Attrs& attrs, std::span<con
                                        std::span<const TensorView> out, GpuEnv&) {
   const AttentionShape g = checked_shape(attrs, in);
   if (!mma_path(g, args_of(g, in, out[0]), in[0].dtype)) return {};
-  return {kMma4, kMma1, kPortable};
+  // Keys split over warps where each warp gets a tile at least.
+  std::vector<int32_t> t{kMma4, kMma2, kMma1, kPortable};
+  const int64_t key_tiles = (g.kv_len + kMmaKeys - 1) / kMmaKeys;
+  if (key_tiles >= 2) t.push_back(kSplit2);
+  if (key_tiles >= 4) t.push_back(kSplit4);
+  return t;
 }
 
 void attention_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
