@@ -42,30 +42,32 @@ def main():
     ap.add_argument("--ablate", action="append", default=[], help="also build without this pass")
     ap.add_argument("--compile", action="store_true", help="torch.compile (reduce-overhead) in the same run")
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--duration", type=float, default=2)
     ap.add_argument("--profile", action="store_true", help="also write each engine's per-layer profile (kiln bench --profile)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     log = os.path.join(a.out, "transformers.log")
-    res = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(), "models": {}}
+    res = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(), "batch": a.batch, "models": {}}
+    tag = "" if a.batch == 1 else f"_b{a.batch}"
     for name in a.models.split(","):
         make, inputs, in_names, out_names = MODELS[name]
         torch.manual_seed(0)
         model = make().eval()
         g = torch.Generator().manual_seed(1)
-        example = inputs(1, g)
-        onnx = os.path.join(a.out, name + ".onnx")
+        example = inputs(a.batch, g)
+        onnx = os.path.join(a.out, name + tag + ".onnx")
         torch.onnx.export(model, example, onnx, opset_version=17, input_names=in_names, output_names=out_names,
                           dynamo=False)
         with torch.no_grad():
             ref = [t.numpy() for t in (lambda y: y if isinstance(y, tuple) else (y,))(model(*example))]
-        feed = os.path.join(a.out, name + "_inputs")
+        feed = os.path.join(a.out, name + tag + "_inputs")
         os.makedirs(feed, exist_ok=True)
         for n, t in zip(in_names, example):
             np.save(os.path.join(feed, n + ".npy"), t.numpy())
         row = {}
         for variant, disabled in [("kiln", [])] + [("no " + p, [p]) for p in a.ablate]:
-            engine = os.path.join(a.out, f"{name}_{variant.replace(' ', '_')}.kiln")
+            engine = os.path.join(a.out, f"{name}{tag}_{variant.replace(' ', '_')}.kiln")
             t0 = time.time()
             flags = sum((["--disable-pass", p] for p in disabled), [])
             run([a.kiln, "optimize", onnx, "-o", engine, "--device", "gpu", "--fp16"] + flags, log)
@@ -112,12 +114,14 @@ def main():
             row["torch.compile"] = {"gpu_ms": float(np.median(times))}
             print(f"{name} torch.compile: {row['torch.compile']['gpu_ms']:.3f} ms", flush=True)
         res["models"][name] = row
-    json.dump(res, open(os.path.join(a.out, "transformers.json"), "w"), indent=1)
-    print("| model | variant | GPU ms | steps | error / range |")
-    print("|---|---|---|---|---|")
+    json.dump(res, open(os.path.join(a.out, f"transformers{tag}.json"), "w"), indent=1)
+    print(f"batch {a.batch}")
+    print("| model | variant | GPU ms | sequences/s | steps | error / range |")
+    print("|---|---|---|---|---|---|")
     for name, row in res["models"].items():
         for v, r in row.items():
-            print(f"| {name} | {v} | {r['gpu_ms']:.3f} | {r.get('steps', '')} | {r.get('err_over_range', '')} |")
+            print(f"| {name} | {v} | {r['gpu_ms']:.3f} | {a.batch / r['gpu_ms'] * 1000:.0f} | {r.get('steps', '')} | "
+                  f"{r.get('err_over_range', '')} |")
 
 
 if __name__ == "__main__":

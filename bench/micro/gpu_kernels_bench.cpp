@@ -337,6 +337,11 @@ BENCHMARK(BM_Gemm)
     ->ArgNames({"m", "n", "k", "fp16"})
     ->Args({4096, 4096, 4096, 1})
     ->Args({4096, 4096, 4096, 0})
+    // BERT-base's layers at batch 1 (128 tokens): packed Q/K/V, output projection, FFN in and out.
+    ->Args({128, 2304, 768, 1})
+    ->Args({128, 768, 768, 1})
+    ->Args({128, 3072, 768, 1})
+    ->Args({128, 768, 3072, 1})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Attention)
