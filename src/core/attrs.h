@@ -375,9 +375,9 @@ struct AttentionAttrs {
   float scale = std::numeric_limits<float>::quiet_NaN();
   float softcap = 0.0f;
   int64_t softmax_precision = 0;
-  // Kiln's own, not ONNX's (fuse-attention makes it; the importer refuses it): 1 where input 0 holds
-  // Q, K and V side by side along its last axis, [batch, len, (q_heads + 2 kv_heads) * head_size],
-  // the output of one projection GEMM, and inputs 1 and 2 are absent.
+  // Kiln's own, not ONNX's (fuse-attention and fuse-siblings make it; the importer refuses it): 1
+  // where input 0 holds Q, K and V side by side along its last axis, [batch, len, (q_heads + 2
+  // kv_heads) * head_size], the output of one projection GEMM; inputs 1 and 2 name it again.
   int64_t packed_qkv = 0;
   static constexpr auto kFields = std::tuple{Field{"is_causal", &AttentionAttrs::is_causal},
                                              Field{"kv_num_heads", &AttentionAttrs::kv_num_heads},
