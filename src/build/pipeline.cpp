@@ -71,6 +71,9 @@ constexpr Pass kPipeline[] = {
     // Identity no longer hides a shared input); after fuse-epilogue, so that siblings join with
     // their (identical) epilogues; before to-fp16.
     {"fuse-siblings", false, fuse_siblings},
+    // GEMMs whose weights have a column count cuBLASLt cannot align (GPT-2's LM head, 50,257) get
+    // zero columns and a Slice (GPU targets); after fuse-siblings (widths final), before to-fp16.
+    {"pad-gemm-columns", false, pad_gemm_columns},
     // Last of the rewrites: removes what the passes above left unused.
     {"remove-dead-nodes", false, remove_dead_nodes},
     // Precision last among the rewrites, so that the rewrites above see (and fold) float32

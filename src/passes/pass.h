@@ -38,6 +38,7 @@ PassResult fold_scale_shift(graph::Graph& g, const BuildOptions& options);
 PassResult remove_identity(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_epilogue(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_siblings(graph::Graph& g, const BuildOptions& options);
+PassResult pad_gemm_columns(graph::Graph& g, const BuildOptions& options);  // GPU targets
 PassResult remove_dead_nodes(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_qdq(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_qresidual(graph::Graph& g, const BuildOptions& options);

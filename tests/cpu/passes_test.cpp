@@ -305,7 +305,8 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   EXPECT_TRUE(has(e,
                   "bind-inputs, infer-and-fold, remove-noop, merge-transpose-reshape, fuse-layernorm, fuse-gelu,"
                   " fuse-attention, fold-pad, fold-batchnorm, fold-scale-shift, remove-identity, quantize-int8, fuse-qdq,"
-                  " fuse-qresidual, fuse-epilogue, fuse-siblings, remove-dead-nodes, to-fp16, channels-last,"
+                  " fuse-qresidual, fuse-epilogue, fuse-siblings, pad-gemm-columns, remove-dead-nodes, to-fp16,"
+                  " channels-last,"
                   " fuse-conv-input, fuse-conv-quantize, fuse-conv-pool,"
                   " materialize-outputs, view-reshapes, eliminate-concat, eliminate-split"))
       << e;
