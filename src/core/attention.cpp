@@ -90,6 +90,10 @@ std::optional<std::array<int64_t, 4>> attention_mask_strides(std::span<const int
   return stride;
 }
 
+bool attention_packs(const AttentionAttrs& a, int64_t wq, int64_t wk, int64_t wv) {
+  return a.q_num_heads >= 1 && a.kv_num_heads >= 1 && wk == wv && wq * a.kv_num_heads == wk * a.q_num_heads;
+}
+
 AttentionShape attention_shape(const AttentionAttrs& a, std::span<const TensorView> in) {
   const auto bad = [](const std::string& m) { throw Error("Attention: " + m); };
   if (in.empty()) bad("takes Q, K and V");

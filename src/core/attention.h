@@ -42,6 +42,11 @@ struct AttentionShape {
 std::optional<std::array<int64_t, 4>> attention_mask_strides(std::span<const int64_t> mask,
                                                              std::span<const int64_t, 4> scores);
 
+// Whether 3-D Q, K and V whose last axes are wq, wk and wv wide (with a's head counts) can lie side
+// by side in one packed_qkv input: K and V equally wide, Q's head size theirs. Shared by the passes
+// that pack (fuse-attention's Split, fuse-siblings' projections).
+bool attention_packs(const AttentionAttrs& a, int64_t wq, int64_t wk, int64_t wv);
+
 // Checks the inputs (Q, K, V, optional mask) and attributes; throws kiln::Error saying what is wrong.
 AttentionShape attention_shape(const AttentionAttrs& a, std::span<const TensorView> in);
 

@@ -332,9 +332,9 @@ bool packed_from_split_at(graph::Graph& g, size_t i, const GraphFacts& f, std::v
     return false;
   for (size_t k = 0; k < 3; ++k)
     if (att.inputs[k] != split->outputs[k] || !f.only_read_once(g, att.inputs[k])) return false;
-  const int64_t wq = g.value(att.inputs[0]).shape[2], wk = g.value(att.inputs[1]).shape[2],
-                wv = g.value(att.inputs[2]).shape[2];
-  if (wk != wv || wq * a.kv_num_heads != wk * a.q_num_heads) return false;
+  if (!attention_packs(a, g.value(att.inputs[0]).shape[2], g.value(att.inputs[1]).shape[2],
+                       g.value(att.inputs[2]).shape[2]))
+    return false;
   const size_t split_index = static_cast<size_t>(f.producer[static_cast<size_t>(att.inputs[0])]);
   graph::Node& n = g.nodes[i];
   n.inputs[0] = n.inputs[1] = n.inputs[2] = g.nodes[split_index].inputs[0];  // core/attention.h

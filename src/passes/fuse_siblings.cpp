@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/attention.h"
 #include "core/attrs_codec.h"
 #include "passes/pass.h"
 #include "passes/rewrite_util.h"
@@ -280,8 +281,7 @@ int packed_attention(const graph::Graph& g, const GraphFacts& facts, std::vector
       if (g.nodes[m.node].outputs[0] == att.inputs[k] && facts.only_reader(g, att.inputs[k]) == at)
         ordered.push_back(m);
   if (ordered.size() != 3) return -1;
-  const auto& a = std::get<AttentionAttrs>(att.attrs);
-  if (ordered[1].width != ordered[2].width || ordered[0].width * a.kv_num_heads != ordered[1].width * a.q_num_heads)
+  if (!attention_packs(std::get<AttentionAttrs>(att.attrs), ordered[0].width, ordered[1].width, ordered[2].width))
     return -1;
   ms = std::move(ordered);
   return at;

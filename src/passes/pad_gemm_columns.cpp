@@ -7,8 +7,8 @@
 // writes the narrow one. Only where N is at least kMinColumns: below that the GEMM is small and
 // the Slice a step of its own for little gain.
 // Guards: B not a 2-D constant; a bias that is not a constant of N elements; a residual Z (it
-// would need padding too); N a multiple of 8; CPU targets (its GEMM has no such alignment need). After fuse-siblings (widths final), before
-// to-fp16 (the padded constants convert with the rest).
+// would need padding too); N a multiple of 8; CPU targets (its GEMM has no such alignment need).
+// After fuse-siblings (widths final), before to-fp16 (the padded constants convert with the rest).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -21,7 +21,7 @@ namespace kiln::passes {
 
 namespace {
 
-constexpr int64_t kAlign = 8;           // columns: 16 bytes of float16, two rows of 16 bytes in float32
+constexpr int64_t kAlign = 8;  // columns: 16-byte rows in float16 (and in float32)
 constexpr int64_t kMinColumns = 1024;
 
 // `bytes` of a row-major [rows, n] constant as [rows, wide], zeros in the added columns.
