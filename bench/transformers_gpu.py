@@ -1,5 +1,6 @@
-"""Issue 40's transformer figures on the GPU machine, step by step: BERT-base (128 tokens, padding
-mask) and GPT-2-small (128 tokens, causal) from bench/sweep_models.py, exported by PyTorch
+"""Issue 40's figures on the GPU machine, step by step: BERT-base (128 tokens, padding mask) and
+GPT-2-small (128 tokens, causal) by default, or any model of bench/sweep_models.py's full list
+by name (--models deepspeech2,gru_bi_3x512: the recurrent ones), exported by PyTorch
 (TorchScript exporter, opset 17, random weights), built FP16 by Kiln with and without a pass
 (`--ablate fuse-attention`), each timed by `kiln bench --fp16 --cuda-graph --no-transfers` (median
 GPU time of the whole engine), with the engine's steps and its error against PyTorch's float32
@@ -18,12 +19,22 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweep_models import Bert, Gpt2, tokens  # noqa: E402
+from sweep_models import Bert, Gpt2, full_specs, tokens  # noqa: E402
 
 MODELS = {
     "bert_base": (lambda: Bert(), tokens(30522, 128, True), ["input_ids", "attention_mask"], ["hidden", "pooled"]),
     "gpt2_small": (lambda: Gpt2(), tokens(50257, 128, False), ["input_ids"], ["logits"]),
 }
+
+
+def model_entry(name):
+    """(builder, inputs, input names, output names) of a model by name."""
+    if name in MODELS:
+        return MODELS[name]
+    for spec in full_specs():
+        if spec.name == name:
+            return spec.build, spec.inputs, spec.in_names, spec.out_names
+    raise SystemExit(f"unknown model {name}: not in MODELS nor in sweep_models.full_specs()")
 
 
 def run(cmd, log):
@@ -51,7 +62,7 @@ def main():
     res = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(), "batch": a.batch, "models": {}}
     tag = "" if a.batch == 1 else f"_b{a.batch}"
     for name in a.models.split(","):
-        make, inputs, in_names, out_names = MODELS[name]
+        make, inputs, in_names, out_names = model_entry(name)
         torch.manual_seed(0)
         model = make().eval()
         g = torch.Generator().manual_seed(1)
@@ -97,7 +108,7 @@ def main():
                   f"error {max(errs):.2e} of the range, built in {build_s:.1f} s", flush=True)
         if a.compile:
             m = make().eval().cuda().half()
-            xs = [t.cuda() for t in example]
+            xs = [t.cuda().half() if t.is_floating_point() else t.cuda() for t in example]
             c = torch.compile(m, mode="reduce-overhead")
             with torch.no_grad():
                 for _ in range(20):

@@ -1,8 +1,10 @@
 // RNN, GRU and LSTM on the GPU beyond the op-case table (tests/ops/rnn_cases.cpp, run against the
 // CPU by op_cases_gpu_test): random configurations with every option on and off, larger ones
-// (several GEMM tiles, longer sequences), omitted optional outputs, sequence_lens outside [0, seq]
-// as a device error, and a type the kernel does not take. Skips without a GPU.
+// (several GEMM tiles, longer sequences), the persistent kernel's shapes, omitted optional outputs,
+// sequence_lens outside [0, seq] as a device error, and a type the kernel does not take; each with
+// every tactic offered (persistent and step-wise). Skips without a GPU.
 #include <algorithm>
+#include <cmath>
 
 #include "gpu_harness.h"
 #include "ops/rnn_case_util.h"
@@ -37,19 +39,31 @@ void compare(const RnnConfig& c, DT dt, GpuMode m, const std::vector<HostTensor>
   }
 }
 
+// Every tactic the kernel offers for these inputs (the persistent kernel's and the step-wise
+// one), or its one default.
+std::vector<int32_t> tactics_or_default(const RnnConfig& c, const Inputs& ins) {
+  std::vector<int32_t> t = tactics_of(c.kind, Attrs{attrs_of(c)}, ins, outputs_of(c));
+  if (t.empty()) t.push_back(-1);
+  return t;
+}
+
 void check(const RnnConfig& c, DT dt, GpuMode m = GpuMode::kDirect) {
   const Inputs ins = make_inputs(c, dt);
   const RnnAttrs a = attrs_of(c);
   const std::vector<OutputType> types = infer(c, ins);
   const std::vector<HostTensor> want = run_cpu(c.kind, Attrs{a}, ins, types);
-  std::vector<HostTensor> got;
-  try {
-    got = run_gpu(c.kind, Attrs{a}, ins, types, m);
-  } catch (const Error& e) {
-    ADD_FAILURE() << describe(c, dt, m) << ": GPU kernel threw: " << e.what();
-    return;
+  for (int32_t tactic : tactics_or_default(c, ins)) {
+    std::vector<HostTensor> got;
+    const std::string what = describe(c, dt, m) + " tactic " + std::to_string(tactic);
+    try {
+      got = run_gpu(c.kind, Attrs{a}, ins, types, m, GpuRunOptions{tactic});
+    } catch (const Error& e) {
+      ADD_FAILURE() << what << ": GPU kernel threw: " << e.what();
+      return;
+    }
+    for (size_t k = 0; k < want.size(); ++k)
+      expect_match(got[k], want[k], rnn_tolerance(dt), what + " output " + std::to_string(k));
   }
-  compare(c, dt, m, got, want);
 }
 
 class GpuRnn : public testing::Test {
@@ -111,10 +125,48 @@ TEST_F(GpuRnn, Larger) {
       }
 }
 
+// The persistent kernel's shapes: hidden sizes that span every SM (a DeepSpeech2 layer: GRU 512,
+// bidirectional; a GRU of 1000 units, several units a block), up to the largest batch it takes,
+// long sequences with sequence_lens; captured, as engines run it. Each is checked with every
+// tactic, and the persistent ones must be on offer; a larger batch and a GRU without
+// linear_before_reset leave only the step-wise kernels.
+TEST_F(GpuRnn, PersistentShapes) {
+  KILN_SKIP_WITHOUT_GPU();
+  struct Shape {
+    OpKind kind;
+    RnnDirection dir;
+    int64_t S, B, I, H;
+  };
+  const Shape shapes[] = {{OpKind::kGRU, RnnDirection::kBidirectional, 60, 1, 96, 512},
+                          {OpKind::kLSTM, RnnDirection::kForward, 33, 8, 40, 256},
+                          {OpKind::kRNN, RnnDirection::kReverse, 50, 5, 16, 300},
+                          {OpKind::kGRU, RnnDirection::kBidirectional, 20, 3, 24, 1000},
+                          {OpKind::kLSTM, RnnDirection::kBidirectional, 24, 2, 33, 129}};
+  for (const Shape& z : shapes)
+    for (DT dt : {DT::kFloat32, DT::kFloat16}) {
+      RnnConfig c;
+      c.kind = z.kind, c.dir = z.dir, c.S = z.S, c.B = z.B, c.I = z.I, c.H = z.H;
+      c.bias = c.h0 = c.c0 = c.lens = true;
+      c.peep = c.kind == OpKind::kLSTM;
+      c.lbr = c.kind == OpKind::kGRU;
+      c.scale = 2.0 / std::sqrt(static_cast<double>(z.H));
+      const Inputs ins = make_inputs(c, dt);
+      EXPECT_GE(tactics_or_default(c, ins).size(), 2u) << describe(c, dt, GpuMode::kCaptured);
+      check(c, dt, GpuMode::kCaptured);
+      if (HasFailure()) return;
+    }
+  RnnConfig big;
+  big.kind = OpKind::kLSTM, big.S = 4, big.B = 9, big.H = 64;
+  EXPECT_EQ(tactics_of(big.kind, Attrs{attrs_of(big)}, make_inputs(big, DT::kFloat32), outputs_of(big)).size(), 0u);
+  big.kind = OpKind::kGRU, big.B = 2;
+  EXPECT_EQ(tactics_of(big.kind, Attrs{attrs_of(big)}, make_inputs(big, DT::kFloat32), outputs_of(big)).size(), 0u);
+  check(big, DT::kFloat32);
+}
+
 // Omitted optional outputs (views that do not exist, with null data), run directly: the harness
 // allocates every output, so this builds the views itself.
 std::vector<HostTensor> run_gpu_omitting(const RnnConfig& c, const Inputs& ins, const std::vector<OutputType>& types,
-                                         const std::vector<bool>& absent_out) {
+                                         const std::vector<bool>& absent_out, int32_t tactic) {
   std::vector<std::unique_ptr<DeviceBuffer>> bufs;
   std::vector<TensorView> iv, ov;
   for (const HostTensor& t : ins) {
@@ -144,8 +196,10 @@ std::vector<HostTensor> run_gpu_omitting(const RnnConfig& c, const Inputs& ins, 
   std::unique_ptr<gpu::StepState> state;
   const Attrs attrs{attrs_of(c)};
   gpu::GpuEnv env = res.env(stream.get(), host_in, &state);
+  env.tactic = tactic;
   const gpu::GpuKernelEntry* entry = gpu::gpu_kernel_entry(c.kind);
   if (entry->workspace) env = res.env(stream.get(), host_in, &state, entry->workspace(c.kind, attrs, iv, ov, env));
+  env.tactic = tactic;
   entry->fn(c.kind, attrs, iv, ov, env);
   gpu::check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
   res.throw_if_device_error();
@@ -175,7 +229,8 @@ TEST_F(GpuRnn, OmittedOutputs) {
         const Inputs ins = make_inputs(c, dt);
         const std::vector<OutputType> types = infer(c, ins);
         const std::vector<HostTensor> want = run_cpu(c.kind, Attrs{attrs_of(c)}, ins, types);
-        compare(c, dt, GpuMode::kDirect, run_gpu_omitting(c, ins, types, mask), want, mask);
+        for (int32_t tactic : tactics_or_default(c, ins))
+          compare(c, dt, GpuMode::kDirect, run_gpu_omitting(c, ins, types, mask, tactic), want, mask);
       }
   }
 }
@@ -190,14 +245,15 @@ TEST_F(GpuRnn, BadSequenceLensIsADeviceError) {
       c.S = 5, c.B = 3;
       const Inputs ins = make_inputs(c, DT::kFloat32, bad);
       const std::vector<OutputType> types = infer(c, ins);
-      for (GpuMode m : {GpuMode::kDirect, GpuMode::kCaptured}) {
-        try {
-          (void)run_gpu(c.kind, Attrs{attrs_of(c)}, ins, types, m);
-          ADD_FAILURE() << op_name(k) << ": sequence length " << bad << " should fail";
-        } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find("value the op cannot take"), std::string::npos) << e.what();
+      for (GpuMode m : {GpuMode::kDirect, GpuMode::kCaptured})
+        for (int32_t tactic : tactics_or_default(c, ins)) {
+          try {
+            (void)run_gpu(c.kind, Attrs{attrs_of(c)}, ins, types, m, GpuRunOptions{tactic});
+            ADD_FAILURE() << op_name(k) << " tactic " << tactic << ": sequence length " << bad << " should fail";
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("value the op cannot take"), std::string::npos) << e.what();
+          }
         }
-      }
     }
 }
 

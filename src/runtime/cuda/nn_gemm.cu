@@ -99,7 +99,7 @@ void GemmPlan::build(GemmAlignment align, size_t max_workspace, int max_algos) {
                   : make_layout(t, g.n, g.k, g.ldb, g.batch, g.stride_b);
   lb_ = g.trans_a ? make_layout(t, g.m, g.k, g.lda, g.batch, g.stride_a)
                   : make_layout(t, g.k, g.m, g.lda, g.batch, g.stride_a);
-  lc_ = make_layout(t, g.n, g.m, g.ldc, g.batch, g.stride_c);
+  lc_ = make_layout(g.float_out ? CUDA_R_32F : t, g.n, g.m, g.ldc, g.batch, g.stride_c);
 
   cublasLtMatmulPreference_t pref = nullptr;
   check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");

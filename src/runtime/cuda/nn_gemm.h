@@ -41,6 +41,7 @@ struct GemmDesc {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;   // elements; 0 repeats one matrix (not for C)
   bool bias = false;                                  // add a vector of n values to every row of D (BIAS epilogue)
   GemmActivation activation = GemmActivation::kNone;  // applied last, after C and the bias
+  bool float_out = false;                             // C and D in float32 (float16/bfloat16 A and B)
 };
 
 // Least alignment (bytes) of the pointers a plan will run with; the heuristic leaves out kernels

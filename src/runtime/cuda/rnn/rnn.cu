@@ -2,22 +2,23 @@
 // option the CPU kernel takes (directions, layouts, activations with alpha/beta, clip,
 // sequence_lens, initial states, peepholes, input_forget, linear_before_reset, optional outputs).
 //
-// The structure is the CPU kernel's, step for step, so the two are easy to hold side by side. Per
+// Two paths, tactics the builder times: the persistent kernel (rnn_persistent.cu: one launch for
+// every time step, where it takes the op) and the kernels per time step here, which take every op.
+//
+// The step-wise structure is the CPU kernel's, so the two are easy to hold side by side. Per
 // direction: one GEMM projects the inputs of all time steps (X [seq*batch, input] times W^T, the
 // state-independent biases folded in) into the workspace; then the host walks the time steps,
 // enqueueing per step a GEMM for the recurrent term (H_{t-1} R^T) and a pointwise kernel (one
 // thread per batch entry and hidden unit) that applies the gates, updates H (and C) in the
 // workspace and writes Y's row. GRU without linear_before_reset needs (r . H) R_h^T, so it runs a
 // gate kernel, a second GEMM and the update kernel. Everything is stream-ordered, so it is fine
-// under stream capture; the kernel count grows with the sequence length (correctness over speed:
-// these ops are not on the benchmark path).
+// under stream capture; the kernel count grows with the sequence length.
 //
 // The GEMM is a plain shared-memory tiled kernel (16 x 16 tiles) accumulating in the compute
 // type, float for float32/float16 and double for float64 (no TF32, no cuBLASLt). sequence_lens
 // stays on the device: every kernel reads it, and a value outside [0, seq] sets kGpuBadValue (the
 // CPU throws); such a value only changes which steps count as active, never an address.
-#include "core/infer/rnn.h"
-#include "runtime/cuda/elementwise/elementwise_internal.cuh"
+#include "runtime/cuda/rnn/rnn_internal.cuh"
 
 namespace kiln::gpu {
 
@@ -25,112 +26,9 @@ namespace {
 
 using ew::global_thread;
 using ew::grid_threads;
-
-// ---- activations -----------------------------------------------------------------------------
-struct GateFn {
-  int act;
-  float alpha, beta;
-};
-struct GateFns {
-  GateFn f[3];  // the op's slots f, g, h for one direction
-};
-
-__device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
-__device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
-__device__ __forceinline__ float m_exp(float x) { return expf(x); }
-__device__ __forceinline__ double m_exp(double x) { return exp(x); }
-__device__ __forceinline__ float m_log1p(float x) { return log1pf(x); }
-__device__ __forceinline__ double m_log1p(double x) { return log1p(x); }
-
-template <class C>
-__device__ C activate(const GateFn& f, C x) {
-  const C alpha = static_cast<C>(f.alpha), beta = static_cast<C>(f.beta);
-  switch (static_cast<RnnActivation>(f.act)) {
-    case RnnActivation::kRelu: return x > C(0) ? x : C(0);
-    case RnnActivation::kTanh: return m_tanh(x);
-    case RnnActivation::kSigmoid: return C(1) / (C(1) + m_exp(-x));
-    case RnnActivation::kAffine: return alpha * x + beta;
-    case RnnActivation::kLeakyRelu: return x >= C(0) ? x : alpha * x;
-    case RnnActivation::kThresholdedRelu: return x >= alpha ? x : C(0);
-    case RnnActivation::kScaledTanh: return alpha * m_tanh(beta * x);
-    case RnnActivation::kHardSigmoid: return ew::std_min(ew::std_max(alpha * x + beta, C(0)), C(1));
-    case RnnActivation::kElu: return x >= C(0) ? x : alpha * (m_exp(x) - C(1));
-    case RnnActivation::kSoftsign: return x / (C(1) + (x < C(0) ? -x : x));
-    case RnnActivation::kSoftplus: return x > C(0) ? x + m_log1p(m_exp(-x)) : m_log1p(m_exp(x));
-  }
-  return x;
-}
-
-template <class C>
-__device__ __forceinline__ C clip_activate(const GateFn& f, C clip, C x) {
-  if (clip > C(0)) x = ew::std_min(ew::std_max(x, -clip), clip);
-  return activate(f, x);
-}
-
-template <class T, class C>
-__device__ __forceinline__ C to_c(T v) {
-  return static_cast<C>(ew::load(v));
-}
-template <class T, class C>
-__device__ __forceinline__ T from_c(C v) {
-  return ew::store<T>(v);
-}
-
-// ---- GEMM: c[m x n] = a[m x k] * b[n x k]^T (+ bias), row-major with leading dimensions --------
-// bias (input projection only): wb[j] + rb[j] for j < rb_cols, else wb[j], summed first as the CPU
-// does; null wb: none.
-constexpr int kTile = 16;
-
-template <class TA, class TB, class C>
-__global__ void __launch_bounds__(kTile* kTile)
-    gemm_nt_kernel(int64_t M, int64_t N, int64_t K, const TA* a, int64_t lda, const TB* b, int64_t ldb, C* c,
-                   int64_t ldc, const TB* wb, const TB* rb, int64_t rb_cols) {
-  __shared__ C as[kTile][kTile + 1], bs[kTile][kTile + 1];
-  const int tx = static_cast<int>(threadIdx.x) % kTile, ty = static_cast<int>(threadIdx.x) / kTile;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int64_t j = n0 + tx;
-  C bias = C(0);
-  if (wb && j < N) bias = to_c<TB, C>(wb[j]) + (j < rb_cols ? to_c<TB, C>(rb[j]) : C(0));
-  // Loop bounds depend on the block only, so every thread reaches every barrier.
-  for (int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTile; m0 < M; m0 += static_cast<int64_t>(gridDim.y) * kTile) {
-    C acc = C(0);
-    for (int64_t k0 = 0; k0 < K; k0 += kTile) {
-      const int64_t k = k0 + tx;
-      as[ty][tx] = m0 + ty < M && k < K ? to_c<TA, C>(a[(m0 + ty) * lda + k]) : C(0);
-      bs[ty][tx] = n0 + ty < N && k < K ? to_c<TB, C>(b[(n0 + ty) * ldb + k]) : C(0);
-      __syncthreads();
-#pragma unroll
-      for (int kk = 0; kk < kTile; ++kk) acc += as[ty][kk] * bs[tx][kk];
-      __syncthreads();
-    }
-    if (m0 + ty < M && j < N) c[(m0 + ty) * ldc + j] = acc + bias;
-  }
-}
-
-template <class TA, class TB, class C>
-void gemm_nt(int64_t M, int64_t N, int64_t K, const TA* a, int64_t lda, const TB* b, int64_t ldb, C* c, int64_t ldc,
-             GpuEnv& env, const char* op, const TB* wb = nullptr, const TB* rb = nullptr, int64_t rb_cols = 0) {
-  if (M == 0 || N == 0) return;
-  const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
-                  static_cast<unsigned>(std::min<int64_t>((M + kTile - 1) / kTile, 65535)));
-  gemm_nt_kernel<TA, TB, C><<<grid, kTile * kTile, 0, env.stream>>>(M, N, K, a, lda, b, ldb, c, ldc, wb, rb, rb_cols);
-  check_launch(op);
-}
+using namespace rnn;
 
 // ---- per-step kernels ----------------------------------------------------------------------------
-// Shapes and indexing shared by the step kernels (the CPU's Dims).
-struct Dims {
-  int64_t seq, batch, input, hidden, dirs, gates;
-  bool batch_first;
-  __device__ int64_t x_row(int64_t t, int64_t b) const { return batch_first ? b * seq + t : t * batch + b; }
-  __device__ int64_t state_off(int64_t d, int64_t b) const {
-    return (batch_first ? b * dirs + d : d * batch + b) * hidden;
-  }
-  __device__ int64_t y_off(int64_t t, int64_t d, int64_t b) const {
-    return (batch_first ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b) * hidden;
-  }
-};
-
 // What one step of one direction works on. Buffers in the compute type C live in the workspace.
 template <class T, class C>
 struct Step {
@@ -162,7 +60,7 @@ __global__ void __launch_bounds__(ew::kThreads) rnn_step_kernel(Step<T, C> s) {
   for (int64_t i = global_thread(); i < s.dm.batch * H; i += grid_threads()) {
     const int64_t b = i / H, j = i - b * H;
     const bool act = s.active(b);
-    if (act) s.h[i] = clip_activate(s.fns.f[0], s.clip, s.hr[b * GH + j] + s.xw[s.dm.x_row(s.t, b) * GH + j]);
+    if (act) s.h[i] = rnn_cell(s.fns, s.clip, s.hr[b * GH + j] + s.xw[s.dm.x_row(s.t, b) * GH + j]);
     s.write_y(b, j, act);
   }
 }
@@ -177,22 +75,13 @@ __global__ void __launch_bounds__(ew::kThreads) lstm_step_kernel(Step<T, C> s) {
     if (act) {
       const C* p = s.hr + b * GH + j;
       const C* q = s.xw + s.dm.x_row(s.t, b) * GH + j;
-      C gi = p[0] + q[0], go = p[H] + q[H], gf = p[2 * H] + q[2 * H], gc = p[3 * H] + q[3 * H];
-      C cp = s.c[i];
-      if (s.peep) gi += to_c<T, C>(s.peep[j]) * cp;
-      gi = clip_activate(s.fns.f[0], s.clip, gi);
-      if (s.input_forget) {
-        gf = C(1) - gi;
-      } else {
-        if (s.peep) gf += to_c<T, C>(s.peep[2 * H + j]) * cp;
-        gf = clip_activate(s.fns.f[0], s.clip, gf);
-      }
-      gc = clip_activate(s.fns.f[1], s.clip, gc);
-      cp = gf * cp + gi * gc;
-      s.c[i] = cp;
-      if (s.peep) go += to_c<T, C>(s.peep[H + j]) * cp;
-      go = clip_activate(s.fns.f[0], s.clip, go);
-      s.h[i] = go * activate(s.fns.f[2], cp);
+      C pv[3] = {};
+      if (s.peep)
+        for (int g = 0; g < 3; ++g) pv[g] = to_c<T, C>(s.peep[g * H + j]);
+      C c = s.c[i];
+      s.h[i] = lstm_cell(s.fns, s.clip, s.input_forget, p[0] + q[0], p[H] + q[H], p[2 * H] + q[2 * H],
+                         p[3 * H] + q[3 * H], s.peep ? pv : nullptr, c);
+      s.c[i] = c;
     }
     s.write_y(b, j, act);
   }
@@ -208,11 +97,8 @@ __global__ void __launch_bounds__(ew::kThreads) gru_lbr_step_kernel(Step<T, C> s
     if (act) {
       const C* p = s.hr + b * GH + j;
       const C* q = s.xw + s.dm.x_row(s.t, b) * GH + j;
-      const C z = clip_activate(s.fns.f[0], s.clip, p[0] + q[0]);
-      const C r = clip_activate(s.fns.f[0], s.clip, p[H] + q[H]);
       const C rb = s.rbh ? to_c<T, C>(s.rbh[j]) : C(0);
-      const C n = clip_activate(s.fns.f[1], s.clip, q[2 * H] + r * (p[2 * H] + rb));
-      s.h[i] = (C(1) - z) * n + z * s.h[i];
+      s.h[i] = gru_lbr_cell(s.fns, s.clip, p[0] + q[0], p[H] + q[H], q[2 * H], p[2 * H] + rb, s.h[i]);
     }
     s.write_y(b, j, act);
   }
@@ -243,9 +129,7 @@ __global__ void __launch_bounds__(ew::kThreads) gru_update_kernel(Step<T, C> s) 
     const int64_t b = i / H, j = i - b * H;
     const bool act = s.active(b);
     if (act) {
-      const C z = s.hr[b * GH + j];
-      const C n = clip_activate(s.fns.f[1], s.clip, s.xw[s.dm.x_row(s.t, b) * GH + 2 * H + j] + s.hh[i]);
-      s.h[i] = (C(1) - z) * n + z * s.h[i];
+      s.h[i] = gru_update(s.fns, s.clip, s.hr[b * GH + j], s.xw[s.dm.x_row(s.t, b) * GH + 2 * H + j], s.hh[i], s.h[i]);
     }
     s.write_y(b, j, act);
   }
@@ -282,19 +166,6 @@ __global__ void check_lens_kernel(const int32_t* lens, int64_t batch, int64_t se
 }
 
 // ---- host side -----------------------------------------------------------------------------------
-Dims dims_of(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in) {
-  const TensorView& x = in[0];
-  Dims dm{};
-  dm.batch_first = a.layout == 1;
-  dm.seq = dm.batch_first ? x.shape[1] : x.shape[0];
-  dm.batch = dm.batch_first ? x.shape[0] : x.shape[1];
-  dm.input = x.shape[2];
-  dm.hidden = in[2].shape[2];
-  dm.dirs = in[1].shape[0];
-  dm.gates = rnn_gate_blocks(kind);
-  return dm;
-}
-
 // Workspace layout in elements of the compute type, each buffer starting 256-byte aligned.
 struct Layout {
   size_t xw = 0, hr = 0, h = 0, c = 0, rh = 0, hh = 0, total = 0;
@@ -373,17 +244,14 @@ void run_typed(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in, s
   st.clip = static_cast<C>(a.clip);
   st.input_forget = a.input_forget != 0;
   for (int64_t d = 0; d < dm.dirs; ++d) {
-    const bool reverse = a.direction == RnnDirection::kReverse || d == 1;
+    const bool reverse = reversed(a, d);
     const T* wd = w + d * GH * dm.input;
     const T* rd = r + d * GH * H;
     const T* bd = bias ? bias + d * 2 * GH : nullptr;
     st.d = d;
     st.peep = peep ? peep + d * 3 * H : nullptr;
     st.rbh = lbr && bd ? bd + GH + 2 * H : nullptr;
-    for (size_t k = 0; k < slots; ++k) {
-      const RnnGateFn& f = fns[static_cast<size_t>(d) * slots + k];
-      st.fns.f[k] = GateFn{static_cast<int>(f.act), f.alpha, f.beta};
-    }
+    st.fns = gate_fns_of(fns, slots, d);
     // Input projection with Wb + Rb folded in (not GRU's Rb_h with linear_before_reset).
     gemm_nt<T, T, C>(S * B, GH, dm.input, x, dm.input, wd, dm.input, ws + lay.xw, GH, env, op, bd,
                      bd ? bd + GH : nullptr, lbr ? 2 * H : GH);
@@ -415,16 +283,23 @@ void run_typed(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in, s
 }
 
 size_t rnn_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView>,
-                     GpuEnv&) {
+                     GpuEnv& env) {
   const auto& a = std::get<RnnAttrs>(attrs);
+  if (persistent_takes(kind, a, in, env.tactic)) return persistent_workspace(kind, a, in);
   const Dims dm = dims_of(kind, a, in);
   const size_t elem = in[0].dtype == DataType::kFloat64 ? sizeof(double) : sizeof(float);
   return layout_of(kind, a, dm, elem).total * elem;
 }
 
+std::vector<int32_t> rnn_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                 std::span<const TensorView>, GpuEnv&) {
+  return persistent_tactics(kind, std::get<RnnAttrs>(attrs), in);
+}
+
 void rnn_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                 GpuEnv& env) {
   const auto& a = std::get<RnnAttrs>(attrs);
+  if (persistent_takes(kind, a, in, env.tactic)) return run_persistent(kind, a, in, out, env);
   switch (in[0].dtype) {
     case DataType::kFloat32: return run_typed<float, float>(kind, a, in, out, env);
     case DataType::kFloat16: return run_typed<__half, float>(kind, a, in, out, env);
@@ -434,9 +309,9 @@ void rnn_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
 }
 
 constexpr GpuKernelEntry kEntries[] = {
-    {OpKind::kGRU, rnn_kernel, rnn_workspace},
-    {OpKind::kLSTM, rnn_kernel, rnn_workspace},
-    {OpKind::kRNN, rnn_kernel, rnn_workspace},
+    {OpKind::kGRU, rnn_kernel, rnn_workspace, rnn_tactics},
+    {OpKind::kLSTM, rnn_kernel, rnn_workspace, rnn_tactics},
+    {OpKind::kRNN, rnn_kernel, rnn_workspace, rnn_tactics},
 };
 
 }  // namespace
