@@ -28,13 +28,24 @@ MODELS = {
 
 
 def model_entry(name):
-    """(builder, inputs, input names, output names) of a model by name."""
+    """(builder, inputs, input names, output names, weight init or None) of a model by name (the sweep's
+    init: ViT's zero-initialized head would make every output equal)."""
     if name in MODELS:
-        return MODELS[name]
+        return MODELS[name] + (None,)
     for spec in full_specs():
         if spec.name == name:
-            return spec.build, spec.inputs, spec.in_names, spec.out_names
+            return spec.build, spec.inputs, spec.in_names, spec.out_names, spec.init
     raise SystemExit(f"unknown model {name}: not in MODELS nor in sweep_models.full_specs()")
+
+
+def nonzero_linears(model):
+    """Random weights for Linear layers initialized to zeros (torchvision's ViT head): with them every
+    output is equal and the error check says nothing."""
+    g = torch.Generator().manual_seed(3)
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear) and not m.weight.any():
+            with torch.no_grad():
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) * 0.02)
 
 
 def run(cmd, log):
@@ -62,11 +73,14 @@ def main():
     res = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(), "batch": a.batch, "models": {}}
     tag = "" if a.batch == 1 else f"_b{a.batch}"
     for name in a.models.split(","):
-        make, inputs, in_names, out_names = model_entry(name)
+        make, inputs, in_names, out_names, init = model_entry(name)
         torch.manual_seed(0)
         model = make().eval()
         g = torch.Generator().manual_seed(1)
         example = inputs(a.batch, g)
+        if init:
+            init(model, example)
+        nonzero_linears(model)
         onnx = os.path.join(a.out, name + tag + ".onnx")
         torch.onnx.export(model, example, onnx, opset_version=17, input_names=in_names, output_names=out_names,
                           dynamo=False)
@@ -107,7 +121,7 @@ def main():
             print(f"{name} {variant}: {row[variant]['gpu_ms']:.3f} ms, {len(steps)} steps, "
                   f"error {max(errs):.2e} of the range, built in {build_s:.1f} s", flush=True)
         if a.compile:
-            m = make().eval().cuda().half()
+            m = model.cuda().half()  # the reference outputs are taken: the model may move
             xs = [t.cuda().half() if t.is_floating_point() else t.cuda() for t in example]
             c = torch.compile(m, mode="reduce-overhead")
             with torch.no_grad():

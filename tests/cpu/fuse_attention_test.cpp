@@ -202,6 +202,14 @@ PassModel self_attention(bool gpt2) {
   return m;
 }
 
+// The engine of m with every pass, or every pass but fuse-attention.
+std::vector<uint8_t> build_with(const PassModel& m, bool on, build::BuildReport* report) {
+  graph::Graph g = m.import();
+  build::BuildOptions o;
+  if (!on) o.disabled_passes.push_back(kPass);
+  return build::build_engine(g, o, report);
+}
+
 // Every pass on (fuse-epilogue included): with fuse-attention the block is three steps, the packed
 // projection, the Attention reading it in place and the output projection; without, the separate
 // steps. The outputs agree.
@@ -209,14 +217,8 @@ TEST(FuseAttention, SelfAttentionBlocks) {
   for (bool gpt2 : {false, true}) {
     SCOPED_TRACE(gpt2 ? "GPT-2" : "BERT");
     const PassModel m = self_attention(gpt2);
-    auto build = [&](bool on, build::BuildReport* report) {
-      graph::Graph g = m.import();
-      build::BuildOptions o;
-      if (!on) o.disabled_passes.push_back(kPass);
-      return build::build_engine(g, o, report);
-    };
     build::BuildReport report;
-    const std::vector<uint8_t> on = build(true, &report), off = build(false, nullptr);
+    const std::vector<uint8_t> on = build_with(m, true, &report), off = build_with(m, false, nullptr);
     EXPECT_EQ(step_ops(on), (Strings{"FusedMatMul", "Attention", "FusedMatMul"}));
     EXPECT_GT(count_of(step_ops(off), "Transpose"), 0);
     for (const build::PassReport& p : report.passes) {
@@ -233,6 +235,111 @@ TEST(FuseAttention, SelfAttentionBlocks) {
     auto y_on = run_engine(on, feed, {"y"}), y_off = run_engine(off, feed, {"y"});
     expect_close(y_on["y"], y_off["y"], 1e-5f);
   }
+}
+
+// nn.MultiheadAttention (batch_first) as PyTorch exports it: x transposed to [s, b, E], one packed
+// projection, the heads taken out by Reshape, Unsqueeze, Transpose, Squeeze and three Gathers,
+// q and kt each scaled, an optional padding mask, the heads merged by Transpose and Reshape to
+// [s * b, E] rows, the output Gemm, reshaped and transposed back, and the residual Add.
+PassModel multihead_export(int64_t b, bool mask, bool in_bias) {
+  const int64_t s = 5, h = 2, d = 8, E = h * d;
+  PassModel m("mha_block", 17);
+  m.input("x", {b, s, E});
+  attr_ints(m.node("Transpose", "x_seq_first", {"x"}, {"xt"}), "perm", {1, 0, 2});
+  m.init_rand("w_in", {E, 3 * E}, -0.5f, 0.5f);
+  m.node("MatMul", "in_proj", {"xt", "w_in"}, {in_bias ? "p0" : "p"});
+  if (in_bias) {
+    m.init_rand("b_in", {3 * E});
+    m.node("Add", "in_bias", {"b_in", "p0"}, {"p"});
+  }
+  m.init_i64("unflatten", {4}, {s, b, 3, E});
+  m.init_i64("axis0", {1}, {0});
+  m.init_i64("axis3", {1}, {3});
+  m.node("Reshape", "unflatten", {"p", "unflatten"}, {"p4"});
+  m.node("Unsqueeze", "unsqueeze", {"p4", "axis0"}, {"p5"});
+  attr_ints(m.node("Transpose", "qkv_first", {"p5"}, {"p5t"}), "perm", {3, 1, 2, 0, 4});
+  m.node("Squeeze", "squeeze", {"p5t", "axis3"}, {"qkv"});
+  m.init_i64("seq_heads", {3}, {s, b * h, d});
+  m.init_i64("heads", {4}, {b, h, s, d});
+  const char* names[] = {"q", "k", "v"};
+  for (int64_t k = 0; k < 3; ++k) {
+    const std::string n = names[k];
+    m.init_i64("i" + n, {}, {k});
+    attr_int(m.node("Gather", "take_" + n, {"qkv", "i" + n}, {n + "3"}), "axis", 0);
+    m.node("Reshape", n + "_seq_heads", {n + "3", "seq_heads"}, {n + "_sbh"});
+    attr_ints(m.node("Transpose", n + "_batch_heads", {n + "_sbh"}, {n + "_bhs"}), "perm", {1, 0, 2});
+    m.node("Reshape", n + "_heads", {n + "_bhs", "heads"}, {n + "h"});
+  }
+  m.init_f("root_scale", {}, {0.5946f});  // sqrt(1 / sqrt(8))
+  m.node("Mul", "scale_q", {"qh", "root_scale"}, {"qs"});
+  attr_ints(m.node("Transpose", "k_t", {"kh"}, {"kt"}), "perm", {0, 1, 3, 2});
+  m.node("Mul", "scale_k", {"kt", "root_scale"}, {"kts"});
+  m.node("MatMul", "qk", {"qs", "kts"}, {"s0"});
+  std::string sc = "s0";
+  if (mask) {
+    m.input("mask", {b, 1, 1, s});
+    m.node("Add", "add_mask", {"s0", "mask"}, {"s1"});
+    sc = "s1";
+  }
+  attr_int(m.node("Softmax", "softmax", {sc}, {"pr"}), "axis", -1);
+  m.node("MatMul", "pv", {"pr", "vh"}, {"y4"});
+  attr_ints(m.node("Transpose", "merge", {"y4"}, {"y4t"}), "perm", {2, 0, 1, 3});
+  m.init_i64("rows", {2}, {s * b, E});
+  m.node("Reshape", "merge_rows", {"y4t", "rows"}, {"y2"});
+  m.init_rand("w_o", {E, E}, -0.5f, 0.5f);
+  m.init_rand("b_o", {E});
+  attr_int(m.node("Gemm", "out_proj", {"y2", "w_o", "b_o"}, {"o2"}), "transB", 1);
+  m.init_i64("seq_first", {3}, {s, b, E});
+  m.node("Reshape", "unrows", {"o2", "seq_first"}, {"o3"});
+  attr_ints(m.node("Transpose", "batch_first", {"o3"}, {"o3t"}), "perm", {1, 0, 2});
+  m.node("Add", "residual", {"x", "o3t"}, {"y"});
+  m.output("y");
+  return m;
+}
+
+// The export's block becomes the packed projection, the Attention reading it in place and the
+// output projection: no Transpose, Gather or copy left; the outputs agree with the pass off.
+TEST(FuseAttention, MultiheadAttentionExport) {
+  for (int64_t b : {1, 3})
+    for (bool mask : {false, true})
+      for (bool in_bias : {false, true}) {
+        SCOPED_TRACE("batch " + std::to_string(b) + (mask ? ", mask" : "") + (in_bias ? ", in_proj bias" : ""));
+        const PassModel m = multihead_export(b, mask, in_bias);
+        build::BuildReport report;
+        const std::vector<uint8_t> on = build_with(m, true, &report), off = build_with(m, false, nullptr);
+        const Strings ops = step_ops(on);
+        EXPECT_EQ(count_of(ops, "Attention"), 1);
+        EXPECT_EQ(count_of(ops, "Transpose"), 0);
+        EXPECT_EQ(count_of(ops, "Gather"), 0);
+        EXPECT_LE(ops.size(), 3u) << ::testing::PrintToString(ops);
+        for (const build::PassReport& p : report.passes)
+          if (p.name == kPass) EXPECT_EQ(p.detail, "Attention 1, Attention packed (MultiheadAttention) 1");
+        std::map<std::string, std::vector<float>> feed{{"x", random_vec(static_cast<size_t>(b * 5 * 16), 3)}};
+        if (mask) {
+          std::vector<float> mv(static_cast<size_t>(b * 5), 0.f);
+          mv[4] = -10000.f;
+          if (b > 1) mv[8] = mv[9] = -10000.f;
+          feed["mask"] = mv;
+        }
+        auto y_on = run_engine(on, feed, {"y"}), y_off = run_engine(off, feed, {"y"});
+        expect_close(y_on["y"], y_off["y"], 1e-5f);
+      }
+}
+
+// A chain that does not take the heads from P as the Attention reads them (the Gathers swapped:
+// k read as q) stays as it is.
+TEST(FuseAttentionGuards, MultiheadAttentionHeadsOutOfOrder) {
+  PassModel m = multihead_export(2, false, true);
+  for (onnx::NodeProto& n : *m.g()->mutable_node())
+    if (n.name() == "take_q")
+      n.set_input(1, "ik");
+    else if (n.name() == "take_k")
+      n.set_input(1, "iq");
+  graph::Graph g = m.import();
+  build::BuildReport report;
+  const std::vector<uint8_t> on = build::build_engine(g, build::BuildOptions{}, &report);
+  EXPECT_EQ(count_of(step_ops(on), "Attention"), 1);
+  EXPECT_GT(count_of(step_ops(on), "Gather") + count_of(step_ops(on), "Transpose"), 0);
 }
 
 // ---- guards: nothing fuses -------------------------------------------------------------------
