@@ -53,6 +53,10 @@ constexpr Pass kPipeline[] = {
     // Identity and inference-mode Dropout only copy; after folding, so that folded chains that end
     // in an Identity disappear too.
     {"remove-identity", false, remove_identity},
+    // A Conv whose kernel tiles its input (a patch embedding) becomes a Transpose of the patches
+    // and a MatMul; after the folds (its weights final), before quantize-int8 and fuse-epilogue,
+    // which then joins the bias.
+    {"conv-patches", false, conv_patches},
     // INT8 (--int8): calibrates the cleaned-up float graph (weights folded, so the ranges are those
     // of the tensors the INT8 kernels will see) and inserts Q/DQ nodes.
     {"quantize-int8", false, quantize_int8},

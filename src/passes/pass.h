@@ -36,6 +36,7 @@ PassResult fold_pad(graph::Graph& g, const BuildOptions& options);
 PassResult fold_batchnorm(graph::Graph& g, const BuildOptions& options);
 PassResult fold_scale_shift(graph::Graph& g, const BuildOptions& options);
 PassResult remove_identity(graph::Graph& g, const BuildOptions& options);
+PassResult conv_patches(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_epilogue(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_siblings(graph::Graph& g, const BuildOptions& options);
 PassResult pad_gemm_columns(graph::Graph& g, const BuildOptions& options);  // GPU targets

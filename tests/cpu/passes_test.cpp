@@ -304,7 +304,8 @@ TEST(PassesSelection, UnknownPassNameListsThePasses) {
   EXPECT_TRUE(has(e, "--disable-pass constant-folding: no such pass")) << e;
   EXPECT_TRUE(has(e,
                   "bind-inputs, infer-and-fold, remove-noop, merge-transpose-reshape, fuse-layernorm, fuse-gelu,"
-                  " fuse-attention, fold-pad, fold-batchnorm, fold-scale-shift, remove-identity, quantize-int8, fuse-qdq,"
+                  " fuse-attention, fold-pad, fold-batchnorm, fold-scale-shift, remove-identity, conv-patches, "
+                  "quantize-int8, fuse-qdq,"
                   " fuse-qresidual, fuse-epilogue, fuse-siblings, pad-gemm-columns, remove-dead-nodes, to-fp16,"
                   " channels-last,"
                   " fuse-conv-input, fuse-conv-quantize, fuse-conv-pool,"
