@@ -288,7 +288,7 @@ bool split_heads_of(const graph::Graph& g, const GraphFacts& f, graph::ValueId v
 // (ONNX's 3-D form, q_num_heads / kv_num_heads): the four Transposes, each a copy, go.
 bool to_3d_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally) {
   const graph::Node& att = g.nodes[i];
-  if (att.kind != OpKind::kAttention || att.inputs.size() < 3) return false;
+  if (att.kind != OpKind::kAttention || att.inputs.size() < 3 || att.outputs.size() != 1) return false;
   const auto& a = std::get<AttentionAttrs>(att.attrs);
   if (a.packed_qkv || g.value(att.inputs[0]).shape.size() != 4) return false;
   std::vector<size_t> nodes;
@@ -379,8 +379,12 @@ struct StridedView {
 std::optional<StridedView> reshaped(const StridedView& v, const std::vector<int64_t>& to) {
   std::vector<Part> flat;
   for (const std::vector<Part>& axis : v.axes)
-    for (const Part& p : axis)
+    for (const Part& p : axis) {
+      if (p.extent < 1) return std::nullopt;  // empty: nothing to read
       if (p.extent != 1) flat.push_back(p);
+    }
+  for (int64_t e : to)
+    if (e < 1) return std::nullopt;
   StridedView out{std::vector<std::vector<Part>>(to.size()), v.offset};
   int64_t k = static_cast<int64_t>(flat.size()) - 1;
   for (size_t j = to.size(); j-- > 0;) {
@@ -484,7 +488,7 @@ bool perm_is(const graph::Node& n, std::vector<int64_t> perm) {
 
 bool multihead_export_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally) {
   const graph::Node& att = g.nodes[i];
-  if (att.kind != OpKind::kAttention || att.inputs.size() < 3) return false;
+  if (att.kind != OpKind::kAttention || att.inputs.size() < 3 || att.outputs.size() != 1) return false;
   const auto& a = std::get<AttentionAttrs>(att.attrs);
   const std::vector<int64_t>&qs = g.value(att.inputs[0]).shape, &ks = g.value(att.inputs[1]).shape,
         &vs = g.value(att.inputs[2]).shape;

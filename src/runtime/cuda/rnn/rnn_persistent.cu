@@ -199,27 +199,22 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
   }
 }
 
-// The device's properties the fit depends on (the current device's, read once per device).
+// The device's properties the fit depends on (the current device's; attribute queries are cheap,
+// so they are read each time rather than cached across threads).
 struct DeviceLimits {
   int sms = 0, smem_optin = 0;
   bool cooperative = false;
 };
 DeviceLimits device_limits() {
-  static DeviceLimits cached[64];
-  static bool read[64] = {};
-  int dev = 0;
+  DeviceLimits l;
+  int dev = 0, coop = 0;
   check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
-  if (dev < 0 || dev >= 64) return {};
-  if (!read[dev]) {
-    int coop = 0;
-    check_cuda(cudaDeviceGetAttribute(&cached[dev].sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-    check_cuda(cudaDeviceGetAttribute(&cached[dev].smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-               "cudaDeviceGetAttribute");
-    check_cuda(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev), "cudaDeviceGetAttribute");
-    cached[dev].cooperative = coop != 0;
-    read[dev] = true;
-  }
-  return cached[dev];
+  check_cuda(cudaDeviceGetAttribute(&l.sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  check_cuda(cudaDeviceGetAttribute(&l.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+             "cudaDeviceGetAttribute");
+  check_cuda(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev), "cudaDeviceGetAttribute");
+  l.cooperative = coop != 0;
+  return l;
 }
 
 struct Fit {
@@ -244,7 +239,8 @@ std::optional<Fit> fit_of(OpKind kind, const RnnAttrs& a, const Dims& dm, DataTy
   const int per_dir = std::clamp(lim.sms / spread / D, 1, H);
   f.units = (H + per_dir - 1) / per_dir;
   f.blocks_per_dir = (H + f.units - 1) / f.units;
-  if (B * f.units > kThreads) return std::nullopt;
+  // The barrier's counter reaches seq * blocks_per_dir: it must not wrap.
+  if (B * f.units > kThreads || dm.seq * f.blocks_per_dir >= (int64_t{1} << 31)) return std::nullopt;
   f.smem = align_up(static_cast<size_t>(G) * f.units * f.hp * dtype_size(dt), 16) +
            sizeof(float) * static_cast<size_t>(B) * (f.hp + G * f.units);
   if (f.smem > static_cast<size_t>(lim.smem_optin)) return std::nullopt;
