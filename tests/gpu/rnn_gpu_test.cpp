@@ -126,10 +126,10 @@ TEST_F(GpuRnn, Larger) {
 }
 
 // The persistent kernel's shapes: hidden sizes that span every SM (a DeepSpeech2 layer: GRU 512,
-// bidirectional; a GRU of 1000 units, several units a block), up to the largest batch it takes,
-// long sequences with sequence_lens; captured, as engines run it. Each is checked with every
-// tactic, and the persistent ones must be on offer; a larger batch and a GRU without
-// linear_before_reset leave only the step-wise kernels.
+// bidirectional; a GRU of 1000 units, several units a block), up to the largest batch it takes
+// (16), long sequences with sequence_lens, GRU with and without linear_before_reset; captured, as
+// engines run it. Each is checked with every tactic, and the persistent ones must be on offer; a
+// larger batch and float64 leave only the step-wise kernels.
 TEST_F(GpuRnn, PersistentShapes) {
   KILN_SKIP_WITHOUT_GPU();
   struct Shape {
@@ -141,26 +141,29 @@ TEST_F(GpuRnn, PersistentShapes) {
                           {OpKind::kLSTM, RnnDirection::kForward, 33, 8, 40, 256},
                           {OpKind::kRNN, RnnDirection::kReverse, 50, 5, 16, 300},
                           {OpKind::kGRU, RnnDirection::kBidirectional, 20, 3, 24, 1000},
-                          {OpKind::kLSTM, RnnDirection::kBidirectional, 24, 2, 33, 129}};
+                          {OpKind::kLSTM, RnnDirection::kBidirectional, 24, 2, 33, 129},
+                          {OpKind::kGRU, RnnDirection::kForward, 30, 16, 40, 256}};
   for (const Shape& z : shapes)
-    for (DT dt : {DT::kFloat32, DT::kFloat16}) {
-      RnnConfig c;
-      c.kind = z.kind, c.dir = z.dir, c.S = z.S, c.B = z.B, c.I = z.I, c.H = z.H;
-      c.bias = c.h0 = c.c0 = c.lens = true;
-      c.peep = c.kind == OpKind::kLSTM;
-      c.lbr = c.kind == OpKind::kGRU;
-      c.scale = 2.0 / std::sqrt(static_cast<double>(z.H));
-      const Inputs ins = make_inputs(c, dt);
-      EXPECT_GE(tactics_or_default(c, ins).size(), 2u) << describe(c, dt, GpuMode::kCaptured);
-      check(c, dt, GpuMode::kCaptured);
-      if (HasFailure()) return;
-    }
+    for (DT dt : {DT::kFloat32, DT::kFloat16})
+      for (bool lbr : {true, false}) {
+        if (!lbr && z.kind != OpKind::kGRU) continue;
+        RnnConfig c;
+        c.kind = z.kind, c.dir = z.dir, c.S = z.S, c.B = z.B, c.I = z.I, c.H = z.H;
+        c.bias = c.h0 = c.c0 = c.lens = true;
+        c.peep = c.kind == OpKind::kLSTM;
+        c.lbr = lbr && c.kind == OpKind::kGRU;
+        c.scale = 2.0 / std::sqrt(static_cast<double>(z.H));
+        const Inputs ins = make_inputs(c, dt);
+        EXPECT_GE(tactics_or_default(c, ins).size(), 2u) << describe(c, dt, GpuMode::kCaptured);
+        check(c, dt, GpuMode::kCaptured);
+        if (HasFailure()) return;
+      }
   RnnConfig big;
-  big.kind = OpKind::kLSTM, big.S = 4, big.B = 9, big.H = 64;
-  EXPECT_EQ(tactics_of(big.kind, Attrs{attrs_of(big)}, make_inputs(big, DT::kFloat32), outputs_of(big)).size(), 0u);
-  big.kind = OpKind::kGRU, big.B = 2;
+  big.kind = OpKind::kLSTM, big.S = 4, big.B = 17, big.H = 64;
   EXPECT_EQ(tactics_of(big.kind, Attrs{attrs_of(big)}, make_inputs(big, DT::kFloat32), outputs_of(big)).size(), 0u);
   check(big, DT::kFloat32);
+  big.kind = OpKind::kGRU, big.B = 2;
+  EXPECT_EQ(tactics_of(big.kind, Attrs{attrs_of(big)}, make_inputs(big, DT::kFloat64), outputs_of(big)).size(), 0u);
 }
 
 // Omitted optional outputs (views that do not exist, with null data), run directly: the harness

@@ -187,10 +187,10 @@ inline constexpr int32_t kRnnPersistent = 0;
 inline constexpr int32_t kRnnPersistentHalf = 1;
 inline constexpr int32_t kRnnStepwise = 2;
 // Most batch entries the persistent kernel takes (each warp keeps a sum per entry).
-inline constexpr int kMaxRnnBatch = 8;
+inline constexpr int kMaxRnnBatch = 16;
 
 // Whether the persistent kernel runs this op with this tactic on the current device: float32 or
-// float16, GRU only with linear_before_reset, batch at most kMaxRnnBatch, R's rows fitting in
+// float16, batch at most kMaxRnnBatch, R's rows fitting in
 // the blocks' shared memory.
 bool persistent_takes(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in, int32_t tactic);
 // The tactics to time: the persistent ones that take the op (the half-spread one where its grid

@@ -1,4 +1,4 @@
-// The persistent path of RNN, GRU (linear_before_reset) and LSTM on the GPU: one GEMM projects the
+// The persistent path of RNN, GRU and LSTM on the GPU: one GEMM projects the
 // inputs of every time step and both directions (cuBLASLt, float accumulation and float output),
 // then one cooperative launch runs all the time steps of both directions.
 //
@@ -10,7 +10,9 @@
 // their slot of the next buffer, and the blocks of the direction meet at a barrier (a counter in
 // global memory: release on arrival, acquire while waiting) before the next step reads it. The
 // launch is cooperative, so every block is resident and the barrier cannot wait on a block that
-// never runs; a grid of at most one block per SM keeps that true.
+// never runs; a grid of at most one block per SM keeps that true. GRU without linear_before_reset
+// needs r . h of every unit before n: its step computes z and r, writes r . h to a second buffer,
+// meets the other blocks, then takes (r . h) R_h^T (two barriers a step).
 //
 // The numbers are the step-wise path's (rnn_internal.cuh's cell updates), with float state and
 // accumulation; the order of the sums differs (biases added per step here).
@@ -42,10 +44,11 @@ struct Args {
   const int32_t* lens = nullptr;
   T *y = nullptr, *yh = nullptr, *yc = nullptr;
   float* hbuf = nullptr;      // [dirs, 2, batch, H]
+  float* rhbuf = nullptr;     // [dirs, 2, batch, H]: r . h (GRU without linear_before_reset)
   unsigned* count = nullptr;  // [dirs], zero at launch
   int* error = nullptr;
   OpKind kind = OpKind::kRNN;
-  bool input_forget = false, first_reversed = false;
+  bool input_forget = false, first_reversed = false, lbr = false;
   float clip = 0;
   GateFns fns[2] = {};
 };
@@ -112,12 +115,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
     if (p.c0) c = to_c<T, float>(p.c0[dm.state_off(d, ob) + oj]);
     if (p.bias) {
       const T* bd = p.bias + d * 2 * GH;
-      const bool gru = p.kind == OpKind::kGRU;
+      const bool gru = p.kind == OpKind::kGRU, lbr = gru && p.lbr;
 #pragma unroll
       for (int g = 0; g < 4; ++g)
         if (g < G)
-          bsum[g] = to_c<T, float>(bd[g * H + oj]) + (gru && g == 2 ? 0.0f : to_c<T, float>(bd[GH + g * H + oj]));
-      if (gru) rbh = to_c<T, float>(bd[GH + 2 * H + oj]);
+          bsum[g] = to_c<T, float>(bd[g * H + oj]) + (lbr && g == 2 ? 0.0f : to_c<T, float>(bd[GH + g * H + oj]));
+      if (lbr) rbh = to_c<T, float>(bd[GH + 2 * H + oj]);
     }
     if (p.peep)
 #pragma unroll
@@ -128,6 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
     }
   }
 
+  unsigned phase = 0;  // barriers passed
   for (int s = 0; s < S; ++s) {
     const int t = rev ? S - 1 - s : s;
     // This step's input terms (in flight while the products run).
@@ -150,31 +154,55 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
       for (int e = tid; e < B * H; e += kThreads) hs[e / H * hp + e % H] = __ldcg(src + e);
     }
     __syncthreads();
-    for (int rr = warp; rr < rows; rr += kWarps) {
-      float a[kMaxRnnBatch] = {};
-      const T* wr = w + rr * hp;
-      for (int k = lane * kVec; k < hp; k += 32 * kVec) {
-        float wv[kVec], hv[kVec];
-        load_vec(wr + k, wv);
+    // The products of rows [first, last) of R with hs, for every batch entry, into acc.
+    auto products = [&](int first, int last) {
+      for (int rr = first + warp; rr < last; rr += kWarps) {
+        float a[kMaxRnnBatch] = {};
+        const T* wr = w + rr * hp;
+        for (int k = lane * kVec; k < hp; k += 32 * kVec) {
+          float wv[kVec], hv[kVec];
+          load_vec(wr + k, wv);
+#pragma unroll
+          for (int b = 0; b < kMaxRnnBatch; ++b) {
+            if (b >= B) break;
+            load_vec(hs + b * hp + k, hv);
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) a[b] = fmaf(wv[i], hv[i], a[b]);
+          }
+        }
 #pragma unroll
         for (int b = 0; b < kMaxRnnBatch; ++b) {
           if (b >= B) break;
-          load_vec(hs + b * hp + k, hv);
 #pragma unroll
-          for (int i = 0; i < kVec; ++i) a[b] = fmaf(wv[i], hv[i], a[b]);
+          for (int o = 16; o > 0; o /= 2) a[b] += __shfl_xor_sync(0xffffffffu, a[b], o);
+          if (lane == 0) acc[b * rows + rr] = a[b];
         }
       }
-#pragma unroll
-      for (int b = 0; b < kMaxRnnBatch; ++b) {
-        if (b >= B) break;
-#pragma unroll
-        for (int o = 16; o > 0; o /= 2) a[b] += __shfl_xor_sync(0xffffffffu, a[b], o);
-        if (lane == 0) acc[b * rows + rr] = a[b];
+    };
+    const float* hr = acc + ob * rows + (oj - j0);  // the owner's gate g at hr[g * U]
+    if (p.kind == OpKind::kGRU && !p.lbr) {
+      // n needs r . h of every unit first: z and r, a barrier, then (r . h) R_h^T.
+      products(0, 2 * U);
+      __syncthreads();
+      float z = 0.0f;
+      float* rh = p.rhbuf + (static_cast<int64_t>(d) * 2 + (s & 1)) * B * H;
+      if (owner) {
+        float r_h = 0.0f;
+        if (active) {
+          z = clip_activate(fns.f[0], p.clip, hr[0] + xq[0] + bsum[0]);
+          r_h = clip_activate(fns.f[0], p.clip, hr[U] + xq[1] + bsum[1]) * h;
+        }
+        rh[ob * H + oj] = r_h;
       }
-    }
-    __syncthreads();
-    if (owner) {
-      const float* hr = acc + ob * rows + (oj - j0);  // gate g at hr[g * U]
+      direction_barrier(p.count + d, ++phase * static_cast<unsigned>(p.blocks_per_dir));
+      for (int e = tid; e < B * H; e += kThreads) hs[e / H * hp + e % H] = __ldcg(rh + e);
+      __syncthreads();
+      products(2 * U, 3 * U);
+      __syncthreads();
+      if (active) h = gru_update(fns, p.clip, z, xq[2] + bsum[2], hr[2 * U], h);
+    } else {
+      products(0, rows);
+      __syncthreads();
       if (active) {
         if (p.kind == OpKind::kRNN) {
           h = rnn_cell(fns, p.clip, hr[0] + xq[0] + bsum[0]);
@@ -186,11 +214,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
                         hr[2 * U] + xq[2] + bsum[2], hr[3 * U] + xq[3] + bsum[3], p.peep ? pv : nullptr, c);
         }
       }
+    }
+    if (owner) {
       if (p.y) p.y[dm.y_off(t, d, ob) + oj] = from_c<T, float>(active ? h : 0.0f);
       if (s + 1 < S) p.hbuf[((static_cast<int64_t>(d) * 2 + ((s + 1) & 1)) * B + ob) * H + oj] = h;
     }
-    if (s + 1 < S)
-      direction_barrier(p.count + d, static_cast<unsigned>(s + 1) * static_cast<unsigned>(p.blocks_per_dir));
+    if (s + 1 < S) direction_barrier(p.count + d, ++phase * static_cast<unsigned>(p.blocks_per_dir));
   }
   if (owner) {
     const bool ran = len > 0;
@@ -226,7 +255,6 @@ struct Fit {
 // nothing where it does not take it.
 std::optional<Fit> fit_of(OpKind kind, const RnnAttrs& a, const Dims& dm, DataType dt, int spread) {
   if (dt != DataType::kFloat32 && dt != DataType::kFloat16) return std::nullopt;
-  if (kind == OpKind::kGRU && a.linear_before_reset == 0) return std::nullopt;  // needs all of r . h first
   if (dm.seq < 1 || dm.batch < 1 || dm.batch > kMaxRnnBatch || dm.hidden < 1 || dm.hidden > (1 << 16) ||
       dm.seq > (1 << 30) / dm.batch)
     return std::nullopt;
@@ -239,8 +267,9 @@ std::optional<Fit> fit_of(OpKind kind, const RnnAttrs& a, const Dims& dm, DataTy
   const int per_dir = std::clamp(lim.sms / spread / D, 1, H);
   f.units = (H + per_dir - 1) / per_dir;
   f.blocks_per_dir = (H + f.units - 1) / f.units;
-  // The barrier's counter reaches seq * blocks_per_dir: it must not wrap.
-  if (B * f.units > kThreads || dm.seq * f.blocks_per_dir >= (int64_t{1} << 31)) return std::nullopt;
+  // The barrier's counter reaches seq * blocks_per_dir (twice that for GRU without
+  // linear_before_reset): it must not wrap.
+  if (B * f.units > kThreads || 2 * dm.seq * f.blocks_per_dir >= (int64_t{1} << 31)) return std::nullopt;
   f.smem = align_up(static_cast<size_t>(G) * f.units * f.hp * dtype_size(dt), 16) +
            sizeof(float) * static_cast<size_t>(B) * (f.hp + G * f.units);
   if (f.smem > static_cast<size_t>(lim.smem_optin)) return std::nullopt;
@@ -251,13 +280,15 @@ int spread_of(int32_t tactic) { return tactic == kRnnPersistentHalf ? 2 : 1; }
 
 // Workspace: the input terms, the h buffers, the counters, cuBLASLt's scratch.
 struct WsLayout {
-  size_t xw = 0, hbuf = 0, count = 0, gemm = 0, total = 0;
+  size_t xw = 0, hbuf = 0, rhbuf = 0, count = 0, gemm = 0, total = 0;
 };
 WsLayout ws_layout(const Dims& dm) {
   WsLayout l;
+  const size_t state = align_up(sizeof(float) * static_cast<size_t>(dm.dirs * 2 * dm.batch * dm.hidden), 256);
   l.xw = 0;
   l.hbuf = align_up(sizeof(float) * static_cast<size_t>(dm.seq * dm.batch * dm.dirs * dm.gates * dm.hidden), 256);
-  l.count = l.hbuf + align_up(sizeof(float) * static_cast<size_t>(dm.dirs * 2 * dm.batch * dm.hidden), 256);
+  l.rhbuf = l.hbuf + state;
+  l.count = l.rhbuf + state;
   l.gemm = l.count + 256;
   l.total = l.gemm + kGemmWorkspace;
   return l;
@@ -384,6 +415,8 @@ void run_persistent(OpKind kind, const RnnAttrs& a, std::span<const TensorView> 
     g.yh = static_cast<T*>(present(out, 1));
     g.yc = lstm ? static_cast<T*>(present(out, 2)) : nullptr;
     g.hbuf = reinterpret_cast<float*>(ws + lay.hbuf);
+    g.rhbuf = reinterpret_cast<float*>(ws + lay.rhbuf);
+    g.lbr = a.linear_before_reset != 0;
     g.count = count;
     g.error = env.error;
     g.kind = kind;
