@@ -20,7 +20,9 @@
 // projection (GPT-2), the Attention reads the projection in place (packed_qkv) and the Split goes
 // (packed_from_split_at). fuse-siblings packs three separate projections (BERT) the same way.
 // nn.MultiheadAttention's export (one packed projection, the heads gathered out of it) gets the
-// same form through multihead_export_at.
+// same form through multihead_export_at, Swin's batch-first one through batch_first_packed_at;
+// Swin's shifted-window mask, added through a 5-D view of the scores, joins the relative position
+// bias as one constant mask (window_mask_at) first.
 // GPU targets fuse only where the tensor-core kernel will run (gpu_runs_fast).
 // Position: after merge-transpose-reshape (the transposes around q, k and v are merged) and before
 // the folds that rewrite Mul and Div by constants.
@@ -104,11 +106,11 @@ bool where_mask(const graph::Graph& g, const GraphFacts& f, graph::ValueId s, Wh
 }
 
 // GPU targets: only where the tensor-core kernel will run (float16 or bfloat16, or float32 that
-// --fp16 converts; head sizes 64 or 128): elsewhere the portable kernel is slower than the steps
+// --fp16 converts; head sizes 32, 64 or 128): elsewhere the portable kernel is slower than the steps
 // (decision 59).
 bool gpu_runs_fast(DataType t, int64_t d, int64_t dv, const BuildOptions& o) {
   if (!(t == DataType::kFloat16 || t == DataType::kBFloat16 || (t == DataType::kFloat32 && o.fp16))) return false;
-  return d == dv && (d == 64 || d == 128);
+  return d == dv && (d == 32 || d == 64 || d == 128);
 }
 
 // gpu: the build options of a GPU target (gpu_runs_fast decides), null for the CPU.
@@ -486,14 +488,69 @@ bool perm_is(const graph::Node& n, std::vector<int64_t> perm) {
   return resolved_perm(std::get<TransposeAttrs>(n.attrs), perm.size()) == perm;
 }
 
-bool multihead_export_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally) {
-  const graph::Node& att = g.nodes[i];
-  if (att.kind != OpKind::kAttention || att.inputs.size() < 3 || att.outputs.size() != 1) return false;
-  const auto& a = std::get<AttentionAttrs>(att.attrs);
+// The nodes that take q, k and v of Attention `att` [b, heads, s, size] out of P, where each is a
+// view of P at offset 0, wq and wq + wk with the strides `qk` (q and k) and `vw` (v) per axis, and
+// every value on the way (P included) is read only there or by the Attention; else nothing.
+std::optional<std::set<size_t>> packed_chain(const graph::Graph& g, const GraphFacts& f, const graph::Node& att,
+                                             graph::ValueId P, const std::array<int64_t, 4>& qk,
+                                             const std::array<int64_t, 4>& vw, int64_t wq, int64_t wk) {
+  std::set<size_t> chain;
+  const int64_t offsets[3] = {0, wq, wq + wk};
+  for (size_t k = 0; k < 3; ++k) {
+    std::optional<StridedView> view = view_of(g, f, att.inputs[k], P, chain);
+    if (!view || view->offset != offsets[k]) return std::nullopt;
+    const std::array<int64_t, 4>& want = k == 2 ? vw : qk;
+    for (size_t ax = 0; ax < 4; ++ax) {
+      const std::vector<Part> parts = joined(view->axes[ax]);
+      if (!parts.empty() && (parts.size() != 1 || parts[0].stride != want[ax])) return std::nullopt;
+    }
+  }
+  std::map<graph::ValueId, int> reads;
+  for (size_t n : chain)
+    for (graph::ValueId in : g.nodes[n].inputs) ++reads[in];
+  for (size_t k = 0; k < 3; ++k) ++reads[att.inputs[k]];
+  auto contained = [&](graph::ValueId v) {
+    return !g.is_graph_output(v) && reads[v] == f.uses[static_cast<size_t>(v)];
+  };
+  if (!contained(P)) return std::nullopt;
+  for (size_t n : chain)
+    for (graph::ValueId out : g.nodes[n].outputs)
+      if (!contained(out)) return std::nullopt;
+  return chain;
+}
+
+// The extents of an Attention over 4-D q [b, h, s, d], k [b, hk, s, d], v [b, hk, s, dv] with
+// one output, not packed yet; else nothing.
+struct Heads {
+  int64_t b, h, s, d, hk, dv;
+};
+std::optional<Heads> heads_of(const graph::Graph& g, const graph::Node& att) {
+  if (att.kind != OpKind::kAttention || att.inputs.size() < 3 || att.outputs.size() != 1) return std::nullopt;
   const std::vector<int64_t>&qs = g.value(att.inputs[0]).shape, &ks = g.value(att.inputs[1]).shape,
         &vs = g.value(att.inputs[2]).shape;
-  if (a.packed_qkv || qs.size() != 4 || ks.size() != 4 || vs.size() != 4 || qs[2] != ks[2]) return false;
-  const int64_t b = qs[0], h = qs[1], s = qs[2], d = qs[3], hk = ks[1], dv = vs[3];
+  if (std::get<AttentionAttrs>(att.attrs).packed_qkv || qs.size() != 4 || ks.size() != 4 || vs.size() != 4 ||
+      qs[2] != ks[2])
+    return std::nullopt;
+  return Heads{qs[0], qs[1], qs[2], qs[3], ks[1], vs[3]};
+}
+
+// The Attention's attributes reading one packed input C wide (3-D, the head counts set), where
+// its three widths lie side by side in C; else nothing.
+std::optional<AttentionAttrs> packed_attrs(const graph::Node& att, const Heads& x, int64_t C) {
+  AttentionAttrs packed = std::get<AttentionAttrs>(att.attrs);
+  packed.q_num_heads = x.h;
+  packed.kv_num_heads = x.hk;
+  packed.packed_qkv = 1;
+  const int64_t wq = x.h * x.d, wk = x.hk * x.d, wv = x.hk * x.dv;
+  if (C != wq + wk + wv || !attention_packs(packed, wq, wk, wv)) return std::nullopt;
+  return packed;
+}
+
+bool multihead_export_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally) {
+  const graph::Node& att = g.nodes[i];
+  const std::optional<Heads> heads = heads_of(g, att);
+  if (!heads) return false;
+  const int64_t b = heads->b, h = heads->h, s = heads->s, d = heads->d, hk = heads->hk, dv = heads->dv;
   // The packed projection: P = [Add(bias)] MatMul(Transpose(x, 1 0 2), W), P [s, b, C].
   graph::ValueId P = graph::kNoValue;
   {
@@ -524,36 +581,13 @@ bool multihead_export_at(graph::Graph& g, size_t i, const GraphFacts& f, std::ve
   if (!tx || !f.only_read_once(g, xt) || !perm_is(*tx, {1, 0, 2}) || g.value(mm->inputs[1]).shape.size() != 2 ||
       ps.size() != 3 || ps[0] != s || ps[1] != b)
     return false;
-  const int64_t C = ps[2], wq = h * d, wk = hk * d, wv = hk * dv;
-  AttentionAttrs packed = a;
-  packed.q_num_heads = h;
-  packed.kv_num_heads = hk;
-  packed.packed_qkv = 1;
-  if (C != wq + wk + wv || !attention_packs(packed, wq, wk, wv)) return false;
+  const int64_t C = ps[2], wq = h * d, wk = hk * d;
+  const std::optional<AttentionAttrs> packed = packed_attrs(att, *heads, C);
+  if (!packed) return false;
   // q, k and v: views of P at offsets 0, wq and wq + wk, laid out [s, b, heads, size].
-  std::set<size_t> chain;
-  const int64_t offsets[3] = {0, wq, wq + wk};
-  for (size_t k = 0; k < 3; ++k) {
-    std::optional<StridedView> view = view_of(g, f, att.inputs[k], P, chain);
-    if (!view || view->offset != offsets[k]) return false;
-    const int64_t want[4] = {C, k == 2 ? dv : d, b * C, 1};
-    for (size_t ax = 0; ax < 4; ++ax) {
-      const std::vector<Part> parts = joined(view->axes[ax]);
-      if (!parts.empty() && (parts.size() != 1 || parts[0].stride != want[ax])) return false;
-    }
-  }
-  // Every value of the chain (P included) is read only inside it or by the Attention.
-  std::map<graph::ValueId, int> reads;
-  for (size_t n : chain)
-    for (graph::ValueId in : g.nodes[n].inputs) ++reads[in];
-  for (size_t k = 0; k < 3; ++k) ++reads[att.inputs[k]];
-  auto contained = [&](graph::ValueId v) {
-    return !g.is_graph_output(v) && reads[v] == f.uses[static_cast<size_t>(v)];
-  };
-  if (!contained(P)) return false;
-  for (size_t n : chain)
-    for (graph::ValueId out : g.nodes[n].outputs)
-      if (!contained(out)) return false;
+  std::optional<std::set<size_t>> found = packed_chain(g, f, att, P, {C, d, b * C, 1}, {C, dv, b * C, 1}, wq, wk);
+  if (!found) return false;
+  const std::set<size_t>& chain = *found;
   // The output: Transpose(2 0 1 3) -> Reshape [s * b, h * dv] -> Gemm | MatMul -> Reshape [s, b, N]
   // -> Transpose(1 0 2).
   int t6 = -1, r12 = -1, proj = -1, r13 = -1, t7 = -1;
@@ -620,7 +654,7 @@ bool multihead_export_at(graph::Graph& g, size_t i, const GraphFacts& f, std::ve
     g.value(v).dim_params.clear();
   }
   graph::Node& n = g.nodes[i];
-  n.attrs = packed;
+  n.attrs = *packed;
   n.inputs[0] = n.inputs[1] = n.inputs[2] = P;  // core/attention.h
   n.outputs = {y3};
   // The output projection over the rows of [b, s, h * dv] (in (b, s) order, as the residual's).
@@ -646,6 +680,130 @@ bool multihead_export_at(graph::Graph& g, size_t i, const GraphFacts& f, std::ve
   tally.add("Attention packed (MultiheadAttention)");
   return true;
 }
+
+// The value q's chain starts from: back through reshapes, Transposes and Gathers.
+graph::ValueId root_of(const graph::Graph& g, const GraphFacts& f, graph::ValueId v) {
+  for (int k = 0; k < 16; ++k) {
+    const int p = f.producer[static_cast<size_t>(v)];
+    if (p < 0) return v;
+    const graph::Node& n = g.nodes[static_cast<size_t>(p)];
+    if (!has_trait(n.kind, kReshapeLike) && n.kind != OpKind::kTranspose && n.kind != OpKind::kGather) return v;
+    v = n.inputs[0];
+  }
+  return graph::kNoValue;
+}
+
+// Swin's (and other exporters') heads taken out of a batch-first packed projection P [b, s, C] by
+// Reshape [b, s, 3, heads, size], Transpose(2 0 3 1 4) and Gathers, merged back by Transpose(0 2 1 3)
+// and Reshape [b, s, heads * size]: the Attention reads P packed and writes the merged value.
+bool batch_first_packed_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally) {
+  const graph::Node& att = g.nodes[i];
+  const std::optional<Heads> heads = heads_of(g, att);
+  if (!heads) return false;
+  const int64_t b = heads->b, h = heads->h, s = heads->s, d = heads->d, hk = heads->hk, dv = heads->dv;
+  const graph::ValueId P = root_of(g, f, att.inputs[0]);
+  if (P == graph::kNoValue || P == att.inputs[0]) return false;
+  const std::vector<int64_t>& ps = g.value(P).shape;
+  if (ps.size() != 3 || ps[0] != b || ps[1] != s) return false;
+  const int64_t C = ps[2], wq = h * d, wk = hk * d;
+  const std::optional<AttentionAttrs> packed = packed_attrs(att, *heads, C);
+  if (!packed) return false;
+  std::optional<std::set<size_t>> chain = packed_chain(g, f, att, P, {s * C, d, C, 1}, {s * C, dv, C, 1}, wq, wk);
+  if (!chain) return false;
+  int tr = -1, rs = -1;
+  const graph::Node* merge = only_reader_of(g, f, att.outputs[0], OpKind::kTranspose, tr);
+  if (!merge || !perm_is(*merge, {0, 2, 1, 3})) return false;
+  const graph::Node* flat = only_reader_of(g, f, merge->outputs[0], OpKind::kReshape, rs);
+  if (!flat || flat->inputs[0] != merge->outputs[0] ||
+      g.value(flat->outputs[0]).shape != std::vector<int64_t>{b, s, h * dv})
+    return false;
+  const graph::ValueId y3 = flat->outputs[0];
+  graph::Node& n = g.nodes[i];
+  n.attrs = *packed;
+  n.inputs[0] = n.inputs[1] = n.inputs[2] = P;  // core/attention.h
+  n.outputs = {y3};
+  for (size_t c : *chain) remove_node(g, c, removed);
+  remove_node(g, static_cast<size_t>(tr), removed);
+  remove_node(g, static_cast<size_t>(rs), removed);
+  tally.add("Attention packed (batch-first heads)");
+  return true;
+}
+
+// Swin's shifted windows add their mask through a 5-D view of the scores:
+//   s1 = Add(s0, bias)   s2 = Reshape(s1) [b, windows, heads, n, n]   s3 = Add(s2, m)   s4 = Reshape(s3) [b * windows,
+//   heads, n, n]
+// with bias and m constants. Where s4 has s1's shape, s4 = Add(s0, M) with M the two constants
+// broadcast to [b * windows, heads, n, n] (at most kMaxWindowMask bytes: batch 1 and its
+// like), which fuse_at then takes as the Attention's mask.
+constexpr int64_t kMaxWindowMask = int64_t{32} << 20;
+
+bool window_mask_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally) {
+  const graph::Node& r4 = g.nodes[i];
+  if (r4.kind != OpKind::kReshape) return false;
+  const graph::Node* add2 = f.producer_of(g, r4.inputs[0], OpKind::kAdd);
+  if (!add2 || !f.only_read_once(g, r4.inputs[0])) return false;
+  size_t mk = 0;
+  const graph::Node* r5 = nullptr;
+  for (size_t k = 0; k < 2 && !r5; ++k)
+    if (g.value(add2->inputs[1 - k]).is_constant() && f.only_read_once(g, add2->inputs[k])) {
+      r5 = f.producer_of(g, add2->inputs[k], OpKind::kReshape);
+      mk = 1 - k;
+    }
+  if (!r5) return false;
+  const graph::ValueId s1 = r5->inputs[0];
+  const std::vector<int64_t>&x4 = g.value(s1).shape, &x5 = g.value(r5->outputs[0]).shape,
+        &out = g.value(r4.outputs[0]).shape, &ms = g.value(add2->inputs[mk]).shape;
+  if (x4.size() != 4 || out != x4 || x5.size() != 5 || x5[0] * x5[1] != x4[0] || x5[2] != x4[1] || x5[3] != x4[2] ||
+      x5[4] != x4[3] || g.value(add2->outputs[0]).shape != x5 || ms.size() > 5)
+    return false;
+  const DataType t = g.value(s1).dtype;
+  if (!float_type(t) || g.value(add2->inputs[mk]).dtype != t) return false;
+  // s1 = Add(s0, bias) read only by r5: the bias joins M.
+  const graph::Node* add1 = f.producer_of(g, s1, OpKind::kAdd);
+  graph::ValueId s0 = s1, bias = graph::kNoValue;
+  if (add1 && f.only_read_once(g, s1))
+    for (size_t k = 0; k < 2 && bias == graph::kNoValue; ++k) {
+      const graph::Value& c = g.value(add1->inputs[1 - k]);
+      if (c.is_constant() && c.dtype == t && c.shape.size() <= 4 && g.value(add1->inputs[k]).shape == x4) {
+        bias = add1->inputs[1 - k];
+        s0 = add1->inputs[k];
+      }
+    }
+  if (numel(x4) * static_cast<int64_t>(dtype_size(t)) > kMaxWindowMask) return false;
+  // M[b_, h, i, j] = bias[.., h, i, j] + m[b_ / windows, b_ % windows, h, i, j], each broadcast.
+  const std::vector<double> mv = read_doubles(g.value(add2->inputs[mk]));
+  const std::vector<double> bv = bias != graph::kNoValue ? read_doubles(g.value(bias)) : std::vector<double>{};
+  auto at = [](const std::vector<int64_t>& shape, const std::vector<int64_t>& idx) {  // right-aligned broadcast
+    int64_t off = 0;
+    const size_t lead = idx.size() - shape.size();
+    for (size_t k = 0; k < shape.size(); ++k) off = off * shape[k] + (shape[k] == 1 ? 0 : idx[lead + k]);
+    return static_cast<size_t>(off);
+  };
+  const std::vector<int64_t> bs = bias != graph::kNoValue ? g.value(bias).shape : std::vector<int64_t>{};
+  std::vector<double> M(static_cast<size_t>(numel(x4)));
+  size_t e = 0;
+  for (int64_t b_ = 0; b_ < x4[0]; ++b_)
+    for (int64_t hh = 0; hh < x4[1]; ++hh)
+      for (int64_t r = 0; r < x4[2]; ++r)
+        for (int64_t c = 0; c < x4[3]; ++c, ++e) {
+          double v = mv[at(ms, {b_ / x5[1], b_ % x5[1], hh, r, c})];
+          if (bias != graph::kNoValue) v += bv[at(bs, {b_, hh, r, c})];
+          M[e] = v;
+        }
+  std::vector<size_t> gone{static_cast<size_t>(f.producer[static_cast<size_t>(r4.inputs[0])]),
+                           static_cast<size_t>(f.producer[static_cast<size_t>(add2->inputs[1 - mk])])};
+  if (bias != graph::kNoValue) gone.push_back(static_cast<size_t>(f.producer[static_cast<size_t>(s1)]));
+  const std::vector<int64_t> mask_shape = x4;
+  const std::string name = g.unique_name(g.value(add2->inputs[mk]).name + "_windows");
+  const graph::ValueId mask = g.add_constant(name, t, mask_shape, write_as(t, M));
+  graph::Node& n = g.nodes[i];
+  n.kind = OpKind::kAdd;
+  n.attrs = NoAttrs{};
+  n.inputs = {s0, mask};
+  for (size_t k : gone) remove_node(g, k, removed);
+  tally.add("window mask");
+  return true;
+}
 }  // namespace
 
 PassResult fuse_attention(graph::Graph& g, const BuildOptions& options) {
@@ -655,7 +813,8 @@ PassResult fuse_attention(graph::Graph& g, const BuildOptions& options) {
   r.changes = rewrite_until_done(g, [&](graph::Graph& gr, size_t i, const GraphFacts& f, std::vector<char>& removed) {
     if (gr.nodes[i].kind == OpKind::kAttention)
       return to_3d_at(gr, i, f, removed, tally) || packed_from_split_at(gr, i, f, removed, tally) ||
-             multihead_export_at(gr, i, f, removed, tally);
+             multihead_export_at(gr, i, f, removed, tally) || batch_first_packed_at(gr, i, f, removed, tally);
+    if (gr.nodes[i].kind == OpKind::kReshape) return window_mask_at(gr, i, f, removed, tally);
     return fuse_at(gr, i, f, removed, tally, gpu ? &options : nullptr);
   });
   r.detail = tally.str();

@@ -326,6 +326,79 @@ TEST(FuseAttention, MultiheadAttentionExport) {
       }
 }
 
+// Swin's window attention as torchvision writes it: x [windows, n, C] -> one packed projection ->
+// Reshape [windows, n, 3, h, d] -> Transpose(2 0 3 1 4) -> Gathers; q scaled; the scores plus the
+// relative position bias [h, n, n]; in a shifted block the window mask added through a 5-D view
+// [1, windows, h, n, n]; Softmax; heads merged by Transpose(0 2 1 3) and Reshape; the output
+// projection.
+PassModel window_attention(bool shifted) {
+  const int64_t w = 4, n = 9, h = 2, d = 4, C = h * d;
+  PassModel m("swin_block", 17);
+  m.input("x", {w, n, C});
+  m.init_rand("w_qkv", {C, 3 * C}, -0.5f, 0.5f);
+  m.init_rand("b_qkv", {3 * C});
+  m.node("MatMul", "qkv", {"x", "w_qkv"}, {"p0"});
+  m.node("Add", "qkv_bias", {"p0", "b_qkv"}, {"p"});
+  m.init_i64("heads5", {5}, {w, n, 3, h, d});
+  m.node("Reshape", "split_heads", {"p", "heads5"}, {"p5"});
+  attr_ints(m.node("Transpose", "qkv_first", {"p5"}, {"qkv"}), "perm", {2, 0, 3, 1, 4});
+  const char* names[] = {"q", "k", "v"};
+  for (int64_t k = 0; k < 3; ++k) {
+    m.init_i64(std::string("i") + names[k], {}, {k});
+    attr_int(m.node("Gather", std::string("take_") + names[k], {"qkv", std::string("i") + names[k]},
+                    {std::string(names[k]) + "h"}),
+             "axis", 0);
+  }
+  m.init_f("scale", {}, {0.5f});
+  m.node("Mul", "scale_q", {"qh", "scale"}, {"qs"});
+  attr_ints(m.node("Transpose", "k_t", {"kh"}, {"kt"}), "perm", {0, 1, 3, 2});
+  m.node("MatMul", "qk", {"qs", "kt"}, {"s0"});
+  m.init_rand("rel_bias", {h, n, n}, -1.f, 1.f);
+  m.node("Add", "add_bias", {"s0", "rel_bias"}, {"s1"});
+  std::string sc = "s1";
+  if (shifted) {
+    m.init_i64("view5", {5}, {1, w, h, n, n});
+    m.init_i64("view4", {4}, {w, h, n, n});
+    std::vector<float> mask(static_cast<size_t>(w * n * n), 0.f);
+    for (size_t e = 0; e < mask.size(); e += 3) mask[e] = -100.f;  // not across a window's two parts
+    m.init_f("window_mask", {1, w, 1, n, n}, mask);
+    m.node("Reshape", "scores5", {"s1", "view5"}, {"s5"});
+    m.node("Add", "add_window_mask", {"s5", "window_mask"}, {"s6"});
+    m.node("Reshape", "scores4", {"s6", "view4"}, {"s7"});
+    sc = "s7";
+  }
+  attr_int(m.node("Softmax", "softmax", {sc}, {"pr"}), "axis", -1);
+  m.node("MatMul", "pv", {"pr", "vh"}, {"y4"});
+  attr_ints(m.node("Transpose", "merge", {"y4"}, {"y4t"}), "perm", {0, 2, 1, 3});
+  m.init_i64("merged", {3}, {w, n, C});
+  m.node("Reshape", "merge_view", {"y4t", "merged"}, {"y3"});
+  m.init_rand("w_o", {C, C}, -0.5f, 0.5f);
+  m.init_rand("b_o", {C});
+  m.node("MatMul", "proj", {"y3", "w_o"}, {"o0"});
+  m.node("Add", "proj_bias", {"o0", "b_o"}, {"y"});
+  m.output("y");
+  return m;
+}
+
+// The window block becomes the packed projection, the Attention (its mask the bias, or the bias and
+// the window mask as one constant) and the output projection; the outputs agree with the pass off.
+TEST(FuseAttention, SwinWindowAttention) {
+  for (bool shifted : {false, true}) {
+    SCOPED_TRACE(shifted ? "shifted windows" : "windows");
+    const PassModel m = window_attention(shifted);
+    build::BuildReport report;
+    const std::vector<uint8_t> on = build_with(m, true, &report), off = build_with(m, false, nullptr);
+    EXPECT_EQ(step_ops(on), (Strings{"FusedMatMul", "Attention", "FusedMatMul"}));
+    for (const build::PassReport& p : report.passes)
+      if (p.name == kPass)
+        EXPECT_EQ(p.detail, shifted ? "Attention 1, Attention packed (batch-first heads) 1, window mask 1"
+                                    : "Attention 1, Attention packed (batch-first heads) 1");
+    std::map<std::string, std::vector<float>> feed{{"x", random_vec(4 * 9 * 8, 5)}};
+    auto y_on = run_engine(on, feed, {"y"}), y_off = run_engine(off, feed, {"y"});
+    expect_close(y_on["y"], y_off["y"], 1e-5f);
+  }
+}
+
 // A chain that does not take the heads from P as the Attention reads them (the Gathers swapped:
 // k read as q) stays as it is.
 TEST(FuseAttentionGuards, MultiheadAttentionHeadsOutOfOrder) {

@@ -267,6 +267,9 @@ std::vector<AttnCase> attention_cases() {
       {"AttentionSoftcap", attn(0, 2.0f, 5.0f), {1, 2, 6, 8}, {1, 2, 6, 8}, {1, 2, 6, 8}, std::nullopt},
       {"Attention3D", attn(0, kNoScale, 0, 4, 2), {2, 9, 4 * 16}, {2, 21, 2 * 16}, {2, 21, 2 * 24}, Shape{9, 21}},
       {"AttentionHead256", attn(), {1, 1, 20, 256}, {1, 1, 50, 256}, {1, 1, 50, 256}, std::nullopt},
+      // Swin's windows: 49 tokens, head size 32, its relative position bias and shifted-window mask
+      // as one additive mask per window and head.
+      tensor_cores({"AttentionWindows32", attn(), {4, 3, 49, 32}, {4, 3, 49, 32}, {4, 3, 49, 32}, Shape{4, 3, 49, 49}}),
       // Kiln's packed_qkv: one [batch, len, (q_heads + 2 kv_heads) * head_size] input, read in place
       // (given three times; k and v shapes unused). BERT's layout with a padding mask; grouped heads
       // of 128, causal.

@@ -468,11 +468,11 @@ __global__ void __launch_bounds__(W * 32) attention_split_kernel(AttnArgs a) {
   }
 }
 
-// The tensor-core kernel takes float16 or bfloat16 with head sizes 64 or 128 (both Q/K and V),
+// The tensor-core kernel takes float16 or bfloat16 with head sizes 32, 64 or 128 (both Q/K and V),
 // rows of Q, K, V and Y 16-byte aligned, on sm_80 and later.
 bool mma_path(const AttentionShape& g, const AttnArgs& a, DataType t) {
   if ((t != DataType::kFloat16 && t != DataType::kBFloat16) || g.head_size != g.v_head_size ||
-      (g.head_size != 64 && g.head_size != 128) || !mma::device_supported())
+      (g.head_size != 32 && g.head_size != 64 && g.head_size != 128) || !mma::device_supported())
     return false;
   auto aligned = [](const void* p, int64_t stride) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (stride * 2) % 16 == 0;
@@ -605,14 +605,19 @@ void attention_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, s
   const AttnArgs a = args_of(g, in, out[0]);
   if (env.tactic != kPortable && mma_path(g, a, in[0].dtype)) {
     const bool half = in[0].dtype == DataType::kFloat16;
-    if (half && g.head_size == 64)
-      launch_mma<__half, 64>(g, a, env.tactic, env.stream);
-    else if (half)
-      launch_mma<__half, 128>(g, a, env.tactic, env.stream);
-    else if (g.head_size == 64)
-      launch_mma<__nv_bfloat16, 64>(g, a, env.tactic, env.stream);
+    auto launch = [&](auto tag) {
+      using T = decltype(tag);
+      if (g.head_size == 32)
+        launch_mma<T, 32>(g, a, env.tactic, env.stream);
+      else if (g.head_size == 64)
+        launch_mma<T, 64>(g, a, env.tactic, env.stream);
+      else
+        launch_mma<T, 128>(g, a, env.tactic, env.stream);
+    };
+    if (half)
+      launch(__half{});
     else
-      launch_mma<__nv_bfloat16, 128>(g, a, env.tactic, env.stream);
+      launch(__nv_bfloat16{});
     check_launch("Attention");
     return;
   }
