@@ -737,9 +737,15 @@ bool batch_first_packed_at(graph::Graph& g, size_t i, const GraphFacts& f, std::
 // like), which fuse_at then takes as the Attention's mask.
 constexpr int64_t kMaxWindowMask = int64_t{32} << 20;
 
-bool window_mask_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally) {
+// gpu: the build options of a GPU target (the Attention must be one gpu_runs_fast takes), null for
+// the CPU. Only where a Softmax reads the result: elsewhere no fusion follows and the constant
+// would only grow.
+bool window_mask_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally,
+                    const BuildOptions* gpu) {
   const graph::Node& r4 = g.nodes[i];
-  if (r4.kind != OpKind::kReshape) return false;
+  if (r4.kind != OpKind::kReshape || !g.value(r4.outputs[0]).shape_static()) return false;
+  const int reader = f.only_reader(g, r4.outputs[0]);
+  if (reader < 0 || g.nodes[static_cast<size_t>(reader)].kind != OpKind::kSoftmax) return false;
   const graph::Node* add2 = f.producer_of(g, r4.inputs[0], OpKind::kAdd);
   if (!add2 || !f.only_read_once(g, r4.inputs[0])) return false;
   size_t mk = 0;
@@ -770,6 +776,11 @@ bool window_mask_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<
       }
     }
   if (numel(x4) * static_cast<int64_t>(dtype_size(t)) > kMaxWindowMask) return false;
+  if (gpu) {  // the scores' MatMul gives the head size
+    const graph::Node* qk = f.producer_of(g, s0, OpKind::kMatMul);
+    const int64_t d = qk ? g.value(qk->inputs[0]).shape.back() : 0;
+    if (!gpu_runs_fast(t, d, d, *gpu)) return false;
+  }
   // M[b_, h, i, j] = bias[.., h, i, j] + m[b_ / windows, b_ % windows, h, i, j], each broadcast.
   const std::vector<double> mv = read_doubles(g.value(add2->inputs[mk]));
   const std::vector<double> bv = bias != graph::kNoValue ? read_doubles(g.value(bias)) : std::vector<double>{};
@@ -814,7 +825,7 @@ PassResult fuse_attention(graph::Graph& g, const BuildOptions& options) {
     if (gr.nodes[i].kind == OpKind::kAttention)
       return to_3d_at(gr, i, f, removed, tally) || packed_from_split_at(gr, i, f, removed, tally) ||
              multihead_export_at(gr, i, f, removed, tally) || batch_first_packed_at(gr, i, f, removed, tally);
-    if (gr.nodes[i].kind == OpKind::kReshape) return window_mask_at(gr, i, f, removed, tally);
+    if (gr.nodes[i].kind == OpKind::kReshape) return window_mask_at(gr, i, f, removed, tally, gpu ? &options : nullptr);
     return fuse_at(gr, i, f, removed, tally, gpu ? &options : nullptr);
   });
   r.detail = tally.str();

@@ -331,8 +331,8 @@ TEST(FuseAttention, MultiheadAttentionExport) {
 // relative position bias [h, n, n]; in a shifted block the window mask added through a 5-D view
 // [1, windows, h, n, n]; Softmax; heads merged by Transpose(0 2 1 3) and Reshape; the output
 // projection.
-PassModel window_attention(bool shifted) {
-  const int64_t w = 4, n = 9, h = 2, d = 4, C = h * d;
+PassModel window_attention(bool shifted, int64_t images = 1) {
+  const int64_t w = 4, n = 9, h = 2, d = 4, C = h * d, per_image = w / images;
   PassModel m("swin_block", 17);
   m.input("x", {w, n, C});
   m.init_rand("w_qkv", {C, 3 * C}, -0.5f, 0.5f);
@@ -357,11 +357,16 @@ PassModel window_attention(bool shifted) {
   m.node("Add", "add_bias", {"s0", "rel_bias"}, {"s1"});
   std::string sc = "s1";
   if (shifted) {
-    m.init_i64("view5", {5}, {1, w, h, n, n});
+    m.init_i64("view5", {5}, {images, per_image, h, n, n});
     m.init_i64("view4", {4}, {w, h, n, n});
-    std::vector<float> mask(static_cast<size_t>(w * n * n), 0.f);
-    for (size_t e = 0; e < mask.size(); e += 3) mask[e] = -100.f;  // not across a window's two parts
-    m.init_f("window_mask", {1, w, 1, n, n}, mask);
+    // -100 between tokens from different parts of a shifted window: another pattern per window and row.
+    std::vector<float> mask(static_cast<size_t>(per_image * n * n), 0.f);
+    for (int64_t win = 0; win < per_image; ++win)
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < n; ++c)
+          if ((win + r * n + c) % 3 == 0 || (win + r) % 4 == c % 4)
+            mask[static_cast<size_t>((win * n + r) * n + c)] = -100.f;
+    m.init_f("window_mask", {1, per_image, 1, n, n}, mask);
     m.node("Reshape", "scores5", {"s1", "view5"}, {"s5"});
     m.node("Add", "add_window_mask", {"s5", "window_mask"}, {"s6"});
     m.node("Reshape", "scores4", {"s6", "view4"}, {"s7"});
@@ -383,9 +388,9 @@ PassModel window_attention(bool shifted) {
 // The window block becomes the packed projection, the Attention (its mask the bias, or the bias and
 // the window mask as one constant) and the output projection; the outputs agree with the pass off.
 TEST(FuseAttention, SwinWindowAttention) {
-  for (bool shifted : {false, true}) {
-    SCOPED_TRACE(shifted ? "shifted windows" : "windows");
-    const PassModel m = window_attention(shifted);
+  for (const auto& [shifted, images] : {std::pair{false, 1}, {true, 1}, {true, 2}}) {
+    SCOPED_TRACE(std::string(shifted ? "shifted windows" : "windows") + ", images " + std::to_string(images));
+    const PassModel m = window_attention(shifted, images);
     build::BuildReport report;
     const std::vector<uint8_t> on = build_with(m, true, &report), off = build_with(m, false, nullptr);
     EXPECT_EQ(step_ops(on), (Strings{"FusedMatMul", "Attention", "FusedMatMul"}));

@@ -270,6 +270,8 @@ std::vector<AttnCase> attention_cases() {
       // Swin's windows: 49 tokens, head size 32, its relative position bias and shifted-window mask
       // as one additive mask per window and head.
       tensor_cores({"AttentionWindows32", attn(), {4, 3, 49, 32}, {4, 3, 49, 32}, {4, 3, 49, 32}, Shape{4, 3, 49, 49}}),
+      // Head size 32 over several tiles of keys (the prefetch, the key-split tactics).
+      tensor_cores({"AttentionHead32", attn(1), {1, 2, 150, 32}, {1, 2, 150, 32}, {1, 2, 150, 32}, std::nullopt}),
       // Kiln's packed_qkv: one [batch, len, (q_heads + 2 kv_heads) * head_size] input, read in place
       // (given three times; k and v shapes unused). BERT's layout with a padding mask; grouped heads
       // of 128, causal.
