@@ -7,12 +7,7 @@
 #include <cmath>
 
 #include "core/attrs.h"
-
-#if defined(__CUDACC__)
-#define KILN_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define KILN_HOST_DEVICE inline
-#endif
+#include "core/host_device.h"
 
 namespace kiln::epilogue {
 

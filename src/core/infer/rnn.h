@@ -1,9 +1,12 @@
 // Helpers shared by the shape inference and the CPU kernels of RNN, GRU and LSTM.
 #pragma once
 
+#include <span>
 #include <vector>
 
+#include "core/host_device.h"
 #include "core/op_kind.h"
+#include "core/tensor.h"
 
 namespace kiln {
 
@@ -27,5 +30,22 @@ int rnn_activation_slots(OpKind kind);
 // both. Leftover alpha / beta values are ignored (as onnxruntime does). Throws kiln::Error on a
 // wrong number of activations or an invalid enumerator.
 std::vector<RnnGateFn> rnn_gate_functions(OpKind kind, const RnnAttrs& a);
+
+// The extents of an op (X [seq, batch, input], or [batch, seq, input] with layout 1; R [dirs,
+// gates * hidden, hidden]) and where row t, b of X, Y and the states lie; the CPU and CUDA kernels
+// index with the same functions.
+struct RnnDims {
+  int64_t seq, batch, input, hidden, dirs, gates;
+  bool batch_first;
+  KILN_HOST_DEVICE int64_t x_row(int64_t t, int64_t b) const { return batch_first ? b * seq + t : t * batch + b; }
+  // Offset of row b of direction d in initial_h / Y_h / Y_c.
+  KILN_HOST_DEVICE int64_t state_off(int64_t d, int64_t b) const {
+    return (batch_first ? b * dirs + d : d * batch + b) * hidden;
+  }
+  KILN_HOST_DEVICE int64_t y_off(int64_t t, int64_t d, int64_t b) const {
+    return (batch_first ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b) * hidden;
+  }
+};
+RnnDims rnn_dims(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in);
 
 }  // namespace kiln

@@ -128,6 +128,19 @@ constexpr InferEntry kEntries[] = {
 
 }  // namespace
 
+RnnDims rnn_dims(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in) {
+  const TensorView& x = in[0];
+  RnnDims dm{};
+  dm.batch_first = a.layout == 1;
+  dm.seq = dm.batch_first ? x.shape[1] : x.shape[0];
+  dm.batch = dm.batch_first ? x.shape[0] : x.shape[1];
+  dm.input = x.shape[2];
+  dm.hidden = in[2].shape[2];
+  dm.dirs = in[1].shape[0];
+  dm.gates = rnn_gate_blocks(kind);
+  return dm;
+}
+
 int rnn_gate_blocks(OpKind kind) { return kind == OpKind::kLSTM ? 4 : kind == OpKind::kGRU ? 3 : 1; }
 int rnn_activation_slots(OpKind kind) { return kind == OpKind::kLSTM ? 3 : kind == OpKind::kGRU ? 2 : 1; }
 

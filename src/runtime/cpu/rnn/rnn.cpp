@@ -128,31 +128,13 @@ const C* compute_data(const TensorView& v, std::vector<C>& store) {
   }
 }
 
-struct Dims {
-  int64_t seq, batch, input, hidden, dirs, gates;
-  bool batch_first;
-  int64_t x_row(int64_t t, int64_t b) const { return batch_first ? b * seq + t : t * batch + b; }
-  // Offset of row b of direction d in initial_h / Y_h / Y_c.
-  int64_t state_off(int64_t d, int64_t b) const { return (batch_first ? b * dirs + d : d * batch + b) * hidden; }
-  int64_t y_off(int64_t t, int64_t d, int64_t b) const {
-    return (batch_first ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b) * hidden;
-  }
-};
-
 template <class T, class C>
 void run_typed(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
                KernelEnv& env) {
   auto has_in = [&](size_t i) { return in.size() > i && in[i].exists; };
   auto out_data = [&](size_t i) -> T* { return out.size() > i && out[i].exists ? out[i].as<T>() : nullptr; };
   const TensorView& xv = in[0];
-  Dims dm{};
-  dm.batch_first = a.layout == 1;
-  dm.seq = dm.batch_first ? xv.shape[1] : xv.shape[0];
-  dm.batch = dm.batch_first ? xv.shape[0] : xv.shape[1];
-  dm.input = xv.shape[2];
-  dm.hidden = in[2].shape[2];
-  dm.dirs = in[1].shape[0];
-  dm.gates = rnn_gate_blocks(kind);
+  const RnnDims dm = rnn_dims(kind, a, in);
   const int64_t H = dm.hidden, GH = dm.gates * H, B = dm.batch, S = dm.seq;
   const std::vector<RnnGateFn> fns = rnn_gate_functions(kind, a);
   const size_t slots = static_cast<size_t>(rnn_activation_slots(kind));

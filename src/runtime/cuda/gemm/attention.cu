@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -558,15 +559,11 @@ AttnArgs args_of(const AttentionShape& g, std::span<const TensorView> in, const 
   return a;
 }
 
+// The current device's SM count (1 where the query fails).
 int sm_count() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return 1;
-    return count;
-  }();
-  return n;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
+  return std::max(1, mma::device_attribute<cudaDevAttrMultiProcessorCount>(dev));
 }
 
 template <class T, int D>

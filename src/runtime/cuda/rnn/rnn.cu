@@ -32,7 +32,7 @@ using namespace rnn;
 // What one step of one direction works on. Buffers in the compute type C live in the workspace.
 template <class T, class C>
 struct Step {
-  Dims dm;
+  RnnDims dm;
   int64_t d = 0, t = 0;
   const C* xw = nullptr;          // [seq * batch, G*H], rows in X's row order
   C* hr = nullptr;                // [batch, G*H]: H R^T, then (GRU) z in its first block
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(ew::kThreads) gru_update_kernel(Step<T, C> s) 
 // Initial states of direction d (zero when absent).
 template <class T, class C>
 __global__ void __launch_bounds__(ew::kThreads)
-    init_state_kernel(Dims dm, int64_t d, const T* h0, const T* c0, C* h, C* c) {
+    init_state_kernel(RnnDims dm, int64_t d, const T* h0, const T* c0, C* h, C* c) {
   const int64_t H = dm.hidden;
   for (int64_t i = global_thread(); i < dm.batch * H; i += grid_threads()) {
     const int64_t b = i / H, j = i - b * H;
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(ew::kThreads)
 // Y_h / Y_c of direction d: the last state, zero for a sequence length of 0.
 template <class T, class C>
 __global__ void __launch_bounds__(ew::kThreads)
-    final_state_kernel(Dims dm, int64_t d, const int32_t* lens, const C* h, const C* c, T* yh, T* yc) {
+    final_state_kernel(RnnDims dm, int64_t d, const int32_t* lens, const C* h, const C* c, T* yh, T* yc) {
   const int64_t H = dm.hidden;
   for (int64_t i = global_thread(); i < dm.batch * H; i += grid_threads()) {
     const int64_t b = i / H, j = i - b * H;
@@ -170,7 +170,7 @@ __global__ void check_lens_kernel(const int32_t* lens, int64_t batch, int64_t se
 struct Layout {
   size_t xw = 0, hr = 0, h = 0, c = 0, rh = 0, hh = 0, total = 0;
 };
-Layout layout_of(OpKind kind, const RnnAttrs& a, const Dims& dm, size_t elem) {
+Layout layout_of(OpKind kind, const RnnAttrs& a, const RnnDims& dm, size_t elem) {
   const size_t align = 256 / elem;
   Layout l;
   size_t at = 0;
@@ -202,7 +202,7 @@ void run_typed(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in, s
   auto out_data = [&](size_t i) -> T* {
     return out.size() > i && out[i].exists ? static_cast<T*>(out[i].data) : nullptr;
   };
-  const Dims dm = dims_of(kind, a, in);
+  const RnnDims dm = rnn_dims(kind, a, in);
   const int64_t H = dm.hidden, GH = dm.gates * H, B = dm.batch, S = dm.seq;
   if (B == 0 || H == 0) return;  // every output is empty
   const bool is_lstm = kind == OpKind::kLSTM;
@@ -286,7 +286,7 @@ size_t rnn_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView
                      GpuEnv& env) {
   const auto& a = std::get<RnnAttrs>(attrs);
   if (persistent_takes(kind, a, in, env.tactic)) return persistent_workspace(kind, a, in);
-  const Dims dm = dims_of(kind, a, in);
+  const RnnDims dm = rnn_dims(kind, a, in);
   const size_t elem = in[0].dtype == DataType::kFloat64 ? sizeof(double) : sizeof(float);
   return layout_of(kind, a, dm, elem).total * elem;
 }

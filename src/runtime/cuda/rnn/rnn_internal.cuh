@@ -68,32 +68,7 @@ inline GateFns gate_fns_of(const std::vector<RnnGateFn>& fns, size_t slots, int6
   return g;
 }
 
-// ---- shapes and indexing (the CPU's Dims) ------------------------------------------------------
-struct Dims {
-  int64_t seq, batch, input, hidden, dirs, gates;
-  bool batch_first;
-  __device__ int64_t x_row(int64_t t, int64_t b) const { return batch_first ? b * seq + t : t * batch + b; }
-  __device__ int64_t state_off(int64_t d, int64_t b) const {
-    return (batch_first ? b * dirs + d : d * batch + b) * hidden;
-  }
-  __device__ int64_t y_off(int64_t t, int64_t d, int64_t b) const {
-    return (batch_first ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b) * hidden;
-  }
-};
-
-inline Dims dims_of(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in) {
-  const TensorView& x = in[0];
-  Dims dm{};
-  dm.batch_first = a.layout == 1;
-  dm.seq = dm.batch_first ? x.shape[1] : x.shape[0];
-  dm.batch = dm.batch_first ? x.shape[0] : x.shape[1];
-  dm.input = x.shape[2];
-  dm.hidden = in[2].shape[2];
-  dm.dirs = in[1].shape[0];
-  dm.gates = rnn_gate_blocks(kind);
-  return dm;
-}
-
+// Shapes and indexing: core/infer/rnn.h's RnnDims and rnn_dims, shared with the CPU kernel.
 // Direction d runs backwards in time.
 inline bool reversed(const RnnAttrs& a, int64_t d) { return a.direction == RnnDirection::kReverse || d == 1; }
 

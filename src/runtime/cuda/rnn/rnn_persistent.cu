@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "runtime/cuda/nn_gemm.h"
+#include "runtime/cuda/mma.cuh"
 #include "runtime/cuda/nn_internal.cuh"
 #include "runtime/cuda/rnn/rnn_internal.cuh"
 
@@ -35,7 +36,7 @@ __host__ __device__ constexpr size_t align_up(size_t n, size_t a) { return (n + 
 
 template <class T>
 struct Args {
-  Dims dm;
+  RnnDims dm;
   int units = 0, blocks_per_dir = 0, hp = 0;  // hp: hidden padded to kVec
   const float* xw = nullptr;                  // [seq * batch rows in X's order, dirs * G * H]
   const T* r = nullptr;                       // R [dirs, G * H, H]
@@ -84,7 +85,7 @@ __device__ __forceinline__ void direction_barrier(unsigned* count, unsigned targ
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const Dims& dm = p.dm;
+  const RnnDims& dm = p.dm;
   const int H = static_cast<int>(dm.hidden), G = static_cast<int>(dm.gates), B = static_cast<int>(dm.batch);
   const int S = static_cast<int>(dm.seq), hp = p.hp;
   const int d = static_cast<int>(blockIdx.x) / p.blocks_per_dir;
@@ -131,6 +132,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
     }
   }
 
+  // This direction's [batch, H] half of a double-buffered state array for step s, and all of one
+  // into hs (other blocks wrote it: read past L1).
+  auto slot = [&](float* buf, int step) { return buf + (static_cast<int64_t>(d) * 2 + (step & 1)) * B * H; };
+  auto load_all = [&](const float* src) {
+    for (int e = tid; e < B * H; e += kThreads) hs[e / H * hp + e % H] = __ldcg(src + e);
+  };
   unsigned phase = 0;  // barriers passed
   for (int s = 0; s < S; ++s) {
     const int t = rev ? S - 1 - s : s;
@@ -150,8 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
         hs[b * hp + k] = p.h0 ? to_c<T, float>(p.h0[dm.state_off(d, b) + k]) : 0.0f;
       }
     } else {
-      const float* src = p.hbuf + (static_cast<int64_t>(d) * 2 + (s & 1)) * B * H;
-      for (int e = tid; e < B * H; e += kThreads) hs[e / H * hp + e % H] = __ldcg(src + e);
+      load_all(slot(p.hbuf, s));
     }
     __syncthreads();
     // The products of rows [first, last) of R with hs, for every batch entry, into acc.
@@ -185,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
       products(0, 2 * U);
       __syncthreads();
       float z = 0.0f;
-      float* rh = p.rhbuf + (static_cast<int64_t>(d) * 2 + (s & 1)) * B * H;
+      float* rh = slot(p.rhbuf, s);
       if (owner) {
         float r_h = 0.0f;
         if (active) {
@@ -195,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
         rh[ob * H + oj] = r_h;
       }
       direction_barrier(p.count + d, ++phase * static_cast<unsigned>(p.blocks_per_dir));
-      for (int e = tid; e < B * H; e += kThreads) hs[e / H * hp + e % H] = __ldcg(rh + e);
+      load_all(rh);
       __syncthreads();
       products(2 * U, 3 * U);
       __syncthreads();
@@ -217,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
     }
     if (owner) {
       if (p.y) p.y[dm.y_off(t, d, ob) + oj] = from_c<T, float>(active ? h : 0.0f);
-      if (s + 1 < S) p.hbuf[((static_cast<int64_t>(d) * 2 + ((s + 1) & 1)) * B + ob) * H + oj] = h;
+      if (s + 1 < S) slot(p.hbuf, s + 1)[ob * H + oj] = h;
     }
     if (s + 1 < S) direction_barrier(p.count + d, ++phase * static_cast<unsigned>(p.blocks_per_dir));
   }
@@ -228,22 +234,17 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Args<T> p) {
   }
 }
 
-// The device's properties the fit depends on (the current device's; attribute queries are cheap,
-// so they are read each time rather than cached across threads).
+// The current device's properties the fit depends on (each asked once per device).
 struct DeviceLimits {
   int sms = 0, smem_optin = 0;
   bool cooperative = false;
 };
 DeviceLimits device_limits() {
-  DeviceLimits l;
-  int dev = 0, coop = 0;
+  int dev = 0;
   check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&l.sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-  check_cuda(cudaDeviceGetAttribute(&l.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-             "cudaDeviceGetAttribute");
-  check_cuda(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev), "cudaDeviceGetAttribute");
-  l.cooperative = coop != 0;
-  return l;
+  return {mma::device_attribute<cudaDevAttrMultiProcessorCount>(dev),
+          mma::device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(dev),
+          mma::device_attribute<cudaDevAttrCooperativeLaunch>(dev) != 0};
 }
 
 struct Fit {
@@ -253,7 +254,7 @@ struct Fit {
 
 // How the kernel splits the op over the device (spread 1: a block per SM, 2: half as many), or
 // nothing where it does not take it.
-std::optional<Fit> fit_of(OpKind kind, const RnnAttrs& a, const Dims& dm, DataType dt, int spread) {
+std::optional<Fit> fit_of(const RnnDims& dm, DataType dt, int spread) {
   if (dt != DataType::kFloat32 && dt != DataType::kFloat16) return std::nullopt;
   if (dm.seq < 1 || dm.batch < 1 || dm.batch > kMaxRnnBatch || dm.hidden < 1 || dm.hidden > (1 << 16) ||
       dm.seq > (1 << 30) / dm.batch)
@@ -282,7 +283,7 @@ int spread_of(int32_t tactic) { return tactic == kRnnPersistentHalf ? 2 : 1; }
 struct WsLayout {
   size_t xw = 0, hbuf = 0, rhbuf = 0, count = 0, gemm = 0, total = 0;
 };
-WsLayout ws_layout(const Dims& dm) {
+WsLayout ws_layout(const RnnDims& dm) {
   WsLayout l;
   const size_t state = align_up(sizeof(float) * static_cast<size_t>(dm.dirs * 2 * dm.batch * dm.hidden), 256);
   l.xw = 0;
@@ -326,30 +327,30 @@ void launch(const Fit& f, Args<T> args, int blocks, cudaStream_t stream) {
 }  // namespace
 
 bool persistent_takes(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in, int32_t tactic) {
-  return tactic != kRnnStepwise && fit_of(kind, a, dims_of(kind, a, in), in[0].dtype, spread_of(tactic)).has_value();
+  return tactic != kRnnStepwise && fit_of(rnn_dims(kind, a, in), in[0].dtype, spread_of(tactic)).has_value();
 }
 
 std::vector<int32_t> persistent_tactics(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in) {
-  const Dims dm = dims_of(kind, a, in);
-  const std::optional<Fit> full = fit_of(kind, a, dm, in[0].dtype, 1);
+  const RnnDims dm = rnn_dims(kind, a, in);
+  const std::optional<Fit> full = fit_of(dm, in[0].dtype, 1);
   if (!full) return {};
   std::vector<int32_t> t{kRnnPersistent};
-  if (const std::optional<Fit> half = fit_of(kind, a, dm, in[0].dtype, 2); half && half->units != full->units)
+  if (const std::optional<Fit> half = fit_of(dm, in[0].dtype, 2); half && half->units != full->units)
     t.push_back(kRnnPersistentHalf);
   t.push_back(kRnnStepwise);
   return t;
 }
 
 size_t persistent_workspace(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in) {
-  return ws_layout(dims_of(kind, a, in)).total;
+  return ws_layout(rnn_dims(kind, a, in)).total;
 }
 
 void run_persistent(OpKind kind, const RnnAttrs& a, std::span<const TensorView> in, std::span<const TensorView> out,
                     GpuEnv& env) {
   const char* op = ew::name_of(kind);
-  const Dims dm = dims_of(kind, a, in);
+  const RnnDims dm = rnn_dims(kind, a, in);
   const DataType dt = in[0].dtype;
-  const std::optional<Fit> f = fit_of(kind, a, dm, dt, spread_of(env.tactic));
+  const std::optional<Fit> f = fit_of(dm, dt, spread_of(env.tactic));
   if (!f) throw Error(std::string(op) + ": the persistent kernel does not take this op");
   const WsLayout lay = ws_layout(dm);
   if (env.workspace_bytes < lay.total)
