@@ -66,6 +66,7 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--duration", type=float, default=2)
+    ap.add_argument("--verbose", action="store_true", help="kiln optimize -v: the builder's tactic timings in the log")
     ap.add_argument("--profile", action="store_true", help="also write each engine's per-layer profile (kiln bench --profile)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -94,7 +95,7 @@ def main():
         for variant, disabled in [("kiln", [])] + [("no " + p, [p]) for p in a.ablate]:
             engine = os.path.join(a.out, f"{name}{tag}_{variant.replace(' ', '_')}.kiln")
             t0 = time.time()
-            flags = sum((["--disable-pass", p] for p in disabled), [])
+            flags = sum((["--disable-pass", p] for p in disabled), []) + (["-v"] if a.verbose else [])
             run([a.kiln, "optimize", onnx, "-o", engine, "--device", "gpu", "--fp16"] + flags, log)
             build_s = time.time() - t0
             js = engine + ".json"

@@ -10,6 +10,7 @@
 // consecutive channels, whose biases are one aligned vector load. y and z must be 16-byte aligned
 // for that; otherwise one element per thread.
 #include "core/epilogue.h"
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/elementwise/elementwise_internal.cuh"
 #include "runtime/cuda/nn_internal.cuh"
 
@@ -27,6 +28,8 @@ __global__ void __launch_bounds__(ew::kThreads)
     epilogue_kernel(T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ z, int64_t n_vec,
                     int64_t inner, int64_t channels, EpilogueAttrs e) {
   using C = Acc<T>;
+  wait_for_inputs();  // a programmatic dependent launch (apply_epilogue)
+  start_next_kernel();
   auto* yv = reinterpret_cast<ew::Vec<T, N>*>(y);
   const auto* zv = reinterpret_cast<const ew::Vec<T, N>*>(z);
   const int64_t step = ew::grid_threads();
@@ -76,14 +79,16 @@ void apply_epilogue(void* y, const void* bias, const void* z, const EpilogueAttr
     const T* pz = static_cast<const T*>(z);
     const bool aligned = ew::aligned_to(y, ew::kVecBytes) && (!z || ew::aligned_to(z, ew::kVecBytes));
     if (aligned && n % N == 0 && inner % N == 0) {
-      epilogue_kernel<T, N, Layout::kSharedChannel>
-          <<<ew::blocks_for(n / N), ew::kThreads, 0, stream>>>(py, pb, pz, n / N, inner, channels, e);
+      launch_dependent<epilogue_kernel<T, N, Layout::kSharedChannel>>(dim3(ew::blocks_for(n / N)), ew::kThreads, 0,
+                                                                      stream, 1, op, py, pb, pz, n / N, inner,
+                                                                      channels, e);
     } else if (aligned && inner == 1 && channels % N == 0 && (!bias || ew::aligned_to(bias, ew::kVecBytes))) {
-      epilogue_kernel<T, N, Layout::kConsecutiveChannels>
-          <<<ew::blocks_for(n / N), ew::kThreads, 0, stream>>>(py, pb, pz, n / N, inner, channels, e);
+      launch_dependent<epilogue_kernel<T, N, Layout::kConsecutiveChannels>>(dim3(ew::blocks_for(n / N)), ew::kThreads,
+                                                                            0, stream, 1, op, py, pb, pz, n / N,
+                                                                            inner, channels, e);
     } else {
-      epilogue_kernel<T, 1, Layout::kScalar>
-          <<<ew::blocks_for(n), ew::kThreads, 0, stream>>>(py, pb, pz, n, inner, channels, e);
+      launch_dependent<epilogue_kernel<T, 1, Layout::kScalar>>(dim3(ew::blocks_for(n)), ew::kThreads, 0, stream, 1, op,
+                                                               py, pb, pz, n, inner, channels, e);
     }
   };
   ew::dispatch_ew_float(dt, op, launch);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/attention.h"
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/elementwise/elementwise_internal.cuh"
 #include "runtime/cuda/mma.cuh"
 
@@ -372,6 +373,8 @@ __global__ void __launch_bounds__(W * 32) attention_mma_kernel(AttnArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* kbuf = reinterpret_cast<T*>(smem_raw);  // [2][kMmaKeys][S]
   T* vbuf = kbuf + 2 * Rows::kTile;          // [2][kMmaKeys][S]
+  wait_for_inputs();  // a programmatic dependent launch (launch_mma)
+  start_next_kernel();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t h = blockIdx.y, b = blockIdx.z, kh = h / a.group;
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * (16 * W);
@@ -408,6 +411,8 @@ template <class T, int D, int W>
 __global__ void __launch_bounds__(W * 32) attention_split_kernel(AttnArgs a) {
   using Rows = WarpRows<T, D>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  wait_for_inputs();  // a programmatic dependent launch (launch_split)
+  start_next_kernel();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   T* kt = reinterpret_cast<T*>(smem_raw) + warp * 2 * Rows::kTile;  // this warp's [kMmaKeys][S] K and V
   T* vt = kt + Rows::kTile;
@@ -494,7 +499,7 @@ void launch_split(const AttentionShape& g, const AttnArgs& a, cudaStream_t strea
     throw Error("Attention on the GPU: " + std::to_string(smem) + " bytes of shared memory are not available");
   const dim3 grid(static_cast<unsigned>((g.q_len + 15) / 16), static_cast<unsigned>(g.q_heads),
                   static_cast<unsigned>(g.batch));
-  attention_split_kernel<T, D, W><<<grid, W * 32, smem, stream>>>(a);
+  launch_dependent<attention_split_kernel<T, D, W>>(grid, W * 32, smem, stream, 1, "Attention", a);
 }
 
 template <class T, int D, int W>
@@ -506,7 +511,7 @@ void launch_mma(const AttentionShape& g, const AttnArgs& a, cudaStream_t stream)
     throw Error("Attention on the GPU: " + std::to_string(smem) + " bytes of shared memory are not available");
   const dim3 grid(static_cast<unsigned>((g.q_len + 16 * W - 1) / (16 * W)), static_cast<unsigned>(g.q_heads),
                   static_cast<unsigned>(g.batch));
-  attention_mma_kernel<T, D, W><<<grid, W * 32, smem, stream>>>(a);
+  launch_dependent<attention_mma_kernel<T, D, W>>(grid, W * 32, smem, stream, 1, "Attention", a);
 }
 
 

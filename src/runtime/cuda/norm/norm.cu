@@ -16,6 +16,7 @@
 #include <cmath>
 #include <string>
 
+#include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/device_math.cuh"
 #include "runtime/cuda/elementwise/elementwise_internal.cuh"
 
@@ -109,6 +110,8 @@ __global__ void __launch_bounds__(kThreads)
   using F = FloatAcc<T>;
   constexpr int kRowsPerBlock = kThreads / 32 / W, kStep = 32 * W * V;
   __shared__ F red[2][kThreads / 32];
+  wait_for_inputs();  // a programmatic dependent launch (launch_norm)
+  start_next_kernel();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp / W;
   const bool live = row < a.rows;
@@ -188,6 +191,8 @@ template <class T, class F = FloatAcc<T>>
 __global__ void __launch_bounds__(1024)
     norm_block_kernel(const T* __restrict__ x, T* __restrict__ y, const __grid_constant__ NormArgs a) {
   __shared__ F scratch[32];
+  wait_for_inputs();  // a programmatic dependent launch (launch_norm)
+  start_next_kernel();
   const int64_t row = blockIdx.x;
   const T* xr = x + row * a.d;
   T* yr = y + row * a.d;
@@ -211,7 +216,7 @@ template <class T, int V, int NV, int W>
 void reg_launch(const T* x, T* y, const NormArgs& a, cudaStream_t s) {
   constexpr int kRowsPerBlock = kThreads / 32 / W;
   const auto blocks = static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  norm_reg_kernel<T, V, NV, W><<<blocks, kThreads, 0, s>>>(x, y, a);
+  launch_dependent<norm_reg_kernel<T, V, NV, W>>(dim3(blocks), kThreads, 0, s, 1, "normalization", x, y, a);
 }
 
 // Picks the kernel: rows held in registers (by 1 to 8 warps, vectorized where the row length and
@@ -222,7 +227,8 @@ void launch_norm(const T* x, T* y, NormArgs a, cudaStream_t s, bool double_stats
   if (a.rows == 0) return;
   const int threads = a.d >= 16384 ? 1024 : a.d >= 4096 ? 512 : 256;
   if (double_stats) {
-    norm_block_kernel<T, double><<<static_cast<unsigned>(a.rows), threads, 0, s>>>(x, y, a);
+    launch_dependent<norm_block_kernel<T, double>>(dim3(static_cast<unsigned>(a.rows)), threads, 0, s, 1,
+                                                   "normalization", x, y, a);
     return;
   }
   constexpr int kV = ew::kVecBytes / sizeof(T);
@@ -254,7 +260,8 @@ void launch_norm(const T* x, T* y, NormArgs a, cudaStream_t s, bool double_stats
     else
       reg_launch<T, 1, 32, 1>(x, y, a, s);
   } else {
-    norm_block_kernel<T><<<static_cast<unsigned>(a.rows), threads, 0, s>>>(x, y, a);
+    launch_dependent<norm_block_kernel<T>>(dim3(static_cast<unsigned>(a.rows)), threads, 0, s, 1, "normalization", x,
+                                           y, a);
   }
 }
 
