@@ -155,6 +155,38 @@ TEST(NnGpuGemmHelper, RowMajorBatchedMatchesReference) {
       }
 }
 
+// ---- cuDNN's fused products (runtime/cuda/gemm/cudnn_matmul.cu) -----------------------------------
+// Offered for the float16 and bfloat16 transformer products (never float32), every engine
+// configuration also captured in a graph and on pointers its plan did not assume (shifted by one
+// element: cuBLASLt's first algorithm instead). op_cases_gpu_test runs them direct against the CPU.
+TEST(NnGpuCudnnProduct, TransformerCasesRunEveryEngineCapturedAndMisaligned) {
+  KILN_SKIP_WITHOUT_GPU();
+  int n = 0;
+  for (const OpCase& c : op_cases()) {
+    if (c.name != "FusedGemmLinearBiasGeluTanhResidual" && c.name != "FusedGemmLinearFullCResidualRelu" &&
+        c.name != "FusedMatMulFfnBiasGelu" && c.name != "FusedMatMulProjectionBiasResidual")
+      continue;
+    ++n;
+    rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+    for (DT dt : c.dtypes) {
+      SCOPED_TRACE(c.name + " " + std::string(dtype_name(dt)));
+      for (const OpRun& r : c.runs(dt)) {
+        std::vector<int32_t> engines;
+        for (int32_t t : tactics_of(c.kind, r.attrs, r.in))
+          if (t >= gpu::kCudnnTactic && t < gpu::kCudnnTactic + gpu::kCudnnTactics) engines.push_back(t);
+        if (dt == DT::kFloat32) {
+          EXPECT_TRUE(engines.empty());
+          continue;
+        }
+        EXPECT_FALSE(engines.empty());
+        for (int32_t t : engines)
+          for (GpuMode mode : {GpuMode::kCaptured, GpuMode::kMisaligned}) check_run(c, r, mode, t);
+      }
+    }
+  }
+  EXPECT_EQ(n, 4) << "the transformer products' cases of tests/ops/fused_cases.cpp";
+}
+
 // ---- errors --------------------------------------------------------------------------------------
 void expect_gpu_throws(OpKind kind, const Attrs& attrs, const Inputs& in, const std::string& needle) {
   std::vector<TensorView> iv;

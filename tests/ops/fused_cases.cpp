@@ -22,6 +22,7 @@ struct FusedCase {
 };
 
 const std::vector<DT> kF = {DT::kFloat32, DT::kFloat16};
+const std::vector<DT> kFB = {DT::kFloat32, DT::kFloat16, DT::kBFloat16};  // the transformer products' cases
 const std::vector<DT> kFD = {DT::kFloat32, DT::kFloat16, DT::kFloat64};
 
 struct Act {
@@ -174,6 +175,12 @@ std::vector<FusedCase> gemm_cases() {
        gemm_inputs(8, 20, 48, 0, 1, Shape{8, 20}, false), true},
       {"GemvGeluResidual", F, fused_gemm(gelu, kNoAct, 0, 1, 1.0f, 1.0f), kF,
        gemm_inputs(1, 300, 512, 0, 1, std::nullopt, true), true},
+      // A transformer's linear layers (nn.Linear: B transposed): cuDNN's fused products as well,
+      // with the whole epilogue in one graph.
+      {"GemmLinearBiasGeluTanhResidual", F, fused_gemm(gelu_tanh, kNoAct, 0, 1, 1.0f, 1.0f), kFB,
+       gemm_inputs(130, 200, 264, 0, 1, Shape{200}, true), true},
+      {"GemmLinearFullCResidualRelu", F, fused_gemm(kNoAct, kRelu, 0, 0, 1.0f, 1.0f), kFB,
+       gemm_inputs(70, 48, 264, 0, 0, Shape{70, 48}, true), true},
   };
 }
 
@@ -202,6 +209,11 @@ std::vector<FusedCase> matmul_cases() {
       {"MatMulVectorBBiasResidual", F, e(kRelu, kRelu), kF, matmul_inputs({2, 5, 16}, {16}, {2, 5}, true, true)},
       {"MatMulResidualOnly", F, e(kNoAct), kF, matmul_inputs({6, 16}, {16, 8}, {6, 8}, false, true)},
       {"MatMulZeroK", F, e(kRelu, kRelu), kF, matmul_inputs({3, 0}, {0, 8}, {3, 8}, true, true)},
+      // A transformer's FFN (bias, erf GELU) on a folded batch of 144 rows and its output
+      // projection (bias, residual): cuDNN's fused products as well.
+      {"MatMulFfnBiasGelu", F, e(gelu), kFB, matmul_inputs({2, 72, 256}, {256, 136}, {2, 72, 136}, true, false), true},
+      {"MatMulProjectionBiasResidual", F, e(kNoAct), kFB,
+       matmul_inputs({1, 100, 1000}, {1000, 64}, {1, 100, 64}, true, true), true},
   };
   for (const Act& a : activations())
     v.push_back({"MatMulBiasThen" + a.name, F, e(a), kF, matmul_inputs({16, 24}, {24, 16}, {16, 16}, true, false)});

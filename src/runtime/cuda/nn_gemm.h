@@ -24,6 +24,10 @@ namespace kiln::gpu {
 // The Gemm tactic of Kiln's GEMV for small batches (gemm/gemv.cu), next to cuBLASLt's algorithm
 // indices 0-7.
 inline constexpr int32_t kGemvTactic = 64;
+// The Gemm/MatMul tactics of cuDNN's fused products (gemm/cudnn_matmul.cu): kCudnnTactic + the index
+// of an engine configuration cuDNN's heuristics list.
+inline constexpr int32_t kCudnnTactic = 80;
+inline constexpr int32_t kCudnnTactics = 8;
 
 // Workspace that lets cuBLASLt choose its fastest kernels (what NVIDIA recommends for Hopper).
 inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;

@@ -115,6 +115,31 @@ bool gemv_fits(DataType a_dt, DataType w_dt, int64_t m, int64_t n, int64_t k, bo
 void gemv(const Gemv& p, DataType a_dt, DataType w_dt, const void* a, const void* w, void* y, cudaStream_t stream,
           const char* op);
 
+// ---- cuDNN's fused products (gemm/cudnn_matmul.cu) ----
+// Y [m, n] = act2(act1(A [m, k] op(B) + C) + Z) in one cuDNN graph: op(B) = B [k, n] or, with
+// trans_b, B [n, k]^T; C absent, per column ([n]) or full ([m, n]), added with factor 1; Z [m, n] or
+// absent (act2 only with Z); the activations none, Relu, GELU (erf) or GELU (tanh); float16 or
+// bfloat16, float accumulation; rows packed. align_*: the pointers' alignment in bytes (cuDNN
+// plans for it). The Gemm/MatMul tactics kCudnnTactic + i (nn_gemm.h).
+struct FusedProduct {
+  enum class C : uint8_t { kNone, kPerColumn, kFull };
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_b = false;
+  DataType dtype = DataType::kFloat16;
+  C c = C::kNone;
+  bool has_z = false;
+  Activation act1 = Activation::kNone, act2 = Activation::kNone;
+  int64_t align_a = 16, align_b = 16, align_c = 16, align_z = 16, align_y = 16;
+};
+struct CudnnProduct;  // a graph shared by every step of its shape on a device
+bool cudnn_takes(const FusedProduct& p);
+// The graph for p (made on first use), or null where cuDNN has none or does not take p.
+std::shared_ptr<const CudnnProduct> cudnn_product(const FusedProduct& p);
+std::vector<int32_t> cudnn_tactics(const CudnnProduct& c);  // the engine configurations that build
+size_t cudnn_workspace(const CudnnProduct& c, int32_t tactic);
+void cudnn_run(const CudnnProduct& c, int32_t tactic, const void* a, const void* b, const void* cc, const void* z,
+               void* y, GpuEnv& env);
+
 // ---- the fused epilogue through cuBLASLt (gemm/gemm.cu) ----
 // What cuBLASLt's epilogue, act(product + C + bias), computes of a fused op's epilogue (core/attrs.h):
 // without a residual, all of it when the activation is one of cuBLASLt's; with one, all of it when

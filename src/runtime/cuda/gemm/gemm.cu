@@ -15,7 +15,9 @@
 // epilogue kernel (nn_epilogue.cu) after the plain product, as it does where cuBLASLt has no
 // algorithm for the fused form.
 // Per-step state: the GemmPlan (descriptors and heuristic results) and the batch layout; the
-// tactics are indices into the heuristic's list (up to 8).
+// tactics are indices into the heuristic's list (up to 8), the GEMV (gemv.cu, a few rows) and cuDNN's
+// fused products (cudnn_matmul.cu: float16/bfloat16, one product with its whole epilogue, erf GELU
+// included), which the builder times against them.
 #include <algorithm>
 #include <climits>
 #include <optional>
@@ -95,6 +97,8 @@ struct GemmStepPlan final : StepState {
   CMode mode = CMode::kNone;
   LtEpilogue lt;
   std::unique_ptr<GemmPlan> gemm;  // null: nothing for cuBLASLt (empty, K = 0, integers)
+  FusedProduct product;            // with a cuDNN tactic: the product it was planned for
+  std::shared_ptr<const CudnnProduct> cudnn;
 };
 
 const GemmAttrs& gemm_attrs(OpKind kind, const Attrs& attrs) {
@@ -123,6 +127,58 @@ GemmShape gemm_shape(const GemmAttrs& a, std::span<const TensorView> in, const T
   return {Y.shape[0], Y.shape[1], a.transA ? A.shape[0] : A.shape[1], has_c, has_c ? &in[2] : nullptr};
 }
 
+// ---- cuDNN's fused products (cudnn_matmul.cu) ------------------------------------------------------
+bool is_cudnn(int32_t tactic) { return tactic >= kCudnnTactic && tactic < kCudnnTactic + kCudnnTactics; }
+
+// The epilogue and residual of a fused op into p; false where cuDNN's graph cannot take them.
+bool add_epilogue(FusedProduct& p, const EpilogueAttrs* epi, const TensorView* Z, const TensorView& Y) {
+  if (Z) {
+    if (Z->numel() != Y.numel() || Z->dtype != Y.dtype) return false;
+    p.has_z = true;
+    p.align_z = alignment_of(Z->data, 16);
+  }
+  if (epi) {
+    p.act1 = epi->activation;
+    p.act2 = epi->activation2;
+  }
+  p.align_y = alignment_of(Y.data, 16);
+  return cudnn_takes(p);
+}
+
+bool same_alignment(const FusedProduct& a, const FusedProduct& b) {
+  return a.align_a == b.align_a && a.align_b == b.align_b && a.align_c == b.align_c && a.align_z == b.align_z &&
+         a.align_y == b.align_y;
+}
+
+// cuDNN's fused product for this Gemm (pointers as bound now), if its graph takes it: A not
+// transposed, alpha 1, C per column or full with beta 1.
+std::optional<FusedProduct> gemm_product(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                         const TensorView& Y) {
+  const GemmAttrs& a = gemm_attrs(kind, attrs);
+  const GemmShape s = gemm_shape(a, in, Y);
+  if (a.transA || a.alpha != 1.0f || in[0].dtype != in[1].dtype || Y.dtype != in[0].dtype) return std::nullopt;
+  FusedProduct p;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.trans_b = a.transB != 0;
+  p.dtype = Y.dtype;
+  p.align_a = alignment_of(in[0].data, 16);
+  p.align_b = alignment_of(in[1].data, 16);
+  if (s.has_c) {
+    if (a.beta != 1.0f || s.C->dtype != Y.dtype) return std::nullopt;
+    if (s.C->numel() == s.n && (s.C->rank() < 2 || s.C->shape[0] == 1))
+      p.c = FusedProduct::C::kPerColumn;
+    else if (s.C->numel() == s.m * s.n && s.C->rank() == 2)
+      p.c = FusedProduct::C::kFull;
+    else
+      return std::nullopt;
+    p.align_c = alignment_of(s.C->data, 16);
+  }
+  if (!add_epilogue(p, epilogue_of(kind, attrs), residual(kind, in), Y)) return std::nullopt;
+  return p;
+}
+
 // Whether the GEMV tactic runs this Gemm: a small-M product gemv.cu takes, with a residual (of a
 // fused op) as large as Y.
 bool gemv_takes(OpKind kind, const GemmAttrs& a, std::span<const TensorView> in, const TensorView& Y) {
@@ -134,6 +190,7 @@ bool gemv_takes(OpKind kind, const GemmAttrs& a, std::span<const TensorView> in,
 
 // FusedGemm's float16 weights under a float32 product (core/infer/gemm/gemm.cpp): only the GEMV runs it.
 bool mixed(std::span<const TensorView> in) { return in[0].dtype != in[1].dtype; }
+
 
 GemmStepPlan& gemm_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                         std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<GemmStepPlan>& local) {
@@ -178,6 +235,11 @@ GemmStepPlan& gemm_plan(OpKind kind, const Attrs& attrs, std::span<const TensorV
     p->key = key;
     p->mode = mode;
     p->lt = lt_unfused(epi);
+    if (is_cudnn(env.tactic) && s.m > 0 && s.n > 0 && s.k > 0)
+      if (const std::optional<FusedProduct> q = gemm_product(kind, attrs, in, Y)) {
+        p->product = *q;
+        p->cudnn = cudnn_product(*q);
+      }
     if (s.m > 0 && s.n > 0 && s.k > 0 && lt_dtype(A.dtype)) {
       GemmDesc d;
       d.dtype = A.dtype;
@@ -263,6 +325,10 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   }
   std::unique_ptr<GemmStepPlan> local;
   GemmStepPlan& p = gemm_plan(kind, attrs, in, out, env, local);
+  if (p.cudnn && env.workspace_bytes >= cudnn_workspace(*p.cudnn, env.tactic))
+    if (const std::optional<FusedProduct> q = gemm_product(kind, attrs, in, Y); q && same_alignment(*q, p.product))
+      return cudnn_run(*p.cudnn, env.tactic, A.data, B.data, s.has_c ? s.C->data : nullptr, Z ? Z->data : nullptr,
+                       Y.data, env);
   if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) {  // (a workspace planned elsewhere)
     tiled();
     return finish(false);
@@ -299,11 +365,36 @@ struct MatMulStepPlan final : StepState {
   LtEpilogue lt;
   std::unique_ptr<GemmPlan> gemm;
   std::vector<int64_t> a_off, b_off, y_off;  // one gemm run per entry (elements)
+  int64_t rows = 0;  // A's rows where the product is one [rows, k] x [k, n]; else 0
+  FusedProduct product;  // with a cuDNN tactic: the product it was planned for
+  std::shared_ptr<const CudnnProduct> cudnn;
 };
 
 // FusedMatMul's per-column bias, or null.
 const TensorView* matmul_bias(OpKind kind, std::span<const TensorView> in) {
   return kind == OpKind::kFusedMatMul && has_input(in, 2) ? &in[2] : nullptr;
+}
+
+// cuDNN's fused product for this MatMul (pointers as bound now), if its graph takes it: one
+// product, B a matrix of A's type, FusedMatMul's bias per column.
+std::optional<FusedProduct> matmul_product(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                           const TensorView& Y, const MatMulStepPlan& plan) {
+  const TensorView* bias = matmul_bias(kind, in);
+  if (plan.rows == 0 || in[1].rank() < 2 || in[0].dtype != in[1].dtype || Y.dtype != in[0].dtype) return std::nullopt;
+  FusedProduct p;
+  p.m = plan.rows;
+  p.n = plan.n;
+  p.k = plan.k;
+  p.dtype = Y.dtype;
+  p.align_a = alignment_of(in[0].data, 16);
+  p.align_b = alignment_of(in[1].data, 16);
+  if (bias) {
+    if (bias->dtype != Y.dtype) return std::nullopt;
+    p.c = FusedProduct::C::kPerColumn;
+    p.align_c = alignment_of(bias->data, 16);
+  }
+  if (!add_epilogue(p, epilogue_of(kind, attrs), residual(kind, in), Y)) return std::nullopt;
+  return p;
 }
 
 MatMulStepPlan& matmul_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
@@ -363,6 +454,15 @@ MatMulStepPlan& matmul_plan(OpKind kind, const Attrs& attrs, std::span<const Ten
       p->batch.sb[i] = sb[i];
     }
     if (Y.numel() == 0 || p->k == 0 || !lt_dtype(A.dtype)) return p;
+    if (dims.empty())
+      p->rows = p->m;
+    else if (dims.size() == 1 && sb[0] == 0 && sa[0] == p->m * p->k)  // B shared, A's matrices back to back
+      p->rows = p->m * dims[0];
+    if (is_cudnn(env.tactic))
+      if (const std::optional<FusedProduct> q = matmul_product(kind, attrs, in, Y, *p)) {
+        p->product = *q;
+        p->cudnn = cudnn_product(*q);
+      }
 
     GemmDesc d;
     d.dtype = A.dtype;
@@ -455,6 +555,10 @@ void matmul_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> 
     check_cuda(cudaMemsetAsync(Y.data, 0, Y.bytes(), env.stream), op);
     return finish(false);
   }
+  if (p.cudnn && env.workspace_bytes >= cudnn_workspace(*p.cudnn, env.tactic))
+    if (const std::optional<FusedProduct> q = matmul_product(kind, attrs, in, Y, p); q && same_alignment(*q, p.product))
+      return cudnn_run(*p.cudnn, env.tactic, A.data, B.data, bias ? bias->data : nullptr, Z ? Z->data : nullptr,
+                       Y.data, env);
   if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) {  // (a workspace planned elsewhere)
     tiled();
     return finish(false);
@@ -489,13 +593,33 @@ const GemmPlan* lt_plan_of(OpKind kind, const Attrs& attrs, std::span<const Tens
   return g;
 }
 
+// cuDNN's fused product of this step, if its graph takes it.
+std::shared_ptr<const CudnnProduct> cudnn_of(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                                             std::span<const TensorView> out, GpuEnv& env) {
+  if (!lt_dtype(in[0].dtype) || out[0].numel() == 0) return nullptr;
+  std::optional<FusedProduct> q;
+  if (kind == OpKind::kGemm || kind == OpKind::kFusedGemm) {
+    q = gemm_product(kind, attrs, in, out[0]);
+  } else {
+    std::unique_ptr<MatMulStepPlan> l;
+    q = matmul_product(kind, attrs, in, out[0], matmul_plan(kind, attrs, in, out, env, l));
+  }
+  return q && q->k > 0 ? cudnn_product(*q) : nullptr;
+}
+
 size_t gemm_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                       GpuEnv& env) {
   std::unique_ptr<StepState> local;
   const GemmPlan* g = lt_plan_of(kind, attrs, in, out, env, local);
-  // The GEMV needs none; but where it cannot run (pointers bound at run time that are not 16-byte
-  // aligned), cuBLASLt's first algorithm runs instead, with its workspace.
-  return g ? g->workspace(env.tactic == kGemvTactic ? 0 : env.tactic) : 0;
+  // The GEMV needs none, cuDNN's graph what its plan asks; but where they cannot run (pointers bound
+  // at run time that are not 16-byte aligned), cuBLASLt's first algorithm runs instead, with its
+  // workspace.
+  const bool cudnn = is_cudnn(env.tactic);
+  size_t bytes = g ? g->workspace(env.tactic == kGemvTactic || cudnn ? 0 : env.tactic) : 0;
+  if (cudnn)
+    if (const std::shared_ptr<const CudnnProduct> c = cudnn_of(kind, attrs, in, out, env))
+      bytes = std::max(bytes, cudnn_workspace(*c, env.tactic));
+  return bytes;
 }
 
 }  // namespace
@@ -514,6 +638,10 @@ std::vector<int32_t> gemm_tactics(OpKind kind, const Attrs& attrs, std::span<con
   const GemmPlan* g = lt_plan_of(kind, attrs, in, out, env, local);
   std::vector<int32_t> t;
   for (int i = 0; g && i < g->algo_count(); ++i) t.push_back(i);
+  if (const std::shared_ptr<const CudnnProduct> c = cudnn_of(kind, attrs, in, out, env)) {
+    const std::vector<int32_t> more = cudnn_tactics(*c);
+    t.insert(t.end(), more.begin(), more.end());
+  }
   if ((kind == OpKind::kGemm || kind == OpKind::kFusedGemm) && out[0].numel() > 0 &&
       gemv_takes(kind, gemm_attrs(kind, attrs), in, out[0]))
     t.push_back(kGemvTactic);
