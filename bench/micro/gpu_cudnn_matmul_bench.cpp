@@ -1,4 +1,4 @@
-// Probe: does cuDNN's graph API fuse a transformer layer's products with their epilogues (bias,
+// Does cuDNN's graph API fuse a transformer layer's products with their epilogues (bias,
 // erf GELU, residual) into kernels faster than cuBLASLt's product plus Kiln's epilogue kernel? For
 // each of BERT-base's four products at batch 1 (128 tokens, float16) it builds the operation graph
 // matmul -> add bias -> GELU or add residual, and times every engine configuration cuDNN's
@@ -21,13 +21,13 @@ namespace cg = kiln::gpu::cudnn_graph;
 
 namespace {
 
-#define CHECK(x)                                                                                 \
-  do {                                                                                           \
-    const cudaError_t e = (x);                                                                   \
-    if (e != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e));                               \
-      std::exit(1);                                                                              \
-    }                                                                                            \
+#define CHECK(x)                                                   \
+  do {                                                             \
+    const cudaError_t e = (x);                                     \
+    if (e != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                \
+    }                                                              \
   } while (0)
 
 struct Shape {
@@ -35,20 +35,6 @@ struct Shape {
   int64_t m, n, k;
   bool gelu, residual;
 };
-
-cg::Desc matmul(const cg::Desc& a, const cg::Desc& b, const cg::Desc& c) {
-  cg::Desc mm(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
-  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-  mm.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
-  mm.finalize("matmul descriptor");
-  cg::Desc op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
-  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, b);
-  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, c);
-  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm);
-  op.finalize("matmul operation");
-  return op;
-}
 
 // Milliseconds per launch of `launch`, 20 launches in a graph, the graph replayed 50 times.
 template <class F>
@@ -139,7 +125,7 @@ int main() {
       cg::Desc t1 = cg::tensor(10, CUDNN_DATA_FLOAT, dy, sy, true);
       cg::Desc t2 = cg::tensor(11, CUDNN_DATA_FLOAT, dy, sy, true);
       std::vector<cg::Desc> ops;
-      ops.push_back(matmul(ta, tb, t1));
+      ops.push_back(cg::matmul(ta, tb, t1, CUDNN_DATA_FLOAT));
       const bool more = sh.gelu || sh.residual;
       ops.push_back(cg::pointwise(CUDNN_POINTWISE_ADD, t1, &tbias, more ? t2 : ty));
       if (sh.gelu) ops.push_back(cg::pointwise(CUDNN_POINTWISE_GELU_FWD, t2, nullptr, ty));
@@ -154,8 +140,8 @@ int main() {
         uids.push_back(4);
         data.push_back(z);
       }
-      std::printf("%s [%lld, %lld] x [%lld, %lld]: %zu candidates\n", sh.name, (long long)m, (long long)k,
-                  (long long)k, (long long)n, graph.candidates());
+      std::printf("%s [%lld, %lld] x [%lld, %lld]: %zu candidates\n", sh.name, (long long)m, (long long)k, (long long)k,
+                  (long long)n, graph.candidates());
       for (size_t i = 0; i < graph.candidates(); ++i) {
         if (!graph.builds(i)) {
           std::printf("  candidate %zu: does not build\n", i);

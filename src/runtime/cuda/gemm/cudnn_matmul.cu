@@ -94,18 +94,7 @@ std::shared_ptr<const CudnnProduct> make(const FusedProduct& p, cudnnHandle_t ha
     if (z && p.act2 != Activation::kNone) steps.push_back({p.act2, nullptr});
     std::vector<const cg::Desc*> ops;
     const cg::Desc* cur = steps.empty() ? &y : &virt();
-    cg::Desc mm(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
-    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-    mm.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
-    mm.finalize("cuDNN matmul descriptor");
-    cg::Desc op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
-    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, bt);
-    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, *cur);
-    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm);
-    op.finalize("cuDNN matmul operation");
-    add(std::move(mm));
-    ops.push_back(&add(std::move(op)));
+    ops.push_back(&add(cg::matmul(a, bt, *cur, CUDNN_DATA_FLOAT)));
     for (size_t i = 0; i < steps.size(); ++i) {
       const cg::Desc& to = i + 1 == steps.size() ? y : virt();
       const Step& s = steps[i];

@@ -105,6 +105,19 @@ Desc conv_forward(const Desc& x, const Desc& w, const Desc& y, const ConvGeometr
   return op;
 }
 
+Desc matmul(const Desc& a, const Desc& b, const Desc& c, cudnnDataType_t compute) {
+  Desc mm(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+  mm.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+  mm.finalize("cuDNN graph matmul");
+  Desc op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
+  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, b);
+  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, c);
+  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm);
+  op.finalize("cuDNN graph matmul operation");
+  return op;
+}
+
 namespace {
 
 Desc pointwise_op(const Desc& pw, const Desc& x, const Desc* b, const Desc& y) {

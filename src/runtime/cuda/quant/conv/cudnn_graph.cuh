@@ -1,6 +1,7 @@
 // A thin layer over cuDNN's graph (backend) API, for the fused operation graphs the legacy API
 // cannot express: an INT8 convolution whose int32 sums are scaled per output channel, biased,
-// activated, optionally added to a residual and rounded back to INT8, all in one kernel.
+// activated, optionally added to a residual and rounded back to INT8, all in one kernel; a
+// float16 product with its bias, GELU and residual (gemm/cudnn_matmul.cu).
 //
 // Build the operations (tensor, conv_forward, pointwise), then a Graph over them. The Graph asks
 // cuDNN's heuristics for engine configurations, the candidates, and runs the one chosen by index:
@@ -56,6 +57,8 @@ struct ConvGeometry {
 };
 // y = conv(x, w) (cross-correlation) computed in `compute` (CUDNN_DATA_INT32 for INT8 inputs).
 Desc conv_forward(const Desc& x, const Desc& w, const Desc& y, const ConvGeometry& g, cudnnDataType_t compute);
+// c = a b, batched over the first dim ([batch, m, k] x [batch, k, n]), computed in `compute`.
+Desc matmul(const Desc& a, const Desc& b, const Desc& c, cudnnDataType_t compute);
 // y = mode(x) or mode(x, b), computed in float.
 Desc pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc& y);
 // y = max(x, lower), then min(., upper) where an upper bound is given: ReLU and Clip.
