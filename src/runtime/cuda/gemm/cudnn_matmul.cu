@@ -151,6 +151,11 @@ size_t cudnn_workspace(const CudnnProduct& c, int32_t tactic) {
   return c.graph->builds(i) ? c.graph->workspace(i) : 0;
 }
 
+bool cudnn_runs(const CudnnProduct& c, int32_t tactic, size_t workspace_bytes) {
+  const size_t i = static_cast<size_t>(tactic - kCudnnTactic);
+  return i < c.graph->candidates() && c.graph->builds(i) && c.graph->workspace(i) <= workspace_bytes;
+}
+
 void cudnn_run(const CudnnProduct& c, int32_t tactic, const void* a, const void* b, const void* cc, const void* z,
                void* y, GpuEnv& env) {
   std::vector<int64_t> uids{kA, kB, kY};

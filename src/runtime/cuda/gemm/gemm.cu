@@ -325,7 +325,7 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   }
   std::unique_ptr<GemmStepPlan> local;
   GemmStepPlan& p = gemm_plan(kind, attrs, in, out, env, local);
-  if (p.cudnn && env.workspace_bytes >= cudnn_workspace(*p.cudnn, env.tactic))
+  if (p.cudnn && cudnn_runs(*p.cudnn, env.tactic, env.workspace_bytes))
     if (const std::optional<FusedProduct> q = gemm_product(kind, attrs, in, Y); q && same_alignment(*q, p.product))
       return cudnn_run(*p.cudnn, env.tactic, A.data, B.data, s.has_c ? s.C->data : nullptr, Z ? Z->data : nullptr,
                        Y.data, env);
@@ -555,7 +555,7 @@ void matmul_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> 
     check_cuda(cudaMemsetAsync(Y.data, 0, Y.bytes(), env.stream), op);
     return finish(false);
   }
-  if (p.cudnn && env.workspace_bytes >= cudnn_workspace(*p.cudnn, env.tactic))
+  if (p.cudnn && cudnn_runs(*p.cudnn, env.tactic, env.workspace_bytes))
     if (const std::optional<FusedProduct> q = matmul_product(kind, attrs, in, Y, p); q && same_alignment(*q, p.product))
       return cudnn_run(*p.cudnn, env.tactic, A.data, B.data, bias ? bias->data : nullptr, Z ? Z->data : nullptr,
                        Y.data, env);
