@@ -10,6 +10,7 @@
 #include "gpu_harness.h"
 #include "ops/nn_case_util.h"
 #include "runtime/cuda/nn_gemm.h"
+#include "runtime/cuda/nn_internal.cuh"
 
 namespace kiln::gpu_test {
 namespace {
@@ -156,9 +157,10 @@ TEST(NnGpuGemmHelper, RowMajorBatchedMatchesReference) {
 }
 
 // ---- cuDNN's fused products (runtime/cuda/gemm/cudnn_matmul.cu) -----------------------------------
-// Offered for the float16 and bfloat16 transformer products (never float32), every engine
-// configuration also captured in a graph and on pointers its plan did not assume (shifted by one
-// element: cuBLASLt's first algorithm instead). op_cases_gpu_test runs them direct against the CPU.
+// Offered for the float16 and bfloat16 transformer products (never float32); every engine
+// configuration also runs captured in a graph (and must be what ran: cudnn_product_runs counts) and
+// on pointers one element off 16 bytes (a graph for that alignment, or cuBLASLt's first algorithm
+// where cuDNN has none). op_cases_gpu_test runs them direct against the CPU.
 TEST(NnGpuCudnnProduct, TransformerCasesRunEveryEngineCapturedAndMisaligned) {
   KILN_SKIP_WITHOUT_GPU();
   int n = 0;
@@ -179,8 +181,12 @@ TEST(NnGpuCudnnProduct, TransformerCasesRunEveryEngineCapturedAndMisaligned) {
           continue;
         }
         EXPECT_FALSE(engines.empty());
-        for (int32_t t : engines)
-          for (GpuMode mode : {GpuMode::kCaptured, GpuMode::kMisaligned}) check_run(c, r, mode, t);
+        for (int32_t t : engines) {
+          const uint64_t before = gpu::nn::cudnn_product_runs();
+          check_run(c, r, GpuMode::kCaptured, t);
+          EXPECT_GT(gpu::nn::cudnn_product_runs(), before) << "engine " << t << " did not run";
+          check_run(c, r, GpuMode::kMisaligned, t);
+        }
       }
     }
   }

@@ -179,8 +179,8 @@ std::vector<FusedCase> gemm_cases() {
       // with the whole epilogue in one graph.
       {"GemmLinearBiasGeluTanhResidual", F, fused_gemm(gelu_tanh, kNoAct, 0, 1, 1.0f, 1.0f), kFB,
        gemm_inputs(130, 200, 264, 0, 1, Shape{200}, true), true},
-      {"GemmLinearFullCResidualRelu", F, fused_gemm(kNoAct, kRelu, 0, 0, 1.0f, 1.0f), kFB,
-       gemm_inputs(70, 48, 264, 0, 0, Shape{70, 48}, true), true},
+      {"GemmLinearFullCResidualRelu", F, fused_gemm(kNoAct, kRelu, 0, 1, 1.0f, 1.0f), kFB,
+       gemm_inputs(70, 48, 264, 0, 1, Shape{70, 48}, true), true},
   };
 }
 

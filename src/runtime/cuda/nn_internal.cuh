@@ -133,13 +133,16 @@ struct FusedProduct {
 };
 struct CudnnProduct;  // a graph shared by every step of its shape on a device
 bool cudnn_takes(const FusedProduct& p);
-// The graph for p (made on first use), or null where cuDNN has none or does not take p.
-std::shared_ptr<const CudnnProduct> cudnn_product(const FusedProduct& p);
+// The graph for p (made on first use, but not while `stream` is being captured), or null where
+// cuDNN has none or does not take p.
+std::shared_ptr<const CudnnProduct> cudnn_product(const FusedProduct& p, cudaStream_t stream);
 std::vector<int32_t> cudnn_tactics(const CudnnProduct& c);  // the engine configurations that build
 size_t cudnn_workspace(const CudnnProduct& c, int32_t tactic);  // 0 where the tactic's plan does not build
 // Whether the tactic's plan builds and fits the workspace (an engine from another GPU or cuDNN may
 // name one that does not: cuBLASLt runs instead).
-bool cudnn_runs(const CudnnProduct& c, int32_t tactic, size_t workspace_bytes);
+// Under capture only a plan finalized before counts.
+bool cudnn_runs(const CudnnProduct& c, int32_t tactic, size_t workspace_bytes, cudaStream_t stream);
+uint64_t cudnn_product_runs();  // cudnn_run's calls so far (the tests check that it ran)
 void cudnn_run(const CudnnProduct& c, int32_t tactic, const void* a, const void* b, const void* cc, const void* z,
                void* y, GpuEnv& env);
 

@@ -11,7 +11,11 @@
 //
 // A graph is made once per shape, types, epilogue and pointer alignment on each device and shared by
 // every step with them (BERT's twelve layers use four), with a cuDNN handle of its own per device
-// that lives as long as the process; it runs with the step's handle.
+// that lives as long as the process; it runs with the step's handle. Graphs are never made, nor
+// their plans finalized, while the stream is being captured (a context re-recording its graph after
+// new bindings): such a step runs cuBLASLt. A shape first seen at run time (data-dependent shapes)
+// makes its graph then, a fraction of a second once. The cache is not bounded.
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -122,7 +126,18 @@ bool cudnn_takes(const FusedProduct& p) {
          takes(p.act1) && takes(p.act2) && (p.has_z || p.act2 == Activation::kNone);
 }
 
-std::shared_ptr<const CudnnProduct> cudnn_product(const FusedProduct& p) {
+namespace {
+std::atomic<uint64_t> runs{0};  // cudnn_run's calls, for the tests
+
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone;
+}
+}  // namespace
+
+uint64_t cudnn_product_runs() { return runs.load(); }
+
+std::shared_ptr<const CudnnProduct> cudnn_product(const FusedProduct& p, cudaStream_t stream) {
   if (!cudnn_takes(p)) return nullptr;
   // Never freed: at exit the cache would outlive the CUDA context.
   static std::mutex mu;
@@ -133,7 +148,12 @@ std::shared_ptr<const CudnnProduct> cudnn_product(const FusedProduct& p) {
   std::lock_guard<std::mutex> lock(mu);
   cudnnHandle_t& h = (*handles)[device];
   if (!h) check_cudnn(cudnnCreate(&h), "creating the cuDNN handle for fused products");
-  std::shared_ptr<const CudnnProduct>& b = (*cache)[{key_of(p), device}];
+  const std::pair<std::vector<int64_t>, int> key{key_of(p), device};
+  if (capturing(stream)) {  // no new graph while a stream is captured (heuristics, compiles)
+    const auto it = cache->find(key);
+    return it != cache->end() && it->second->graph ? it->second : nullptr;
+  }
+  std::shared_ptr<const CudnnProduct>& b = (*cache)[key];
   if (!b) b = make(p, h);
   return b->graph ? b : nullptr;
 }
@@ -151,9 +171,12 @@ size_t cudnn_workspace(const CudnnProduct& c, int32_t tactic) {
   return c.graph->builds(i) ? c.graph->workspace(i) : 0;
 }
 
-bool cudnn_runs(const CudnnProduct& c, int32_t tactic, size_t workspace_bytes) {
+bool cudnn_runs(const CudnnProduct& c, int32_t tactic, size_t workspace_bytes, cudaStream_t stream) {
   const size_t i = static_cast<size_t>(tactic - kCudnnTactic);
-  return i < c.graph->candidates() && c.graph->builds(i) && c.graph->workspace(i) <= workspace_bytes;
+  if (i >= c.graph->candidates()) return false;
+  // Under capture only a plan finalized before (the context's set-up asks for the workspace first).
+  const bool ready = capturing(stream) ? c.graph->built(i) : c.graph->builds(i);
+  return ready && c.graph->workspace(i) <= workspace_bytes;
 }
 
 void cudnn_run(const CudnnProduct& c, int32_t tactic, const void* a, const void* b, const void* cc, const void* z,
@@ -169,6 +192,7 @@ void cudnn_run(const CudnnProduct& c, int32_t tactic, const void* a, const void*
     data.push_back(const_cast<void*>(z));
   }
   c.graph->run(env.cudnn, static_cast<size_t>(tactic - kCudnnTactic), uids, data, env.workspace);
+  runs.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace kiln::gpu::nn

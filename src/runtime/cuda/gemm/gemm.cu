@@ -238,7 +238,7 @@ GemmStepPlan& gemm_plan(OpKind kind, const Attrs& attrs, std::span<const TensorV
     if (is_cudnn(env.tactic) && s.m > 0 && s.n > 0 && s.k > 0)
       if (const std::optional<FusedProduct> q = gemm_product(kind, attrs, in, Y)) {
         p->product = *q;
-        p->cudnn = cudnn_product(*q);
+        p->cudnn = cudnn_product(*q, env.stream);
       }
     if (s.m > 0 && s.n > 0 && s.k > 0 && lt_dtype(A.dtype)) {
       GemmDesc d;
@@ -325,7 +325,7 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   }
   std::unique_ptr<GemmStepPlan> local;
   GemmStepPlan& p = gemm_plan(kind, attrs, in, out, env, local);
-  if (p.cudnn && cudnn_runs(*p.cudnn, env.tactic, env.workspace_bytes))
+  if (p.cudnn && cudnn_runs(*p.cudnn, env.tactic, env.workspace_bytes, env.stream))
     if (const std::optional<FusedProduct> q = gemm_product(kind, attrs, in, Y); q && same_alignment(*q, p.product))
       return cudnn_run(*p.cudnn, env.tactic, A.data, B.data, s.has_c ? s.C->data : nullptr, Z ? Z->data : nullptr,
                        Y.data, env);
@@ -461,7 +461,7 @@ MatMulStepPlan& matmul_plan(OpKind kind, const Attrs& attrs, std::span<const Ten
     if (is_cudnn(env.tactic))
       if (const std::optional<FusedProduct> q = matmul_product(kind, attrs, in, Y, *p)) {
         p->product = *q;
-        p->cudnn = cudnn_product(*q);
+        p->cudnn = cudnn_product(*q, env.stream);
       }
 
     GemmDesc d;
@@ -555,7 +555,7 @@ void matmul_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> 
     check_cuda(cudaMemsetAsync(Y.data, 0, Y.bytes(), env.stream), op);
     return finish(false);
   }
-  if (p.cudnn && cudnn_runs(*p.cudnn, env.tactic, env.workspace_bytes))
+  if (p.cudnn && cudnn_runs(*p.cudnn, env.tactic, env.workspace_bytes, env.stream))
     if (const std::optional<FusedProduct> q = matmul_product(kind, attrs, in, Y, p); q && same_alignment(*q, p.product))
       return cudnn_run(*p.cudnn, env.tactic, A.data, B.data, bias ? bias->data : nullptr, Z ? Z->data : nullptr,
                        Y.data, env);
@@ -604,7 +604,7 @@ std::shared_ptr<const CudnnProduct> cudnn_of(OpKind kind, const Attrs& attrs, st
     std::unique_ptr<MatMulStepPlan> l;
     q = matmul_product(kind, attrs, in, out[0], matmul_plan(kind, attrs, in, out, env, l));
   }
-  return q && q->k > 0 ? cudnn_product(*q) : nullptr;
+  return q && q->k > 0 ? cudnn_product(*q, env.stream) : nullptr;
 }
 
 size_t gemm_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,

@@ -246,6 +246,11 @@ const Desc* Graph::plan(size_t i) const {
   return state_[i] == 1 ? plans_[i].get() : nullptr;
 }
 
+bool Graph::built(size_t i) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return i < cfgs_.size() && state_[i] == 1;
+}
+
 std::optional<size_t> Graph::usable(size_t from) const {
   for (size_t i = from; i < cfgs_.size(); ++i)
     if (plan(i)) return i;

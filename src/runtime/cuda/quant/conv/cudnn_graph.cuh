@@ -75,6 +75,9 @@ class Graph {
   void prepare_all() const;
   // Whether candidate i's plan finalizes within the workspace limit (finalizing it if not tried).
   bool builds(size_t i) const { return plan(i) != nullptr; }
+  // Whether candidate i's plan has been finalized already and built (never finalizes: safe while a
+  // stream is being captured, where a compile might invalidate the capture).
+  bool built(size_t i) const;
   // The first candidate from `from` on whose plan finalizes within the workspace limit.
   std::optional<size_t> usable(size_t from = 0) const;
   // Candidate `plan`'s workspace; throws if its plan does not finalize or needs more than the limit.
