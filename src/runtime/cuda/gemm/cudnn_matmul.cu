@@ -10,15 +10,12 @@
 // against 3.8 us.
 //
 // A graph is made once per shape, types, epilogue and pointer alignment on each device and shared by
-// every step with them (BERT's twelve layers use four), with a cuDNN handle of its own per device
-// that lives as long as the process; it runs with the step's handle. Graphs are never made, nor
+// every step with them (BERT's twelve layers use four; cudnn_graph::GraphCache). Graphs are never made, nor
 // their plans finalized, while the stream is being captured (a context re-recording its graph after
 // new bindings): such a step runs cuBLASLt. A shape first seen at run time (data-dependent shapes)
 // makes its graph then, a fraction of a second once. The cache is not bounded.
 #include <atomic>
 #include <deque>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "runtime/cuda/checks.h"
@@ -139,23 +136,11 @@ uint64_t cudnn_product_runs() { return runs.load(); }
 
 std::shared_ptr<const CudnnProduct> cudnn_product(const FusedProduct& p, cudaStream_t stream) {
   if (!cudnn_takes(p)) return nullptr;
-  // Never freed: at exit the cache would outlive the CUDA context.
-  static std::mutex mu;
-  static auto* cache = new std::map<std::pair<std::vector<int64_t>, int>, std::shared_ptr<const CudnnProduct>>;
-  static auto* handles = new std::map<int, cudnnHandle_t>;
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "a fused product");
-  std::lock_guard<std::mutex> lock(mu);
-  cudnnHandle_t& h = (*handles)[device];
-  if (!h) check_cudnn(cudnnCreate(&h), "creating the cuDNN handle for fused products");
-  const std::pair<std::vector<int64_t>, int> key{key_of(p), device};
-  if (capturing(stream)) {  // no new graph while a stream is captured (heuristics, compiles)
-    const auto it = cache->find(key);
-    return it != cache->end() && it->second->graph ? it->second : nullptr;
-  }
-  std::shared_ptr<const CudnnProduct>& b = (*cache)[key];
-  if (!b) b = make(p, h);
-  return b->graph ? b : nullptr;
+  static auto* graphs = new cg::GraphCache<CudnnProduct>("a fused product");  // never freed (cudnn_graph.cuh)
+  // No new graph while a stream is captured (heuristics, compiles).
+  const std::shared_ptr<const CudnnProduct> b =
+      graphs->get(key_of(p), [&](cudnnHandle_t h) { return make(p, h); }, capturing(stream));
+  return b && b->graph ? b : nullptr;
 }
 
 std::vector<int32_t> cudnn_tactics(const CudnnProduct& c) {

@@ -89,6 +89,42 @@ void append_shape(std::vector<int64_t>& key, const TensorView& t) {
 
 bool has_input(std::span<const TensorView> in, size_t i) { return in.size() > i && in[i].exists; }
 
+// ---- cuDNN's fused products (cudnn_matmul.cu) ------------------------------------------------------
+bool is_cudnn(int32_t tactic) { return tactic >= kCudnnTactic && tactic < kCudnnTactic + kCudnnTactics; }
+
+// The epilogue and residual of a fused op into p; false where cuDNN's graph cannot take them.
+bool add_epilogue(FusedProduct& p, const EpilogueAttrs* epi, const TensorView* Z, const TensorView& Y) {
+  if (Z) {
+    if (Z->numel() != Y.numel() || Z->dtype != Y.dtype) return false;
+    p.has_z = true;
+    p.align_z = alignment_of(Z->data, 16);
+  }
+  if (epi) {
+    p.act1 = epi->activation;
+    p.act2 = epi->activation2;
+  }
+  p.align_y = alignment_of(Y.data, 16);
+  return cudnn_takes(p);
+}
+
+// A step's cuDNN graph, planned with a cuDNN tactic for the product as its pointers were then.
+struct CudnnStep {
+  FusedProduct product;
+  std::shared_ptr<const CudnnProduct> graph;
+
+  static CudnnStep plan(const std::optional<FusedProduct>& q, GpuEnv& env) {
+    if (!is_cudnn(env.tactic) || !q) return {};
+    return {*q, cudnn_product(*q, env.stream)};
+  }
+  // Whether it runs now (q: the product as the pointers are now): its plan builds and fits the
+  // workspace, and the pointers keep the alignment it was planned for; else cuBLASLt runs.
+  bool runs(const std::optional<FusedProduct>& q, const GpuEnv& env) const {
+    return graph && q && q->align_a == product.align_a && q->align_b == product.align_b &&
+           q->align_c == product.align_c && q->align_z == product.align_z && q->align_y == product.align_y &&
+           cudnn_runs(*graph, env.tactic, env.workspace_bytes, env.stream);
+  }
+};
+
 // ---- Gemm --------------------------------------------------------------------------------------
 enum class CMode { kNone, kFull, kBias, kBroadcast };
 
@@ -97,8 +133,7 @@ struct GemmStepPlan final : StepState {
   CMode mode = CMode::kNone;
   LtEpilogue lt;
   std::unique_ptr<GemmPlan> gemm;  // null: nothing for cuBLASLt (empty, K = 0, integers)
-  FusedProduct product;            // with a cuDNN tactic: the product it was planned for
-  std::shared_ptr<const CudnnProduct> cudnn;
+  CudnnStep cudnn;                 // with a cuDNN tactic
 };
 
 const GemmAttrs& gemm_attrs(OpKind kind, const Attrs& attrs) {
@@ -125,29 +160,6 @@ GemmShape gemm_shape(const GemmAttrs& a, std::span<const TensorView> in, const T
   const TensorView& A = in[0];
   const bool has_c = in.size() > 2 && in[2].exists && a.beta != 0.0f;
   return {Y.shape[0], Y.shape[1], a.transA ? A.shape[0] : A.shape[1], has_c, has_c ? &in[2] : nullptr};
-}
-
-// ---- cuDNN's fused products (cudnn_matmul.cu) ------------------------------------------------------
-bool is_cudnn(int32_t tactic) { return tactic >= kCudnnTactic && tactic < kCudnnTactic + kCudnnTactics; }
-
-// The epilogue and residual of a fused op into p; false where cuDNN's graph cannot take them.
-bool add_epilogue(FusedProduct& p, const EpilogueAttrs* epi, const TensorView* Z, const TensorView& Y) {
-  if (Z) {
-    if (Z->numel() != Y.numel() || Z->dtype != Y.dtype) return false;
-    p.has_z = true;
-    p.align_z = alignment_of(Z->data, 16);
-  }
-  if (epi) {
-    p.act1 = epi->activation;
-    p.act2 = epi->activation2;
-  }
-  p.align_y = alignment_of(Y.data, 16);
-  return cudnn_takes(p);
-}
-
-bool same_alignment(const FusedProduct& a, const FusedProduct& b) {
-  return a.align_a == b.align_a && a.align_b == b.align_b && a.align_c == b.align_c && a.align_z == b.align_z &&
-         a.align_y == b.align_y;
 }
 
 // cuDNN's fused product for this Gemm (pointers as bound now), if its graph takes it: A not
@@ -190,7 +202,6 @@ bool gemv_takes(OpKind kind, const GemmAttrs& a, std::span<const TensorView> in,
 
 // FusedGemm's float16 weights under a float32 product (core/infer/gemm/gemm.cpp): only the GEMV runs it.
 bool mixed(std::span<const TensorView> in) { return in[0].dtype != in[1].dtype; }
-
 
 GemmStepPlan& gemm_plan(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                         std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<GemmStepPlan>& local) {
@@ -235,11 +246,7 @@ GemmStepPlan& gemm_plan(OpKind kind, const Attrs& attrs, std::span<const TensorV
     p->key = key;
     p->mode = mode;
     p->lt = lt_unfused(epi);
-    if (is_cudnn(env.tactic) && s.m > 0 && s.n > 0 && s.k > 0)
-      if (const std::optional<FusedProduct> q = gemm_product(kind, attrs, in, Y)) {
-        p->product = *q;
-        p->cudnn = cudnn_product(*q, env.stream);
-      }
+    p->cudnn = CudnnStep::plan(gemm_product(kind, attrs, in, Y), env);
     if (s.m > 0 && s.n > 0 && s.k > 0 && lt_dtype(A.dtype)) {
       GemmDesc d;
       d.dtype = A.dtype;
@@ -325,10 +332,9 @@ void gemm_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in
   }
   std::unique_ptr<GemmStepPlan> local;
   GemmStepPlan& p = gemm_plan(kind, attrs, in, out, env, local);
-  if (p.cudnn && cudnn_runs(*p.cudnn, env.tactic, env.workspace_bytes, env.stream))
-    if (const std::optional<FusedProduct> q = gemm_product(kind, attrs, in, Y); q && same_alignment(*q, p.product))
-      return cudnn_run(*p.cudnn, env.tactic, A.data, B.data, s.has_c ? s.C->data : nullptr, Z ? Z->data : nullptr,
-                       Y.data, env);
+  if (p.cudnn.graph && p.cudnn.runs(gemm_product(kind, attrs, in, Y), env))
+    return cudnn_run(*p.cudnn.graph, env.tactic, A.data, B.data, s.has_c ? s.C->data : nullptr, Z ? Z->data : nullptr,
+                     Y.data, env);
   if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) {  // (a workspace planned elsewhere)
     tiled();
     return finish(false);
@@ -366,8 +372,7 @@ struct MatMulStepPlan final : StepState {
   std::unique_ptr<GemmPlan> gemm;
   std::vector<int64_t> a_off, b_off, y_off;  // one gemm run per entry (elements)
   int64_t rows = 0;  // A's rows where the product is one [rows, k] x [k, n]; else 0
-  FusedProduct product;  // with a cuDNN tactic: the product it was planned for
-  std::shared_ptr<const CudnnProduct> cudnn;
+  CudnnStep cudnn;   // with a cuDNN tactic
 };
 
 // FusedMatMul's per-column bias, or null.
@@ -458,11 +463,7 @@ MatMulStepPlan& matmul_plan(OpKind kind, const Attrs& attrs, std::span<const Ten
       p->rows = p->m;
     else if (dims.size() == 1 && sb[0] == 0 && sa[0] == p->m * p->k)  // B shared, A's matrices back to back
       p->rows = p->m * dims[0];
-    if (is_cudnn(env.tactic))
-      if (const std::optional<FusedProduct> q = matmul_product(kind, attrs, in, Y, *p)) {
-        p->product = *q;
-        p->cudnn = cudnn_product(*q, env.stream);
-      }
+    p->cudnn = CudnnStep::plan(matmul_product(kind, attrs, in, Y, *p), env);
 
     GemmDesc d;
     d.dtype = A.dtype;
@@ -555,10 +556,9 @@ void matmul_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> 
     check_cuda(cudaMemsetAsync(Y.data, 0, Y.bytes(), env.stream), op);
     return finish(false);
   }
-  if (p.cudnn && cudnn_runs(*p.cudnn, env.tactic, env.workspace_bytes, env.stream))
-    if (const std::optional<FusedProduct> q = matmul_product(kind, attrs, in, Y, p); q && same_alignment(*q, p.product))
-      return cudnn_run(*p.cudnn, env.tactic, A.data, B.data, bias ? bias->data : nullptr, Z ? Z->data : nullptr,
-                       Y.data, env);
+  if (p.cudnn.graph && p.cudnn.runs(matmul_product(kind, attrs, in, Y, p), env))
+    return cudnn_run(*p.cudnn.graph, env.tactic, A.data, B.data, bias ? bias->data : nullptr, Z ? Z->data : nullptr,
+                     Y.data, env);
   if (!p.gemm || !p.gemm->fits(env.workspace_bytes)) {  // (a workspace planned elsewhere)
     tiled();
     return finish(false);
@@ -575,49 +575,42 @@ void matmul_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> 
 }
 
 // ---- workspace and tactics -----------------------------------------------------------------------
-const GemmPlan* lt_plan_of(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
-                           std::span<const TensorView> out, GpuEnv& env, std::unique_ptr<StepState>& local) {
-  if (!lt_dtype(in[0].dtype) || out[0].numel() == 0) return nullptr;
+// cuBLASLt's plan of a step and cuDNN's product, where its graph takes the step: both from one
+// step plan (`local` keeps it where the step has no state slot).
+struct StepPlans {
+  const GemmPlan* lt = nullptr;
+  std::optional<FusedProduct> product;
+};
+StepPlans plans_of(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
+                   GpuEnv& env, std::unique_ptr<StepState>& local) {
+  if (!lt_dtype(in[0].dtype) || out[0].numel() == 0) return {};
   if (kind == OpKind::kGemm || kind == OpKind::kFusedGemm) {
-    if (mixed(in)) return nullptr;  // the GEMV's alone
+    if (mixed(in)) return {};  // the GEMV's alone
     const GemmAttrs& a = gemm_attrs(kind, attrs);
-    if ((a.transA ? in[0].shape[0] : in[0].shape[1]) == 0) return nullptr;
+    if ((a.transA ? in[0].shape[0] : in[0].shape[1]) == 0) return {};
     std::unique_ptr<GemmStepPlan> l;
     const GemmPlan* g = gemm_plan(kind, attrs, in, out, env, l).gemm.get();
     local = std::move(l);
-    return g;
+    return {g, gemm_product(kind, attrs, in, out[0])};
   }
   std::unique_ptr<MatMulStepPlan> l;
-  const GemmPlan* g = matmul_plan(kind, attrs, in, out, env, l).gemm.get();
+  const MatMulStepPlan& p = matmul_plan(kind, attrs, in, out, env, l);
+  StepPlans r{p.gemm.get(), matmul_product(kind, attrs, in, out[0], p)};
   local = std::move(l);
-  return g;
-}
-
-// cuDNN's fused product of this step, if its graph takes it.
-std::shared_ptr<const CudnnProduct> cudnn_of(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
-                                             std::span<const TensorView> out, GpuEnv& env) {
-  if (!lt_dtype(in[0].dtype) || out[0].numel() == 0) return nullptr;
-  std::optional<FusedProduct> q;
-  if (kind == OpKind::kGemm || kind == OpKind::kFusedGemm) {
-    q = gemm_product(kind, attrs, in, out[0]);
-  } else {
-    std::unique_ptr<MatMulStepPlan> l;
-    q = matmul_product(kind, attrs, in, out[0], matmul_plan(kind, attrs, in, out, env, l));
-  }
-  return q && q->k > 0 ? cudnn_product(*q, env.stream) : nullptr;
+  return r;
 }
 
 size_t gemm_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                       GpuEnv& env) {
   std::unique_ptr<StepState> local;
-  const GemmPlan* g = lt_plan_of(kind, attrs, in, out, env, local);
+  const StepPlans s = plans_of(kind, attrs, in, out, env, local);
   // The GEMV needs none, cuDNN's graph what its plan asks; but where they cannot run (pointers bound
   // at run time that are not 16-byte aligned), cuBLASLt's first algorithm runs instead, with its
   // workspace.
   const bool cudnn = is_cudnn(env.tactic);
-  size_t bytes = g ? g->workspace(env.tactic == kGemvTactic || cudnn ? 0 : env.tactic) : 0;
-  if (cudnn)
-    if (const std::shared_ptr<const CudnnProduct> c = cudnn_of(kind, attrs, in, out, env))
+  size_t bytes = s.lt ? s.lt->workspace(env.tactic == kGemvTactic || cudnn ? 0 : env.tactic) : 0;
+  if (cudnn && s.product)
+    if (const std::shared_ptr<const CudnnProduct> c = cudnn_product(*s.product, env.stream))
       bytes = std::max(bytes, cudnn_workspace(*c, env.tactic));
   return bytes;
 }
@@ -635,13 +628,14 @@ namespace {
 std::vector<int32_t> gemm_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                                   std::span<const TensorView> out, GpuEnv& env) {
   std::unique_ptr<StepState> local;
-  const GemmPlan* g = lt_plan_of(kind, attrs, in, out, env, local);
+  const StepPlans s = plans_of(kind, attrs, in, out, env, local);
   std::vector<int32_t> t;
-  for (int i = 0; g && i < g->algo_count(); ++i) t.push_back(i);
-  if (const std::shared_ptr<const CudnnProduct> c = cudnn_of(kind, attrs, in, out, env)) {
-    const std::vector<int32_t> more = cudnn_tactics(*c);
-    t.insert(t.end(), more.begin(), more.end());
-  }
+  for (int i = 0; s.lt && i < s.lt->algo_count(); ++i) t.push_back(i);
+  if (s.product)
+    if (const std::shared_ptr<const CudnnProduct> c = cudnn_product(*s.product, env.stream)) {
+      const std::vector<int32_t> more = cudnn_tactics(*c);
+      t.insert(t.end(), more.begin(), more.end());
+    }
   if ((kind == OpKind::kGemm || kind == OpKind::kFusedGemm) && out[0].numel() > 0 &&
       gemv_takes(kind, gemm_attrs(kind, attrs), in, out[0]))
     t.push_back(kGemvTactic);

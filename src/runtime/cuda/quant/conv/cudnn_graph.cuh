@@ -12,15 +12,20 @@
 // run time (Graph::run).
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "runtime/cuda/checks.h"
 
 namespace kiln::gpu::cudnn_graph {
 
@@ -101,6 +106,39 @@ class Graph {
   mutable std::vector<std::unique_ptr<Desc>> plans_;
   mutable std::vector<int> state_;  // per candidate: 0 not tried, 1 finalized, -1 failed
   mutable std::vector<size_t> workspace_;
+};
+
+// The graphs of one kind of step, made once per key on each device and shared by every step with
+// that key: `Built` holds a graph and what it was made from. They are made with a cuDNN handle of
+// the cache's own per device, which lives as long as the process, and run with the step's handle
+// (cuDNN 9's plans are not tied to the handle that made them). Never freed: keep a cache in a
+// pointer that is never deleted, since at exit it would outlive the CUDA context.
+template <class Built>
+class GraphCache {
+ public:
+  explicit GraphCache(std::string what) : what_(std::move(what)) {}
+
+  // The entry for `key` on the current device, made by make(handle) where there is none yet; with
+  // only_made (while a stream is being captured) never made: null where there is none.
+  template <class Make>
+  std::shared_ptr<const Built> get(const std::vector<int64_t>& key, Make&& make, bool only_made = false) {
+    int device = 0;
+    check_cuda(cudaGetDevice(&device), what_);
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_ptr<const Built>& b = built_[{key, device}];
+    if (!b && !only_made) {
+      cudnnHandle_t& h = handles_[device];
+      if (!h) check_cudnn(cudnnCreate(&h), what_ + ": creating the cuDNN handle for its graphs");
+      b = make(h);
+    }
+    return b;
+  }
+
+ private:
+  std::string what_;
+  std::mutex mu_;
+  std::map<std::pair<std::vector<int64_t>, int>, std::shared_ptr<const Built>> built_;
+  std::map<int, cudnnHandle_t> handles_;
 };
 
 }  // namespace kiln::gpu::cudnn_graph

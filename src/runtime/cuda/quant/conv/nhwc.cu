@@ -27,9 +27,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "core/infer/nn_geometry.h"
@@ -220,20 +218,8 @@ std::unique_ptr<Plan> build_plan(const QConvAttrs& a, std::span<const TensorView
   p->x_scale = host_float(env, 1, "NhwcQConv");
   if (present(in, 7)) p->inv_y_scale = 1.0f / host_float(env, 7, "NhwcQConv");
   if (present(in, 9) && present(in, 10)) p->z_scale = host_float(env, 10, "NhwcQConv");
-  // Graphs are made with a handle of their own per device, which lives as long as the process, and
-  // run with the step's handle (cuDNN 9's plans are not tied to the handle that made them). The
-  // cache is never freed: at exit it would outlive the CUDA context.
-  static std::mutex mu;
-  static auto* cache = new std::map<std::pair<std::vector<int64_t>, int>, std::shared_ptr<const Built>>;
-  static auto* handles = new std::map<int, cudnnHandle_t>;
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "NhwcQConv");
-  std::lock_guard<std::mutex> lock(mu);
-  cudnnHandle_t& h = (*handles)[device];
-  if (!h) check_cudnn(cudnnCreate(&h), "NhwcQConv: creating the cuDNN handle for its graphs");
-  std::shared_ptr<const Built>& b = (*cache)[{p->key, device}];
-  if (!b) b = make_graph(a, in, out, p->shapes, h);
-  p->built = b;
+  static auto* graphs = new cg::GraphCache<Built>("NhwcQConv");  // never freed (cudnn_graph.cuh)
+  p->built = graphs->get(p->key, [&](cudnnHandle_t h) { return make_graph(a, in, out, p->shapes, h); });
   return p;
 }
 
