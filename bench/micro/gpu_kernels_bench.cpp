@@ -299,6 +299,15 @@ void BM_Softmax(benchmark::State& state) {
   run_op(state, OpKind::kSoftmax, SoftmaxAttrs{}, {{float_arg(state, 0), {32768, 1024}}});
 }
 
+// LayerNormalization over the last axis, float16, of transformers' activations at large batches:
+// Swin-T's stages 1 and 2 at batch 64 ([200704, 96], [50176, 192]), ViT-B/16 at batch 64
+// ([12608, 768]) and BERT-base at batch 32 ([4096, 768]).
+void BM_LayerNorm(benchmark::State& state) {
+  const int64_t rows = state.range(0), d = state.range(1);
+  const DataType dt = DataType::kFloat16;
+  run_op(state, OpKind::kLayerNormalization, LayerNormAttrs{}, {{dt, {rows, d}}, {dt, {d}}, {dt, {d}}});
+}
+
 // The ceiling itself, as a benchmark: a device-to-device copy moving 2 * size MiB.
 void BM_Copy(benchmark::State& state) {
   if (!gpu_available()) {
@@ -363,6 +372,14 @@ BENCHMARK(BM_TransposeNchwToNhwc)->Apply(memory_bound);
 BENCHMARK(BM_ReduceMeanSpatial)->Apply(memory_bound);
 BENCHMARK(BM_ReduceMeanRows)->Apply(memory_bound);
 BENCHMARK(BM_Softmax)->Apply(memory_bound);
+BENCHMARK(BM_LayerNorm)
+    ->ArgNames({"rows", "d"})
+    ->Args({200704, 96})
+    ->Args({50176, 192})
+    ->Args({12608, 768})
+    ->Args({4096, 768})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TransposeInput)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_NhwcConvStemQuant)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_QuantizeStem)->UseManualTime()->Unit(benchmark::kMicrosecond);

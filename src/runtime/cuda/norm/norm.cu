@@ -100,29 +100,32 @@ __device__ __forceinline__ void write_stats(const NormArgs& a, int64_t row, doub
   if (a.inv_std) store_any(a.inv_std, a.inv_code, row, inv);
 }
 
-// W warps per row (W = 1: no shared memory, no barrier); thread t of the row's 32 * W holds NV
-// vectors of V elements: elements (k * 32 * W + t) * V + e. With vectors (V > 1), Scale and B are
+// W warps per row (W = 1: no shared memory, no barrier), or with W = 1 L lanes per row (L = 4, 8,
+// 16: 32 / L rows a warp, for short rows such as Swin's 96 channels, which left 20 of a warp's 32
+// lanes idle and ran at a quarter of the memory's rate); thread t of the row's L * W holds NV
+// vectors of V elements: elements (k * L * W + t) * V + e. With vectors (V > 1), Scale and B are
 // read as vectors too when they are whole rows (vec_params).
-template <class T, int V, int NV, int W>
+template <class T, int V, int NV, int W, int L = 32>
 __global__ void __launch_bounds__(kThreads)
     norm_reg_kernel(const T* __restrict__ x, T* __restrict__ y, const __grid_constant__ NormArgs a) {
+  static_assert(L == 32 || W == 1, "lanes per row below 32 with one warp per row only");
   using VecT = ew::Vec<T, V>;
   using F = FloatAcc<T>;
-  constexpr int kRowsPerBlock = kThreads / 32 / W, kStep = 32 * W * V;
+  constexpr int kRowsPerWarp = 32 / L, kRowsPerBlock = kThreads / 32 / W * kRowsPerWarp, kStep = L * W * V;
   __shared__ F red[2][kThreads / 32];
   wait_for_inputs();  // a programmatic dependent launch (launch_norm)
   start_next_kernel();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp / W;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp / W * kRowsPerWarp + lane / L;
   const bool live = row < a.rows;
-  if constexpr (W == 1) {
+  if constexpr (W == 1 && L == 32) {
     if (!live) return;  // the whole warp: the shuffles below see every lane
   }
-  const int t0 = ((warp % W) * 32 + lane) * V;
+  const int t0 = ((warp % W) * L + lane % L) * V;
   const int64_t base = (live ? row : 0) * a.d;
-  // The row's sum of v over its W warps, in a fixed order.
+  // The row's sum of v over its L lanes and W warps, in a fixed order.
   auto row_sum = [&](F v, F* buf) {
-    v = group_sum(v);
+    v = group_sum<L>(v);
     if constexpr (W > 1) {
       if (lane == 0) buf[warp] = v;
       __syncthreads();
@@ -212,11 +215,11 @@ __global__ void __launch_bounds__(1024)
   if (threadIdx.x == 0) write_stats(a, row, mu, inv);
 }
 
-template <class T, int V, int NV, int W>
+template <class T, int V, int NV, int W, int L = 32>
 void reg_launch(const T* x, T* y, const NormArgs& a, cudaStream_t s) {
-  constexpr int kRowsPerBlock = kThreads / 32 / W;
+  constexpr int kRowsPerBlock = kThreads / 32 / W * (32 / L);
   const auto blocks = static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  launch_dependent<norm_reg_kernel<T, V, NV, W>>(dim3(blocks), kThreads, 0, s, 1, "normalization", x, y, a);
+  launch_dependent<norm_reg_kernel<T, V, NV, W, L>>(dim3(blocks), kThreads, 0, s, 1, "normalization", x, y, a);
 }
 
 // Picks the kernel: rows held in registers (by 1 to 8 warps, vectorized where the row length and
@@ -238,7 +241,13 @@ void launch_norm(const T* x, T* y, NormArgs a, cudaStream_t s, bool double_stats
       vec && a.channels == 0 && a.smode == ParamMode::kFull && ew::aligned_to(a.scale, ew::kVecBytes) &&
       (a.bmode == ParamMode::kAbsent || (a.bmode == ParamMode::kFull && ew::aligned_to(a.bias, ew::kVecBytes)));
   if (vec && vecs <= 32 * 8) {
-    if (vecs <= 32)
+    if (vecs <= 4)
+      reg_launch<T, kV, 1, 1, 4>(x, y, a, s);
+    else if (vecs <= 8)
+      reg_launch<T, kV, 1, 1, 8>(x, y, a, s);
+    else if (vecs <= 16)
+      reg_launch<T, kV, 1, 1, 16>(x, y, a, s);
+    else if (vecs <= 32)
       reg_launch<T, kV, 1, 1>(x, y, a, s);
     else if (vecs <= 64)
       reg_launch<T, kV, 2, 1>(x, y, a, s);
