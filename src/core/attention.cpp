@@ -33,11 +33,20 @@ void finish(AttentionShape& g, const AttentionAttrs& a, std::span<const TensorVi
       bad("the mask must be bool or Q's element type (" + std::string(dtype_name(q.dtype)) + "), got " +
           std::string(dtype_name(m.dtype)));
     if (m.rank() < 1 || m.rank() > 4) bad("the mask must have 1 to 4 dimensions, got " + shp(m.shape));
-    const std::array<int64_t, 4> full{g.batch, g.q_heads, g.q_len, g.kv_len};
+    std::array<int64_t, 4> full{g.batch, g.q_heads, g.q_len, g.kv_len};
+    if (a.mask_period > 0) {
+      if (m.rank() != 4 || m.shape[0] != a.mask_period || g.batch % a.mask_period != 0)
+        bad("with mask_period " + std::to_string(a.mask_period) + " the mask must be 4-D with that many entries, " +
+            "which divide the batch " + std::to_string(g.batch) + ", got " + shp(m.shape));
+      full[0] = a.mask_period;
+      g.mask_period = a.mask_period;
+    }
     const std::optional<std::array<int64_t, 4>> strides = attention_mask_strides(m.shape, full);
     if (!strides)
       bad("the mask " + shp(m.shape) + " does not broadcast to [batch, q_heads, q_len, kv_len] " + shp(full));
     g.mask_stride = *strides;
+  } else if (a.mask_period != 0) {
+    bad("mask_period without a mask");
   }
 }
 
@@ -104,6 +113,7 @@ AttentionShape attention_shape(const AttentionAttrs& a, std::span<const TensorVi
   if (a.is_causal != 0 && a.is_causal != 1) bad("is_causal must be 0 or 1");
   if (!(a.softcap >= 0.0f)) bad("softcap must be at least 0");
   if (a.packed_qkv != 0 && a.packed_qkv != 1) bad("packed_qkv must be 0 or 1");
+  if (a.mask_period < 0) bad("mask_period must be at least 0");
   if (a.packed_qkv) return packed_shape(a, in);
   if (in.size() < 3 || !in[1].exists || !in[2].exists) bad("takes Q, K and V");
   const TensorView &q = in[0], &k = in[1], &v = in[2];

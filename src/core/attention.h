@@ -2,11 +2,12 @@
 // Q [batch, q_heads, q_len, head_size], K [batch, kv_heads, kv_len, head_size], V [batch, kv_heads,
 // kv_len, v_head_size] (or each 3-D, [batch, len, heads * size], with the head counts as
 // attributes), an optional mask broadcast to [batch, q_heads, q_len, kv_len] (bool: true attends;
-// float: added to the scores), and Y [batch, q_heads, q_len, v_head_size] (3-D like Q). Query head h
-// reads key/value head h / (q_heads / kv_heads) (grouped-query attention). Packed (Kiln's
-// packed_qkv): input 0, [batch, len, (q_heads + 2 kv_heads) * head_size], holds Q, K and V side by
-// side in each row (one projection GEMM's output), read in place through the offsets and strides;
-// inputs 1 and 2 name it again (the op keeps its three required inputs); Y is 3-D.
+// float: added to the scores; with Kiln's mask_period, a 4-D mask repeated along the batch), and Y
+// [batch, q_heads, q_len, v_head_size] (3-D like Q). Query head h reads key/value head h / (q_heads
+// / kv_heads) (grouped-query attention). Packed (Kiln's packed_qkv): input 0, [batch, len, (q_heads
+// + 2 kv_heads) * head_size], holds Q, K and V side by side in each row (one projection GEMM's
+// output), read in place through the offsets and strides; inputs 1 and 2 name it again (the op
+// keeps its three required inputs); Y is 3-D.
 #pragma once
 
 #include <array>
@@ -28,6 +29,9 @@ struct AttentionShape {
   // Element strides of (batch, head, position, element) in Q, K, V and Y; of (batch, head, query,
   // key) in the mask, 0 along the dims it broadcasts.
   std::array<int64_t, 4> q_stride{}, k_stride{}, v_stride{}, y_stride{}, mask_stride{};
+  // > 0: batch entry b reads the mask's entry b % mask_period (Kiln's mask_period attribute).
+  int64_t mask_period = 0;
+  int64_t mask_batch(int64_t b) const { return mask_period > 0 ? b % mask_period : b; }
   // Where Q, K and V start in the inputs they are read from: inputs 0, 1 and 2, or input 0 for all
   // three when packed (in elements).
   bool packed = false;

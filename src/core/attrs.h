@@ -379,6 +379,10 @@ struct AttentionAttrs {
   // where input 0 holds Q, K and V side by side along its last axis, [batch, len, (q_heads + 2
   // kv_heads) * head_size], the output of one projection GEMM; inputs 1 and 2 name it again.
   int64_t packed_qkv = 0;
+  // Kiln's own too (fuse-attention's, for Swin's shifted windows at batches over 1): > 0 where the
+  // 4-D mask's first axis is this long and repeats along the batch, which it divides (batch entry
+  // b reads mask entry b % mask_period), instead of broadcasting.
+  int64_t mask_period = 0;
   static constexpr auto kFields = std::tuple{Field{"is_causal", &AttentionAttrs::is_causal},
                                              Field{"kv_num_heads", &AttentionAttrs::kv_num_heads},
                                              Field{"q_num_heads", &AttentionAttrs::q_num_heads},
@@ -386,7 +390,8 @@ struct AttentionAttrs {
                                              Field{"scale", &AttentionAttrs::scale},
                                              Field{"softcap", &AttentionAttrs::softcap},
                                              Field{"softmax_precision", &AttentionAttrs::softmax_precision},
-                                             Field{"packed_qkv", &AttentionAttrs::packed_qkv}};
+                                             Field{"packed_qkv", &AttentionAttrs::packed_qkv},
+                                             Field{"mask_period", &AttentionAttrs::mask_period}};
 };
 struct NmsAttrs {  // NonMaxSuppression: 0: boxes are [y1, x1, y2, x2] corners; 1: [x_center, y_center, w, h]
   int64_t center_point_box = 0;

@@ -183,10 +183,11 @@ void batchnorm_rule(Importer& im, ImportNode& n) {
 }
 
 // Attention (opset 23): the key/value cache inputs and the outputs beside Y are not supported;
-// packed_qkv is Kiln's own attribute (fuse-attention's), not a model's.
+// packed_qkv and mask_period are Kiln's own attributes (fuse-attention's), not a model's.
 void attention_rule(Importer& im, ImportNode& n) {
-  if (im.attr(n.proto, "packed_qkv"))
-    throw Error("Attention's attribute packed_qkv is Kiln's own, not ONNX's; remove it from the model");
+  for (const char* own : {"packed_qkv", "mask_period"})
+    if (im.attr(n.proto, own))
+      throw Error(std::string("Attention's attribute ") + own + " is Kiln's own, not ONNX's; remove it from the model");
   if (n.inputs.size() > 4 && std::any_of(n.inputs.begin() + 4, n.inputs.end(), [](ValueId v) { return v != kNoValue; }))
     throw Error(
         "Attention with past_key / past_value (a key-value cache) is not supported; export the model "

@@ -445,7 +445,14 @@ bool window_mask_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<
         s0 = add1->inputs[k];
       }
     }
-  if (numel(x4) * static_cast<int64_t>(dtype_size(t)) > kMaxWindowMask) return false;
+  const std::vector<int64_t> bs = bias != graph::kNoValue ? g.value(bias).shape : std::vector<int64_t>{};
+  // At batches over 1 the window mask repeats along the batch every x5[1] entries (an image's
+  // windows) when neither it nor the bias varies with the image: the bias joins the 5-D mask, which
+  // fuse_at then reads as a [windows, heads, n, n] mask with mask_period (periodic_mask), instead
+  // of one mask as large as the scores (118 MB in Swin-T's first stage at batch 64).
+  const bool periodic = x5[0] > 1 && (ms.size() < 5 || ms[0] == 1) && (bs.size() < 4 || bs[0] == 1);
+  if (!periodic && numel(x4) * static_cast<int64_t>(dtype_size(t)) > kMaxWindowMask) return false;
+  if (periodic && bias == graph::kNoValue) return false;  // nothing to fold: fuse_at reads the view as it is
   if (gpu) {  // the scores' MatMul gives the head size
     const graph::Node* qk = f.producer_of(g, s0, OpKind::kMatMul);
     const int64_t d = qk ? g.value(qk->inputs[0]).shape.back() : 0;
@@ -460,7 +467,25 @@ bool window_mask_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<
     for (size_t k = 0; k < shape.size(); ++k) off = off * shape[k] + (shape[k] == 1 ? 0 : idx[lead + k]);
     return static_cast<size_t>(off);
   };
-  const std::vector<int64_t> bs = bias != graph::kNoValue ? g.value(bias).shape : std::vector<int64_t>{};
+  if (periodic) {
+    const std::vector<int64_t> m5{1, x5[1], x5[2], x5[3], x5[4]};
+    std::vector<double> M(static_cast<size_t>(numel(m5)));
+    size_t e = 0;
+    for (int64_t w = 0; w < x5[1]; ++w)
+      for (int64_t hh = 0; hh < x5[2]; ++hh)
+        for (int64_t r = 0; r < x5[3]; ++r)
+          for (int64_t c = 0; c < x5[4]; ++c, ++e) M[e] = mv[at(ms, {0, w, hh, r, c})] + bv[at(bs, {0, hh, r, c})];
+    const size_t r5_index = static_cast<size_t>(f.producer[static_cast<size_t>(add2->inputs[1 - mk])]);
+    const size_t add2_index = static_cast<size_t>(f.producer[static_cast<size_t>(r4.inputs[0])]);
+    const size_t add1_index = static_cast<size_t>(f.producer[static_cast<size_t>(s1)]);
+    const std::string name = g.unique_name(g.value(add2->inputs[mk]).name + "_windows");
+    const graph::ValueId mask = g.add_constant(name, t, m5, write_as(t, M));
+    g.nodes[r5_index].inputs[0] = s0;
+    g.nodes[add2_index].inputs[mk] = mask;
+    remove_node(g, add1_index, removed);
+    tally.add("periodic window mask");
+    return true;
+  }
   std::vector<double> M(static_cast<size_t>(numel(x4)));
   size_t e = 0;
   for (int64_t b_ = 0; b_ < x4[0]; ++b_)

@@ -102,6 +102,44 @@ bool where_mask(const graph::Graph& g, const GraphFacts& f, graph::ValueId s, Wh
   return true;
 }
 
+// s = Reshape(Add(Reshape(x) [B, P, h, q, kv], m5)) with x's shape [B * P, h, q, kv] and m5 a
+// constant that does not vary along B (Swin's shifted-window mask at batches over 1, the position
+// bias folded in by window_mask_at): x, m5, m5's shape as a 4-D mask [P or 1, ...] and its period
+// (P where the mask varies along P and B > 1, else 0: it broadcasts). Appends the three nodes to
+// `nodes`.
+bool periodic_mask(const graph::Graph& g, const GraphFacts& f, graph::ValueId s, graph::ValueId& x,
+                   graph::ValueId& m5_value, std::vector<int64_t>& m4, int64_t& period, std::vector<size_t>& nodes) {
+  const graph::Node* r4 = f.producer_of(g, s, OpKind::kReshape);
+  if (!r4 || !f.only_read_once(g, r4->inputs[0])) return false;
+  const graph::Node* add = f.producer_of(g, r4->inputs[0], OpKind::kAdd);
+  if (!add) return false;
+  const std::vector<int64_t>& x4 = g.value(s).shape;
+  const std::vector<int64_t>& x5 = g.value(r4->inputs[0]).shape;
+  if (x4.size() != 4 || x5.size() != 5 || x5[0] * x5[1] != x4[0] || x5[2] != x4[1] || x5[3] != x4[2] || x5[4] != x4[3])
+    return false;
+  for (size_t k = 0; k < 2; ++k) {
+    const graph::Value& m = g.value(add->inputs[1 - k]);
+    const graph::Node* r5 = f.producer_of(g, add->inputs[k], OpKind::kReshape);
+    if (!r5 || !m.is_constant() || m.dtype != g.value(s).dtype || !f.only_read_once(g, add->inputs[k]) ||
+        g.value(add->inputs[k]).shape != x5 || g.value(r5->inputs[0]).shape != x4 || m.shape.size() > 5)
+      continue;
+    // m right-aligned against x5: 1 or x5's along every axis, 1 along the batch B.
+    std::vector<int64_t> m5(5 - m.shape.size(), 1);
+    m5.insert(m5.end(), m.shape.begin(), m.shape.end());
+    bool fits = m5[0] == 1;
+    for (size_t d = 1; d < 5; ++d) fits = fits && (m5[d] == 1 || m5[d] == x5[d]);
+    if (!fits) continue;
+    m4.assign(m5.begin() + 1, m5.end());
+    period = m4[0] > 1 && x5[0] > 1 ? m4[0] : 0;
+    x = r5->inputs[0];
+    m5_value = add->inputs[1 - k];
+    for (graph::ValueId v : {s, r4->inputs[0], add->inputs[k]})
+      nodes.insert(nodes.begin(), static_cast<size_t>(f.producer[static_cast<size_t>(v)]));
+    return true;
+  }
+  return false;
+}
+
 // gpu: the build options of a GPU target (gpu_runs_fast decides), null for the CPU.
 bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& removed, Tally& tally,
              const BuildOptions* gpu) {
@@ -132,7 +170,13 @@ bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& 
     if (!f.only_read_once(g, s)) return false;
     causal = where.causal;
   }
-  if (const graph::Node* add = f.producer_of(g, s, OpKind::kAdd)) {
+  int64_t mask_period = 0;
+  graph::ValueId mask5 = graph::kNoValue;  // the mask of a 5-D view (periodic_mask), made 4-D at the end
+  std::vector<int64_t> mask4_shape;
+  if (graph::ValueId x = graph::kNoValue; periodic_mask(g, f, s, x, mask5, mask4_shape, mask_period, nodes)) {
+    s = x;
+    if (!f.only_read_once(g, s)) return false;
+  } else if (const graph::Node* add = f.producer_of(g, s, OpKind::kAdd)) {
     for (size_t k = 0; k < 2 && mask == graph::kNoValue; ++k) {
       // The scores come from the product or its scaling; the other operand is the mask.
       const int inner = f.producer[static_cast<size_t>(add->inputs[k])];
@@ -148,7 +192,8 @@ bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& 
       if (!f.only_read_once(g, s)) return false;
     }
   }
-  if (where.x != graph::kNoValue && !causal && mask != graph::kNoValue) return false;  // two masks
+  if (where.x != graph::kNoValue && !causal && (mask != graph::kNoValue || mask5 != graph::kNoValue))
+    return false;  // two masks
   double scale = 1.0;
   for (OpKind kind : {OpKind::kDiv, OpKind::kMul}) {
     const graph::Node* n = f.producer_of(g, s, kind);
@@ -240,10 +285,14 @@ bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& 
     if (n != i && n != qk_index) remove_node(g, n, removed);
   if (where.x != graph::kNoValue && !causal)
     mask = g.add_constant(g.unique_name(g.nodes[i].name + "_keep"), DataType::kBool, where.shape, where.keep);
+  if (mask5 != graph::kNoValue)
+    mask = g.add_constant(g.unique_name(g.value(mask5).name + "_4d"), t, mask4_shape,
+                          write_as(t, read_doubles(g.value(mask5))));
   graph::Node& att = g.nodes[i];
   AttentionAttrs a;
   a.scale = static_cast<float>(scale);
   a.is_causal = causal ? 1 : 0;
+  a.mask_period = mask_period;
   att.kind = OpKind::kAttention;
   att.attrs = a;
   att.inputs = {q, k, v};

@@ -386,9 +386,11 @@ PassModel window_attention(bool shifted, int64_t images = 1) {
 }
 
 // The window block becomes the packed projection, the Attention (its mask the bias, or the bias and
-// the window mask as one constant) and the output projection; the outputs agree with the pass off.
+// the window mask as one constant; with two images the window mask repeats along the batch:
+// mask_period; with four, one window an image, it broadcasts) and the output projection; the
+// outputs agree with the pass off.
 TEST(FuseAttention, SwinWindowAttention) {
-  for (const auto& [shifted, images] : {std::pair{false, 1}, {true, 1}, {true, 2}}) {
+  for (const auto& [shifted, images] : {std::pair{false, 1}, {true, 1}, {true, 2}, {true, 4}}) {
     SCOPED_TRACE(std::string(shifted ? "shifted windows" : "windows") + ", images " + std::to_string(images));
     const PassModel m = window_attention(shifted, images);
     build::BuildReport report;
@@ -396,8 +398,12 @@ TEST(FuseAttention, SwinWindowAttention) {
     EXPECT_EQ(step_ops(on), (Strings{"FusedMatMul", "Attention", "FusedMatMul"}));
     for (const build::PassReport& p : report.passes)
       if (p.name == kPass)
-        EXPECT_EQ(p.detail, shifted ? "Attention 1, Attention packed (batch-first heads) 1, window mask 1"
-                                    : "Attention 1, Attention packed (batch-first heads) 1");
+        EXPECT_EQ(p.detail, !shifted ? "Attention 1, Attention packed (batch-first heads) 1"
+                            : images == 1
+                                ? "Attention 1, Attention packed (batch-first heads) 1, window mask 1"
+                                : "Attention 1, Attention packed (batch-first heads) 1, periodic window mask 1");
+    for (const StepInfo& st : Engine::from_bytes(on)->summary().steps)
+      if (st.op == "Attention") EXPECT_EQ(st.attrs.find("mask_period") != std::string::npos, shifted && images == 2);
     std::map<std::string, std::vector<float>> feed{{"x", random_vec(4 * 9 * 8, 5)}};
     auto y_on = run_engine(on, feed, {"y"}), y_off = run_engine(off, feed, {"y"});
     expect_close(y_on["y"], y_off["y"], 1e-5f);

@@ -148,6 +148,41 @@ TEST(NnMatMul, IntegersWrap) {
   EXPECT_EQ(y[0].values()[0], 4294967293.0);
 }
 
+// ---- Attention's mask_period (Kiln's own) ----------------------------------------------------
+
+// A mask of 3 entries repeated along a batch of 6 gives what the same mask tiled to 6 entries
+// gives through ordinary broadcasting (an independent path through the kernel).
+TEST(NnAttention, MaskPeriodIsTheTiledMask) {
+  const int64_t b = 6, h = 2, s = 9, d = 8, period = 3;
+  std::mt19937 rng(7);
+  Tensor q = random_tensor(DataType::kFloat32, {b, h, s, d}, rng),
+         k = random_tensor(DataType::kFloat32, {b, h, s, d}, rng),
+         v = random_tensor(DataType::kFloat32, {b, h, s, d}, rng),
+         m = random_tensor(DataType::kFloat32, {period, 1, s, s}, rng);
+  std::vector<double> tiled;
+  for (int64_t r = 0; r < b / period; ++r)
+    for (double x : m.values()) tiled.push_back(x);
+  Tensor mt = make(DataType::kFloat32, {b, 1, s, s}, tiled);
+  AttentionAttrs a;
+  const auto want = run(OpKind::kAttention, a, {&q, &k, &v, &mt}, 1);
+  a.mask_period = period;
+  const auto got = run(OpKind::kAttention, a, {&q, &k, &v, &m}, 1);
+  EXPECT_EQ(got[0].values(), want[0].values());
+}
+
+TEST(NnAttention, MaskPeriodRejectsBadInput) {
+  Tensor q = shaped({6, 2, 9, 8}), m3 = shaped({3, 1, 9, 9}), m4 = shaped({4, 1, 9, 9}), m2d = shaped({9, 9});
+  AttentionAttrs a;
+  a.mask_period = 4;
+  expect_infer_error(OpKind::kAttention, a, {&q, &q, &q, &m4}, 1, "period not dividing the batch");
+  a.mask_period = 3;
+  expect_infer_error(OpKind::kAttention, a, {&q, &q, &q, &m4}, 1, "mask entries other than the period");
+  expect_infer_error(OpKind::kAttention, a, {&q, &q, &q, &m2d}, 1, "2-D mask");
+  expect_infer_error(OpKind::kAttention, a, {&q, &q, &q}, 1, "no mask");
+  a.mask_period = -1;
+  expect_infer_error(OpKind::kAttention, a, {&q, &q, &q, &m3}, 1, "negative");
+}
+
 // ---- inference errors ----------------------------------------------------------------------
 
 TEST(GemmInfer, RejectsBadInput) {

@@ -243,6 +243,11 @@ AttentionAttrs attn(int64_t causal = 0, float scale = std::numeric_limits<float>
   return a;
 }
 
+AttentionAttrs periodic(AttentionAttrs a, int64_t period) {
+  a.mask_period = period;
+  return a;
+}
+
 // float16 and bfloat16 as well, and every tactic on the GPU: the tensor-core kernel's shapes.
 AttnCase tensor_cores(AttnCase c) {
   c.dtypes = kFB;
@@ -270,6 +275,13 @@ std::vector<AttnCase> attention_cases() {
       // Swin's windows: 49 tokens, head size 32, its relative position bias and shifted-window mask
       // as one additive mask per window and head.
       tensor_cores({"AttentionWindows32", attn(), {4, 3, 49, 32}, {4, 3, 49, 32}, {4, 3, 49, 32}, Shape{4, 3, 49, 49}}),
+      // At batches over 1 (Kiln's mask_period): 2 images of 3 windows, the mask repeated per image.
+      tensor_cores({"AttentionWindowsPeriodic",
+                    periodic(attn(), 3),
+                    {6, 3, 49, 32},
+                    {6, 3, 49, 32},
+                    {6, 3, 49, 32},
+                    Shape{3, 3, 49, 49}}),
       // Head size 32 over several tiles of keys (the prefetch, the key-split tactics).
       tensor_cores({"AttentionHead32", attn(1), {1, 2, 150, 32}, {1, 2, 150, 32}, {1, 2, 150, 32}, std::nullopt}),
       // Kiln's packed_qkv: one [batch, len, (q_heads + 2 kv_heads) * head_size] input, read in place

@@ -29,7 +29,8 @@ void softmax_row(const AttentionShape& g, F* s, const M* mask, int64_t b, int64_
     F x = s[j] * static_cast<F>(g.scale);
     if (g.softcap > 0) x = static_cast<F>(g.softcap) * std::tanh(x / static_cast<F>(g.softcap));
     if (mask) {
-      const M mv = mask[b * g.mask_stride[0] + h * g.mask_stride[1] + i * g.mask_stride[2] + j * g.mask_stride[3]];
+      const M mv =
+          mask[g.mask_batch(b) * g.mask_stride[0] + h * g.mask_stride[1] + i * g.mask_stride[2] + j * g.mask_stride[3]];
       if constexpr (std::is_same_v<M, bool>)
         x = mv ? x : neg_inf;
       else

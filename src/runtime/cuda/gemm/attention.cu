@@ -43,6 +43,8 @@ struct AttnArgs {
   float scale, softcap;
   bool causal, has_mask, mask_bool;
   int64_t qs[4], ks[4], vs[4], ys[4], ms[4];
+  int64_t mask_period;  // > 0: batch entry b reads the mask's entry b % mask_period
+  __device__ int64_t mask_batch(int64_t b) const { return mask_period > 0 ? b % mask_period : b; }
 };
 
 // exp and tanh in F's precision (expf, tanhf for float).
@@ -113,7 +115,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
         if (a.softcap > 0) s = static_cast<F>(a.softcap) * tanh_of(s / static_cast<F>(a.softcap));
         const int64_t j = j0 + lane;
         if (a.has_mask) {
-          const int64_t at = b * a.ms[0] + h * a.ms[1] + i * a.ms[2] + j * a.ms[3];
+          const int64_t at = a.mask_batch(b) * a.ms[0] + h * a.ms[1] + i * a.ms[2] + j * a.ms[3];
           if (a.mask_bool)
             s = static_cast<const uint8_t*>(a.mask)[at] ? s : neg_inf;
           else
@@ -216,7 +218,8 @@ struct WarpRows {
     mstep = static_cast<int>(a.ms[3]) * esize;
     for (int ri = 0; ri < 2; ++ri)
       mrow[ri] = a.has_mask ? static_cast<const unsigned char*>(a.mask) +
-                                  (b * a.ms[0] + h * a.ms[1] + min(static_cast<int64_t>(row[ri]), a.q_len - 1) * a.ms[2]) *
+                                  (a.mask_batch(b) * a.ms[0] + h * a.ms[1] +
+                                   min(static_cast<int64_t>(row[ri]), a.q_len - 1) * a.ms[2]) *
                                       esize
                             : nullptr;
 #pragma unroll
@@ -554,6 +557,7 @@ AttnArgs args_of(const AttentionShape& g, std::span<const TensorView> in, const 
   a.causal = g.causal;
   a.has_mask = g.has_mask;
   a.mask_bool = g.mask_bool;
+  a.mask_period = g.mask_period;
   for (int i = 0; i < 4; ++i) {
     a.qs[i] = g.q_stride[i];
     a.ks[i] = g.k_stride[i];
