@@ -193,8 +193,10 @@ __device__ __forceinline__ void mma_t(float (&d)[4], const uint32_t (&a)[4], uin
 }
 
 // One warp's 16 query rows (gid and gid + 8 of each thread's quad) as it walks tiles of keys: Q's
-// fragments, the running maxima and sums of the online softmax, and O in mma accumulators.
-template <class T, int D>
+// fragments, the running maxima (in log2 units: scores times log2(e)) and sums of the online
+// softmax, and O in mma accumulators. kMask: the op has a mask (without one, no registers hold
+// its values).
+template <class T, int D, bool kMask>
 struct WarpRows {
   static constexpr int S = D + 8, kTile = kMmaKeys * S;  // row stride (halves), elements per tile
   int64_t b, h;
@@ -240,7 +242,7 @@ struct WarpRows {
   // tensor; the out-of-range ones are not used). Loaded before the tile's wait, so that their
   // latency overlaps the tile's. Indices within a head are 32-bit (the host checks they fit).
   __device__ void load_mask(const AttnArgs& a, int j0, float (&mv)[kMmaKeys / 8][4]) const {
-    if (!a.has_mask) return;
+    if constexpr (!kMask) return;
     const int kv_len = static_cast<int>(a.kv_len);
 #pragma unroll
     for (int nt = 0; nt < kMmaKeys / 8; ++nt)
@@ -258,7 +260,7 @@ struct WarpRows {
                          int lane) {
     const float neg_inf = -INFINITY;
     constexpr float kLog2e = 1.4426950408889634f;
-    const int q_len = static_cast<int>(a.q_len), kv_len = static_cast<int>(a.kv_len);
+    const int kv_len = static_cast<int>(a.kv_len);
     // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8.
     const int lm = lane >> 3, lr = lane & 7;
     // S = Q Kt: 8 tiles of 8 keys; one ldmatrix_x4 gives two key tiles' fragments for 16 of D.
@@ -274,18 +276,23 @@ struct WarpRows {
         mma_t<T>(s[2 * np], qf[kc], f[0], f[1]);
         mma_t<T>(s[2 * np + 1], qf[kc], f[2], f[3]);
       }
-    // Scale, softcap, mask, causal; the tile's row maxima.
+    // Scale, softcap, mask, in log2 units (exp2 of the differences is the softmax's exp); keys past
+    // the end or after the row (causal) only in the tiles that have them (warp-uniform). Rows past
+    // q_len (Q's zeros) are computed and never stored.
+    const bool edge = j0 + kMmaKeys > kv_len || (a.causal && j0 + kMmaKeys - 1 > row[0] - gid);
+    const float scale_log2 = a.scale * kLog2e;
     float tmax[2] = {neg_inf, neg_inf};
 #pragma unroll
     for (int nt = 0; nt < kMmaKeys / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int ri = e >> 1;
-        const int i = row[ri], j = j0 + nt * 8 + tig * 2 + (e & 1);
-        float x = s[nt][e] * a.scale;
-        if (a.softcap > 0) x = a.softcap * tanhf(x / a.softcap);
-        if (a.has_mask) x += mv[nt][e];
-        if (j >= kv_len || i >= q_len || (a.causal && j > i)) x = neg_inf;
+        float x = a.softcap > 0 ? a.softcap * tanhf(s[nt][e] * a.scale / a.softcap) * kLog2e : s[nt][e] * scale_log2;
+        if constexpr (kMask) x = fmaf(mv[nt][e], kLog2e, x);
+        if (edge) {
+          const int j = j0 + nt * 8 + tig * 2 + (e & 1);
+          if (j >= kv_len || (a.causal && j > row[ri])) x = neg_inf;
+        }
         s[nt][e] = x;
         tmax[ri] = fmaxf(tmax[ri], x);
       }
@@ -296,7 +303,7 @@ struct WarpRows {
       tmax[ri] = fmaxf(tmax[ri], __shfl_xor_sync(0xffffffffu, tmax[ri], 2));
       const float m_new = fmaxf(m[ri], tmax[ri]);
       mu[ri] = m_new == neg_inf ? 0.f : m_new;  // every score so far masked: p = 0, nothing to rescale
-      const float alpha = exp2f((m[ri] - mu[ri]) * kLog2e);
+      const float alpha = exp2f(m[ri] - mu[ri]);
       m[ri] = m_new;
       l[ri] *= alpha;
 #pragma unroll
@@ -314,7 +321,7 @@ struct WarpRows {
       for (int half_tile = 0; half_tile < 2; ++half_tile)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float x = exp2f((s[2 * kc + half_tile][e] - mu[e >> 1]) * kLog2e);
+          const float x = exp2f(s[2 * kc + half_tile][e] - mu[e >> 1]);
           p[half_tile][e] = x;
           l[e >> 1] += x;
         }
@@ -370,9 +377,9 @@ __device__ void load_tile(const AttnArgs& a, const T* k, const T* v, T* kt, T* v
 }
 
 // W warps of 16 rows each share every tile: tile t + 1 loads while tile t is used.
-template <class T, int D, int W>
+template <class T, int D, int W, bool kMask>
 __global__ void __launch_bounds__(W * 32) attention_mma_kernel(AttnArgs a) {
-  using Rows = WarpRows<T, D>;
+  using Rows = WarpRows<T, D, kMask>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* kbuf = reinterpret_cast<T*>(smem_raw);  // [2][kMmaKeys][S]
   T* vbuf = kbuf + 2 * Rows::kTile;          // [2][kMmaKeys][S]
@@ -410,9 +417,9 @@ __global__ void __launch_bounds__(W * 32) attention_mma_kernel(AttnArgs a) {
 // such row groups for 132 SMs, and a warp's two tiles of keys are its critical path): warp w takes
 // tiles w, w + W, ..., each into its own buffers, then the warps' partial softmaxes combine
 // through shared memory (max, rescaled sums and outputs).
-template <class T, int D, int W>
+template <class T, int D, int W, bool kMask>
 __global__ void __launch_bounds__(W * 32) attention_split_kernel(AttnArgs a) {
-  using Rows = WarpRows<T, D>;
+  using Rows = WarpRows<T, D, kMask>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   wait_for_inputs();  // a programmatic dependent launch (launch_split)
   start_next_kernel();
@@ -468,7 +475,7 @@ __global__ void __launch_bounds__(W * 32) attention_split_kernel(AttnArgs a) {
 #pragma unroll
       for (int u = 0; u < W; ++u) {
         // A warp whose keys were all masked has m = -inf: weight 0.
-        const float f = exp2f((part_m[u * 16 + r] - mx) * 1.4426950408889634f);
+        const float f = exp2f(part_m[u * 16 + r] - mx);  // log2 units
         sum += part_l[u * 16 + r] * f;
         acc += part_o[(u * 16 + r) * D + c] * f;
       }
@@ -490,31 +497,39 @@ bool mma_path(const AttentionShape& g, const AttnArgs& a, DataType t) {
          aligned(a.y, g.y_stride[2]) && g.q_stride[3] == 1;
 }
 
+// Launches kWithMask or kWithout (the kernel without the mask's loads) on grid, with smem bytes of
+// dynamic shared memory.
+template <auto kWithMask, auto kWithout>
+void launch_attention(const AttnArgs& a, dim3 grid, int threads, size_t smem, cudaStream_t stream) {
+  if (smem > 48 * 1024 && cudaFuncSetAttribute(a.has_mask ? kWithMask : kWithout,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem)) != cudaSuccess)
+    throw Error("Attention on the GPU: " + std::to_string(smem) + " bytes of shared memory are not available");
+  if (a.has_mask)
+    launch_dependent<kWithMask>(grid, threads, smem, stream, 1, "Attention", a);
+  else
+    launch_dependent<kWithout>(grid, threads, smem, stream, 1, "Attention", a);
+}
+
 // Shared memory of attention_split_kernel<T, D, W>: per warp a K and a V tile, reused for the
 // partial results.
 template <class T, int D, int W>
 void launch_split(const AttentionShape& g, const AttnArgs& a, cudaStream_t stream) {
   constexpr size_t tiles = sizeof(T) * W * 2 * kMmaKeys * (D + 8), parts = sizeof(float) * W * 16 * (D + 2);
   constexpr size_t smem = tiles > parts ? tiles : parts;
-  if (smem > 48 * 1024 && cudaFuncSetAttribute(attention_split_kernel<T, D, W>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(smem)) != cudaSuccess)
-    throw Error("Attention on the GPU: " + std::to_string(smem) + " bytes of shared memory are not available");
   const dim3 grid(static_cast<unsigned>((g.q_len + 15) / 16), static_cast<unsigned>(g.q_heads),
                   static_cast<unsigned>(g.batch));
-  launch_dependent<attention_split_kernel<T, D, W>>(grid, W * 32, smem, stream, 1, "Attention", a);
+  launch_attention<attention_split_kernel<T, D, W, true>, attention_split_kernel<T, D, W, false>>(a, grid, W * 32, smem,
+                                                                                               stream);
 }
 
 template <class T, int D, int W>
 void launch_mma(const AttentionShape& g, const AttnArgs& a, cudaStream_t stream) {
   constexpr size_t smem = sizeof(T) * 4 * kMmaKeys * (D + 8);
-  if (smem > 48 * 1024 && cudaFuncSetAttribute(attention_mma_kernel<T, D, W>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(smem)) != cudaSuccess)
-    throw Error("Attention on the GPU: " + std::to_string(smem) + " bytes of shared memory are not available");
   const dim3 grid(static_cast<unsigned>((g.q_len + 16 * W - 1) / (16 * W)), static_cast<unsigned>(g.q_heads),
                   static_cast<unsigned>(g.batch));
-  launch_dependent<attention_mma_kernel<T, D, W>>(grid, W * 32, smem, stream, 1, "Attention", a);
+  launch_attention<attention_mma_kernel<T, D, W, true>, attention_mma_kernel<T, D, W, false>>(a, grid, W * 32, smem,
+                                                                                           stream);
 }
 
 
