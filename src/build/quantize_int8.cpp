@@ -305,12 +305,15 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   // On GPU targets, the layers without a fast INT8 kernel stay float; calibrated all the same, so that
   // one calibration cache serves CPU and GPU builds. The accuracy guard chooses among the others.
   std::vector<char> keep(plan.targets.size(), 1);
+  int products_in_float = 0, convs_in_float = 0;  // on the GPU, for the report
   if (o.target != "cpu")
     for (size_t k = 0; k < plan.targets.size(); ++k) {
       const graph::Node& n = g.nodes[plan.targets[k].node];
       if (n.kind != OpKind::kConv || !nhwc_qconv_runs(std::get<ConvAttrs>(n.attrs), g.value(plan.targets[k].x).shape,
-                                                      g.value(plan.targets[k].w).shape))
+                                                      g.value(plan.targets[k].w).shape)) {
         keep[k] = 0;
+        ++(n.kind == OpKind::kConv ? convs_in_float : products_in_float);
+      }
     }
   std::string guard;
   if (o.calib.accuracy_budget >= 0) keep = guard_int8_layers(g, plan, keep, o, &guard);
@@ -318,6 +321,14 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   r.changes = static_cast<int>(std::count(keep.begin(), keep.end(), 1));
   r.detail = std::to_string(r.changes) + " nodes quantized, " + std::to_string(plan.tensors.size()) +
              " activation ranges " + how + (guard.empty() ? "" : "; " + guard);
+  // Say why layers stayed float on the GPU (a transformer's --best engine is then float16 throughout).
+  if (products_in_float > 0)
+    r.detail += "; " + std::to_string(products_in_float) +
+                " Gemm/MatMul left in float: no INT8 GEMM is faster than float16 on this GPU "
+                "(docs/decisions/62-transformer-int8-gpu.md)";
+  if (convs_in_float > 0)
+    r.detail += "; " + std::to_string(convs_in_float) +
+                " Conv left in float: no fast INT8 kernel on the GPU for their channels or groups";
   return r;
 }
 

@@ -2,6 +2,8 @@
 // fuse-qdq switched off, so the explicit Q/DQ graph is what the engine holds), one negative test
 // per guard, the weights' symmetric per-channel quantization, the numbers against the float
 // engine, and the calibration data / cache errors.
+#include "build/quantize_int8.h"
+
 #include <cmath>
 #include <fstream>
 
@@ -110,6 +112,33 @@ TEST(QuantizeInt8, MatMulWeightsPerColumn) {
       found = true;
     }
   EXPECT_TRUE(found);
+}
+
+// For a GPU target the pass leaves Gemm and MatMul in float (decision 62) and the Conv whose
+// channels the INT8 convolutions cannot take, and says so. Run alone, with the ranges from the
+// cache of a CPU build: no GPU needed.
+TEST(QuantizeInt8, GpuTargetSaysWhatStaysFloat) {
+  TempDir dir;
+  BuildOptions o = int8_options(dir);
+  o.calib.cache = dir / "cnn.calib";
+  auto typed = [&o] {  // the model as the pass sees it in the pipeline: shapes inferred
+    graph::Graph g = cnn().import();
+    passes::bind_inputs(g, o);
+    passes::infer_and_fold(g, o);
+    return g;
+  };
+  graph::Graph cpu_graph = typed();
+  const passes::PassResult cpu = quantize_int8(cpu_graph, o);
+  EXPECT_EQ(cpu.changes, 3);
+  EXPECT_FALSE(has(cpu.detail, "left in float")) << cpu.detail;
+  o.target = "sm_90";
+  o.calib.data.clear();
+  graph::Graph g = typed();
+  const passes::PassResult r = quantize_int8(g, o);
+  EXPECT_EQ(r.changes, 0);  // conv1 and conv2 read 3 input channels; fc is a Gemm
+  EXPECT_TRUE(has(r.detail, "1 Gemm/MatMul left in float: no INT8 GEMM is faster than float16 on this GPU"))
+      << r.detail;
+  EXPECT_TRUE(has(r.detail, "2 Conv left in float")) << r.detail;
 }
 
 // Guards: an explicitly quantized model, B not constant, Gemm with transA, float16 activations.
