@@ -203,10 +203,11 @@ void add_layer_norm_cases(std::vector<PoolCase>& cases) {
 }
 
 // X [N, C, ...] shapes of the per-channel ops: the CPU tests', plus the warp kernel's vector path,
-// rank 2 (BatchNorm1d) and empty planes.
+// rank 2 (BatchNorm1d), empty planes, and planes short enough to share a warp (64 and 32 elements:
+// 4 to 16 lanes a plane).
 const std::vector<Shape> kChannelShapes = {{2, 3, 5},       {1, 4, 3, 3},   {2, 3, 1, 1},    {2, 2, 2, 2, 3},
                                            {0, 3, 4},       {2, 8, 70, 70}, {2, 16, 16, 16}, {1, 3, 0},
-                                           {3, 64, 28, 28}, {2, 5, 1025}};
+                                           {3, 64, 28, 28}, {2, 5, 1025},   {2, 5, 8, 8},    {3, 3, 4, 8}};
 
 void add_channel_cases(std::vector<PoolCase>& cases) {
   cases.push_back(
