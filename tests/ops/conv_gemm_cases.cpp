@@ -228,6 +228,7 @@ struct AttnCase {
   DT mask_dt = DT::kFloat32;  // kFloat32: Q's type
   std::vector<DT> dtypes = kF;
   bool tactics = false;  // the GPU check also runs every tactic (tensor-core blocks of 4 and 1 warps, portable)
+  bool masked_row = false;  // a float mask's first row of keys all -3e38 (bfloat16's lowest is -3.39e38)
 };
 const std::vector<DT> kFB = {DT::kFloat32, DT::kFloat16, DT::kBFloat16};
 
@@ -246,6 +247,11 @@ AttentionAttrs attn(int64_t causal = 0, float scale = std::numeric_limits<float>
 AttentionAttrs periodic(AttentionAttrs a, int64_t period) {
   a.mask_period = period;
   return a;
+}
+
+AttnCase with_masked_row(AttnCase c) {
+  c.masked_row = true;
+  return c;
 }
 
 // float16 and bfloat16 as well, and every tactic on the GPU: the tensor-core kernel's shapes.
@@ -275,6 +281,13 @@ std::vector<AttnCase> attention_cases() {
       // Swin's windows: 49 tokens, head size 32, its relative position bias and shifted-window mask
       // as one additive mask per window and head.
       tensor_cores({"AttentionWindows32", attn(), {4, 3, 49, 32}, {4, 3, 49, 32}, {4, 3, 49, 32}, Shape{4, 3, 49, 49}}),
+      // A mask over several tiles of keys, its first query row masked everywhere by a huge finite
+      // value (float16 holds it as -inf: zeros; float32 and bfloat16: the average of V); softcap
+      // on tensor cores.
+      tensor_cores(with_masked_row(
+          {"AttentionLongMask", attn(), {2, 4, 70, 64}, {2, 4, 150, 64}, {2, 4, 150, 64}, Shape{2, 1, 70, 150}})),
+      tensor_cores(
+          {"AttentionSoftcap32", attn(0, 0.5f, 5.0f), {1, 2, 70, 32}, {1, 2, 90, 32}, {1, 2, 90, 32}, std::nullopt}),
       // At batches over 1 (Kiln's mask_period): 2 images of 3 windows, the mask repeated per image.
       tensor_cores({"AttentionWindowsPeriodic",
                     periodic(attn(), 3),
@@ -306,6 +319,8 @@ Inputs attention_inputs(const AttnCase& c, DT dt) {
     } else {
       HostTensor m = rand_tensor(dt, *c.mask, -2, 2);
       for (int64_t i = 0; i < m.numel(); i += 5) set(m, i, -10000);  // padding
+      if (c.masked_row)
+        for (int64_t i = 0; i < c.mask->back(); ++i) set(m, i, -3e38);
       in.push_back(m);
     }
   }

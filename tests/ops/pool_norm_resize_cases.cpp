@@ -166,8 +166,8 @@ const std::vector<LayerNormShape> kLayerNormShapes = {
     {{2, 0}, 1, {0}, {0}, true},
     {{3, 8000}, -1, {8000}, {8000}, true},
     {{2, 1536}, -1, {1536}, {1}, true},
-    // Short rows, several a warp (4, 8 or 16 lanes a row), row counts that leave warps part empty:
-    // Swin's 96 and 192 channels, head-sized rows.
+    // Short rows, several a warp (4, 8 or 16 lanes a row; 192 float16 channels: one a warp, 24 of
+    // its lanes), row counts that leave warps part empty: Swin's 96 and 192 channels, head-sized rows.
     {{37, 96}, -1, {96}, {96}, true},
     {{3, 5, 192}, -1, {192}, {192}, true},
     {{13, 32}, -1, {32}, {32}, true},
