@@ -180,6 +180,11 @@ class Exporter {
         throw Error("node " + in_quotes(n.name) + " is a " + std::string(op_name(n.kind)) +
                     ", an internal op of Kiln's passes that ONNX does not define; export the graph before "
                     "optimizing it");
+      // fuse-attention's forms: ONNX's Attention reads neither a packed input nor a repeated mask.
+      if (const auto* at = std::get_if<AttentionAttrs>(&n.attrs); at && (at->packed_qkv || at->mask_period))
+        throw Error("node " + in_quotes(n.name) + " is an Attention with Kiln's own " +
+                    (at->packed_qkv ? "packed_qkv" : "mask_period") +
+                    " form, which ONNX does not define; export the graph before optimizing it");
       bool legacy_softmax = std::holds_alternative<SoftmaxAttrs>(n.attrs) && std::get<SoftmaxAttrs>(n.attrs).coerce_2d;
       if (legacy_softmax) {
         export_legacy_softmax(n);

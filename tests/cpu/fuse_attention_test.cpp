@@ -6,6 +6,7 @@
 
 #include <limits>
 
+#include "graph/onnx_export.h"
 #include "pass_test_util.h"
 
 namespace kiln::passes {
@@ -407,6 +408,18 @@ TEST(FuseAttention, SwinWindowAttention) {
     std::map<std::string, std::vector<float>> feed{{"x", random_vec(4 * 9 * 8, 5)}};
     auto y_on = run_engine(on, feed, {"y"}), y_off = run_engine(off, feed, {"y"});
     expect_close(y_on["y"], y_off["y"], 1e-5f);
+    // The packed (and periodic) Attention is Kiln's own form: exporting the optimized graph says so
+    // (fuse-epilogue off: its FusedMatMul would be refused first).
+    graph::Graph g = m.import();
+    build::BuildOptions o;
+    o.disabled_passes = {"fuse-epilogue"};
+    build::build_engine(g, o);
+    try {
+      graph::export_onnx_bytes(g);
+      ADD_FAILURE() << "exported Kiln's own Attention form";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("Kiln's own"), std::string::npos) << e.what();
+    }
   }
 }
 
