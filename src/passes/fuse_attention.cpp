@@ -21,7 +21,9 @@
 // (packed_from_split_at). fuse-siblings packs three separate projections (BERT) the same way.
 // nn.MultiheadAttention's export (one packed projection, the heads gathered out of it) gets the
 // same form, as do Swin's batch-first heads; Swin's shifted-window mask, added through a 5-D view of
-// the scores, joins the relative position bias as one constant mask first (attention_heads.cpp).
+// the scores, joins the relative position bias as one constant mask first (attention_heads.cpp),
+// or at batches over 1 the bias joins the 5-D mask, read here as a mask that repeats along the
+// batch (periodic_mask: Kiln's mask_period).
 // GPU targets fuse only where the tensor-core kernel will run (gpu_runs_fast).
 // Position: after merge-transpose-reshape (the transposes around q, k and v are merged) and before
 // the folds that rewrite Mul and Div by constants.
