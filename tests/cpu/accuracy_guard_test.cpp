@@ -69,6 +69,8 @@ TEST(AccuracyGuard, GenerousBudgetKeepsEveryLayer) {
   for (const char* layer : {"conv1", "conv2", "fc"}) EXPECT_TRUE(has(g.table, layer)) << g.table;
   EXPECT_TRUE(has(g.table, "result: 3 of 3 layers INT8")) << g.table;
   EXPECT_TRUE(has(g.built.details.at("quantize-int8"), "accuracy guard kept 3 of 3 layers"));
+  // Within the budget with every layer in INT8: no layer measured alone (2 runs, not 2 + 3).
+  EXPECT_TRUE(has(g.table, "no layer was measured alone")) << g.table;
 }
 
 // Ranges at the 1st percentile clip nearly everything: INT8 predictions are noise. With no budget
@@ -81,6 +83,7 @@ TEST(AccuracyGuard, ZeroBudgetFallsBackUntilMatched) {
   EXPECT_LT(int8_steps, 3) << g.table;
   EXPECT_TRUE(has(g.table, "FP32")) << g.table;
   EXPECT_TRUE(has(g.table, "(drop 0.00)") || has(g.table, "(drop -")) << g.table;
+  EXPECT_FALSE(has(g.table, "not measured")) << g.table;  // over the budget: every layer measured
 }
 
 TEST(AccuracyGuard, MeasuresAgainstLabels) {
