@@ -332,7 +332,7 @@ TEST(FuseAttention, MultiheadAttentionExport) {
 // relative position bias [h, n, n]; in a shifted block the window mask added through a 5-D view
 // [1, windows, h, n, n]; Softmax; heads merged by Transpose(0 2 1 3) and Reshape; the output
 // projection.
-PassModel window_attention(bool shifted, int64_t images = 1) {
+PassModel window_attention(bool shifted, int64_t images = 1, bool position_bias = true) {
   const int64_t w = 4, n = 9, h = 2, d = 4, C = h * d, per_image = w / images;
   PassModel m("swin_block", 17);
   m.input("x", {w, n, C});
@@ -353,9 +353,11 @@ PassModel window_attention(bool shifted, int64_t images = 1) {
   m.init_f("scale", {}, {0.5f});
   m.node("Mul", "scale_q", {"qh", "scale"}, {"qs"});
   attr_ints(m.node("Transpose", "k_t", {"kh"}, {"kt"}), "perm", {0, 1, 3, 2});
-  m.node("MatMul", "qk", {"qs", "kt"}, {"s0"});
-  m.init_rand("rel_bias", {h, n, n}, -1.f, 1.f);
-  m.node("Add", "add_bias", {"s0", "rel_bias"}, {"s1"});
+  m.node("MatMul", "qk", {"qs", "kt"}, {position_bias ? "s0" : "s1"});
+  if (position_bias) {
+    m.init_rand("rel_bias", {h, n, n}, -1.f, 1.f);
+    m.node("Add", "add_bias", {"s0", "rel_bias"}, {"s1"});
+  }
   std::string sc = "s1";
   if (shifted) {
     m.init_i64("view5", {5}, {images, per_image, h, n, n});
@@ -421,6 +423,20 @@ TEST(FuseAttention, SwinWindowAttention) {
       EXPECT_NE(std::string(e.what()).find("Kiln's own"), std::string::npos) << e.what();
     }
   }
+}
+
+// Shifted windows of two images without a position bias: nothing for window_mask_at to fold;
+// fuse-attention reads the 5-D view's mask as the periodic mask directly.
+TEST(FuseAttention, SwinWindowMaskWithoutBias) {
+  const PassModel m = window_attention(true, 2, false);
+  build::BuildReport report;
+  const std::vector<uint8_t> on = build_with(m, true, &report), off = build_with(m, false, nullptr);
+  EXPECT_EQ(step_ops(on), (Strings{"FusedMatMul", "Attention", "FusedMatMul"}));
+  for (const StepInfo& st : Engine::from_bytes(on)->summary().steps)
+    if (st.op == "Attention") EXPECT_NE(st.attrs.find("mask_period"), std::string::npos) << st.attrs;
+  std::map<std::string, std::vector<float>> feed{{"x", random_vec(4 * 9 * 8, 6)}};
+  auto y_on = run_engine(on, feed, {"y"}), y_off = run_engine(off, feed, {"y"});
+  expect_close(y_on["y"], y_off["y"], 1e-5f);
 }
 
 // A chain that does not take the heads from P as the Attention reads them (the Gathers swapped:
