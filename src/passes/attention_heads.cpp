@@ -483,7 +483,7 @@ bool window_mask_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<
     g.nodes[r5_index].inputs[0] = s0;
     g.nodes[add2_index].inputs[mk] = mask;
     remove_node(g, add1_index, removed);
-    tally.add("periodic window mask");
+    tally.add("window mask along the batch");
     return true;
   }
   std::vector<double> M(static_cast<size_t>(numel(x4)));

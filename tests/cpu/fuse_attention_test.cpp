@@ -404,7 +404,7 @@ TEST(FuseAttention, SwinWindowAttention) {
         EXPECT_EQ(p.detail, !shifted ? "Attention 1, Attention packed (batch-first heads) 1"
                             : images == 1
                                 ? "Attention 1, Attention packed (batch-first heads) 1, window mask 1"
-                                : "Attention 1, Attention packed (batch-first heads) 1, periodic window mask 1");
+                                : "Attention 1, Attention packed (batch-first heads) 1, window mask along the batch 1");
     for (const StepInfo& st : Engine::from_bytes(on)->summary().steps)
       if (st.op == "Attention") EXPECT_EQ(st.attrs.find("mask_period") != std::string::npos, shifted && images == 2);
     std::map<std::string, std::vector<float>> feed{{"x", random_vec(4 * 9 * 8, 5)}};
