@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "graph_timing.h"
 #include "runtime/cuda/nn_gemm.h"
 #include "runtime/cuda/nn_internal.cuh"
 #include "runtime/cuda/quant/conv/cudnn_graph.cuh"
@@ -21,46 +22,11 @@ namespace cg = kiln::gpu::cudnn_graph;
 
 namespace {
 
-#define CHECK(x)                                                   \
-  do {                                                             \
-    const cudaError_t e = (x);                                     \
-    if (e != cudaSuccess) {                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                \
-    }                                                              \
-  } while (0)
-
 struct Shape {
   const char* name;
   int64_t m, n, k;
   bool gelu, residual;
 };
-
-// Milliseconds per launch of `launch`, 20 launches in a graph, the graph replayed 50 times.
-template <class F>
-double time_ms(cudaStream_t s, F&& launch) {
-  launch();
-  CHECK(cudaStreamSynchronize(s));
-  cudaGraph_t g = nullptr;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < 20; ++i) launch();
-  CHECK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t x = nullptr;
-  CHECK(cudaGraphInstantiate(&x, g, 0));
-  CHECK(cudaGraphLaunch(x, s));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  CHECK(cudaEventRecord(e0, s));
-  for (int r = 0; r < 50; ++r) CHECK(cudaGraphLaunch(x, s));
-  CHECK(cudaEventRecord(e1, s));
-  CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  cudaGraphExecDestroy(x);
-  cudaGraphDestroy(g);
-  return ms / 1000.0;
-}
 
 }  // namespace
 
@@ -108,7 +74,7 @@ int main() {
       kiln::EpilogueAttrs gelu;
       gelu.activation = kiln::Activation::kGelu;
       for (int i = 0; i < plan.algo_count(); ++i) {
-        const double ms = time_ms(s, [&] {
+        const double ms = kiln::bench::graph_time_ms(s, [&] {
           plan.run(s, i, 1.0, a, b, sh.residual ? 1.0 : 0.0, sh.residual ? z : nullptr, y, bias, ws, ws_bytes);
           if (sh.gelu)
             kiln::gpu::nn::apply_epilogue(y, nullptr, nullptr, gelu, m * n, 1, n, kiln::DataType::kFloat16, s, "probe");
@@ -147,7 +113,7 @@ int main() {
           std::printf("  candidate %zu: does not build\n", i);
           continue;
         }
-        const double ms = time_ms(s, [&] { graph.run(h, i, uids, data, ws); });
+        const double ms = kiln::bench::graph_time_ms(s, [&] { graph.run(h, i, uids, data, ws); });
         std::printf("  candidate %zu: %.4f ms\n", i, ms);
       }
     } catch (const std::exception& e) {

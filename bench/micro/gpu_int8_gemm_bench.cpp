@@ -16,44 +16,9 @@
 #include <cstdlib>
 #include <vector>
 
+#include "graph_timing.h"
+
 namespace {
-
-#define CHECK(x)                                                   \
-  do {                                                             \
-    const cudaError_t e = (x);                                     \
-    if (e != cudaSuccess) {                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                \
-    }                                                              \
-  } while (0)
-
-// Milliseconds per launch of `launch`, 20 launches in a graph, the graph replayed 50 times.
-template <class F>
-double time_ms(cudaStream_t s, F&& launch) {
-  if (!launch()) return -1;
-  CHECK(cudaStreamSynchronize(s));
-  cudaGraph_t g = nullptr;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < 20; ++i) launch();
-  CHECK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t x = nullptr;
-  CHECK(cudaGraphInstantiate(&x, g, 0));
-  CHECK(cudaGraphLaunch(x, s));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  CHECK(cudaEventRecord(e0, s));
-  for (int r = 0; r < 50; ++r) CHECK(cudaGraphLaunch(x, s));
-  CHECK(cudaEventRecord(e1, s));
-  CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  cudaGraphExecDestroy(x);
-  cudaGraphDestroy(g);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return ms / 1000.0;
-}
 
 struct Variant {
   const char* name;
@@ -102,12 +67,13 @@ void run_variant(cublasLtHandle_t lt, cudaStream_t s, const Variant& v, int64_t 
   } else {
     const float one_f = 1.0f, zero_f = 0.0f;
     const int32_t one_i = 1, zero_i = 0;
-    const void* alpha = v.alpha_vector ? alpha_vec : (v.scale == CUDA_R_32I ? static_cast<const void*>(&one_i) : &one_f);
+    const void* alpha =
+        v.alpha_vector ? alpha_vec : (v.scale == CUDA_R_32I ? static_cast<const void*>(&one_i) : &one_f);
     const void* beta = v.scale == CUDA_R_32I ? static_cast<const void*>(&zero_i) : &zero_f;
     double best = 1e30;
     int ok = 0;
     for (int i = 0; i < found; ++i) {
-      const double ms = time_ms(s, [&] {
+      const double ms = kiln::bench::graph_time_ms(s, [&] {
         return cublasLtMatmul(lt, op, alpha, a, la, b, lb, beta, d, lc, d, lc, &res[i].algo, ws, ws_bytes, s) ==
                CUBLAS_STATUS_SUCCESS;
       });
