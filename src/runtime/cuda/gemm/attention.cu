@@ -250,11 +250,16 @@ struct WarpRows {
       for (int e = 0; e < 4; ++e) {
         const int j = min(j0 + nt * 8 + tig * 2 + (e & 1), kv_len - 1);
         const unsigned char* at = mrow[e >> 1] + j * mstep;
-        // A finite mask value stays finite in log2 units (fmaf(v, log2 e, x) overflows to -inf
-        // below -2.36e38: bfloat16's lowest, Hugging Face's mask value), so that a row whose every
-        // key has it averages V as the CPU does instead of giving zeros; -inf stays -inf.
-        const float v = static_cast<float>(*reinterpret_cast<const T*>(at));
-        mv[nt][e] = a.mask_bool ? (*at ? 0.f : -INFINITY) : (v == -INFINITY ? v : fmaxf(v, -2.0e38f));
+        if (a.mask_bool) {
+          mv[nt][e] = *at ? 0.f : -INFINITY;
+        } else {
+          // A finite mask value stays finite in log2 units (fmaf(v, log2 e, x) overflows to -inf
+          // below -2.36e38: bfloat16's lowest, Hugging Face's mask value), so that a row whose
+          // every key has it averages V as the CPU does instead of giving zeros; -inf stays -inf
+          // and NaN NaN.
+          const float v = static_cast<float>(*reinterpret_cast<const T*>(at));
+          mv[nt][e] = v < -2.0e38f && v != -INFINITY ? -2.0e38f : v;
+        }
       }
   }
 
