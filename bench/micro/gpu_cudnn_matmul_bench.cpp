@@ -37,7 +37,7 @@ int main() {
     return 0;
   }
   cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudnnHandle_t h;
   if (cudnnCreate(&h) != CUDNN_STATUS_SUCCESS) return 1;
   cudnnSetStream(h, s);
@@ -49,19 +49,19 @@ int main() {
                           {"ffn-out + residual", 128, 768, 3072, false, true}};
   void* ws = nullptr;
   const size_t ws_bytes = size_t{64} << 20;
-  CHECK(cudaMalloc(&ws, ws_bytes));
+  KILN_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
   for (const Shape& sh : shapes) {
     const int64_t m = sh.m, n = sh.n, k = sh.k;
     void *a, *b, *bias, *z, *y;
-    CHECK(cudaMalloc(&a, m * k * 2));
-    CHECK(cudaMalloc(&b, k * n * 2));
-    CHECK(cudaMalloc(&bias, n * 2));
-    CHECK(cudaMalloc(&z, m * n * 2));
-    CHECK(cudaMalloc(&y, m * n * 2));
-    CHECK(cudaMemset(a, 0, m * k * 2));
-    CHECK(cudaMemset(b, 0, k * n * 2));
-    CHECK(cudaMemset(bias, 0, n * 2));
-    CHECK(cudaMemset(z, 0, m * n * 2));
+    KILN_CUDA_CHECK(cudaMalloc(&a, m * k * 2));
+    KILN_CUDA_CHECK(cudaMalloc(&b, k * n * 2));
+    KILN_CUDA_CHECK(cudaMalloc(&bias, n * 2));
+    KILN_CUDA_CHECK(cudaMalloc(&z, m * n * 2));
+    KILN_CUDA_CHECK(cudaMalloc(&y, m * n * 2));
+    KILN_CUDA_CHECK(cudaMemset(a, 0, m * k * 2));
+    KILN_CUDA_CHECK(cudaMemset(b, 0, k * n * 2));
+    KILN_CUDA_CHECK(cudaMemset(bias, 0, n * 2));
+    KILN_CUDA_CHECK(cudaMemset(z, 0, m * n * 2));
     const int64_t da[] = {1, m, k}, sa[] = {m * k, k, 1}, db[] = {1, k, n}, sb[] = {k * n, n, 1};
     const int64_t dy[] = {1, m, n}, sy[] = {m * n, n, 1}, dbias[] = {1, 1, n}, sbias[] = {n, n, 1};
     // What an engine runs today: cuBLASLt with its bias epilogue and the residual as C, Kiln's

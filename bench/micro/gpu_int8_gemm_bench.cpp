@@ -103,7 +103,7 @@ int main() {
     return 0;
   }
   cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cublasLtHandle_t lt;
   if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return 1;
   const Variant variants[] = {
@@ -120,22 +120,22 @@ int main() {
   const Shape shapes[] = {{"qkv", 2304, 768}, {"out-proj", 768, 768}, {"ffn-in", 3072, 768}, {"ffn-out", 768, 3072}};
   void* ws = nullptr;
   const size_t ws_bytes = size_t{32} << 20;
-  CHECK(cudaMalloc(&ws, ws_bytes));
+  KILN_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
   for (const int64_t m : {int64_t{128}, int64_t{4096}}) {
     for (const Shape& sh : shapes) {
       const int64_t n = sh.n, k = sh.k;
       std::printf("%s [%lld, %lld] x [%lld, %lld]\n", sh.name, (long long)m, (long long)k, (long long)k, (long long)n);
       void *a, *b, *d, *bias, *alpha;
-      CHECK(cudaMalloc(&a, n * k * 2));
-      CHECK(cudaMalloc(&b, k * m * 2));
-      CHECK(cudaMalloc(&d, m * n * 4));
-      CHECK(cudaMalloc(&bias, n * 4));
-      CHECK(cudaMalloc(&alpha, n * 4));
-      CHECK(cudaMemset(a, 0, n * k * 2));
-      CHECK(cudaMemset(b, 0, k * m * 2));
-      CHECK(cudaMemset(bias, 0, n * 4));
+      KILN_CUDA_CHECK(cudaMalloc(&a, n * k * 2));
+      KILN_CUDA_CHECK(cudaMalloc(&b, k * m * 2));
+      KILN_CUDA_CHECK(cudaMalloc(&d, m * n * 4));
+      KILN_CUDA_CHECK(cudaMalloc(&bias, n * 4));
+      KILN_CUDA_CHECK(cudaMalloc(&alpha, n * 4));
+      KILN_CUDA_CHECK(cudaMemset(a, 0, n * k * 2));
+      KILN_CUDA_CHECK(cudaMemset(b, 0, k * m * 2));
+      KILN_CUDA_CHECK(cudaMemset(bias, 0, n * 4));
       std::vector<float> ones(n, 1e-3f);
-      CHECK(cudaMemcpy(alpha, ones.data(), n * 4, cudaMemcpyHostToDevice));
+      KILN_CUDA_CHECK(cudaMemcpy(alpha, ones.data(), n * 4, cudaMemcpyHostToDevice));
       for (const Variant& v : variants) run_variant(lt, s, v, m, n, k, a, b, d, bias, alpha, ws, ws_bytes);
       cudaFree(a);
       cudaFree(b);

@@ -53,5 +53,5 @@ double graph_time_ms(cudaStream_t s, F&& launch) {
 
 }  // namespace kiln::bench
 
-// CHECK(cudaMalloc(...)): exits naming the call where it fails.
-#define CHECK(x) ::kiln::bench::check_or_exit((x), #x)
+// KILN_CUDA_CHECK(cudaMalloc(...)): exits naming the call where it fails.
+#define KILN_CUDA_CHECK(x) ::kiln::bench::check_or_exit((x), #x)

@@ -171,7 +171,7 @@ std::vector<char> guard_int8_layers(const graph::Graph& g, const Int8Plan& plan,
     table += fmt::format("  {:<40} {:>21.2f}% {:>+8.2f}  {}\n", layer, without[t], without[t] - acc_int8,
                          keep[t] ? "INT8" : (o.fp16 ? "FP16" : "FP32"));
   }
-  if (within_budget) table += "  (every layer in INT8 is within the budget: no layer was measured alone)\n";
+  if (within_budget) table += "  (the INT8 layers together are within the budget: no layer was measured alone)\n";
   const auto kept = static_cast<size_t>(std::count(keep.begin(), keep.end(), 1));
   table += fmt::format("result: {} of {} layers INT8, {} {:.2f}% (drop {:.2f})", kept, n, what, acc, acc_float - acc);
   if (o.calib.report)

@@ -316,7 +316,9 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
       }
     }
   std::string guard;
-  if (o.calib.accuracy_budget >= 0) keep = guard_int8_layers(g, plan, keep, o, &guard);
+  // The guard has nothing to choose where no layer may be INT8 (a transformer on the GPU).
+  if (o.calib.accuracy_budget >= 0 && std::count(keep.begin(), keep.end(), 1) > 0)
+    keep = guard_int8_layers(g, plan, keep, o, &guard);
   insert_qdq(g, plan, keep);
   r.changes = static_cast<int>(std::count(keep.begin(), keep.end(), 1));
   r.detail = std::to_string(r.changes) + " nodes quantized, " + std::to_string(plan.tensors.size()) +
@@ -328,7 +330,7 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
                 "(docs/decisions/62-transformer-int8-gpu.md)";
   if (convs_in_float > 0)
     r.detail += "; " + std::to_string(convs_in_float) +
-                " Conv left in float: no fast INT8 kernel on the GPU for their channels or groups";
+                " Conv left in float: no fast INT8 kernel on the GPU for their shape (channels, groups, padding)";
   return r;
 }
 
