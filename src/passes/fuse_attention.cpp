@@ -287,9 +287,8 @@ bool fuse_at(graph::Graph& g, size_t i, const GraphFacts& f, std::vector<char>& 
     if (n != i && n != qk_index) remove_node(g, n, removed);
   if (where.x != graph::kNoValue && !causal)
     mask = g.add_constant(g.unique_name(g.nodes[i].name + "_keep"), DataType::kBool, where.shape, where.keep);
-  if (mask5 != graph::kNoValue)
-    mask = g.add_constant(g.unique_name(g.value(mask5).name + "_4d"), t, mask4_shape,
-                          write_as(t, read_doubles(g.value(mask5))));
+  if (mask5 != graph::kNoValue)  // the same bytes without the leading 1
+    mask = g.add_constant(g.unique_name(g.value(mask5).name + "_4d"), t, mask4_shape, *g.value(mask5).data);
   graph::Node& att = g.nodes[i];
   AttentionAttrs a;
   a.scale = static_cast<float>(scale);
