@@ -31,13 +31,8 @@ struct Shape {
 }  // namespace
 
 int main() {
-  int n_dev = 0;
-  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-    std::printf("no CUDA GPU\n");
-    return 0;
-  }
   cudaStream_t s;
-  KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (!kiln::bench::probe_stream(&s)) return 0;
   cudnnHandle_t h;
   if (cudnnCreate(&h) != CUDNN_STATUS_SUCCESS) return 1;
   cudnnSetStream(h, s);

@@ -97,13 +97,8 @@ void run_variant(cublasLtHandle_t lt, cudaStream_t s, const Variant& v, int64_t 
 }  // namespace
 
 int main() {
-  int n_dev = 0;
-  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-    std::printf("no CUDA GPU\n");
-    return 0;
-  }
   cudaStream_t s;
-  KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (!kiln::bench::probe_stream(&s)) return 0;
   cublasLtHandle_t lt;
   if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return 1;
   const Variant variants[] = {

@@ -18,6 +18,17 @@ inline void check_or_exit(cudaError_t e, const char* what) {
   std::exit(1);
 }
 
+// A non-blocking stream on the current GPU; false (having said so) where the machine has none.
+inline bool probe_stream(cudaStream_t* s) {
+  int n_dev = 0;
+  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+    std::printf("no CUDA GPU\n");
+    return false;
+  }
+  check_or_exit(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  return true;
+}
+
 // Milliseconds per launch of `launch` on stream s. A launch that returns bool may refuse (false on
 // its first, uncaptured call): then -1.
 template <class F>
