@@ -331,6 +331,11 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   if (convs_in_float > 0)
     r.detail += "; " + std::to_string(convs_in_float) +
                 " Conv left in float: no fast INT8 kernel on the GPU for their shape (channels, groups, padding)";
+  // Where no layer may be INT8, the user of --int8/--best hears it without -v, and the guard says it
+  // had nothing to choose.
+  if (r.changes == 0 && products_in_float + convs_in_float > 0 && o.calib.report)
+    o.calib.report("INT8: no layer quantized on " + o.target + ": " + r.detail.substr(r.detail.find("; ") + 2) +
+                   (o.calib.accuracy_budget >= 0 ? "; the accuracy guard had no INT8 layer to check" : ""));
   return r;
 }
 

@@ -139,13 +139,18 @@ TEST(QuantizeInt8, GpuTargetSaysWhatStaysFloat) {
   EXPECT_TRUE(has(r.detail, "1 Gemm/MatMul left in float: no INT8 GEMM is faster than float16 on this GPU"))
       << r.detail;
   EXPECT_TRUE(has(r.detail, "2 Conv left in float")) << r.detail;
-  // With nothing left to quantize the accuracy guard does not run (it would build GPU engines).
+  // With nothing left to quantize the accuracy guard does not run (it would build GPU engines), and
+  // the report (printed by kiln optimize without -v) says why no layer is INT8.
   o.calib.accuracy_budget = 1.0;
   o.calib.validate = dir / "calib";
+  std::string report;
+  o.calib.report = [&report](const std::string& s) { report += s + "\n"; };
   graph::Graph g2 = typed();
   const passes::PassResult guarded = quantize_int8(g2, o);
   EXPECT_EQ(guarded.changes, 0);
   EXPECT_FALSE(has(guarded.detail, "accuracy guard")) << guarded.detail;
+  EXPECT_TRUE(has(report, "INT8: no layer quantized on sm_90: 1 Gemm/MatMul left in float")) << report;
+  EXPECT_TRUE(has(report, "the accuracy guard had no INT8 layer to check")) << report;
 }
 
 // Guards: an explicitly quantized model, B not constant, Gemm with transA, float16 activations.
