@@ -121,6 +121,9 @@ struct EngineSummary {
   uint32_t format_version = 0;
   std::string producer;  // the Kiln that built it, e.g. "kiln 0.1.0"
   std::string target;    // "cpu" or a GPU architecture such as "sm_90"
+  // GPU engines: the libraries built with (CUDART_VERSION 13000, cuDNN 91900, cuBLASLt 130100); a
+  // machine with another CUDA major, cuDNN major.minor or cuBLASLt major refuses the engine.
+  int cuda_version = 0, cudnn_version = 0, cublaslt_version = 0;
   std::string model_name;
   size_t weight_bytes = 0;      // constant data
   size_t arena_bytes = 0;       // activation memory of one Context (planned: tensors share memory)

@@ -11,6 +11,7 @@
 #include "build/memory_plan.h"
 #include "core/attrs_codec.h"
 #include "kiln/engine.h"
+#include "runtime/cuda/device.h"
 #include "runtime/engine_format.h"
 #include "runtime/side_steps.h"
 
@@ -170,9 +171,11 @@ std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& tar
   std::vector<int32_t> in_ids, out_ids;
   for (graph::ValueId v : g.inputs) in_ids.push_back(index[static_cast<size_t>(v)]);
   for (graph::ValueId v : g.outputs) out_ids.push_back(index[static_cast<size_t>(v)]);
+  const gpu::LibraryVersions libs = target == "cpu" ? gpu::LibraryVersions{} : gpu::library_versions();
   auto root = fb::CreateEngine(fbb, fbb.CreateString("kiln " + std::string(kiln_version())), fbb.CreateString(target),
                                fbb.CreateString(g.name), fbb.CreateVector(tensors), fbb.CreateVector(steps),
-                               fbb.CreateVector(in_ids), fbb.CreateVector(out_ids), plan.arena_bytes);
+                               fbb.CreateVector(in_ids), fbb.CreateVector(out_ids), plan.arena_bytes, 0, 0,
+                               libs.cuda, libs.cudnn, libs.cublaslt);
   fbb.Finish(root);
   std::vector<uint8_t> file = engine_file(std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize()), weights);
   if (report) {

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "graph/onnx_import.h"
+#include "runtime/cuda/device.h"
 
 namespace kiln::cli {
 
@@ -49,6 +50,9 @@ int inspect_engine(const InspectOptions& o) {
                         {"format_version", s.format_version},
                         {"producer", s.producer},
                         {"target", s.target},
+                        {"cuda_version", s.cuda_version},
+                        {"cudnn_version", s.cudnn_version},
+                        {"cublaslt_version", s.cublaslt_version},
                         {"model", s.model_name},
                         {"file_bytes", s.file_bytes},
                         {"weight_bytes", s.weight_bytes},
@@ -85,7 +89,10 @@ int inspect_engine(const InspectOptions& o) {
   }
   fmt::print("engine     {} ({})\n", o.model, human_bytes(s.file_bytes));
   fmt::print("model      {}\n", s.model_name);
-  fmt::print("target     {}\n", s.target);
+  fmt::print("target     {}\n", s.target == "cpu" ? s.target : gpu::describe_arch(s.target));
+  if (s.target != "cpu")
+    fmt::print("libraries  {} (a machine with other versions refuses the engine)\n",
+               gpu::describe_libraries({s.cuda_version, s.cudnn_version, s.cublaslt_version}));
   fmt::print("versions   format {}, built by {}\n", s.format_version, s.producer);
   fmt::print("weights    {}\n", human_bytes(s.weight_bytes));
   fmt::print("arena      {} (all activations without sharing: {}; peak of live bytes, the lower bound: {})\n",

@@ -47,6 +47,9 @@ EngineSummary Engine::summary() const {
   s.format_version = e.format_version;
   s.producer = e.producer;
   s.target = e.target;
+  s.cuda_version = e.cuda_version;
+  s.cudnn_version = e.cudnn_version;
+  s.cublaslt_version = e.cublaslt_version;
   s.model_name = e.model_name;
   s.weight_bytes = e.weights_bytes;
   s.arena_bytes = e.arena_bytes;

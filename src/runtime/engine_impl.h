@@ -53,6 +53,7 @@ struct EngineImpl {
   const uint8_t* weights = nullptr;  // the weight blob, in `file` (a bucket's plan: its engine's)
   uint32_t format_version = 0;
   std::string producer, target, model_name;
+  int cuda_version = 0, cudnn_version = 0, cublaslt_version = 0;  // GPU engines: the libraries built with
   std::vector<TensorRec> tensors;
   std::vector<StepRec> steps;
   std::vector<int32_t> input_ids, output_ids;

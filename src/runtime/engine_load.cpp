@@ -207,6 +207,9 @@ void parse_plan(const fb::Engine* root, EngineImpl* e, const std::string& origin
   e->producer = str(root->producer());
   e->target = str(root->target());
   e->model_name = str(root->model_name());
+  e->cuda_version = root->cuda_version();
+  e->cudnn_version = root->cudnn_version();
+  e->cublaslt_version = root->cublaslt_version();
   e->arena_bytes = root->arena_bytes();
   if (e->arena_bytes > kMaxTensorBytes) fail(origin, "activation arena size is implausible");
   const uint64_t weights_bytes = e->weights_bytes;

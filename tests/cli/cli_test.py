@@ -195,7 +195,7 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("inspect", engine)
         self.assertEqual(rc, 0, err)
         for part in ["input      x float32[2,3]", "output     y float32[2,3]", "steps      2",
-                     "weights    ", "target     cpu", "versions   format 9, built by kiln 0.1.0",
+                     "weights    ", "target     cpu", "versions   format 10, built by kiln 0.1.0",
                      "model      relu_add", "Relu", "Add"]:
             self.assertIn(part, out)
 
@@ -203,7 +203,7 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("inspect", self.engine, "--json")
         self.assertEqual(rc, 0, err)
         j = json.loads(out)
-        self.assertEqual(j["format_version"], 9)
+        self.assertEqual(j["format_version"], 10)
         self.assertEqual(j["target"], "cpu")
         self.assertEqual(j["model"], "relu_add")
         self.assertEqual(j["inputs"], [{"name": "x", "dtype": "float32", "shape": [2, 3]}])

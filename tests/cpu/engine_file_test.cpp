@@ -17,6 +17,7 @@
 #include "build/build.h"
 #include "graph/onnx_import.h"
 #include "kiln/engine.h"
+#include "runtime/cuda/device.h"
 #include "runtime/engine_format.h"
 
 namespace kiln {
@@ -388,6 +389,7 @@ struct BucketDesc {
 struct EngineDesc {
   uint32_t format_version = format::kVersion;
   std::string producer, target, model_name;
+  int cuda_version = 0, cudnn_version = 0, cublaslt_version = 0;
   std::vector<TensorDesc> tensors;
   std::vector<StepDesc> steps;
   std::vector<int32_t> inputs, outputs;
@@ -408,6 +410,9 @@ EngineDesc decode_plan(const fb::Engine* root) {
   d.producer = str(root->producer());
   d.target = str(root->target());
   d.model_name = str(root->model_name());
+  d.cuda_version = root->cuda_version();
+  d.cudnn_version = root->cudnn_version();
+  d.cublaslt_version = root->cublaslt_version();
   for (const fb::Tensor* t : *root->tensors())
     d.tensors.push_back(
         {str(t->name()), t->dtype(), {t->shape()->begin(), t->shape()->end()}, t->kind(), t->offset(), t->base()});
@@ -477,7 +482,8 @@ flatbuffers::Offset<fb::Engine> encode_plan(flatbuffers::FlatBufferBuilder& fbb,
   auto ov = fbb.CreateVector(d.outputs);
   auto rv = d.ranges.empty() ? 0 : fbb.CreateVector(ranges);
   auto bv = d.buckets.empty() ? 0 : fbb.CreateVector(buckets);
-  return fb::CreateEngine(fbb, producer, target, model, tv, sv, iv, ov, d.arena_bytes, rv, bv);
+  return fb::CreateEngine(fbb, producer, target, model, tv, sv, iv, ov, d.arena_bytes, rv, bv, d.cuda_version,
+                          d.cudnn_version, d.cublaslt_version);
 }
 
 // Writes d as an engine file with a correct header and checksum.
@@ -515,6 +521,57 @@ TEST(EngineFileCrafted, UnmodifiedRebuildLoadsAndRuns) {
   std::vector<double> ref = reference(x_values());
   std::vector<float> y = run_convnet(*e, x_values());
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(y[i], ref[i], 1e-5);
+}
+
+// Engines say what they need (issue 41): a sound engine whose header names a Jetson's GPU (sm_87
+// Orin, sm_110 Thor) and JetPack's libraries loads, reports them, and a context refuses it naming
+// the GPU and what to do, here on a machine without a GPU (the GPU tests refuse it on an H200).
+TEST(EngineFileCrafted, JetsonEnginesSayWhatTheyNeed) {
+  for (const char* arch : {"sm_87", "sm_110"}) {
+    EngineDesc d = decode(convnet_engine());
+    d.target = arch;
+    d.cuda_version = 12060;
+    d.cudnn_version = 90300;
+    d.cublaslt_version = 120604;
+    auto e = Engine::from_bytes(encode(d), "jetson.kiln");
+    EXPECT_TRUE(e->is_gpu());
+    const EngineSummary s = e->summary();
+    EXPECT_EQ(s.target, arch);
+    EXPECT_EQ(s.cuda_version, 12060);
+    EXPECT_EQ(s.cudnn_version, 90300);
+    EXPECT_EQ(s.cublaslt_version, 120604);
+    EXPECT_EQ(gpu::describe_libraries({s.cuda_version, s.cudnn_version, s.cublaslt_version}),
+              "CUDA 12.6, cuDNN 9.3.0, cuBLASLt 12.6.4");
+    if (gpu::gpu_available()) continue;  // context_gpu_test checks the refusal on a GPU
+    try {
+      e->create_context();
+      ADD_FAILURE() << "a context of an engine for " << arch << " on a machine without a GPU";
+    } catch (const Error& err) {
+      const std::string m = err.what();
+      EXPECT_TRUE(has(m, "jetson.kiln: the engine targets " + gpu::describe_arch(arch))) << m;
+      EXPECT_TRUE(has(m, "--device cpu")) << m;
+    }
+  }
+  EXPECT_EQ(gpu::describe_arch("sm_87"), "sm_87 (Jetson Orin)");
+  EXPECT_EQ(gpu::describe_arch("sm_110"), "sm_110 (Jetson Thor)");
+  EXPECT_EQ(gpu::describe_arch("sm_999"), "sm_999");
+}
+
+// What makes a GPU engine unusable on another machine, each named with both sides: the GPU, the
+// CUDA major version, cuDNN's major.minor, cuBLASLt's major; versions 0 (unknown) are not compared.
+TEST(EngineFileCrafted, MismatchNamesBothSides) {
+  const gpu::LibraryVersions orin{12060, 90300, 120604}, h200{13000, 91900, 130100};
+  EXPECT_EQ(gpu::engine_mismatch("sm_90", h200, "sm_90", h200), "");
+  EXPECT_EQ(gpu::engine_mismatch("sm_90", h200, "sm_90", {13020, 91905, 130400}), "");  // patch and minor releases
+  EXPECT_EQ(gpu::engine_mismatch("sm_87", orin, "sm_90", h200),
+            "the engine was built for sm_87 (Jetson Orin) but this GPU is sm_90 (Hopper: H100, H200)");
+  EXPECT_EQ(gpu::engine_mismatch("sm_87", orin, "sm_87", h200),
+            "the engine was built with CUDA 12.6 but this Kiln runs CUDA 13.0");
+  EXPECT_TRUE(has(gpu::engine_mismatch("sm_87", {13000, 90300, 130100}, "sm_87", h200),
+                  "the engine was built with cuDNN 9.3.0 but this machine has cuDNN 9.19.0"));
+  EXPECT_EQ(gpu::engine_mismatch("sm_87", {13000, 91900, 120604}, "sm_87", h200),
+            "the engine was built with cuBLASLt 12.6.4 but this machine has cuBLASLt 13.1.0");
+  EXPECT_EQ(gpu::engine_mismatch("sm_87", {0, 0, 0}, "sm_87", h200), "");
 }
 
 TEST(EngineFileCrafted, OutputShapeThatTheOpDoesNotCompute) {

@@ -369,15 +369,34 @@ TEST(GpuContext, ContextsOnSeveralThreadsShareTheEngine) {
   for (const auto& y : got) expect_close(y, want, 1e-5);
 }
 
+// Engines say what they need (issue 41): one made for a Jetson's GPU (its header names sm_87 or
+// sm_110) is refused here with both GPUs named and the command that rebuilds it; this GPU's own
+// engine records the libraries it was built with, and runs.
 TEST(GpuContext, WrongArchitectureIsAnError) {
   KILN_SKIP_WITHOUT_GPU();
-  auto e = build(small_cnn(), "sm_10");
-  try {
-    e->create_context();
-    FAIL() << "expected an error";
-  } catch (const Error& err) {
-    EXPECT_NE(std::string(err.what()).find("built for sm_10"), std::string::npos) << err.what();
+  const std::string here = gpu::gpu_target();
+  for (const char* arch : {"sm_87", "sm_110", "sm_10"}) {
+    auto e = build(small_cnn(), arch);
+    try {
+      e->create_context();
+      FAIL() << "expected an error for " << arch;
+    } catch (const Error& err) {
+      const std::string m = err.what();
+      EXPECT_NE(m.find("built for " + gpu::describe_arch(arch) + " but this GPU is " + gpu::describe_arch(here)),
+                std::string::npos)
+          << m;
+      EXPECT_NE(m.find("kiln optimize MODEL.onnx --device gpu"), std::string::npos) << m;
+    }
   }
+  EXPECT_NE(gpu::describe_arch("sm_87").find("Jetson Orin"), std::string::npos);
+  auto e = build(small_cnn(), here);
+  const EngineSummary s = e->summary();
+  const gpu::LibraryVersions v = gpu::library_versions();
+  EXPECT_GE(s.cuda_version, 12000);
+  EXPECT_EQ(s.cuda_version, v.cuda);
+  EXPECT_EQ(s.cudnn_version, v.cudnn);
+  EXPECT_EQ(s.cublaslt_version, v.cublaslt);
+  EXPECT_NO_THROW(e->create_context());
 }
 
 TEST(GpuContext, ProfileTimesEveryStep) {

@@ -3,7 +3,9 @@
 #include "kiln/types.h"
 
 #if defined(KILN_HAVE_CUDA)
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 #endif
 
 namespace kiln::gpu {
@@ -47,12 +49,68 @@ std::string gpu_target() {
   return "sm_" + std::to_string(major) + std::to_string(minor);
 }
 
+LibraryVersions library_versions() {
+  return {CUDART_VERSION, static_cast<int>(cudnnGetVersion()), static_cast<int>(cublasLtGetVersion())};
+}
+
 #else  // a CPU-only build
 
 bool gpu_available() { return false; }
 
 std::string gpu_target() { throw Error("no CUDA device: Kiln was built without CUDA (KILN_CUDA=OFF)"); }
 
+LibraryVersions library_versions() { return {}; }
+
 #endif
+
+std::string describe_arch(const std::string& target) {
+  static const std::pair<const char*, const char*> known[] = {
+      {"sm_70", "Volta: V100"},
+      {"sm_72", "Jetson Xavier"},
+      {"sm_75", "Turing: T4"},
+      {"sm_80", "Ampere: A100"},
+      {"sm_86", "Ampere: A10, RTX 30"},
+      {"sm_87", "Jetson Orin"},
+      {"sm_89", "Ada: L4, L40, RTX 40"},
+      {"sm_90", "Hopper: H100, H200"},
+      {"sm_100", "Blackwell: B200"},
+      {"sm_110", "Jetson Thor"},
+      {"sm_120", "Blackwell: RTX 50"},
+  };
+  for (const auto& [name, what] : known)
+    if (target == name) return target + " (" + what + ")";
+  return target;
+}
+
+namespace {
+
+// 13000 -> "13.0"; 91900 -> "9.19.0"; 130100 -> "13.1.0".
+std::string cuda_string(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+std::string library_string(int v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100);
+}
+
+}  // namespace
+
+std::string describe_libraries(const LibraryVersions& v) {
+  if (v.cuda == 0 && v.cudnn == 0 && v.cublaslt == 0) return "-";
+  return "CUDA " + cuda_string(v.cuda) + ", cuDNN " + library_string(v.cudnn) + ", cuBLASLt " + library_string(v.cublaslt);
+}
+
+std::string engine_mismatch(const std::string& target, const LibraryVersions& built, const std::string& arch,
+                            const LibraryVersions& here) {
+  if (target != arch)
+    return "the engine was built for " + describe_arch(target) + " but this GPU is " + describe_arch(arch);
+  if (built.cuda != 0 && here.cuda != 0 && built.cuda / 1000 != here.cuda / 1000)
+    return "the engine was built with CUDA " + cuda_string(built.cuda) + " but this Kiln runs CUDA " +
+           cuda_string(here.cuda);
+  if (built.cudnn != 0 && here.cudnn != 0 && built.cudnn / 100 != here.cudnn / 100)
+    return "the engine was built with cuDNN " + library_string(built.cudnn) + " but this machine has cuDNN " +
+           library_string(here.cudnn) + " (cuDNN's engine choices belong to its major.minor version)";
+  if (built.cublaslt != 0 && here.cublaslt != 0 && built.cublaslt / 10000 != here.cublaslt / 10000)
+    return "the engine was built with cuBLASLt " + library_string(built.cublaslt) + " but this machine has cuBLASLt " +
+           library_string(here.cublaslt);
+  return "";
+}
 
 }  // namespace kiln::gpu

@@ -14,4 +14,27 @@ bool gpu_available();
 // Throws kiln::Error "no CUDA device: <CUDA's reason>" if there is none.
 std::string gpu_target();
 
+// The GPU libraries this Kiln runs with: the CUDA runtime it was compiled with (CUDART_VERSION,
+// 13000 for 13.0), cuDNN and cuBLASLt as loaded (cudnnGetVersion() 91900 for 9.19.0,
+// cublasLtGetVersion()). Zeros in a CPU-only build.
+struct LibraryVersions {
+  int cuda = 0, cudnn = 0, cublaslt = 0;
+};
+LibraryVersions library_versions();
+
+// "CUDA 13.0, cuDNN 9.19.0, cuBLASLt 13.1.0"; "-" where all are 0.
+std::string describe_libraries(const LibraryVersions& v);
+
+// A GPU architecture for messages: "sm_87 (Jetson Orin)", "sm_90 (Hopper: H100, H200)", or the
+// target itself where Kiln knows no name for it.
+std::string describe_arch(const std::string& target);
+
+// Why a GPU engine built for `target` with the libraries `built` cannot run on a GPU of `arch` with
+// the libraries `here`, as a sentence naming both sides; empty if it can. Another architecture,
+// another CUDA major version, cuDNN's or cuBLASLt's major.minor (their tactics and engine
+// configurations belong to a version): each needs the engine rebuilt. Versions recorded as 0
+// (unknown) are not compared.
+std::string engine_mismatch(const std::string& target, const LibraryVersions& built, const std::string& arch,
+                            const LibraryVersions& here);
+
 }  // namespace kiln::gpu

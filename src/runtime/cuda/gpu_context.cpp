@@ -29,12 +29,12 @@
 #include "kiln/types.h"
 #include "runtime/dynamic_shapes.h"
 #include "runtime/engine_impl.h"
+#include "runtime/cuda/device.h"
 #include "runtime/side_steps.h"
 
 #if defined(KILN_HAVE_CUDA)
 #include "runtime/copy_corner.h"
 #include "runtime/cuda/copy_corner.h"
-#include "runtime/cuda/device.h"
 #include "runtime/cuda/gpu_kernels.h"
 #include "runtime/cuda/whole_net.h"
 
@@ -205,13 +205,17 @@ class GpuContextImpl final : public detail::PlanRunner {
       try {
         gpu_target();  // throws "no CUDA device: <CUDA's reason>"
       } catch (const Error& err) {
-        throw Error(e.origin + ": the engine targets " + e.target + " but there is " + err.what());
+        throw Error(e.origin + ": the engine targets " + describe_arch(e.target) + " but there is " + err.what() +
+                    "; on a machine without a GPU, build a CPU engine: `kiln optimize MODEL.onnx --device cpu`");
       }
     }
     const std::string arch = arch_of_current_device(&device_);
-    if (arch != e.target)
-      throw Error(e.origin + ": the engine was built for " + e.target + " but this GPU is " + arch +
-                  "; rebuild it here with `kiln optimize --device gpu`");
+    const std::string mismatch =
+        engine_mismatch(e.target, {e.cuda_version, e.cudnn_version, e.cublaslt_version}, arch, library_versions());
+    if (!mismatch.empty())
+      throw Error(e.origin + ": " + mismatch + ". An engine holds kernels and tactics for one GPU and its libraries: " +
+                  "rebuild it on this machine from its model, `kiln optimize MODEL.onnx --device gpu` with the " +
+                  "flags it was built with (`kiln inspect` lists them)");
     std::vector<std::string> missing;
     for (const StepRec& st : e.steps) {
       Step s;
@@ -782,7 +786,7 @@ namespace kiln::gpu {
 
 std::unique_ptr<detail::PlanRunner> make_gpu_runner(const detail::EngineImpl& e, const ContextOptions&,
                                                     std::shared_ptr<void>*, size_t) {
-  throw Error(e.origin + ": the engine targets " + e.target +
+  throw Error(e.origin + ": the engine targets " + describe_arch(e.target) +
               " but this Kiln was built without CUDA (KILN_CUDA=OFF); rebuild Kiln with the CUDA toolkit or the "
               "engine with --device cpu");
 }
