@@ -7,7 +7,10 @@
 // 64-column block) pairs; a block's packed B (k x 64 int16) is reused by every row tile.
 #include "runtime/cpu/igemm.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KILN_IGEMM_X86 1
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -56,6 +59,7 @@ void tile_generic(const PackedA& pa, const IgemmB& pb, int64_t i0, int64_t j0, i
     for (int64_t j = 0; j < kNr && j0 + j < pb.n; ++j) c[(i0 + r) * ldc + j0 + j] = acc[r][j];
 }
 
+#ifdef KILN_IGEMM_X86
 [[gnu::target("avx2")]] void tile_avx2(const PackedA& pa, const IgemmB& pb, int64_t i0, int64_t j0, int64_t m,
                                        uint32_t* c, int64_t ldc) {
   __m256i acc[kMr][2];
@@ -87,6 +91,12 @@ bool has_avx2() {
   }();
   return ok;
 }
+#else  // Arm and other CPUs: the generic tile (the compiler vectorizes its inner loop)
+void tile_avx2(const PackedA& pa, const IgemmB& pb, int64_t i0, int64_t j0, int64_t m, uint32_t* c, int64_t ldc) {
+  tile_generic(pa, pb, i0, j0, m, c, ldc);
+}
+bool has_avx2() { return false; }
+#endif
 
 }  // namespace
 
