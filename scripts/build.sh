@@ -3,7 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "$@" >/dev/null
+# ccache (~/.cache/ccache) lets a clean clone on a machine that built Kiln before reuse its objects.
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${launcher[@]}" "$@" >/dev/null
 echo "== building (this takes a few minutes on 2 cores)"
 ninja -C build -j"$(nproc)" | grep -E "^FAILED|error" || true
 ninja -C build -j"$(nproc)" >/dev/null   # fails loudly if the build did not finish

@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip
+pkgs=(build-essential cmake ninja-build ccache pkg-config python3 python3-pip
       libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
       libflatbuffers-dev flatbuffers-compiler libxxhash-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist

@@ -12,3 +12,5 @@ if [ -f tests/fuzz/CMakeLists.txt ] && [ -f scripts/fuzz.sh ]; then
   echo "== fuzzing briefly (scripts/fuzz.sh 30 per target)"
   bash scripts/fuzz.sh 30
 fi
+echo "== aarch64: cross-compiled, tested under qemu (scripts/test_jetson.sh)"
+bash scripts/test_jetson.sh
