@@ -3,9 +3,8 @@
 # the native ones (Debian multiarch: /usr/lib/aarch64-linux-gnu), host tools (protoc, flatc,
 # grpc_cpp_plugin) from the build machine. scripts/build_jetson.sh sets it up and uses it:
 #   cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
-# With CUDA, KILN_AARCH64_CUDA names a folder laid out as the toolkit's targets/aarch64-linux
-# (include/ from the build machine's toolkit, lib/ with the aarch64 libraries from PyPI's wheels);
-# scripts/build_jetson.sh makes it.
+# With CUDA, the toolkit needs a targets/aarch64-linux folder (include/ shared with the build
+# machine's, lib/ with the aarch64 libraries from PyPI's wheels); scripts/build_jetson.sh makes it.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)

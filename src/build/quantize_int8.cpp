@@ -324,17 +324,19 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   r.detail = std::to_string(r.changes) + " nodes quantized, " + std::to_string(plan.tensors.size()) +
              " activation ranges " + how + (guard.empty() ? "" : "; " + guard);
   // Say why layers stayed float on the GPU (a transformer's --best engine is then float16 throughout).
+  std::string in_float;  // "; N Gemm/MatMul left in float: ...; M Conv left in float: ..."
   if (products_in_float > 0)
-    r.detail += "; " + std::to_string(products_in_float) +
+    in_float += "; " + std::to_string(products_in_float) +
                 " Gemm/MatMul left in float: no INT8 GEMM is faster than float16 on this GPU "
                 "(docs/decisions/62-transformer-int8-gpu.md)";
   if (convs_in_float > 0)
-    r.detail += "; " + std::to_string(convs_in_float) +
+    in_float += "; " + std::to_string(convs_in_float) +
                 " Conv left in float: no fast INT8 kernel on the GPU for their shape (channels, groups, padding)";
+  r.detail += in_float;
   // Where no layer may be INT8, the user of --int8/--best hears it without -v, and the guard says it
   // had nothing to choose.
-  if (r.changes == 0 && products_in_float + convs_in_float > 0 && o.calib.report)
-    o.calib.report("INT8: no layer quantized on " + o.target + ": " + r.detail.substr(r.detail.find("; ") + 2) +
+  if (r.changes == 0 && !in_float.empty() && o.calib.report)
+    o.calib.report("INT8: no layer quantized on " + o.target + ": " + in_float.substr(2) +
                    (o.calib.accuracy_budget >= 0 ? "; the accuracy guard had no INT8 layer to check" : ""));
   return r;
 }

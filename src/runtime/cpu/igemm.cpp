@@ -91,10 +91,7 @@ bool has_avx2() {
   }();
   return ok;
 }
-#else  // Arm and other CPUs: the generic tile (the compiler vectorizes its inner loop)
-void tile_avx2(const PackedA& pa, const IgemmB& pb, int64_t i0, int64_t j0, int64_t m, uint32_t* c, int64_t ldc) {
-  tile_generic(pa, pb, i0, j0, m, c, ldc);
-}
+#else  // Arm and other CPUs: the generic tile only (the compiler vectorizes its inner loop)
 bool has_avx2() { return false; }
 #endif
 
@@ -119,10 +116,13 @@ void igemm16(IgemmKernel kernel, int64_t m, const int16_t* a, int64_t lda, const
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t blk = t / row_tiles, i0 = (t % row_tiles) * kMr;  // row tiles innermost: B block reuse
       for (int64_t j0 = blk * kNBlock; j0 < std::min(b.np, (blk + 1) * kNBlock); j0 += kNr) {
-        if (avx2)
+#ifdef KILN_IGEMM_X86
+        if (avx2) {
           tile_avx2(pa, b, i0, j0, m, c, ldc);
-        else
-          tile_generic(pa, b, i0, j0, m, c, ldc);
+          continue;
+        }
+#endif
+        tile_generic(pa, b, i0, j0, m, c, ldc);
       }
     }
   };
