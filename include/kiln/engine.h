@@ -62,6 +62,10 @@ struct ContextOptions {
   // engines whose inputs and outputs never leave the GPU, where that memory would be large (the builder's calibration
   // engine, which outputs every calibrated tensor) or scarce (a Jetson's memory is the GPU's).
   bool host_staging = true;
+  // GPU engines: the most device memory the context may allocate (its arena, workspaces, weights if
+  // it is the first to upload them, staging), in bytes; 0: no limit. A context that would need more
+  // is not made: the error names what did not fit. For boards whose GPU shares the CPU's memory.
+  size_t memory_limit = 0;
 };
 
 // One step's time in the runs since profiling started (Context::step_times).
@@ -124,6 +128,9 @@ struct EngineSummary {
   // GPU engines: the libraries built with (CUDART_VERSION 13000, cuDNN 91900, cuBLASLt 130100); a
   // machine with another CUDA major, cuDNN major.minor or cuBLASLt major refuses the engine.
   int cuda_version = 0, cudnn_version = 0, cublaslt_version = 0;
+  // GPU engines built with `kiln optimize --target-arch`: the compute capability whose kernels alone
+  // they use (87 for sm_87); 0: the target's own.
+  int kernel_arch = 0;
   std::string model_name;
   size_t weight_bytes = 0;      // constant data
   size_t arena_bytes = 0;       // activation memory of one Context (planned: tensors share memory)

@@ -32,6 +32,11 @@ struct BuildReport {
   // The fields above are the largest bucket's, except engine_bytes and weight_bytes (the file's).
   size_t plans = 1;
   std::vector<std::string> ranges;
+  // GPU builds: the most device memory Kiln's buffers held at once (test buffers, workspaces, the
+  // engines timed; the CUDA context and library handles not counted: device_memory.h), and what the
+  // GPU had in use when the build began (those, and any other process's). The process's peak
+  // resident host memory, whatever the target.
+  size_t peak_device_bytes = 0, device_bytes_at_start = 0, peak_host_bytes = 0;
 };
 
 // Runs the pass pipeline on g (in place), then writes the engine.

@@ -35,9 +35,11 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "runtime/cuda/device_buffer.h"
-#include "runtime/cuda/gpu_kernels.h"
 #include "build/sample_inputs.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/device_memory.h"
+#include "runtime/cuda/gpu_kernels.h"
 #endif
 
 namespace kiln::build {
@@ -110,7 +112,10 @@ std::string device_name() {
   cudaDeviceProp prop{};
   check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
   check_cuda(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
-  return fmt::format("{} cudnn {} candidates {}", prop.name, cudnnGetVersion(), kCandidatesVersion);
+  // --target-arch: another list of candidates (no sm_90a tiles), timed apart from the device's own.
+  const int limit = gpu::kernel_arch_limit();
+  return fmt::format("{} cudnn {} candidates {}{}", prop.name, cudnnGetVersion(), kCandidatesVersion,
+                     limit != 0 ? fmt::format(" kernels sm_{}", limit) : "");
 }
 
 std::string node_key(const graph::Graph& g, const graph::Node& n) {
@@ -237,8 +242,12 @@ std::map<size_t, Listed> list_candidates(const graph::Graph& g, const std::vecto
   for (size_t k : nodes) listed[k];
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const int arch_limit = gpu::kernel_arch_limit();
+  const gpu::BudgetRef budget = gpu::current_budget();
   std::atomic<size_t> next{0};
   auto work = [&] {
+    const gpu::KernelArchScope limit(arch_limit);  // the builder's thread's, on every listing thread
+    const gpu::MemoryBudgetScope memory(budget);
     try {
       check_cuda(cudaSetDevice(device), "cudaSetDevice");
       Handles h;
@@ -569,7 +578,9 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
           if (ms < best_ms) best_ms = ms, best = tactic;
         } catch (const Error& e) {
           (void)cudaGetLastError();
-          report += fmt::format(" {}:failed", tactic);
+          // A workspace over --memory-limit: not timed (device_memory.h says so in the error).
+          const bool over = std::string_view(e.what()).find("over the memory limit") != std::string_view::npos;
+          report += fmt::format(" {}:{}", tactic, over ? "over-memory-limit" : "failed");
         }
       }
       env.state = nullptr;  // it pointed at the last candidate's state

@@ -174,8 +174,8 @@ std::vector<uint8_t> write_engine(const EngineProgram& p, const std::string& tar
   const gpu::LibraryVersions libs = target == "cpu" ? gpu::LibraryVersions{} : gpu::library_versions();
   auto root = fb::CreateEngine(fbb, fbb.CreateString("kiln " + std::string(kiln_version())), fbb.CreateString(target),
                                fbb.CreateString(g.name), fbb.CreateVector(tensors), fbb.CreateVector(steps),
-                               fbb.CreateVector(in_ids), fbb.CreateVector(out_ids), plan.arena_bytes, 0, 0,
-                               libs.cuda, libs.cudnn, libs.cublaslt);
+                               fbb.CreateVector(in_ids), fbb.CreateVector(out_ids), plan.arena_bytes, 0, 0, libs.cuda,
+                               libs.cudnn, libs.cublaslt, target == "cpu" ? 0 : gpu::kernel_arch_limit());
   fbb.Finish(root);
   std::vector<uint8_t> file = engine_file(std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize()), weights);
   if (report) {

@@ -36,6 +36,12 @@ struct BuildOptions {
   // (a Reshape target, Range bounds); `kiln run` freezes such inputs to the values it is given.
   std::map<std::string, HostTensor> constant_inputs;
   std::string target = "cpu";  // or the GPU architecture, e.g. "sm_90" (kernels are timed on the GPU here)
+  // GPU targets: use only the kernels of this compute capability (87 for sm_87, `--target-arch`:
+  // runtime/cuda/device.h); 0: the target's own. The engine records it.
+  int kernel_arch = 0;
+  // GPU targets: the most device memory the build's own buffers may hold at once (`--memory-limit`;
+  // runtime/cuda/device_memory.h): tactics whose workspace would pass it are not timed; 0: none.
+  size_t memory_limit = 0;
   bool fp16 = false;           // float32 tensors inside the graph become float16 (inputs/outputs keep theirs)
   bool int8 = false;           // Conv/Gemm/MatMul in INT8 with calibrated scales (quantize-int8)
   calib::Options calib;        // --calib DATA, method, batches, cache (used with int8)

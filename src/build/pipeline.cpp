@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <set>
 #include <string>
@@ -12,6 +13,8 @@
 #include "build/stopwatch.h"
 #include "build/view_plan.h"
 #include "passes/pass.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/device_memory.h"
 
 namespace kiln::build {
 
@@ -165,9 +168,10 @@ bool has_int8_steps(const graph::Graph& g) {
 
 }  // namespace
 
-std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, BuildReport* report) {
-  BuildReport local;
-  BuildReport& r = report ? *report : local;
+namespace {
+
+// build_engine's work, within its architecture limit and memory budget.
+std::vector<uint8_t> build_within(graph::Graph& g, const BuildOptions& options, BuildReport& r) {
   if (has_ranges(options)) return build_range_engine(g, options, &r);
   if (!options.int8 || options.target == "cpu" || options.force_int8) return build_once(g, options, r);
   graph::Graph float_graph = g;
@@ -222,6 +226,30 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   r = std::move(float_report);
   g = std::move(float_graph);
   return fl;
+}
+
+// The process's peak resident memory (Linux reports kilobytes).
+size_t peak_host_bytes() {
+  rusage u{};
+  return getrusage(RUSAGE_SELF, &u) == 0 ? static_cast<size_t>(u.ru_maxrss) * 1024 : 0;
+}
+
+}  // namespace
+
+std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, BuildReport* report) {
+  const bool gpu = options.target != "cpu";
+  if (!gpu && options.memory_limit != 0)
+    throw Error("a memory limit is for GPU builds: a CPU engine's memory is the arena kiln inspect reports");
+  const gpu::KernelArchScope limit(gpu ? options.kernel_arch : 0);
+  const gpu::MemoryBudgetScope memory(options.memory_limit, "--memory-limit");
+  BuildReport local;
+  BuildReport& r = report ? *report : local;
+  const size_t at_start = gpu ? gpu::device_bytes_in_use() : 0;
+  std::vector<uint8_t> engine = build_within(g, options, r);
+  r.peak_device_bytes = memory.peak();
+  r.device_bytes_at_start = at_start;
+  r.peak_host_bytes = peak_host_bytes();
+  return engine;
 }
 
 }  // namespace kiln::build

@@ -31,7 +31,7 @@ namespace {
 struct Plan {
   std::vector<int64_t> sizes;
   std::string producer, target, model_name;
-  int cuda_version = 0, cudnn_version = 0, cublaslt_version = 0;
+  int cuda_version = 0, cudnn_version = 0, cublaslt_version = 0, kernel_arch = 0;
   struct Tensor {
     std::string name;
     uint8_t dtype;
@@ -92,6 +92,7 @@ Plan read_plan(const std::vector<uint8_t>& file, std::vector<int64_t> sizes, Wei
   p.cuda_version = e->cuda_version();
   p.cudnn_version = e->cudnn_version();
   p.cublaslt_version = e->cublaslt_version();
+  p.kernel_arch = e->kernel_arch();
   p.arena_bytes = e->arena_bytes();
   const uint8_t* weights = file.data() + h.weights_offset;
   for (const fb::Tensor* t : *e->tensors()) {
@@ -138,8 +139,8 @@ flatbuffers::Offset<fb::Engine> write_plan(
                                    fbb.CreateVector(s.outputs), fbb.CreateVector(s.attrs), s.tactic));
   return fb::CreateEngine(fbb, fbb.CreateString(p.producer), fbb.CreateString(p.target), fbb.CreateString(p.model_name),
                           fbb.CreateVector(tensors), fbb.CreateVector(steps), fbb.CreateVector(p.inputs),
-                          fbb.CreateVector(p.outputs), p.arena_bytes, ranges, buckets, p.cuda_version,
-                          p.cudnn_version, p.cublaslt_version);
+                          fbb.CreateVector(p.outputs), p.arena_bytes, ranges, buckets, p.cuda_version, p.cudnn_version,
+                          p.cublaslt_version, p.kernel_arch);
 }
 
 // Where each range may be padded (build/row_independence.h), from the graph bound at the largest

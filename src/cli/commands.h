@@ -29,6 +29,8 @@ struct ModelOptions {  // how a model becomes an engine, shared by optimize and 
   double accuracy_budget = -1;  // points of top-1; < 0: no guard
   std::string validate;
   std::string timing_cache;  // GPU: file of kernel timings reused across builds
+  std::string target_arch;   // GPU: --target-arch sm_87, only the kernels of that compute capability
+  std::string memory_limit;  // GPU: --memory-limit 2G, the most device memory the build's buffers may hold
   bool verbose = false;
 };
 

@@ -11,6 +11,7 @@
 #include "build/range_build.h"
 #include "core/shape_range.h"
 #include "runtime/cuda/device.h"
+#include "runtime/cuda/device_memory.h"
 
 namespace kiln::cli {
 
@@ -61,6 +62,23 @@ build::BuildOptions build_options(const ModelOptions& m) {
   } else {
     o.target = "cpu";
     if (!m.timing_cache.empty()) throw Error("--timing-cache is for GPU builds (--device gpu)");
+    if (!m.target_arch.empty())
+      throw Error("--target-arch is for GPU builds (--device gpu); a CPU engine uses this CPU's kernels");
+    if (!m.memory_limit.empty())
+      throw Error("--memory-limit is for GPU builds (--device gpu); a CPU engine's memory is its arena (kiln inspect)");
+  }
+  if (!m.memory_limit.empty()) o.memory_limit = gpu::parse_bytes(m.memory_limit, "--memory-limit");
+  if (!m.target_arch.empty()) {
+    const int arch = gpu::parse_arch(m.target_arch);
+    if (arch == 0)
+      throw Error("--target-arch " + m.target_arch +
+                  ": expected a GPU architecture such as sm_87 (Jetson Orin) or sm_110 (Jetson Thor)");
+    if (arch < 80)
+      throw Error("--target-arch " + m.target_arch + ": Kiln's GPU kernels need compute capability 8.0 or later " +
+                  "(cp.async, ldmatrix, mma.sync)" +
+                  (arch == 72 ? "; Jetson Xavier (sm_72) is not supported by CUDA 13 either" : ""));
+    // The device's own architecture needs no limit.
+    o.kernel_arch = arch == gpu::parse_arch(o.target) ? 0 : arch;
   }
   o.fp16 = m.fp16 || m.best;
   o.int8 = m.int8 || m.best;

@@ -53,6 +53,7 @@ int inspect_engine(const InspectOptions& o) {
                         {"cuda_version", s.cuda_version},
                         {"cudnn_version", s.cudnn_version},
                         {"cublaslt_version", s.cublaslt_version},
+                        {"kernel_arch", s.kernel_arch},
                         {"model", s.model_name},
                         {"file_bytes", s.file_bytes},
                         {"weight_bytes", s.weight_bytes},
@@ -93,6 +94,9 @@ int inspect_engine(const InspectOptions& o) {
   if (s.target != "cpu")
     fmt::print("libraries  {} (a machine with other versions refuses the engine)\n",
                gpu::describe_libraries({s.cuda_version, s.cudnn_version, s.cublaslt_version}));
+  if (s.kernel_arch != 0)
+    fmt::print("kernels    only those of {} (--target-arch)\n",
+               gpu::describe_arch("sm_" + std::to_string(s.kernel_arch)));
   fmt::print("versions   format {}, built by {}\n", s.format_version, s.producer);
   fmt::print("weights    {}\n", human_bytes(s.weight_bytes));
   fmt::print("arena      {} (all activations without sharing: {}; peak of live bytes, the lower bound: {})\n",

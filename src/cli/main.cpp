@@ -42,6 +42,12 @@ void add_model_options(CLI::App* cmd, kiln::cli::ModelOptions& m) {
                   "INT8: top-1 points the build may lose on --validate; sensitive layers fall back to float");
   cmd->add_option("--validate", m.validate, "Labelled data for --accuracy-budget (IDX folder, or .npy + labels.npy)");
   cmd->add_option("--timing-cache", m.timing_cache, "GPU: kernel timings file, read if present and updated");
+  cmd->add_option("--target-arch", m.target_arch,
+                  "GPU: use only the kernels a GPU of this compute capability has, e.g. sm_87 (Jetson Orin) on an "
+                  "H100: no Hopper-only kernels (docs/jetson.md)");
+  cmd->add_option("--memory-limit", m.memory_limit,
+                  "GPU: the most device memory the build's own buffers may hold at once, e.g. 2G; tactics whose "
+                  "workspace would pass it are not timed");
   cmd->add_flag("-v,--verbose", m.verbose, "List the passes run and what each changed");
 }
 

@@ -24,8 +24,18 @@ int run_optimize(const OptimizeOptions& o) {
     throw Error(out.string() + ": cannot write the engine file");
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!report.precision_choice.empty()) fmt::print("{}\n", report.precision_choice);
-  fmt::print("{}: {} nodes -> {} steps, target {}\n", in.string(), report.nodes_in, report.steps, bo.target);
+  fmt::print("{}: {} nodes -> {} steps, target {}{}\n", in.string(), report.nodes_in, report.steps, bo.target,
+             bo.kernel_arch ? fmt::format(" (the kernels of sm_{} only)", bo.kernel_arch) : "");
   for (const std::string& r : report.ranges) fmt::print("range {}\n", r);
+  if (bo.target != "cpu")
+    fmt::print(
+        "memory: peak {} of GPU memory in Kiln's buffers{} (the GPU had {} in use before: the CUDA context, "
+        "libraries); peak {} of host memory\n",
+        human_bytes(report.peak_device_bytes),
+        bo.memory_limit ? " within --memory-limit " + human_bytes(bo.memory_limit) : std::string(),
+        human_bytes(report.device_bytes_at_start), human_bytes(report.peak_host_bytes));
+  else
+    fmt::print("memory: peak {} of host memory\n", human_bytes(report.peak_host_bytes));
   if (report.plans > 1)
     fmt::print("{} plans (one per bucket), the weights stored once; steps and arena above are the largest's\n",
                report.plans);

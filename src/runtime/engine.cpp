@@ -2,6 +2,7 @@
 #include <fstream>
 
 #include "core/attrs_codec.h"
+#include "runtime/cuda/device.h"
 #include "runtime/cuda/whole_net_plan.h"
 #include "runtime/dynamic_shapes.h"
 #include "runtime/engine_format.h"
@@ -50,6 +51,7 @@ EngineSummary Engine::summary() const {
   s.cuda_version = e.cuda_version;
   s.cudnn_version = e.cudnn_version;
   s.cublaslt_version = e.cublaslt_version;
+  s.kernel_arch = e.kernel_arch;
   s.model_name = e.model_name;
   s.weight_bytes = e.weights_bytes;
   s.arena_bytes = e.arena_bytes;
@@ -105,7 +107,9 @@ EngineSummary Engine::summary() const {
   for (size_t i = 0; i < e.output_ids.size(); ++i)
     if (dyn.is_dynamic(e.output_ids[i])) s.bounded_outputs.push_back(e.outputs[i].name);
   if (is_gpu()) {
-    s.whole_network = gpu::plan_whole_network(e, gpu::whole_net_smem_for_target(e.target)).describe();
+    s.whole_network =
+        gpu::plan_whole_network(e, gpu::max_block_smem_of(e.kernel_arch ? e.kernel_arch : gpu::parse_arch(e.target)))
+            .describe();
     if (!dyn.any())  // a GPU context runs data-dependent engines on one stream
       for (const detail::SideStep& x : detail::engine_side_steps(e))
         s.steps[static_cast<size_t>(x.step)].side_after = x.fork;

@@ -22,8 +22,9 @@ inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'E', 'N', 'G', 0};
 // pool_mean; version 5 shape ranges (Engine.ranges, Engine.buckets); version 6 the ops
 // NonMaxSuppression and NonZero (the OpKind codes after them moved); version 7 the op Attention
 // (likewise); version 8 Attention's packed_qkv; version 9 its mask_period; version 10 the CUDA,
-// cuDNN and cuBLASLt versions of GPU engines. Files of other versions are refused: rebuild them.
-inline constexpr uint32_t kVersion = 10;
+// cuDNN and cuBLASLt versions of GPU engines; version 11 the kernel architecture limit
+// (--target-arch). Files of other versions are refused: rebuild them.
+inline constexpr uint32_t kVersion = 11;
 inline constexpr uint64_t kWeightAlign = 4096;
 inline constexpr uint64_t kTensorAlign = 64;
 

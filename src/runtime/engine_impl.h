@@ -54,6 +54,7 @@ struct EngineImpl {
   uint32_t format_version = 0;
   std::string producer, target, model_name;
   int cuda_version = 0, cudnn_version = 0, cublaslt_version = 0;  // GPU engines: the libraries built with
+  int kernel_arch = 0;  // GPU engines: the compute capability its kernels are limited to (0: none)
   std::vector<TensorRec> tensors;
   std::vector<StepRec> steps;
   std::vector<int32_t> input_ids, output_ids;

@@ -210,6 +210,11 @@ void parse_plan(const fb::Engine* root, EngineImpl* e, const std::string& origin
   e->cuda_version = root->cuda_version();
   e->cudnn_version = root->cudnn_version();
   e->cublaslt_version = root->cublaslt_version();
+  e->kernel_arch = root->kernel_arch();
+  if (e->kernel_arch != 0 && (e->kernel_arch < 50 || e->kernel_arch > 200))
+    fail(origin, "kernel architecture " + std::to_string(e->kernel_arch) + " is not a GPU's");
+  if (e->kernel_arch != 0 && e->target == "cpu")
+    fail(origin, "a CPU engine records GPU kernels (sm_" + std::to_string(e->kernel_arch) + ")");
   e->arena_bytes = root->arena_bytes();
   if (e->arena_bytes > kMaxTensorBytes) fail(origin, "activation arena size is implausible");
   const uint64_t weights_bytes = e->weights_bytes;

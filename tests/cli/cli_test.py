@@ -195,7 +195,7 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("inspect", engine)
         self.assertEqual(rc, 0, err)
         for part in ["input      x float32[2,3]", "output     y float32[2,3]", "steps      2",
-                     "weights    ", "target     cpu", "versions   format 10, built by kiln 0.1.0",
+                     "weights    ", "target     cpu", "versions   format 11, built by kiln 0.1.0",
                      "model      relu_add", "Relu", "Add"]:
             self.assertIn(part, out)
 
@@ -203,7 +203,7 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("inspect", self.engine, "--json")
         self.assertEqual(rc, 0, err)
         j = json.loads(out)
-        self.assertEqual(j["format_version"], 10)
+        self.assertEqual(j["format_version"], 11)
         self.assertEqual(j["target"], "cpu")
         self.assertEqual(j["model"], "relu_add")
         self.assertEqual(j["inputs"], [{"name": "x", "dtype": "float32", "shape": [2, 3]}])
@@ -294,6 +294,22 @@ class KilnCli(unittest.TestCase):
         self.assert_error(["optimize", m, "--device", "cpu", "--shape", "x=1..8x3", "--buckets", "2,4"],
                           "--buckets")
         self.assert_error(["optimize", m, "--device", "cpu", "--batch", "8..1", "--shape", "x=1x3"], "--batch")
+
+    def test_target_arch_is_for_gpu_builds_of_known_architectures(self):
+        self.assert_error(["optimize", self.model, "--device", "cpu", "--target-arch", "sm_87"],
+                          "--target-arch is for GPU builds (--device gpu)")
+        eng = self.path("sm87.kiln")
+        rc, out, err = run_kiln("optimize", self.model, "-o", eng, "--device", "gpu", "--target-arch", "sm_87")
+        if rc != 0 and "--device gpu needs the GPU" in err:
+            return  # no GPU here: the rest needs one (tests/gpu/target_arch_gpu_test.cpp checks the engine)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("(the kernels of sm_87 only)", out)
+        rc, out, err = run_kiln("inspect", eng)
+        self.assertIn("kernels    only those of sm_87 (Jetson Orin) (--target-arch)", out)
+        self.assert_error(["optimize", self.model, "--device", "gpu", "--target-arch", "ampere"],
+                          "--target-arch ampere: expected a GPU architecture such as sm_87")
+        self.assert_error(["optimize", self.model, "--device", "gpu", "--target-arch", "sm_72"],
+                          "compute capability 8.0 or later", "Xavier")
 
     def test_optimize_verbose_shows_each_pass_and_folded_names(self):
         # x -> Pad -> Conv -> Mul(per channel) -> Reshape(same shape) -> y: fold-pad, fold-scale-shift

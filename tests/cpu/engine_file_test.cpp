@@ -18,6 +18,7 @@
 #include "graph/onnx_import.h"
 #include "kiln/engine.h"
 #include "runtime/cuda/device.h"
+#include "runtime/cuda/device_memory.h"
 #include "runtime/engine_format.h"
 
 namespace kiln {
@@ -389,7 +390,7 @@ struct BucketDesc {
 struct EngineDesc {
   uint32_t format_version = format::kVersion;
   std::string producer, target, model_name;
-  int cuda_version = 0, cudnn_version = 0, cublaslt_version = 0;
+  int cuda_version = 0, cudnn_version = 0, cublaslt_version = 0, kernel_arch = 0;
   std::vector<TensorDesc> tensors;
   std::vector<StepDesc> steps;
   std::vector<int32_t> inputs, outputs;
@@ -413,6 +414,7 @@ EngineDesc decode_plan(const fb::Engine* root) {
   d.cuda_version = root->cuda_version();
   d.cudnn_version = root->cudnn_version();
   d.cublaslt_version = root->cublaslt_version();
+  d.kernel_arch = root->kernel_arch();
   for (const fb::Tensor* t : *root->tensors())
     d.tensors.push_back(
         {str(t->name()), t->dtype(), {t->shape()->begin(), t->shape()->end()}, t->kind(), t->offset(), t->base()});
@@ -483,7 +485,7 @@ flatbuffers::Offset<fb::Engine> encode_plan(flatbuffers::FlatBufferBuilder& fbb,
   auto rv = d.ranges.empty() ? 0 : fbb.CreateVector(ranges);
   auto bv = d.buckets.empty() ? 0 : fbb.CreateVector(buckets);
   return fb::CreateEngine(fbb, producer, target, model, tv, sv, iv, ov, d.arena_bytes, rv, bv, d.cuda_version,
-                          d.cudnn_version, d.cublaslt_version);
+                          d.cudnn_version, d.cublaslt_version, d.kernel_arch);
 }
 
 // Writes d as an engine file with a correct header and checksum.
@@ -555,6 +557,66 @@ TEST(EngineFileCrafted, JetsonEnginesSayWhatTheyNeed) {
   EXPECT_EQ(gpu::describe_arch("sm_87"), "sm_87 (Jetson Orin)");
   EXPECT_EQ(gpu::describe_arch("sm_110"), "sm_110 (Jetson Thor)");
   EXPECT_EQ(gpu::describe_arch("sm_999"), "sm_999");
+}
+
+// An engine built with --target-arch sm_87 on an H200 records the limit its contexts run it with;
+// a value no GPU has is refused.
+TEST(EngineFileCrafted, KernelArchLimitIsRecorded) {
+  EngineDesc d = decode(convnet_engine());
+  d.target = "sm_90";
+  d.kernel_arch = 87;
+  EXPECT_EQ(Engine::from_bytes(encode(d))->summary().kernel_arch, 87);
+  for (int bad : {-1, 7, 1000}) {
+    d.kernel_arch = bad;
+    const std::string e = load_error(encode(d));
+    EXPECT_TRUE(has(e, "kernel architecture " + std::to_string(bad) + " is not a GPU's")) << e;
+  }
+  d.target = "cpu";
+  d.kernel_arch = 87;
+  const std::string e = load_error(encode(d));
+  EXPECT_TRUE(has(e, "a CPU engine records GPU kernels (sm_87)")) << e;
+}
+
+// The limit's names and shared memory; it belongs to the thread that sets it.
+TEST(KernelArch, NamesLimitsAndThreads) {
+  EXPECT_EQ(gpu::parse_arch("sm_87"), 87);
+  EXPECT_EQ(gpu::parse_arch("87"), 87);
+  EXPECT_EQ(gpu::parse_arch("8.7"), 87);
+  EXPECT_EQ(gpu::parse_arch("sm_110"), 110);
+  EXPECT_EQ(gpu::parse_arch("11.0"), 110);
+  for (const char* bad : {"", "sm_", "sm_8x", "ampere", "8", "08", "sm_1100", "8.77", ".87"})
+    EXPECT_EQ(gpu::parse_arch(bad), 0) << bad;
+  EXPECT_EQ(gpu::max_block_smem_of(87), 166912u);  // 163 KiB: Orin
+  EXPECT_EQ(gpu::max_block_smem_of(90), 232448u);  // 227 KiB: Hopper
+  EXPECT_EQ(gpu::max_block_smem_of(0), 48u * 1024);
+  const int before = gpu::kernel_arch_limit();
+  {
+    const gpu::KernelArchScope s(87);
+    EXPECT_EQ(gpu::kernel_arch_limit(), 87);
+    int other = -1;
+    std::thread([&] { other = gpu::kernel_arch_limit(); }).join();
+    EXPECT_EQ(other, before);
+    const gpu::KernelArchScope none(0);  // 0 leaves it as it is
+    EXPECT_EQ(gpu::kernel_arch_limit(), 87);
+  }
+  EXPECT_EQ(gpu::kernel_arch_limit(), before);
+}
+
+// --memory-limit's sizes, in powers of 1024.
+TEST(DeviceMemory, ParseBytes) {
+  EXPECT_EQ(gpu::parse_bytes("2G", "--memory-limit"), size_t{2} << 30);
+  EXPECT_EQ(gpu::parse_bytes("1.5GiB", "--memory-limit"), size_t{3} << 29);
+  EXPECT_EQ(gpu::parse_bytes("512M", "--memory-limit"), size_t{512} << 20);
+  EXPECT_EQ(gpu::parse_bytes("64k", "--memory-limit"), size_t{64} << 10);
+  EXPECT_EQ(gpu::parse_bytes("1000000", "--memory-limit"), size_t{1000000});
+  for (const char* bad : {"", "G", "2X", "-1G", "0", "2 G", "nanG", "1e30G"}) {
+    try {
+      gpu::parse_bytes(bad, "--memory-limit");
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_TRUE(has(e.what(), "--memory-limit " + std::string(bad) + ": expected a size such as 2G")) << e.what();
+    }
+  }
 }
 
 // What makes a GPU engine unusable on another machine, each named with both sides: the GPU, the

@@ -17,6 +17,7 @@
 
 #include "core/epilogue.h"
 #include "core/half.h"
+#include "runtime/cuda/device.h"
 #include "runtime/engine_impl.h"
 #include "sm90_build.h"
 #include "small_nets.h"
@@ -412,9 +413,9 @@ TEST(WholeNetPlan, RefusesFloat16WeightsUnderAFloat32Product) {
 }
 
 TEST(WholeNetPlan, SharedMemoryOfTargets) {
-  EXPECT_EQ(gpu::whole_net_smem_for_target("sm_90"), kSm90Smem);
-  EXPECT_EQ(gpu::whole_net_smem_for_target("sm_80"), 166912u);
-  EXPECT_EQ(gpu::whole_net_smem_for_target("sm_1"), 48u * 1024);
+  EXPECT_EQ(gpu::max_block_smem_of(gpu::parse_arch("sm_90")), kSm90Smem);
+  EXPECT_EQ(gpu::max_block_smem_of(gpu::parse_arch("sm_80")), 166912u);
+  EXPECT_EQ(gpu::max_block_smem_of(gpu::parse_arch("sm_1")), 48u * 1024);
 }
 
 TEST(WholeNetPlan, CpuEnginesSayNothing) {

@@ -54,13 +54,25 @@ inline std::string no_gpu_reason() {
   } while (0)
 
 // Whether the GPU runs sm_90a code (compute capability 9.0), where Kiln's tensor-core kernels have
-// wgmma forms too (built with CUDA 12 and later).
+// wgmma forms too (built with CUDA 12 and later), and no other architecture limits the kernels
+// (KILN_TARGET_ARCH=sm_87 runs every GPU test with only the kernels of sm_87: gpu::kernel_arch_limit).
 inline bool hopper() {
   int device = 0, major = 0, minor = 0;
+  if (const int limit = gpu::kernel_arch_limit(); limit != 0 && limit != 90) return false;
   return cudaGetDevice(&device) == cudaSuccess &&
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
          minor == 0;
+}
+
+// The shared memory a block may opt into on the current device, within the architecture limit.
+inline int block_smem() {
+  int device = 0, smem = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return 0;
+  const int limit = gpu::kernel_arch_limit();
+  return limit == 0 ? smem : std::min(smem, static_cast<int>(gpu::max_block_smem_of(limit)));
 }
 
 #define KILN_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())

@@ -60,10 +60,7 @@ int stream_configs(int64_t C) {
   return hopper() && C >= 64 ? gpu::quant::stream::kConfigs : gpu::quant::stream::kSyncConfigs;
 }
 bool stream_tile_fits(int i, int64_t C) {
-  int device = 0, smem = 0;
-  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
-  return gpu::quant::stream::shared_memory(i, static_cast<int>(C)) <= smem;
+  return gpu::quant::stream::shared_memory(i, static_cast<int>(C)) <= block_smem();
 }
 // How many of them fit: the streaming tactics the op must offer.
 int stream_tiles(int64_t C) {
@@ -208,10 +205,10 @@ void check_tactics(const QConvAttrs& a, const Inputs& in, const std::vector<Outp
     EXPECT_FALSE(tactics.empty()) << what << ": no cuDNN plan";
   }
   const int64_t C = in[0].shape.back(), M = in[3].shape[0];
-  int device = 0, major = 0, smem = 0;
+  int device = 0, major = 0;
   ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+  const int smem = block_smem();
   const bool igemm = major >= 8 && C % 64 == 0 && M % 8 == 0;
   const bool int8_y = in.size() > 7 && in[7].exists, float_z = in.size() > 9 && in[9].dtype == DT::kFloat32;
   // 1x1 with no leading pads, and an output of (H - 1) / stride + 1 rows and columns (a trailing

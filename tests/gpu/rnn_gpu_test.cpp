@@ -128,8 +128,10 @@ TEST_F(GpuRnn, Larger) {
 // The persistent kernel's shapes: hidden sizes that span every SM (a DeepSpeech2 layer: GRU 512,
 // bidirectional; a GRU of 1000 units, several units a block), up to the largest batch it takes
 // (16), long sequences with sequence_lens, GRU with and without linear_before_reset; captured, as
-// engines run it. Each is checked with every tactic, and the persistent ones must be on offer; a
-// larger batch and float64 leave only the step-wise kernels.
+// engines run it. Each is checked with every tactic, and the persistent ones must be on offer (the
+// 1000-unit GRU's weights only where a block may have Hopper's 227 KiB of shared memory, not
+// sm_87's 163 KiB: KILN_TARGET_ARCH=sm_87); a larger batch and float64 leave only the step-wise
+// kernels.
 TEST_F(GpuRnn, PersistentShapes) {
   KILN_SKIP_WITHOUT_GPU();
   struct Shape {
@@ -154,7 +156,9 @@ TEST_F(GpuRnn, PersistentShapes) {
         c.lbr = lbr && c.kind == OpKind::kGRU;
         c.scale = 2.0 / std::sqrt(static_cast<double>(z.H));
         const Inputs ins = make_inputs(c, dt);
-        EXPECT_GE(tactics_or_default(c, ins).size(), 2u) << describe(c, dt, GpuMode::kCaptured);
+        if (z.H < 1000 || block_smem() > 200 * 1024) {
+          EXPECT_GE(tactics_or_default(c, ins).size(), 2u) << describe(c, dt, GpuMode::kCaptured);
+        }
         check(c, dt, GpuMode::kCaptured);
         if (HasFailure()) return;
       }

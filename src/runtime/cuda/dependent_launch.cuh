@@ -41,9 +41,11 @@ __device__ __forceinline__ void wait_for_inputs() {
 }
 
 // Whether `kernel` runs code compiled for compute capability 9.0 or later on `device` (so that its
-// wait_for_inputs() and cluster code exist); asked once per device, a failed query not remembered.
+// wait_for_inputs() and cluster code exist), and no older architecture limits the thread
+// (kernel_arch_limit(): sm_87 has neither); asked once per device, a failed query not remembered.
 template <auto kernel>
 bool runs_sm90_code(int device) {
+  if (const int limit = kernel_arch_limit(); limit != 0 && limit < 90) return false;
   static std::atomic<int> known[mma::kMaxDevices] = {};  // 0: not asked yet, 1: no, 2: yes
   if (device >= 0 && device < mma::kMaxDevices)
     if (const int v = known[device].load(std::memory_order_relaxed); v != 0) return v == 2;

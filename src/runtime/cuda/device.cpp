@@ -1,5 +1,8 @@
 #include "runtime/cuda/device.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "kiln/types.h"
 
 #if defined(KILN_HAVE_CUDA)
@@ -112,5 +115,62 @@ std::string engine_mismatch(const std::string& target, const LibraryVersions& bu
            library_string(here.cublaslt);
   return "";
 }
+
+int parse_arch(const std::string& s) {
+  std::string d = s.rfind("sm_", 0) == 0 ? s.substr(3) : s;
+  if (const size_t dot = d.find('.'); dot != std::string::npos && dot > 0 && d.size() == dot + 2)
+    d.erase(dot, 1);  // "8.7"
+  if (d.size() < 2 || d.size() > 3 || d[0] == '0') return 0;
+  for (char c : d)
+    if (c < '0' || c > '9') return 0;
+  return std::stoi(d);
+}
+
+size_t max_block_smem_of(int arch) {
+  switch (arch) {
+    case 70:
+    case 72: return 98304;
+    case 75: return 65536;
+    case 80:
+    case 87: return 166912;
+    case 86:
+    case 89:
+    case 120:
+    case 121: return 101376;
+    case 90:
+    case 100:
+    case 103:
+    case 110: return 232448;
+    default: return 48 * 1024;
+  }
+}
+
+namespace {
+
+int limit_from_environment() {
+  static const int arch = [] {
+    const char* v = std::getenv("KILN_TARGET_ARCH");
+    if (!v || !*v) return 0;
+    const int a = parse_arch(v);
+    if (a == 0) std::fprintf(stderr, "kiln: KILN_TARGET_ARCH=%s is not an architecture such as sm_87; ignored\n", v);
+    return a;
+  }();
+  return arch;
+}
+
+thread_local int t_limit = -1;  // -1: not set on this thread yet (KILN_TARGET_ARCH)
+
+}  // namespace
+
+int kernel_arch_limit() {
+  if (t_limit < 0) t_limit = limit_from_environment();
+  return t_limit;
+}
+
+KernelArchScope::KernelArchScope(int arch) : saved_(kernel_arch_limit()) {
+  if (arch != 0) t_limit = arch;
+}
+
+KernelArchScope::~KernelArchScope() { t_limit = saved_; }
 
 }  // namespace kiln::gpu

@@ -2,6 +2,7 @@
 // gpu_available() is false and gpu_target() throws.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace kiln::gpu {
@@ -36,5 +37,37 @@ std::string describe_arch(const std::string& target);
 // (unknown) are not compared.
 std::string engine_mismatch(const std::string& target, const LibraryVersions& built, const std::string& arch,
                             const LibraryVersions& here);
+
+// ---- The kernels of another GPU. `kiln optimize --target-arch sm_87` on a newer GPU builds an
+// engine that uses only the kernels a device of compute capability 8.7 has: Kiln's mma.sync
+// kernels (compiled for this GPU), no wgmma, clusters, TMA or programmatic dependent launch, and
+// at most its shared memory per block. The limit belongs to a thread: the builder sets it while it
+// builds, a context while it runs an engine built that way (the engine records it), and
+// KILN_TARGET_ARCH sets it for a whole process (every GPU test can run that way). cuDNN and
+// cuBLASLt still pick their kernels for the GPU they run on.
+
+// The compute capability a target name gives: "sm_87", "87" or "8.7" -> 87; 0 where it gives none.
+int parse_arch(const std::string& s);
+
+// The most shared memory one block may opt into on compute capability `arch` (the CUDA
+// programming guide's table: 166912 bytes on 8.0 and 8.7, 232448 on 9.0); 48 KiB where Kiln knows
+// no figure.
+size_t max_block_smem_of(int arch);
+
+// The compute capability this thread's builds and runs are limited to; 0: none (the device's own
+// kernels). Starts as KILN_TARGET_ARCH where that is set.
+int kernel_arch_limit();
+
+// Limits this thread to `arch`'s kernels while it lives (arch 0: leaves the limit as it is).
+class KernelArchScope {
+ public:
+  explicit KernelArchScope(int arch);
+  ~KernelArchScope();
+  KernelArchScope(const KernelArchScope&) = delete;
+  KernelArchScope& operator=(const KernelArchScope&) = delete;
+
+ private:
+  int saved_;
+};
 
 }  // namespace kiln::gpu

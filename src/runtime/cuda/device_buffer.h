@@ -11,21 +11,25 @@
 #include <string_view>
 #include <utility>
 
-#include "runtime/cuda/checks.h"
+#include "runtime/cuda/device_memory.h"
 
 namespace kiln::gpu {
 
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  // `bytes` (at least 1) of uninitialized device memory; a failure's error names `what`.
-  DeviceBuffer(size_t bytes, std::string_view what) { check_cuda(cudaMalloc(&p_, std::max<size_t>(bytes, 1)), what); }
-  ~DeviceBuffer() { cudaFree(p_); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  // `bytes` (at least 1) of uninitialized device memory, charged to the thread's memory budget
+  // (device_memory.h); a failure's error names `what`.
+  DeviceBuffer(size_t bytes, std::string_view what) : bytes_(bytes) { p_ = device_malloc(bytes, what, &budget_); }
+  ~DeviceBuffer() { device_free(p_, bytes_, budget_); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), budget_(std::move(o.budget_)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
-      cudaFree(p_);
+      device_free(p_, bytes_, budget_);
       p_ = std::exchange(o.p_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+      budget_ = std::move(o.budget_);
     }
     return *this;
   }
@@ -40,6 +44,8 @@ class DeviceBuffer {
 
  private:
   void* p_ = nullptr;
+  size_t bytes_ = 0;
+  BudgetRef budget_;
 };
 
 }  // namespace kiln::gpu

@@ -27,9 +27,10 @@
 #include <string>
 
 #include "kiln/types.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/device_memory.h"
 #include "runtime/dynamic_shapes.h"
 #include "runtime/engine_impl.h"
-#include "runtime/cuda/device.h"
 #include "runtime/side_steps.h"
 
 #if defined(KILN_HAVE_CUDA)
@@ -57,16 +58,13 @@ std::string arch_of_current_device(int* device) {
 
 std::string mib(size_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
 
-// cudaMalloc with an error that says what the memory was for.
+// Device memory charged to the thread's memory budget (device_memory.h), with an error that says
+// what the memory was for.
 std::shared_ptr<void> device_alloc(size_t bytes, const std::string& what) {
   if (bytes == 0) return nullptr;
-  void* p = nullptr;
-  const cudaError_t err = cudaMalloc(&p, bytes);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw Error("cannot allocate " + mib(bytes) + " of GPU memory for " + what + ": " + cudaGetErrorString(err));
-  }
-  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+  BudgetRef budget;
+  void* p = device_malloc(bytes, what, &budget);
+  return std::shared_ptr<void>(p, [bytes, budget](void* q) { device_free(q, bytes, budget); });
 }
 
 std::shared_ptr<void> pinned_alloc(size_t bytes, const std::string& what) {
@@ -186,7 +184,9 @@ class GpuContextImpl final : public detail::PlanRunner {
   // Whatever the setup made before it threw (streams, events, handles) is released: the destructor
   // does not run for a constructor that throws.
   GpuContextImpl(const EngineImpl& e, const ContextOptions& o, std::shared_ptr<void>* shared, size_t arena_bytes)
-      : e_(e), opt_(o), dyn_(e) {
+      : e_(e), opt_(o), budget_(new_budget(o.memory_limit, "ContextOptions::memory_limit")), dyn_(e) {
+    const KernelArchScope limit(e.kernel_arch);  // an engine built with --target-arch plans within it
+    const MemoryBudgetScope memory(budget_);
     try {
       set_up(shared, arena_bytes);
     } catch (...) {
@@ -249,7 +249,9 @@ class GpuContextImpl final : public detail::PlanRunner {
     }
     resolve_views();
     if (opt_.whole_network && !opt_.profile && !dyn_.any()) {
-      WholeNetPlan plan = plan_whole_network(e, whole_net_max_smem(device_));
+      size_t smem = whole_net_max_smem(device_);
+      if (const int limit = kernel_arch_limit(); limit != 0) smem = std::min(smem, max_block_smem_of(limit));
+      WholeNetPlan plan = plan_whole_network(e, smem);
       if (plan.eligible()) whole_ = std::make_unique<WholeNet>(std::move(plan), data_);
     }
     // Staging: [inputs | outputs], each 256-byte aligned, pinned on the host and (inputs) on the device.
@@ -366,7 +368,10 @@ class GpuContextImpl final : public detail::PlanRunner {
     bool any = false;
     for (size_t i = 0; i < in.size(); ++i) any |= in[i] != e_.inputs[i].shape;
     for (size_t i = 0; i < out.size(); ++i) any |= out[i] != e_.outputs[i].shape;
-    if (any && !pad_dev_) pad_dev_ = device_alloc(io_bytes_, "padding the inputs and slicing the outputs");
+    if (any && !pad_dev_) {
+      const MemoryBudgetScope memory(budget_);
+      pad_dev_ = device_alloc(io_bytes_, "padding the inputs and slicing the outputs");
+    }
     if (opt_.host_staging && pinned_) {
       check_cuda(cudaEventSynchronize(staged_), "waiting for the previous input copy");
       for (size_t i = 0; i < in.size(); ++i)
@@ -380,6 +385,8 @@ class GpuContextImpl final : public detail::PlanRunner {
   }
 
   void enqueue(CUstream_st* stream) override {
+    const KernelArchScope limit(e_.kernel_arch);  // runs only the kernels it was built with
+    const MemoryBudgetScope memory(budget_);
     enqueued_ = false;  // until this run's pointers are all in place
     if (dyn_.any()) {
       cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
@@ -738,6 +745,9 @@ class GpuContextImpl final : public detail::PlanRunner {
   int device_ = 0;
   std::vector<Step> steps_;
   std::unique_ptr<WholeNet> whole_;    // set when the engine runs as one kernel
+  // The context's memory (ContextOptions::memory_limit), a budget inside the creating thread's,
+  // made the thread's wherever the context allocates.
+  BudgetRef budget_;
   std::shared_ptr<GpuShared> shared_;  // the context's streams, handles, arena and workspaces
   std::shared_ptr<void> weights_, arena_, device_in_, pinned_, errors_;
   detail::DynamicShapes dyn_;         // the tensors' shapes this run (some depend on the data)

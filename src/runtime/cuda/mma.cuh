@@ -7,8 +7,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+
+#include "runtime/cuda/device.h"
 
 namespace kiln::gpu::mma {
 
@@ -35,11 +38,20 @@ inline bool device_supported() {
   return cudaGetDevice(&device) == cudaSuccess && device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 8;
 }
 
+// The most shared memory a block may opt into on `device`, within the thread's architecture limit
+// (kernel_arch_limit(): an engine built with --target-arch sm_87 plans for 8.7's 163 KiB).
+inline int max_block_smem(int device) {
+  const int here = device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device);
+  const int limit = kernel_arch_limit();
+  return limit == 0 ? here : std::min(here, static_cast<int>(max_block_smem_of(limit)));
+}
+
 // Whether Kiln's sm_90a kernels (the *_sm90a.cu files) were built and the current device runs them (compute
-// capability 9.0 only); asked once per device (run() is called on every step), a failed query
-// not remembered.
+// capability 9.0 only, and no other architecture limits the thread); asked once per device (run() is
+// called on every step), a failed query not remembered.
 inline bool runs_sm90a() {
 #if KILN_HAVE_SM90A
+  if (const int limit = kernel_arch_limit(); limit != 0 && limit != 90) return false;
   static std::atomic<int> known[kMaxDevices] = {};  // 0: not asked yet, 1: no, 2: yes
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0) return false;

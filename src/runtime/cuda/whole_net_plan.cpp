@@ -458,18 +458,4 @@ WholeNetPlan plan_whole_network(const EngineImpl& e, size_t max_smem_bytes) {
   return p;
 }
 
-size_t whole_net_smem_for_target(const std::string& target) {
-  struct Arch {
-    const char* name;
-    size_t bytes;
-  };
-  // The CUDA programming guide's "maximum shared memory per thread block" (opt-in) per compute capability.
-  constexpr Arch kArchs[] = {{"sm_70", 98304},   {"sm_72", 98304},  {"sm_75", 65536},  {"sm_80", 166912},
-                             {"sm_86", 101376},  {"sm_87", 166912}, {"sm_89", 101376}, {"sm_90", 232448},
-                             {"sm_100", 232448}, {"sm_120", 101376}};
-  for (const Arch& a : kArchs)
-    if (target == a.name) return a.bytes;
-  return 48 * 1024;
-}
-
 }  // namespace kiln::gpu

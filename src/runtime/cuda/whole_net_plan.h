@@ -105,8 +105,4 @@ struct WholeNetPlan {
 // whole-network kernel can run it, with at most `max_smem_bytes` of shared memory per block.
 WholeNetPlan plan_whole_network(const detail::EngineImpl& e, size_t max_smem_bytes);
 
-// The opt-in shared memory per block of a GPU architecture ("sm_90": 227 KiB), for `kiln
-// inspect`, which may run without the GPU; 48 KiB (every CUDA GPU) for one it does not know.
-size_t whole_net_smem_for_target(const std::string& target);
-
 }  // namespace kiln::gpu

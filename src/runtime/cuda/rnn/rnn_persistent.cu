@@ -243,7 +243,7 @@ DeviceLimits device_limits() {
   int dev = 0;
   check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
   return {mma::device_attribute<cudaDevAttrMultiProcessorCount>(dev),
-          mma::device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(dev),
+          mma::max_block_smem(dev),
           mma::device_attribute<cudaDevAttrCooperativeLaunch>(dev) != 0};
 }
 

@@ -18,7 +18,7 @@ bool fits(const QConvNhwcArgs& a) {
   if (!igemm::operands_aligned(a)) return false;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
-  return shared_memory(a.C, a.W) <= mma::device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device);
+  return shared_memory(a.C, a.W) <= mma::max_block_smem(device);
 }
 
 int configs(const QConvNhwcArgs& a) { return mma::runs_sm90a() && fits(a) ? kConfigs : 0; }

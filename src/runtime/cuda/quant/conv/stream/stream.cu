@@ -71,7 +71,7 @@ bool runs(int config, const QConvNhwcArgs& a) {
   int device = 0;
   return config >= 0 && config < configs(a) && cudaGetDevice(&device) == cudaSuccess &&
          shared_memory(config, static_cast<int>(a.C)) <=
-             device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device);
+             max_block_smem(device);
 }
 
 void run(int config, const QConvNhwcArgs& a, cudaStream_t stream) {

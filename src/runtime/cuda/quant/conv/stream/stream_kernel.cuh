@@ -385,17 +385,20 @@ struct Launch {
 template <class T, int NP>
 Launch launch_shape(int device, int C) {
   // One per row size in shared memory (narrow rows are 64 bytes: slot 0 of their own function).
+  // Not remembered under an architecture limit (--target-arch: less shared memory than the device's).
   static std::atomic<int64_t> known[kMaxDevices][kMaxC / kBK] = {};  // stages << 32 | ctas, 0 unknown
   const int slot = C / kBK - 1;
-  if (device < kMaxDevices)
+  const int device_most = std::min(device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device),
+                                   T::smem(kMaxC, kMaxStages));
+  const int most = std::min(max_block_smem(device), T::smem(kMaxC, kMaxStages));
+  const bool remember = device < kMaxDevices && most == device_most;
+  if (remember)
     if (const int64_t v = known[device][slot].load(std::memory_order_relaxed); v != 0)
       return {static_cast<int>(v >> 32), static_cast<int>(v & 0xffffffff)};
   const int sms = device_attribute<cudaDevAttrMultiProcessorCount>(device);
   // The most any channel count and depth needs, within the device's limit (one value for the
-  // function, whichever C comes first).
-  const int most =
-      std::min(device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device), T::smem(kMaxC, kMaxStages));
-  check_cuda(cudaFuncSetAttribute(stream_kernel<T, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+  // function, whichever C comes first, whatever limit the thread has: the attribute is the kernel's).
+  check_cuda(cudaFuncSetAttribute(stream_kernel<T, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, device_most),
              "NhwcQConv: asking for the streaming kernel's shared memory");
   Launch best;
   int best_flight = 0;
@@ -407,8 +410,7 @@ Launch launch_shape(int device, int C) {
     if (per_sm * (s - 1) > best_flight) best_flight = per_sm * (s - 1), best = {s, per_sm * sms};
   }
   if (best.stages == 0) throw Error("NhwcQConv: the streaming kernel does not fit this GPU's shared memory");
-  if (device < kMaxDevices)
-    known[device][slot].store(int64_t{best.stages} << 32 | best.ctas, std::memory_order_relaxed);
+  if (remember) known[device][slot].store(int64_t{best.stages} << 32 | best.ctas, std::memory_order_relaxed);
   return best;
 }
 

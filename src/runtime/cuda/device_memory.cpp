@@ -1,0 +1,151 @@
+#include "runtime/cuda/device_memory.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "kiln/types.h"
+
+#if defined(KILN_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace kiln::gpu {
+
+struct MemoryBudget {
+  size_t limit = 0;  // 0: none
+  std::string what;
+  BudgetRef parent;
+  std::atomic<size_t> used{0}, peak{0};
+};
+
+namespace {
+
+thread_local BudgetRef t_budget;
+
+std::string mib(size_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+// Charges `bytes` to b and every budget it lies in; on going over a limit, gives back what it
+// charged and returns the budget refused.
+const MemoryBudget* charge(const BudgetRef& b, size_t bytes, size_t* over) {
+  std::vector<MemoryBudget*> done;
+  for (MemoryBudget* x = b.get(); x; x = x->parent.get()) {
+    const size_t now = x->used.fetch_add(bytes) + bytes;
+    done.push_back(x);
+    if (x->limit != 0 && now > x->limit) {
+      for (MemoryBudget* y : done) y->used.fetch_sub(bytes);
+      *over = now;
+      return x;
+    }
+    for (size_t p = x->peak.load(); now > p && !x->peak.compare_exchange_weak(p, now);) {
+    }
+  }
+  return nullptr;
+}
+
+void give_back(const BudgetRef& b, size_t bytes) {
+  for (MemoryBudget* x = b.get(); x; x = x->parent.get()) x->used.fetch_sub(bytes);
+}
+
+}  // namespace
+
+BudgetRef new_budget(size_t limit, std::string what) {
+  auto b = std::make_shared<MemoryBudget>();
+  b->limit = limit;
+  b->what = std::move(what);
+  b->parent = t_budget;
+  return b;
+}
+
+MemoryBudgetScope::MemoryBudgetScope(size_t limit, std::string what)
+    : budget_(new_budget(limit, std::move(what))), saved_(t_budget) {
+  t_budget = budget_;
+}
+
+MemoryBudgetScope::MemoryBudgetScope(BudgetRef budget) : budget_(std::move(budget)), saved_(t_budget) {
+  t_budget = budget_;
+}
+
+MemoryBudgetScope::~MemoryBudgetScope() { t_budget = saved_; }
+
+size_t MemoryBudgetScope::peak() const { return budget_peak(budget_); }
+
+BudgetRef current_budget() { return t_budget; }
+size_t budget_in_use(const BudgetRef& b) { return b ? b->used.load() : 0; }
+size_t budget_peak(const BudgetRef& b) { return b ? b->peak.load() : 0; }
+
+void* device_malloc(size_t bytes, std::string_view what, BudgetRef* charged) {
+  bytes = std::max<size_t>(bytes, 1);
+  const BudgetRef b = t_budget;
+  size_t over = 0;
+  if (const MemoryBudget* refused = charge(b, bytes, &over))
+    throw Error("cannot allocate " + mib(bytes) + " of GPU memory for " + std::string(what) + ": it would make " +
+                mib(over) + ", over the memory limit of " + mib(refused->limit) + " (" + refused->what + ")");
+#if defined(KILN_HAVE_CUDA)
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    give_back(b, bytes);
+    throw Error("cannot allocate " + mib(bytes) + " of GPU memory for " + std::string(what) + ": " +
+                cudaGetErrorString(err));
+  }
+  *charged = b;
+  return p;
+#else
+  give_back(b, bytes);
+  throw Error("cannot allocate GPU memory for " + std::string(what) + ": Kiln was built without CUDA");
+#endif
+}
+
+void device_free(void* p, size_t bytes, const BudgetRef& charged) {
+  if (!p) return;
+#if defined(KILN_HAVE_CUDA)
+  cudaFree(p);
+#endif
+  give_back(charged, std::max<size_t>(bytes, 1));
+}
+
+size_t device_bytes_in_use() {
+#if defined(KILN_HAVE_CUDA)
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return total - free;
+#else
+  return 0;
+#endif
+}
+
+size_t parse_bytes(const std::string& s, const std::string& option) {
+  auto bad = [&] {
+    return Error(option + " " + s + ": expected a size such as 2G, 1.5GiB, 512M or a number of bytes");
+  };
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || !std::isfinite(v) || v <= 0) throw bad();
+  std::string unit(end);
+  if (unit.size() == 3 && unit.substr(1) == "iB") unit = unit.substr(0, 1);
+  if (unit.size() == 2 && (unit[1] == 'B' || unit[1] == 'b')) unit = unit.substr(0, 1);
+  double scale = 1;
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "k" || unit == "K")
+    scale = 1024.0;
+  else if (unit == "m" || unit == "M")
+    scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "G")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "T")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw bad();
+  const double bytes = v * scale;
+  if (bytes < 1 || bytes > 1e18) throw bad();
+  return static_cast<size_t>(bytes);
+}
+
+}  // namespace kiln::gpu

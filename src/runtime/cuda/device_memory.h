@@ -1,0 +1,63 @@
+// Kiln's own device memory, counted and limited: a build's (`kiln optimize --memory-limit 2G`,
+// BuildOptions::memory_limit) and a context's (ContextOptions::memory_limit). Every allocation of
+// the builder (DeviceBuffer) and of a context (gpu_context.cpp) goes through device_malloc, which
+// charges it to the thread's budget and to every budget that one was opened inside, and refuses
+// it, naming what it was for and the limit, where one would go over: a tactic whose workspace does
+// not fit is then not timed, a context that does not fit is not made. The CUDA context and the
+// libraries' handles are not counted (they are the same whatever the model; bench/RESULTS.md has
+// their size on the H200). A Jetson's GPU shares the board's memory, hence the limit.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kiln::gpu {
+
+struct MemoryBudget;
+using BudgetRef = std::shared_ptr<MemoryBudget>;
+
+// Opens a budget of `limit` bytes (0: none, the bytes are only counted) inside the thread's current
+// one and makes it the thread's while the scope lives; or makes `budget` (another thread's) the
+// thread's. `what` names the limit in errors ("--memory-limit").
+class MemoryBudgetScope {
+ public:
+  MemoryBudgetScope(size_t limit, std::string what);
+  explicit MemoryBudgetScope(BudgetRef budget);
+  ~MemoryBudgetScope();
+  MemoryBudgetScope(const MemoryBudgetScope&) = delete;
+  MemoryBudgetScope& operator=(const MemoryBudgetScope&) = delete;
+
+  const BudgetRef& budget() const { return budget_; }
+  size_t peak() const;  // the most bytes held at once under it (nested budgets' included)
+
+ private:
+  BudgetRef budget_, saved_;
+};
+
+// The thread's budget (null where none was opened).
+BudgetRef current_budget();
+
+// A budget of `limit` bytes (0: none) inside the thread's current one, for a scope to make current
+// where it is used (a context's, made when the context is).
+BudgetRef new_budget(size_t limit, std::string what);
+
+// A budget's bytes held now and at most so far.
+size_t budget_in_use(const BudgetRef& b);
+size_t budget_peak(const BudgetRef& b);
+
+// `bytes` (at least 1) of device memory charged to the thread's budget, which *charged receives
+// (device_free gives it back). Throws kiln::Error "cannot allocate N MiB of GPU memory for WHAT: ..."
+// with CUDA's reason or the limit it would exceed.
+void* device_malloc(size_t bytes, std::string_view what, BudgetRef* charged);
+void device_free(void* p, size_t bytes, const BudgetRef& charged);
+
+// What the GPU has in use now (cudaMemGetInfo: total less free; 0 without one).
+size_t device_bytes_in_use();
+
+// "2G", "1.5GiB", "512M", "64k", "1000000" -> bytes (powers of 1024); throws kiln::Error naming
+// `option` for anything else.
+size_t parse_bytes(const std::string& s, const std::string& option);
+
+}  // namespace kiln::gpu
