@@ -63,7 +63,8 @@ struct ContextOptions {
   // engine, which outputs every calibrated tensor) or scarce (a Jetson's memory is the GPU's).
   bool host_staging = true;
   // GPU engines: the most device memory the context may allocate (its arena, workspaces, weights if
-  // it is the first to upload them, staging), in bytes; 0: no limit. A context that would need more
+  // it is the first to upload them, device copies of the inputs; all plans of a range engine
+  // together), in bytes; 0: no limit. Pinned host staging is not counted. A context that would need more
   // is not made: the error names what did not fit. For boards whose GPU shares the CPU's memory.
   size_t memory_limit = 0;
 };

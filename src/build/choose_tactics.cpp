@@ -113,9 +113,12 @@ std::string device_name() {
   check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
   check_cuda(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
   // --target-arch: another list of candidates (no sm_90a tiles), timed apart from the device's own.
+  // --memory-limit: tactics whose workspace does not fit are not timed, so the verdicts differ too.
   const int limit = gpu::kernel_arch_limit();
-  return fmt::format("{} cudnn {} candidates {}{}", prop.name, cudnnGetVersion(), kCandidatesVersion,
-                     limit != 0 ? fmt::format(" kernels sm_{}", limit) : "");
+  const size_t memory = gpu::budget_limit(gpu::current_budget());
+  return fmt::format("{} cudnn {} candidates {}{}{}", prop.name, cudnnGetVersion(), kCandidatesVersion,
+                     limit != 0 ? fmt::format(" kernels sm_{}", limit) : "",
+                     memory != 0 ? fmt::format(" memory {}", memory) : "");
 }
 
 std::string node_key(const graph::Graph& g, const graph::Node& n) {

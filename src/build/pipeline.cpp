@@ -240,6 +240,9 @@ std::vector<uint8_t> build_engine(graph::Graph& g, const BuildOptions& options, 
   const bool gpu = options.target != "cpu";
   if (!gpu && options.memory_limit != 0)
     throw Error("a memory limit is for GPU builds: a CPU engine's memory is the arena kiln inspect reports");
+  if (gpu && options.kernel_arch != 0 && options.kernel_arch < 80)
+    throw Error("kernel architecture sm_" + std::to_string(options.kernel_arch) +
+                ": Kiln's GPU kernels need compute capability 8.0 or later");
   const gpu::KernelArchScope limit(gpu ? options.kernel_arch : 0);
   const gpu::MemoryBudgetScope memory(options.memory_limit, "--memory-limit");
   BuildReport local;

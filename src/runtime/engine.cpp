@@ -108,7 +108,8 @@ EngineSummary Engine::summary() const {
     if (dyn.is_dynamic(e.output_ids[i])) s.bounded_outputs.push_back(e.outputs[i].name);
   if (is_gpu()) {
     s.whole_network =
-        gpu::plan_whole_network(e, gpu::max_block_smem_of(e.kernel_arch ? e.kernel_arch : gpu::parse_arch(e.target)))
+        gpu::plan_whole_network(e, std::min(gpu::max_block_smem_of(gpu::parse_arch(e.target)),
+                                            e.kernel_arch ? gpu::max_block_smem_of(e.kernel_arch) : SIZE_MAX))
             .describe();
     if (!dyn.any())  // a GPU context runs data-dependent engines on one stream
       for (const detail::SideStep& x : detail::engine_side_steps(e))

@@ -167,8 +167,8 @@ int kernel_arch_limit() {
   return t_limit;
 }
 
-KernelArchScope::KernelArchScope(int arch) : saved_(kernel_arch_limit()) {
-  if (arch != 0) t_limit = arch;
+KernelArchScope::KernelArchScope(int arch, Mode mode) : saved_(kernel_arch_limit()) {
+  if (arch != 0 || mode == kExactly) t_limit = arch;
 }
 
 KernelArchScope::~KernelArchScope() { t_limit = saved_; }

@@ -58,10 +58,13 @@ size_t max_block_smem_of(int arch);
 // kernels). Starts as KILN_TARGET_ARCH where that is set.
 int kernel_arch_limit();
 
-// Limits this thread to `arch`'s kernels while it lives (arch 0: leaves the limit as it is).
+// Limits this thread to `arch`'s kernels while it lives (arch 0: leaves the limit as it is; with
+// kExactly, arch 0 lifts it: a context runs an engine with the limit it was built with, none
+// included).
 class KernelArchScope {
  public:
-  explicit KernelArchScope(int arch);
+  enum Mode { kWithin, kExactly };
+  explicit KernelArchScope(int arch, Mode mode = kWithin);
   ~KernelArchScope();
   KernelArchScope(const KernelArchScope&) = delete;
   KernelArchScope& operator=(const KernelArchScope&) = delete;

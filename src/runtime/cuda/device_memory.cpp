@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -24,7 +25,11 @@ namespace {
 
 thread_local BudgetRef t_budget;
 
-std::string mib(size_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+std::string mib(size_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return s;
+}
 
 // Charges `bytes` to b and every budget it lies in; on going over a limit, gives back what it
 // charged and returns the budget refused.
@@ -72,6 +77,13 @@ MemoryBudgetScope::~MemoryBudgetScope() { t_budget = saved_; }
 size_t MemoryBudgetScope::peak() const { return budget_peak(budget_); }
 
 BudgetRef current_budget() { return t_budget; }
+size_t budget_limit(const BudgetRef& b) {
+  size_t limit = 0;
+  for (const MemoryBudget* x = b.get(); x; x = x->parent.get())
+    if (x->limit != 0 && (limit == 0 || x->limit < limit)) limit = x->limit;
+  return limit;
+}
+
 size_t budget_in_use(const BudgetRef& b) { return b ? b->used.load() : 0; }
 size_t budget_peak(const BudgetRef& b) { return b ? b->peak.load() : 0; }
 

@@ -43,6 +43,9 @@ BudgetRef current_budget();
 // where it is used (a context's, made when the context is).
 BudgetRef new_budget(size_t limit, std::string what);
 
+// The tightest limit on a budget's allocations (its own or one it lies in); 0: none.
+size_t budget_limit(const BudgetRef& b);
+
 // A budget's bytes held now and at most so far.
 size_t budget_in_use(const BudgetRef& b);
 size_t budget_peak(const BudgetRef& b);

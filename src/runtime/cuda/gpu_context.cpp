@@ -102,6 +102,7 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // slower than the fixed engine of its largest bucket. Workspaces only grow while the context's
 // runners are made, before any of them records a graph.
 struct GpuShared {
+  BudgetRef budget;  // the context's memory budget (ContextOptions::memory_limit), one for all its plans
   std::shared_ptr<void> arena, workspace, side_workspace;
   size_t workspace_bytes = 0, side_workspace_bytes = 0;
   cudaStream_t own = nullptr, capture = nullptr, side = nullptr;
@@ -184,8 +185,14 @@ class GpuContextImpl final : public detail::PlanRunner {
   // Whatever the setup made before it threw (streams, events, handles) is released: the destructor
   // does not run for a constructor that throws.
   GpuContextImpl(const EngineImpl& e, const ContextOptions& o, std::shared_ptr<void>* shared, size_t arena_bytes)
-      : e_(e), opt_(o), budget_(new_budget(o.memory_limit, "ContextOptions::memory_limit")), dyn_(e) {
-    const KernelArchScope limit(e.kernel_arch);  // an engine built with --target-arch plans within it
+      : e_(e),
+        opt_(o),
+        // The plans of a range engine's context share its budget, made with its first plan.
+        budget_(*shared ? static_cast<GpuShared*>(shared->get())->budget
+                        : new_budget(o.memory_limit, "ContextOptions::memory_limit")),
+        dyn_(e) {
+    // Exactly the kernels the engine was timed with: its limit, or none (whatever the thread's).
+    const KernelArchScope limit(e.kernel_arch, KernelArchScope::kExactly);
     const MemoryBudgetScope memory(budget_);
     try {
       set_up(shared, arena_bytes);
@@ -232,6 +239,7 @@ class GpuContextImpl final : public detail::PlanRunner {
     weights_ = device_weights(e, device_);
     if (!*shared) {
       auto made = std::make_shared<GpuShared>();
+      made->budget = budget_;
       made->arena = device_alloc(std::max<size_t>(arena_bytes, e.arena_bytes), "the activation arena");
       *shared = made;
     }
@@ -385,7 +393,7 @@ class GpuContextImpl final : public detail::PlanRunner {
   }
 
   void enqueue(CUstream_st* stream) override {
-    const KernelArchScope limit(e_.kernel_arch);  // runs only the kernels it was built with
+    const KernelArchScope limit(e_.kernel_arch, KernelArchScope::kExactly);  // the kernels it was built with
     const MemoryBudgetScope memory(budget_);
     enqueued_ = false;  // until this run's pointers are all in place
     if (dyn_.any()) {

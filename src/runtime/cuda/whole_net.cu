@@ -489,15 +489,16 @@ WholeNet::WholeNet(WholeNetPlan plan, const std::vector<void*>& data) : plan_(st
              "allowing the whole-network kernel its shared memory");
   cluster_ = cluster_size(device);
   const size_t bytes = plan_.layers.size() * sizeof(WnLayer);
-  check_cuda(cudaMalloc(&table_, bytes), "allocating the whole-network layer table");
+  table_ = static_cast<WnLayer*>(device_malloc(bytes, "the whole-network layer table", &table_budget_));
+  table_bytes_ = bytes;
   const cudaError_t err = cudaMemcpy(table_, plan_.layers.data(), bytes, cudaMemcpyHostToDevice);
   if (err != cudaSuccess) {
-    cudaFree(table_);
+    device_free(table_, table_bytes_, table_budget_);
     check_cuda(err, "uploading the whole-network layer table");
   }
 }
 
-WholeNet::~WholeNet() { cudaFree(table_); }
+WholeNet::~WholeNet() { device_free(table_, table_bytes_, table_budget_); }
 
 void WholeNet::launch(const void* input, void* output, cudaStream_t stream) const {
   cudaLaunchAttribute attr;

@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "runtime/cuda/device_memory.h"
 #include "runtime/cuda/whole_net_plan.h"
 
 namespace kiln::gpu {
@@ -31,7 +32,9 @@ class WholeNet {
 
   WholeNetPlan plan_;
   int cluster_ = 1;  // blocks per sample (cluster_size)
-  WnLayer* table_ = nullptr;  // device copy of plan_.layers
+  WnLayer* table_ = nullptr;  // device copy of plan_.layers, charged to the context's memory budget
+  size_t table_bytes_ = 0;
+  BudgetRef table_budget_;
 };
 
 // The most shared memory a block may opt into on `device` (cudaDevAttrMaxSharedMemoryPerBlockOptin).
