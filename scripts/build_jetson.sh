@@ -77,6 +77,26 @@ echo "== cross-compiling for aarch64 into $BUILD ($([ "$cpu_only" -eq 1 ] && ech
 ninja -C "$BUILD" -j"$(nproc)" "${targets[@]}" | grep -E "^FAILED|error" || true
 ninja -C "$BUILD" -j"$(nproc)" "${targets[@]}" >/dev/null
 file "$BUILD/kiln" 2>/dev/null | cut -d, -f1-2 || true
+# The GPU code in kiln, per architecture: cuobjdump from the toolkit, or PyPI's
+# nvidia-cuda-cuobjdump (the toolkit here may lack it), kept beside the aarch64 wheels.
+if [ "$cpu_only" -eq 0 ] && [ -f "$BUILD/kiln" ]; then
+  cuobjdump=$(command -v cuobjdump || true)
+  tools=${KILN_AARCH64_CUDA_CACHE:-$HOME/.cache/kiln/aarch64-cuda}/tools
+  if [ -z "$cuobjdump" ]; then
+    cuobjdump=$(find "$tools" -name cuobjdump -type f 2>/dev/null | head -n 1)
+    if [ -z "$cuobjdump" ] && mkdir -p "$tools" &&
+       python3 -m pip download -q --no-deps --only-binary=:all: -d "$tools" "nvidia-cuda-cuobjdump==13.*"; then
+      (cd "$tools" && for w in *.whl; do unzip -o -q "$w"; done)
+      cuobjdump=$(find "$tools" -name cuobjdump -type f | head -n 1)
+      chmod +x "$cuobjdump"
+    fi
+  fi
+  if [ -n "$cuobjdump" ]; then
+    echo "== GPU code in $BUILD/kiln (cuobjdump --list-elf / --list-ptx)"
+    "$cuobjdump" --list-elf "$BUILD/kiln" | grep -o 'sm_[0-9a-z]*' | sort | uniq -c | sed 's/^/  SASS /'
+    "$cuobjdump" --list-ptx "$BUILD/kiln" | grep -o 'sm_[0-9a-z]*' | sort | uniq -c | sed 's/^/  PTX  /'
+  fi
+fi
 if [ "$package" -eq 1 ]; then
   (cd "$BUILD" && cpack -G "TGZ;DEB" >/dev/null && ls -la ./*.tar.gz ./*.deb)
 fi
