@@ -579,11 +579,12 @@ std::vector<int32_t> choose_tactics(const graph::Graph& g, const BuildOptions& o
           report += fmt::format(" {}:{:.4f}{}", tactic, ms, cut_short ? " (one launch)" : "");
           timed.emplace_back(tactic, ms);
           if (ms < best_ms) best_ms = ms, best = tactic;
+        } catch (const gpu::MemoryLimitError&) {  // a workspace over --memory-limit: not timed
+          (void)cudaGetLastError();
+          report += fmt::format(" {}:over-memory-limit", tactic);
         } catch (const Error& e) {
           (void)cudaGetLastError();
-          // A workspace over --memory-limit: not timed (device_memory.h says so in the error).
-          const bool over = std::string_view(e.what()).find("over the memory limit") != std::string_view::npos;
-          report += fmt::format(" {}:{}", tactic, over ? "over-memory-limit" : "failed");
+          report += fmt::format(" {}:failed", tactic);
         }
       }
       env.state = nullptr;  // it pointed at the last candidate's state

@@ -6,8 +6,6 @@
 #include <cstdlib>
 #include <vector>
 
-#include "kiln/types.h"
-
 #if defined(KILN_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -74,7 +72,7 @@ MemoryBudgetScope::MemoryBudgetScope(BudgetRef budget) : budget_(std::move(budge
 
 MemoryBudgetScope::~MemoryBudgetScope() { t_budget = saved_; }
 
-size_t MemoryBudgetScope::peak() const { return budget_peak(budget_); }
+size_t MemoryBudgetScope::peak() const { return budget_->peak.load(); }
 
 BudgetRef current_budget() { return t_budget; }
 size_t budget_limit(const BudgetRef& b) {
@@ -84,16 +82,14 @@ size_t budget_limit(const BudgetRef& b) {
   return limit;
 }
 
-size_t budget_in_use(const BudgetRef& b) { return b ? b->used.load() : 0; }
-size_t budget_peak(const BudgetRef& b) { return b ? b->peak.load() : 0; }
-
 void* device_malloc(size_t bytes, std::string_view what, BudgetRef* charged) {
   bytes = std::max<size_t>(bytes, 1);
   const BudgetRef b = t_budget;
   size_t over = 0;
   if (const MemoryBudget* refused = charge(b, bytes, &over))
-    throw Error("cannot allocate " + mib(bytes) + " of GPU memory for " + std::string(what) + ": it would make " +
-                mib(over) + ", over the memory limit of " + mib(refused->limit) + " (" + refused->what + ")");
+    throw MemoryLimitError("cannot allocate " + mib(bytes) + " of GPU memory for " + std::string(what) +
+                           ": it would make " + mib(over) + ", over the memory limit of " + mib(refused->limit) + " (" +
+                           refused->what + ")");
 #if defined(KILN_HAVE_CUDA)
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, bytes);

@@ -13,7 +13,16 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/types.h"
+
 namespace kiln::gpu {
+
+// What device_malloc throws where an allocation would pass a budget's limit (the builder leaves
+// such a tactic out rather than call it failed).
+class MemoryLimitError : public Error {
+ public:
+  using Error::Error;
+};
 
 struct MemoryBudget;
 using BudgetRef = std::shared_ptr<MemoryBudget>;
@@ -29,7 +38,6 @@ class MemoryBudgetScope {
   MemoryBudgetScope(const MemoryBudgetScope&) = delete;
   MemoryBudgetScope& operator=(const MemoryBudgetScope&) = delete;
 
-  const BudgetRef& budget() const { return budget_; }
   size_t peak() const;  // the most bytes held at once under it (nested budgets' included)
 
  private:
@@ -46,13 +54,9 @@ BudgetRef new_budget(size_t limit, std::string what);
 // The tightest limit on a budget's allocations (its own or one it lies in); 0: none.
 size_t budget_limit(const BudgetRef& b);
 
-// A budget's bytes held now and at most so far.
-size_t budget_in_use(const BudgetRef& b);
-size_t budget_peak(const BudgetRef& b);
-
 // `bytes` (at least 1) of device memory charged to the thread's budget, which *charged receives
 // (device_free gives it back). Throws kiln::Error "cannot allocate N MiB of GPU memory for WHAT: ..."
-// with CUDA's reason or the limit it would exceed.
+// with CUDA's reason, or MemoryLimitError with the limit it would exceed.
 void* device_malloc(size_t bytes, std::string_view what, BudgetRef* charged);
 void device_free(void* p, size_t bytes, const BudgetRef& charged);
 
