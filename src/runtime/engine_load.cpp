@@ -472,6 +472,10 @@ void parse_ranges(const fb::Engine* root, EngineImpl* e) {
     if (b->plan()->ranges() || b->plan()->buckets()) fail(origin, where + "'s plan has ranges or buckets of its own");
     parse_plan(b->plan(), &p, p.origin);
     if (p.target != e->target) fail(origin, where + " is for " + p.target + ", the engine for " + e->target);
+    if (p.kernel_arch != e->kernel_arch) {
+      auto limit = [](int a) { return a ? "sm_" + std::to_string(a) + "'s kernels" : std::string("none"); };
+      fail(origin, where + " is limited to " + limit(p.kernel_arch) + ", the engine to " + limit(e->kernel_arch));
+    }
     // The same inputs and outputs, at the bucket's sizes.
     auto same_io = [&](const std::vector<TensorInfo>& mine, const std::vector<TensorInfo>& top, bool inputs) {
       const char* what = inputs ? "input" : "output";

@@ -877,6 +877,12 @@ TEST(EngineFileRanges, DamagedRangesAndBucketsAreRefused) {
        },
        "bucket [2] input 'X' is [1,1,4,4], expected [2,1,4,4]"},
       {[](EngineDesc& d) { d.buckets[0].plan[0].target = "sm_90"; }, "bucket [1] is for sm_90"},
+      {[](EngineDesc& d) {
+         d.target = "sm_90";
+         for (auto& b : d.buckets) b.plan[0].target = "sm_90";
+         d.buckets[0].plan[0].kernel_arch = 87;
+       },
+       "bucket [1] is limited to sm_87's kernels, the engine to none"},
       {[](EngineDesc& d) { d.buckets[0].plan[0].buckets = {d.buckets[1]}; }, "plan has ranges or buckets of its own"},
       {[](EngineDesc& d) { d.ranges.clear(); }, "engine has bucket plans but no ranges"},
       {[](EngineDesc& d) {
