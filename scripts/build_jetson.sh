@@ -83,8 +83,9 @@ if [ "$cpu_only" -eq 0 ] && [ -f "$BUILD/kiln" ]; then
   cuobjdump=$(command -v cuobjdump || true)
   tools=${KILN_AARCH64_CUDA_CACHE:-$HOME/.cache/kiln/aarch64-cuda}/tools
   if [ -z "$cuobjdump" ]; then
-    cuobjdump=$(find "$tools" -name cuobjdump -type f 2>/dev/null | head -n 1)
-    if [ -z "$cuobjdump" ] && mkdir -p "$tools" &&
+    mkdir -p "$tools"
+    cuobjdump=$(find "$tools" -name cuobjdump -type f | head -n 1)
+    if [ -z "$cuobjdump" ] &&
        python3 -m pip download -q --no-deps --only-binary=:all: -d "$tools" "nvidia-cuda-cuobjdump==13.*"; then
       (cd "$tools" && for w in *.whl; do unzip -o -q "$w"; done)
       cuobjdump=$(find "$tools" -name cuobjdump -type f | head -n 1)
