@@ -67,6 +67,17 @@ struct ContextOptions {
   // together), in bytes; 0: no limit. Pinned host staging is not counted. A context that would need more
   // is not made: the error names what did not fit. For boards whose GPU shares the CPU's memory.
   size_t memory_limit = 0;
+  // GPU engines with host_staging: whether kernels read the inputs and write the outputs given in
+  // host memory in place, in mapped pinned memory, instead of through copies to and from device
+  // memory. kAuto: on a GPU that shares the CPU's memory (a Jetson; cudaDevAttrIntegrated), where
+  // the copies would only move bytes within the same memory. Mapped, the context's staging is
+  // charged to memory_limit and it allocates no device copy of the inputs; a host buffer that is
+  // itself pinned or managed (cudaHostAlloc, cudaHostRegister, cudaMallocManaged) is used in place
+  // with no copy at all, so it must stay unchanged until the run ends (run() returns, or enqueue's
+  // stream reaches the end); other host buffers are copied by the CPU into the mapped staging when
+  // the run is enqueued. Context::mapped_io says which a context does.
+  enum class MappedIo { kAuto, kOn, kOff };
+  MappedIo mapped_io = MappedIo::kAuto;
 };
 
 // One step's time in the runs since profiling started (Context::step_times).
@@ -254,6 +265,8 @@ class Context {
   bool whole_network() const;
   // GPU engines: how many steps this context runs on its side stream (ContextOptions::side_stream).
   size_t side_steps() const;
+  // GPU engines: true when kernels use the host inputs and outputs in place (ContextOptions::mapped_io).
+  bool mapped_io() const;
 
   const Engine& engine() const { return *engine_; }
 

@@ -63,6 +63,7 @@ struct BenchOptions {
   bool profile = false;
   bool whole_net = false;
   bool no_side_stream = false;
+  std::string mapped_io = "auto";  // GPU: host inputs/outputs in place (auto: on an integrated GPU)
   std::string json;
   int threads = 0;
   ModelOptions build;

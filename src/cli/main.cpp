@@ -134,6 +134,12 @@ int main(int argc, char** argv) {
   benchc->add_flag(
       "--whole-net", bench.whole_net,
       "GPU: run a small network as one whole-network kernel where it can (slower than the steps on an H200)");
+  benchc
+      ->add_option("--mapped-io", bench.mapped_io,
+                   "GPU: the kernels read the inputs and write the outputs in mapped host memory in place, "
+                   "no copies: on, off, or auto (on a GPU that shares the CPU's memory, a Jetson)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   benchc->add_option("--json", bench.json, "Write every figure to this JSON file");
   benchc->add_option("--threads", bench.threads, "CPU threads per context (0: all cores)")->capture_default_str();
   add_model_options(benchc, bench.build);

@@ -253,6 +253,7 @@ void Context::check() { state_->run_plan().check(); }
 std::vector<StepTime> Context::step_times() const { return state_->run_plan().step_times(); }
 bool Context::whole_network() const { return state_->run_plan().whole_network(); }
 size_t Context::side_steps() const { return state_->run_plan().side_steps(); }
+bool Context::mapped_io() const { return state_->run_plan().mapped_io(); }
 
 const void* Context::output_device(std::string_view name) const {
   if (!engine_->is_gpu()) throw Error("output_device: this is a CPU engine (target 'cpu'); use output");

@@ -38,6 +38,7 @@ class PlanRunner {
   virtual std::vector<StepTime> step_times() = 0;
   virtual bool whole_network() const { return false; }  // GPU: the engine runs as one kernel
   virtual size_t side_steps() const { return 0; }       // GPU: steps on the side stream
+  virtual bool mapped_io() const { return false; }      // GPU: host inputs/outputs used in place
 };
 
 }  // namespace kiln::detail

@@ -51,10 +51,10 @@ inline OnnxModel nonzero_model() {
 }
 
 // Five runs of one context on NonZero counts 1, 3, 0, 5 and 1.
-inline void check_nonzero_runs(const Engine& e) {
+inline void check_nonzero_runs(const Engine& e, const ContextOptions& o = {.cpu_threads = 1}) {
   EXPECT_EQ(e.outputs()[0].shape, (std::vector<int64_t>{12, 2}));  // the bound
   EXPECT_EQ(e.summary().bounded_outputs, (std::vector<std::string>{"coords", "row"}));
-  auto ctx = e.create_context(1);
+  auto ctx = e.create_context(o);
   for (const std::vector<int>& hits : std::vector<std::vector<int>>{{5}, {0, 6, 11}, {}, {1, 2, 3, 4, 9}, {7}}) {
     std::vector<float> x(12, 0.f);
     for (int i : hits) x[static_cast<size_t>(i)] = 1.5f;
@@ -93,9 +93,9 @@ inline OnnxModel nms_model() {
 }
 
 // Runs with max_output_boxes_per_class 1, 3, 0, 2 and 10, the selection in a bound-sized buffer.
-inline void check_nms_runs(const Engine& e) {
+inline void check_nms_runs(const Engine& e, const ContextOptions& o = {.cpu_threads = 1}) {
   EXPECT_EQ(e.outputs()[0].shape, (std::vector<int64_t>{6, 3}));
-  auto ctx = e.create_context(1);
+  auto ctx = e.create_context(o);
   const std::vector<float> boxes = {0, 0,  1, 1,  0, 0.1f,  1, 1.1f,  0, -0.1f, 1, 0.9f,
                                     0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100,   1, 101};
   const std::vector<float> scores = {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f};

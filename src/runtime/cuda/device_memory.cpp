@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #if defined(KILN_HAVE_CUDA)
@@ -23,32 +24,42 @@ namespace {
 
 thread_local BudgetRef t_budget;
 
-std::string mib(size_t bytes) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return s;
-}
-
-// Charges `bytes` to b and every budget it lies in; on going over a limit, gives back what it
-// charged and returns the budget refused.
+// Charges `bytes` to b and every budget it lies in, none of them ever over its limit (a budget is
+// charged only where the bytes fit, so a concurrent charge is never refused for another's brief
+// overshoot); where one is full, gives back what it charged and returns that budget.
 const MemoryBudget* charge(const BudgetRef& b, size_t bytes, size_t* over) {
   std::vector<MemoryBudget*> done;
   for (MemoryBudget* x = b.get(); x; x = x->parent.get()) {
-    const size_t now = x->used.fetch_add(bytes) + bytes;
-    done.push_back(x);
-    if (x->limit != 0 && now > x->limit) {
+    size_t used = x->used.load();
+    while (x->limit == 0 || used + bytes <= x->limit)
+      if (x->used.compare_exchange_weak(used, used + bytes)) break;
+    if (x->limit != 0 && used + bytes > x->limit) {
       for (MemoryBudget* y : done) y->used.fetch_sub(bytes);
-      *over = now;
+      *over = used + bytes;
       return x;
     }
-    for (size_t p = x->peak.load(); now > p && !x->peak.compare_exchange_weak(p, now);) {
-    }
+    done.push_back(x);
   }
+  // Peaks only for bytes that were charged everywhere.
+  for (MemoryBudget* x : done)
+    for (size_t now = x->used.load(), p = x->peak.load(); now > p && !x->peak.compare_exchange_weak(p, now);) {
+    }
   return nullptr;
 }
 
 void give_back(const BudgetRef& b, size_t bytes) {
   for (MemoryBudget* x = b.get(); x; x = x->parent.get()) x->used.fetch_sub(bytes);
+}
+
+// Charges the thread's budget for `bytes` of `kind` ("GPU memory", "mapped host memory") or throws.
+BudgetRef charge_thread(size_t bytes, std::string_view what, const char* kind) {
+  const BudgetRef b = t_budget;
+  size_t over = 0;
+  if (const MemoryBudget* refused = charge(b, bytes, &over))
+    throw MemoryLimitError("cannot allocate " + format_mib(bytes) + " of " + kind + " for " + std::string(what) +
+                           ": it would make " + format_mib(over) + ", over the memory limit of " +
+                           format_mib(refused->limit) + " (" + refused->what + ")");
+  return b;
 }
 
 }  // namespace
@@ -82,21 +93,22 @@ size_t budget_limit(const BudgetRef& b) {
   return limit;
 }
 
+std::string format_mib(size_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return s;
+}
+
 void* device_malloc(size_t bytes, std::string_view what, BudgetRef* charged) {
   bytes = std::max<size_t>(bytes, 1);
-  const BudgetRef b = t_budget;
-  size_t over = 0;
-  if (const MemoryBudget* refused = charge(b, bytes, &over))
-    throw MemoryLimitError("cannot allocate " + mib(bytes) + " of GPU memory for " + std::string(what) +
-                           ": it would make " + mib(over) + ", over the memory limit of " + mib(refused->limit) + " (" +
-                           refused->what + ")");
+  const BudgetRef b = charge_thread(bytes, what, "GPU memory");
 #if defined(KILN_HAVE_CUDA)
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, bytes);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     give_back(b, bytes);
-    throw Error("cannot allocate " + mib(bytes) + " of GPU memory for " + std::string(what) + ": " +
+    throw Error("cannot allocate " + format_mib(bytes) + " of GPU memory for " + std::string(what) + ": " +
                 cudaGetErrorString(err));
   }
   *charged = b;
@@ -111,6 +123,39 @@ void device_free(void* p, size_t bytes, const BudgetRef& charged) {
   if (!p) return;
 #if defined(KILN_HAVE_CUDA)
   cudaFree(p);
+#endif
+  give_back(charged, std::max<size_t>(bytes, 1));
+}
+
+void* mapped_host_malloc(size_t bytes, std::string_view what, BudgetRef* charged, void** device) {
+  bytes = std::max<size_t>(bytes, 1);
+  const BudgetRef b = charge_thread(bytes, what, "mapped host memory");
+#if defined(KILN_HAVE_CUDA)
+  void* p = nullptr;
+  cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocMapped);
+  if (err == cudaSuccess) {
+    err = cudaHostGetDevicePointer(device, p, 0);
+    if (err != cudaSuccess) cudaFreeHost(p);
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    give_back(b, bytes);
+    throw Error("cannot allocate " + format_mib(bytes) + " of mapped host memory for " + std::string(what) + ": " +
+                cudaGetErrorString(err));
+  }
+  *charged = b;
+  return p;
+#else
+  give_back(b, bytes);
+  (void)device;
+  throw Error("cannot allocate mapped host memory for " + std::string(what) + ": Kiln was built without CUDA");
+#endif
+}
+
+void mapped_host_free(void* p, size_t bytes, const BudgetRef& charged) {
+  if (!p) return;
+#if defined(KILN_HAVE_CUDA)
+  cudaFreeHost(p);
 #endif
   give_back(charged, std::max<size_t>(bytes, 1));
 }

@@ -60,6 +60,15 @@ size_t budget_limit(const BudgetRef& b);
 void* device_malloc(size_t bytes, std::string_view what, BudgetRef* charged);
 void device_free(void* p, size_t bytes, const BudgetRef& charged);
 
+// `bytes` of pinned host memory that kernels read and write in place (cudaHostAllocMapped), its
+// device address in *device, charged to the thread's budget like device memory: on a GPU that
+// shares the CPU's memory (a Jetson) it is the same memory. Throws as device_malloc does.
+void* mapped_host_malloc(size_t bytes, std::string_view what, BudgetRef* charged, void** device);
+void mapped_host_free(void* p, size_t bytes, const BudgetRef& charged);
+
+// "12.3 MiB": how Kiln's memory messages give sizes.
+std::string format_mib(size_t bytes);
+
 // What the GPU has in use now (cudaMemGetInfo: total less free; 0 without one).
 size_t device_bytes_in_use();
 

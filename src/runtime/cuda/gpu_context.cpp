@@ -35,6 +35,7 @@
 
 #if defined(KILN_HAVE_CUDA)
 #include "runtime/copy_corner.h"
+#include "runtime/cuda/context_memory.h"
 #include "runtime/cuda/copy_corner.h"
 #include "runtime/cuda/gpu_kernels.h"
 #include "runtime/cuda/whole_net.h"
@@ -55,108 +56,6 @@ std::string arch_of_current_device(int* device) {
   check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, *device), "reading the GPU");
   return "sm_" + std::to_string(major) + std::to_string(minor);
 }
-
-std::string mib(size_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
-
-// Device memory charged to the thread's memory budget (device_memory.h), with an error that says
-// what the memory was for.
-std::shared_ptr<void> device_alloc(size_t bytes, const std::string& what) {
-  if (bytes == 0) return nullptr;
-  BudgetRef budget;
-  void* p = device_malloc(bytes, what, &budget);
-  return std::shared_ptr<void>(p, [bytes, budget](void* q) { device_free(q, bytes, budget); });
-}
-
-std::shared_ptr<void> pinned_alloc(size_t bytes, const std::string& what) {
-  if (bytes == 0) return nullptr;
-  void* p = nullptr;
-  const cudaError_t err = cudaMallocHost(&p, bytes);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw Error("cannot allocate " + mib(bytes) + " of pinned host memory for " + what + ": " +
-                cudaGetErrorString(err));
-  }
-  return std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
-}
-
-// The engine's weights on `device`, uploaded by the first context there.
-std::shared_ptr<void> device_weights(const EngineImpl& e, int device) {
-  detail::GpuWeights& g = *e.gpu_weights;
-  std::lock_guard lock(g.mu);
-  for (auto& [d, w] : g.on_device)
-    if (d == device) return w;
-  std::shared_ptr<void> w = device_alloc(e.weights_bytes, "the engine's weights");
-  if (w)
-    check_cuda(cudaMemcpy(w.get(), e.weights, e.weights_bytes, cudaMemcpyHostToDevice),
-               "uploading the engine's weights");
-  g.on_device.emplace_back(device, w);
-  return w;
-}
-
-constexpr size_t kAlign = 256;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-// What the plans of one context share. They run one at a time, so one activation arena, one set of
-// streams and library handles and one workspace of each kind serve them all: with a set per plan,
-// a six-bucket BERT context held 18 streams, more than the GPU has hardware queues, and ran 5%
-// slower than the fixed engine of its largest bucket. Workspaces only grow while the context's
-// runners are made, before any of them records a graph.
-struct GpuShared {
-  BudgetRef budget;  // the context's memory budget (ContextOptions::memory_limit), one for all its plans
-  std::shared_ptr<void> arena, workspace, side_workspace;
-  size_t workspace_bytes = 0, side_workspace_bytes = 0;
-  cudaStream_t own = nullptr, capture = nullptr, side = nullptr;
-  cudnnHandle_t cudnn = nullptr, cudnn_side = nullptr;
-  cublasLtHandle_t lt = nullptr;
-
-  GpuShared() {
-    try {
-      check_cuda(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), "cudaStreamCreate");
-      check_cuda(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking), "cudaStreamCreate");
-      check_cudnn(cudnnCreate(&cudnn), "cudnnCreate");
-      check_cublas(cublasLtCreate(&lt), "cublasLtCreate");
-    } catch (...) {
-      release();
-      throw;
-    }
-  }
-  GpuShared(const GpuShared&) = delete;
-  GpuShared& operator=(const GpuShared&) = delete;
-  ~GpuShared() { release(); }
-
-  // The side stream and its cuDNN handle, made for the first plan with side steps.
-  void need_side() {
-    if (side) return;
-    check_cuda(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate");
-    check_cudnn(cudnnCreate(&cudnn_side), "cudnnCreate");
-    check_cudnn(cudnnSetStream(cudnn_side, side), "cudnnSetStream");
-  }
-
-  void grow_workspaces(size_t main_bytes, size_t side_bytes) {
-    grow(workspace, workspace_bytes, main_bytes, "the workspace");
-    grow(side_workspace, side_workspace_bytes, side_bytes, "the side stream's workspace");
-  }
-
- private:
-  static void grow(std::shared_ptr<void>& w, size_t& have, size_t bytes, const char* what) {
-    bytes = align_up(bytes);
-    if (bytes <= have) return;
-    w.reset();  // free the smaller one first
-    w = device_alloc(bytes, what);
-    have = bytes;
-  }
-
-  void release() noexcept {
-    if (own) cudaStreamSynchronize(own);
-    if (side) cudaStreamSynchronize(side);
-    if (cudnn_side) cudnnDestroy(cudnn_side);
-    if (side) cudaStreamDestroy(side);
-    if (cudnn) cudnnDestroy(cudnn);
-    if (lt) cublasLtDestroy(lt);
-    if (own) cudaStreamDestroy(own);
-    if (capture) cudaStreamDestroy(capture);
-  }
-};
 
 struct Step {
   const StepRec* rec = nullptr;
@@ -273,14 +172,23 @@ class GpuContextImpl final : public detail::PlanRunner {
       out_bytes += align_up(e.tensors[static_cast<size_t>(id)].bytes);
     }
     io_bytes_ = in_bytes + out_bytes;
-    if (opt_.host_staging) {
+    // Mapped: the kernels use the staging in place (on an integrated GPU, the same memory).
+    mapped_ = opt_.host_staging && (opt_.mapped_io == ContextOptions::MappedIo::kOn ||
+                                    (opt_.mapped_io == ContextOptions::MappedIo::kAuto && integrated_gpu(device_)));
+    if (mapped_) {
+      void* dev = nullptr;
+      pinned_ = mapped_alloc(io_bytes_, "input/output staging", &dev);
+      pinned_dev_ = static_cast<uint8_t*>(dev);
+    } else if (opt_.host_staging) {
       pinned_ = pinned_alloc(io_bytes_, "input/output staging");
       device_in_ = device_alloc(in_bytes, "the inputs");
     }
     in_host_.assign(e.input_ids.size(), nullptr);
     in_dev_.assign(e.input_ids.size(), nullptr);
+    in_alias_.assign(e.input_ids.size(), nullptr);
     out_host_.assign(e.output_ids.size(), nullptr);
     out_dev_.assign(e.output_ids.size(), nullptr);
+    out_alias_.assign(e.output_ids.size(), nullptr);
     host_copies_.resize(e.output_ids.size());
     for (const TensorInfo& t : e.inputs) in_shape_.push_back(t.shape);
     for (const TensorInfo& t : e.outputs) out_shape_.push_back(t.shape);
@@ -359,11 +267,13 @@ class GpuContextImpl final : public detail::PlanRunner {
     if (!device) need_staging("input", e_.input_ids[i], "bind it with set_input_device");
     in_host_[i] = device ? nullptr : p;
     in_dev_[i] = device ? p : nullptr;
+    in_alias_[i] = mapped_ && !device ? device_alias(p) : nullptr;
   }
   void bind_output(size_t i, void* p, bool device) override {
     if (!device) need_staging("output", e_.output_ids[i], kOutputOnDevice);
     out_host_[i] = device ? nullptr : p;
     out_dev_[i] = device ? p : nullptr;
+    out_alias_[i] = mapped_ && !device ? device_alias(p) : nullptr;
   }
 
   // Range engines between buckets: inputs padded into the plan's shapes (host inputs in pinned
@@ -415,36 +325,50 @@ class GpuContextImpl final : public detail::PlanRunner {
         copy_corner_device(in_dev_[i], in_shape_[i], data_[id], t.shape, dtype_size(t.dtype), stream);
       } else if (in_dev_[i]) {
         data_[id] = const_cast<void*>(in_dev_[i]);
+      } else if (in_alias_[i] && !in_pad_[i]) {
+        data_[id] = const_cast<void*>(in_alias_[i]);  // caller memory the kernels reach in place
       } else if (in_host_[i] || t.bytes == 0) {
-        data_[id] = device_in_ ? static_cast<uint8_t*>(device_in_.get()) + in_off_[i] : nullptr;
+        if (mapped_)
+          data_[id] = pinned_dev_ + in_off_[i];
+        else
+          data_[id] = device_in_ ? static_cast<uint8_t*>(device_in_.get()) + in_off_[i] : nullptr;
         staging |= t.bytes > 0;
       } else {
         throw Error("input '" + t.name + "' was not set (Context::set_input or set_input_device)");
       }
     }
-    // Outputs: the caller's device memory, or the context's (then copied to host staging, if any).
+    // Outputs: the caller's device memory; mapped, the caller's pinned memory or the staging; else
+    // the context's (then copied to host staging, if any). Sliced ones land there from the arena.
     for (size_t i = 0; i < e_.output_ids.size(); ++i) {
       const auto id = static_cast<size_t>(e_.output_ids[i]);
-      data_[id] =
-          out_dev_[i] && !out_slice_[i] ? out_dev_[i] : static_cast<uint8_t*>(arena_.get()) + e_.tensors[id].offset;
+      if (out_slice_[i])
+        data_[id] = static_cast<uint8_t*>(arena_.get()) + e_.tensors[id].offset;
+      else if (out_dev_[i])
+        data_[id] = out_dev_[i];
+      else if (mapped_)
+        data_[id] = out_alias_[i] ? out_alias_[i] : pinned_dev_ + out_off_[i];
+      else
+        data_[id] = static_cast<uint8_t*>(arena_.get()) + e_.tensors[id].offset;
     }
     resolve_views();
     if (staging) {
-      // The previous run's staging copy must have left the buffer before it is overwritten.
+      // The previous run's staging copy (mapped: the previous run) must have left the buffer
+      // before it is overwritten.
       check_cuda(cudaEventSynchronize(staged_), "waiting for the previous input copy");
       for (size_t i = 0; i < e_.input_ids.size(); ++i) {
         const TensorRec& t = e_.tensors[static_cast<size_t>(e_.input_ids[i])];
-        if (in_dev_[i] || t.bytes == 0) continue;
+        if (in_dev_[i] || t.bytes == 0 || (in_alias_[i] && !in_pad_[i])) continue;
         uint8_t* pin = static_cast<uint8_t*>(pinned_.get()) + in_off_[i];
         if (in_pad_[i])  // the rows beyond the caller's are zero since set_io_shapes
           detail::copy_corner(in_host_[i], in_shape_[i], pin, t.shape, dtype_size(t.dtype), false);
         else
           std::memcpy(pin, in_host_[i], t.bytes);
+        if (mapped_) continue;  // the kernels read it there
         check_cuda(cudaMemcpyAsync(static_cast<uint8_t*>(device_in_.get()) + in_off_[i], pin, t.bytes,
                                    cudaMemcpyHostToDevice, stream),
                    "copying input '" + t.name + "' to the GPU");
       }
-      check_cuda(cudaEventRecord(staged_, stream), "cudaEventRecord");
+      if (!mapped_) check_cuda(cudaEventRecord(staged_, stream), "cudaEventRecord");
     }
     patch_views();
 
@@ -472,6 +396,13 @@ class GpuContextImpl final : public detail::PlanRunner {
       const size_t bytes = detail::byte_count(run ? *run : out_shape_[i], t.dtype);
       if (bytes == 0) continue;
       uint8_t* pin = static_cast<uint8_t*>(pinned_.get()) + out_off_[i];
+      if (mapped_) {  // the kernels wrote it in place; a caller's plain host buffer gets a CPU copy
+        if (out_host_[i] && !out_alias_[i]) {
+          host_copies_[i] = {out_host_[i], pin, bytes};
+          check_cuda(cudaLaunchHostFunc(stream, run_host_copy, &host_copies_[i]), "cudaLaunchHostFunc");
+        }
+        continue;
+      }
       check_cuda(
           cudaMemcpyAsync(pin, out_slice_[i] ? sliced_output(i) : data_[id], bytes, cudaMemcpyDeviceToHost, stream),
           "copying output '" + t.name + "' from the GPU");
@@ -480,6 +411,8 @@ class GpuContextImpl final : public detail::PlanRunner {
         check_cuda(cudaLaunchHostFunc(stream, run_host_copy, &host_copies_[i]), "cudaLaunchHostFunc");
       }
     }
+    // Mapped: the next run rewrites the staging once this one has finished with it.
+    if (mapped_ && staging) check_cuda(cudaEventRecord(staged_, stream), "cudaEventRecord");
     profile_pending_ = opt_.profile;
     enqueued_ = true;
   }
@@ -522,6 +455,8 @@ class GpuContextImpl final : public detail::PlanRunner {
 
   size_t side_steps() const override { return side_events_.size(); }
 
+  bool mapped_io() const override { return mapped_; }
+
   std::vector<StepTime> step_times() override {
     flush_profile();
     std::vector<StepTime> r;
@@ -544,7 +479,9 @@ class GpuContextImpl final : public detail::PlanRunner {
 
   // Where output i is sliced to between buckets: the caller's device memory, or the runner's.
   void* sliced_output(size_t i) const {
-    return out_dev_[i] ? out_dev_[i] : static_cast<uint8_t*>(pad_dev_.get()) + out_off_[i];
+    if (out_dev_[i]) return out_dev_[i];
+    if (mapped_) return out_alias_[i] ? out_alias_[i] : pinned_dev_ + out_off_[i];
+    return static_cast<uint8_t*>(pad_dev_.get()) + out_off_[i];
   }
 
   std::string step_name(size_t k) const { return detail::step_name(*steps_[k].rec); }
@@ -773,6 +710,12 @@ class GpuContextImpl final : public detail::PlanRunner {
   size_t io_bytes_ = 0;                   // the whole of it
   std::vector<const void*> in_host_, in_dev_;
   std::vector<void*> out_host_, out_dev_;
+  // Mapped (ContextOptions::mapped_io): pinned_ is mapped, at pinned_dev_ on the device, and the
+  // *_alias_ are the device addresses of caller host buffers that are pinned or managed (else null).
+  bool mapped_ = false;
+  uint8_t* pinned_dev_ = nullptr;
+  std::vector<const void*> in_alias_;
+  std::vector<void*> out_alias_;
   std::vector<HostCopy> host_copies_;
   // The caller's shapes (the plan's, or smaller between buckets), and which inputs are padded and
   // outputs sliced; pad_dev_: the device buffers for that, laid out as the staging is.
