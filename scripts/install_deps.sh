@@ -8,6 +8,7 @@ pkgs=(build-essential cmake ninja-build ccache pkg-config python3 python3-pip
       libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
       libflatbuffers-dev flatbuffers-compiler libxxhash-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist
+      libdnnl-dev
       clang libclang-rt-14-dev
       libcpp-httplib-dev libgrpc++-dev protobuf-compiler-grpc libb64-0d python3-venv)
 missing=()

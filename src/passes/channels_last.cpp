@@ -1,8 +1,9 @@
-// channels-last (GPU float16 and INT8 engines): 2-D convolutions and the ops around them compute on
-// channels-last tensors ([N, H, W, C]), the layout cuDNN's tensor-core kernels read without
-// transposing internally, and in which a 1x1 convolution is one GEMM.
+// channels-last (GPU float16 and INT8 engines; CPU float32 engines with oneDNN): 2-D convolutions
+// and the ops around them compute on channels-last tensors ([N, H, W, C]), the layout cuDNN's
+// tensor-core kernels and oneDNN's CPU convolutions read without transposing internally, and in
+// which a 1x1 convolution is one GEMM.
 //
-// One walk in topological order. A float16 Conv / FusedConv with symmetric pads becomes NhwcConv
+// One walk in topological order. A float16 (CPU: float32) Conv / FusedConv with symmetric pads becomes NhwcConv
 // (its constant W permuted to [M, kh, kw, C/group] once); a kiln.QConv that the GPU's channels-last
 // INT8 kernels can run (qconv_fits_nhwc: one group, for cuDNN's and Kiln's tensor-core kernels, or
 // depthwise, for Kiln's direct depthwise kernel, W then [C, kh, kw, 1]) becomes NhwcQConv likewise.
@@ -31,6 +32,7 @@
 #include "core/shape_infer.h"
 #include "passes/pass.h"
 #include "passes/rewrite_util.h"
+#include "runtime/cpu/onednn.h"
 
 namespace kiln::passes {
 
@@ -50,7 +52,8 @@ std::vector<int64_t> permute(const std::vector<int64_t>& v, const std::vector<in
 
 class Rewriter {
  public:
-  explicit Rewriter(graph::Graph& g) : g_(g) {}
+  // conv_dtype: the float type whose convolutions are converted; qconv: the INT8 ones too.
+  Rewriter(graph::Graph& g, DataType conv_dtype, bool qconv) : g_(g), conv_dtype_(conv_dtype), qconv_(qconv) {}
 
   PassResult run() {
     std::vector<Node> nodes = std::move(g_.nodes);
@@ -70,6 +73,8 @@ class Rewriter {
  private:
   static constexpr const char* kOrigin = "channels-last";
   graph::Graph& g_;
+  const DataType conv_dtype_;
+  const bool qconv_;
   std::vector<Node> out_;
   std::map<ValueId, ValueId> twin_;    // channels-first value -> its channels-last twin
   std::map<ValueId, ValueId> padded_;  // channels-first value -> its channels-last twin padded to C4
@@ -77,8 +82,8 @@ class Rewriter {
   int converted_ = 0;
 
   const graph::Value& val(ValueId v) const { return g_.value(v); }
-  bool rank4_half(ValueId v) const {
-    return v != kNoValue && val(v).dtype == DataType::kFloat16 && val(v).shape.size() == 4;
+  bool rank4_conv_type(ValueId v) const {
+    return v != kNoValue && val(v).dtype == conv_dtype_ && val(v).shape.size() == 4;
   }
 
   ValueId new_value(ValueId like, const std::vector<int64_t>& shape) {
@@ -179,7 +184,7 @@ class Rewriter {
     if (n.outputs.size() != 1 || n.outputs[0] == kNoValue || n.inputs.empty()) return false;
     const ValueId x = n.inputs[0];
     if (n.kind == OpKind::kConv || n.kind == OpKind::kFusedConv) return convert_conv(n);
-    if (n.kind == OpKind::kQConv) return convert_qconv(n);
+    if (n.kind == OpKind::kQConv) return qconv_ && convert_qconv(n);
     const bool has_twin = twin_.count(x) > 0;
     if (has_trait(n.kind, kPerElement)) {
       if (!has_twin) return false;
@@ -231,7 +236,7 @@ class Rewriter {
 
   bool convert_conv(Node& n) {
     const ValueId x = n.inputs[0], w = n.inputs.size() > 1 ? n.inputs[1] : kNoValue;
-    if (!rank4_half(x) || w == kNoValue || val(w).shape.size() != 4) return false;
+    if (!rank4_conv_type(x) || w == kNoValue || val(w).shape.size() != 4) return false;
     FusedConvAttrs a;
     if (n.kind == OpKind::kConv)
       static_cast<ConvAttrs&>(a) = std::get<ConvAttrs>(n.attrs);
@@ -369,10 +374,16 @@ class Rewriter {
 
 }  // namespace
 
-PassResult to_channels_last(graph::Graph& g) { return Rewriter(g).run(); }
+PassResult to_channels_last(graph::Graph& g) { return Rewriter(g, DataType::kFloat16, true).run(); }
 
 PassResult channels_last(graph::Graph& g, const BuildOptions& options) {
-  if (!(options.fp16 || options.int8) || options.target == "cpu") return {};
+  // CPU: float32 engines, where oneDNN runs the channels-last convolutions (it is 2.3x faster
+  // there than on channels-first data: bench/RESULTS.md); INT8 ones stay channels-first.
+  if (options.target == "cpu") {
+    if (options.fp16 || options.int8 || !cpu::onednn::available()) return {};
+    return Rewriter(g, DataType::kFloat32, false).run();
+  }
+  if (!(options.fp16 || options.int8)) return {};
   return to_channels_last(g);
 }
 

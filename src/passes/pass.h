@@ -44,7 +44,7 @@ PassResult remove_dead_nodes(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_qdq(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_qresidual(graph::Graph& g, const BuildOptions& options);
 PassResult to_fp16(graph::Graph& g, const BuildOptions& options);
-PassResult channels_last(graph::Graph& g, const BuildOptions& options);  // GPU targets with --fp16 or --int8
+PassResult channels_last(graph::Graph& g, const BuildOptions& options);  // GPU --fp16/--int8, CPU float32 with oneDNN
 PassResult to_channels_last(graph::Graph& g);  // channels_last's rewrite, for any target (tests)
 PassResult fuse_conv_input(graph::Graph& g, const BuildOptions& options);
 PassResult fuse_conv_quantize(graph::Graph& g, const BuildOptions& options);

@@ -104,6 +104,7 @@ class CpuRunner final : public PlanRunner {
     }
     resolve_views();
     cpu::KernelEnv env{pool_};
+    state_.resize(e.steps.size());
     for (size_t k = 0; k < e.steps.size(); ++k) {
       const StepRec& st = e.steps[k];
       for (size_t j = 0; j < st.inputs.size(); ++j)
@@ -117,6 +118,7 @@ class CpuRunner final : public PlanRunner {
           if (dyn_.device_needs(o)) copy_value(dyn_.host_value(o), data_[static_cast<size_t>(o)], o);
         continue;
       }
+      env.state = &state_[k];
       try {
         kernels_[k](st.kind, st.attrs, step_in_[k], step_out_[k], env);
       } catch (const Error& err) {
@@ -183,6 +185,7 @@ class CpuRunner final : public PlanRunner {
   std::vector<std::vector<std::byte>> out_compact_;         // per output: its corner, when sliced
   std::vector<std::vector<TensorView>> step_in_, step_out_;
   std::vector<cpu::CpuKernel> kernels_;
+  std::vector<std::shared_ptr<void>> state_;  // per step: what its kernel keeps across runs
   DynamicShapes dyn_;  // the tensors' shapes this run (some depend on the data)
   bool profile_ = false;
   std::vector<double> step_ms_;

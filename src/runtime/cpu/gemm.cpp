@@ -68,7 +68,7 @@ template <class V, int kMr, int kNv>
 #pragma GCC unroll 32
     for (int r = 0; r < kMr; ++r) {
 #pragma GCC unroll 8
-      for (int v = 0; v < kNv; ++v) acc[r][v] += a[r] * bv[v];  // contracted to FMA if available
+      for (int v = 0; v < kNv; ++v) acc[r][v] += a[r] * bv[v];  // an FMA: this file compiles with -ffp-contract=fast
     }
   }
 #pragma GCC unroll 32

@@ -5,6 +5,7 @@
 // range), never read or write out of bounds.
 #pragma once
 
+#include <memory>
 #include <span>
 
 #include "core/op_kind.h"
@@ -16,6 +17,9 @@ class ThreadPool;
 
 struct KernelEnv {
   ThreadPool* pool = nullptr;  // may be null: run single-threaded
+  // The step's own slot in its context, kept across runs (a library's primitive, weights in its
+  // layout: runtime/cpu/onednn.h); null where the kernel is called outside a context.
+  std::shared_ptr<void>* state = nullptr;
 };
 
 using CpuKernel = void (*)(OpKind kind, const Attrs& attrs, std::span<const TensorView> inputs,

@@ -20,6 +20,7 @@
 #include "runtime/cpu/fused_epilogue.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernels.h"
+#include "runtime/cpu/onednn.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace kiln::cpu::conv {
@@ -259,12 +260,14 @@ void fused_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> i
 }
 
 // ---- NhwcConv ----------------------------------------------------------------------------------
-// FusedConv on channels-last data: X (unless x_channels_first, when it is only cast to W's type),
-// W and Z permuted to channels-first, the output permuted back. With y_scale it quantizes
-// FusedConv's output.
+// float32 in oneDNN where Kiln has it (runtime/cpu/onednn.h: what CPU engines' channels-last
+// convolutions run). Otherwise FusedConv on channels-last data: X (unless x_channels_first, when it
+// is only cast to W's type), W and Z permuted to channels-first, the output permuted back. With
+// y_scale it quantizes FusedConv's output.
 
 void nhwc_conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                       KernelEnv& env) {
+  if (onednn::nhwc_conv(std::get<FusedConvAttrs>(attrs), in, out[0], env)) return;
   using channels_last::Owned;
   Owned cast_x;  // X cast to W's type, when it is channels-first already
   std::vector<TensorView> ins(in.begin(), in.end());

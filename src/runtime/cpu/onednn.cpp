@@ -1,0 +1,262 @@
+#include "runtime/cpu/onednn.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/cpu/thread_pool.h"
+
+#if defined(KILN_HAVE_ONEDNN)
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace kiln::cpu::onednn {
+
+#if defined(KILN_HAVE_ONEDNN)
+
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using Tag = memory::format_tag;
+using Dims = memory::dims;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& cpu_stream() {
+  thread_local dnnl::stream s(cpu_engine());
+  return s;
+}
+
+// The library's threads for this call: the context's (its pool's size), not every core.
+void use_threads(const KernelEnv& env) { omp_set_num_threads(env.pool ? env.pool->size() : 1); }
+
+// An epilogue activation as an eltwise post-op; false for one the library lacks.
+bool append_activation(dnnl::post_ops& po, Activation a, float alpha, float beta) {
+  switch (a) {
+    case Activation::kNone: return true;
+    case Activation::kRelu: po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f); return true;
+    case Activation::kLeakyRelu: po.append_eltwise(1.f, algorithm::eltwise_relu, alpha, 0.f); return true;
+    case Activation::kClip: po.append_eltwise(1.f, algorithm::eltwise_clip, alpha, beta); return true;
+    case Activation::kSigmoid: po.append_eltwise(1.f, algorithm::eltwise_logistic, 0.f, 0.f); return true;
+    case Activation::kTanh: po.append_eltwise(1.f, algorithm::eltwise_tanh, 0.f, 0.f); return true;
+    case Activation::kSilu: po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f); return true;
+    case Activation::kHardSwish: po.append_eltwise(1.f, algorithm::eltwise_hardswish, 0.f, 0.f); return true;
+    case Activation::kGelu: po.append_eltwise(1.f, algorithm::eltwise_gelu_erf, 0.f, 0.f); return true;
+    case Activation::kGeluTanh: po.append_eltwise(1.f, algorithm::eltwise_gelu_tanh, 0.f, 0.f); return true;
+    case Activation::kHardSigmoid: return false;  // not in oneDNN 2.6
+  }
+  return false;
+}
+
+// A step's state: what its first run made, for the shapes and weights it was made for (key).
+struct ConvState {
+  std::vector<int64_t> key;
+  bool unsupported = false;
+  std::optional<dnnl::convolution_forward> prim;
+  memory weights;  // W in the primitive's layout
+  memory::desc src, dst, bias, z;
+  // X channels-first: the primitive may want it in another layout (a stem's 3 channels), then X
+  // is reordered into x_buf each run.
+  memory::desc x_user;
+  std::optional<dnnl::reorder> x_reorder;
+  memory x_buf;
+  int z_arg = 0;  // the residual's argument (a binary post-op's second source)
+};
+
+struct PoolState {
+  std::vector<int64_t> key;
+  bool unsupported = false;
+  std::optional<dnnl::pooling_forward> prim;
+  memory::desc src, dst;
+};
+
+// The step's state of type S, made where it has none or one for another key. Without a slot (a
+// kernel called outside a context) a temporary one.
+template <class S>
+S& state_for(KernelEnv& env, const std::vector<int64_t>& key, std::shared_ptr<void>& local) {
+  std::shared_ptr<void>& slot = env.state ? *env.state : local;
+  auto* s = static_cast<S*>(slot.get());
+  if (!s || s->key != key) {
+    auto made = std::make_shared<S>();
+    made->key = key;
+    s = made.get();
+    slot = std::move(made);
+  }
+  return *s;
+}
+
+Dims nchw_dims(std::span<const int64_t> nhwc) { return {nhwc[0], nhwc[3], nhwc[1], nhwc[2]}; }
+
+// padding_r that makes `out` outputs of windows `k` (dilated by d) at stride s over `in` with
+// padding_l pl.
+int64_t pad_right(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pl) {
+  return (out - 1) * s + (k - 1) * d + 1 - in - pl;
+}
+
+bool make_conv(ConvState& st, const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y) {
+  const TensorView &x = in[0], &w = in[1];
+  const bool has_b = in.size() > 2 && in[2].exists, has_z = in.size() > 3 && in[3].exists;
+  const int64_t g = a.group, m = w.shape[0], kh = w.shape[1], kw = w.shape[2], cg = w.shape[3];
+  const int64_t sh = a.strides.empty() ? 1 : a.strides[0], sw = a.strides.empty() ? 1 : a.strides[1];
+  const int64_t dh = a.dilations.empty() ? 1 : a.dilations[0], dw = a.dilations.empty() ? 1 : a.dilations[1];
+  const int64_t ph = a.pads.empty() ? 0 : a.pads[0], pw = a.pads.empty() ? 0 : a.pads[1];
+  dnnl::post_ops po;
+  if (!append_activation(po, a.activation, a.activation_alpha, a.activation_beta)) return false;
+  // X channels-first (x_channels_first: the stem reading the image as it is) or channels-last.
+  const bool x_first = a.x_channels_first != 0;
+  const int64_t in_h = x.shape[x_first ? 2 : 1], in_w = x.shape[x_first ? 3 : 2];
+  st.x_user = x_first ? memory::desc({x.shape[0], x.shape[1], in_h, in_w}, memory::data_type::f32, Tag::nchw)
+                      : memory::desc(nchw_dims(x.shape), memory::data_type::f32, Tag::nhwc);
+  st.src = x_first ? memory::desc(st.x_user.dims(), memory::data_type::f32, Tag::any) : st.x_user;
+  st.dst = memory::desc(nchw_dims(y.shape), memory::data_type::f32, Tag::nhwc);
+  if (has_z) {
+    st.z = st.dst;
+    st.z_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(po.len()) | DNNL_ARG_SRC_1;
+    po.append_binary(algorithm::binary_add, st.z);
+    if (!append_activation(po, a.activation2, a.activation2_alpha, a.activation2_beta)) return false;
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  const Dims w_dims = g == 1 ? Dims{m, cg, kh, kw} : Dims{g, m / g, cg, kh, kw};
+  const memory::desc w_any(w_dims, memory::data_type::f32, Tag::any);
+  st.bias = memory::desc({m}, memory::data_type::f32, Tag::x);
+  const Dims strides{sh, sw}, dil{dh - 1, dw - 1}, pad_l{ph, pw};
+  const Dims pad_r{pad_right(in_h, y.shape[1], kh, sh, dh, ph), pad_right(in_w, y.shape[2], kw, sw, dw, pw)};
+  const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm::convolution_direct, st.src,
+                                          w_any, has_b ? st.bias : memory::desc(), st.dst, strides, dil, pad_l, pad_r);
+  const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
+  // oneDNN's reference implementation is slower than Kiln's own kernel.
+  if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return false;
+  st.prim.emplace(pd);
+  if (pd.src_desc() != st.x_user) {
+    st.src = pd.src_desc();
+    st.x_buf = memory(st.src, cpu_engine());
+    st.x_reorder.emplace(memory(st.x_user, cpu_engine(), nullptr), st.x_buf);
+  }
+  // W from Kiln's [M, kh, kw, C/group] into the primitive's layout, once.
+  memory user_w({w_dims, memory::data_type::f32, g == 1 ? Tag::ohwi : Tag::gohwi}, cpu_engine(), w.data);
+  st.weights = memory(pd.weights_desc(), cpu_engine());
+  dnnl::reorder(user_w, st.weights).execute(cpu_stream(), user_w, st.weights);
+  cpu_stream().wait();
+  return true;
+}
+
+bool env_allows() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CPU_KERNELS");
+    return !(v && std::strcmp(v, "kiln") == 0);
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool available() { return env_allows(); }
+
+bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env) {
+  if (!available() || in.size() < 2 || (in.size() > 4 && in[4].exists)) return false;
+  const TensorView &x = in[0], &w = in[1];
+  if (x.rank() != 4 || w.rank() != 4 || y.rank() != 4 || x.dtype != DataType::kFloat32 ||
+      w.dtype != DataType::kFloat32 || y.dtype != DataType::kFloat32 || a.auto_pad != AutoPad::kNotSet)
+    return false;
+  const bool has_b = in.size() > 2 && in[2].exists, has_z = in.size() > 3 && in[3].exists;
+  if ((has_b && in[2].dtype != DataType::kFloat32) ||
+      (has_z && (in[3].dtype != DataType::kFloat32 ||
+                 !std::equal(in[3].shape.begin(), in[3].shape.end(), y.shape.begin(), y.shape.end()))))
+    return false;
+  std::vector<int64_t> key(x.shape.begin(), x.shape.end());
+  key.insert(key.end(), y.shape.begin(), y.shape.end());
+  key.insert(key.end(),
+             {static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.data)), has_b, has_z, a.x_channels_first != 0});
+  std::shared_ptr<void> local;
+  ConvState& st = state_for<ConvState>(env, key, local);
+  if (st.unsupported) return false;
+  if (!st.prim) {
+    try {
+      if (!make_conv(st, a, in, y)) st.unsupported = true;
+    } catch (const dnnl::error&) {
+      st.unsupported = true;
+    }
+    if (st.unsupported) return false;
+  }
+  use_threads(env);
+  memory src(st.x_user, cpu_engine(), x.data), dst(st.dst, cpu_engine(), y.data);
+  if (st.x_reorder) {
+    st.x_reorder->execute(cpu_stream(), src, st.x_buf);
+    src = st.x_buf;
+  }
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, st.weights}, {DNNL_ARG_DST, dst}};
+  if (has_b) args.emplace(DNNL_ARG_BIAS, memory(st.bias, cpu_engine(), in[2].data));
+  if (has_z) args.emplace(st.z_arg, memory(st.z, cpu_engine(), in[3].data));
+  st.prim->execute(cpu_stream(), args);
+  cpu_stream().wait();
+  return true;
+}
+
+bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const TensorView& y, KernelEnv& env) {
+  if (!available() || x.rank() != 4 || y.rank() != 4 || x.dtype != DataType::kFloat32 ||
+      y.dtype != DataType::kFloat32 || a.kernel_shape.size() != 2 ||
+      (a.auto_pad != AutoPad::kNotSet && a.auto_pad != AutoPad::kValid))
+    return false;
+  for (int64_t d : a.dilations)
+    if (d != 1) return false;
+  std::vector<int64_t> key(x.shape.begin(), x.shape.end());
+  key.insert(key.end(), y.shape.begin(), y.shape.end());
+  std::shared_ptr<void> local;
+  PoolState& st = state_for<PoolState>(env, key, local);
+  if (st.unsupported) return false;
+  if (!st.prim) {
+    try {
+      const int64_t kh = a.kernel_shape[0], kw = a.kernel_shape[1];
+      const int64_t sh = a.strides.empty() ? 1 : a.strides[0], sw = a.strides.empty() ? 1 : a.strides[1];
+      const int64_t ph = a.pads.empty() ? 0 : a.pads[0], pw = a.pads.empty() ? 0 : a.pads[1];
+      st.src = memory::desc(nchw_dims(x.shape), memory::data_type::f32, Tag::nhwc);
+      st.dst = memory::desc(nchw_dims(y.shape), memory::data_type::f32, Tag::nhwc);
+      // Windows that reach past the input with ceil_mode are padding on the right; AveragePool
+      // divides by the window's count within the input (or, count_include_pad, within the pads
+      // the model gave: a window past those is ONNX's ceil_mode case, left to Kiln's kernel).
+      const Dims pad_r{pad_right(x.shape[1], y.shape[1], kh, sh, 1, ph),
+                       pad_right(x.shape[2], y.shape[2], kw, sw, 1, pw)};
+      const bool past_given_pads = a.pads.size() == 4 && (pad_r[0] != a.pads[2] || pad_r[1] != a.pads[3]);
+      algorithm alg = algorithm::pooling_max;
+      if (kind == OpKind::kNhwcAveragePool) {
+        if (a.count_include_pad && past_given_pads) throw dnnl::error(dnnl_unimplemented, "ceil_mode window");
+        alg = a.count_include_pad ? algorithm::pooling_avg_include_padding : algorithm::pooling_avg_exclude_padding;
+      }
+      const dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, st.src, st.dst, {sh, sw}, {kh, kw},
+                                          {ph, pw}, pad_r);
+      const dnnl::pooling_forward::primitive_desc pd(d, cpu_engine());
+      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
+        throw dnnl::error(dnnl_unimplemented, "ref");
+      st.prim.emplace(pd);
+    } catch (const dnnl::error&) {
+      st.unsupported = true;
+      return false;
+    }
+  }
+  use_threads(env);
+  memory src(st.src, cpu_engine(), x.data), dst(st.dst, cpu_engine(), y.data);
+  st.prim->execute(cpu_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  cpu_stream().wait();
+  return true;
+}
+
+#else  // built without oneDNN
+
+bool available() { return false; }
+bool nhwc_conv(const FusedConvAttrs&, std::span<const TensorView>, const TensorView&, KernelEnv&) { return false; }
+bool nhwc_pool(OpKind, const PoolAttrs&, const TensorView&, const TensorView&, KernelEnv&) { return false; }
+
+#endif
+
+}  // namespace kiln::cpu::onednn

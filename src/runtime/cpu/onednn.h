@@ -1,0 +1,31 @@
+// oneDNN (Debian's libdnnl) for the CPU's compute-heavy channels-last ops: NhwcConv with its
+// epilogue as post-ops (bias, activation, residual Add, activation) and NhwcMaxPool /
+// NhwcAveragePool, float32, 2-D. The builder makes those ops for CPU engines where the library is
+// present (passes/channels_last.cpp): one layout for the whole engine, the one oneDNN's
+// convolutions are fastest in. Each call returns false where the library cannot run the op
+// (another type, an activation it lacks, a build without oneDNN); the caller then runs Kiln's own
+// kernel, which stays the reference the tests compare with. A step's primitive and its weights in
+// the library's layout are made on its first run and kept in the step's state (KernelEnv::state).
+// KILN_CPU_KERNELS=kiln (read once per process) turns the library off: every op then runs Kiln's
+// kernels, and the builder keeps CPU engines channels-first.
+#pragma once
+
+#include <span>
+
+#include "core/attrs.h"
+#include "core/tensor.h"
+#include "runtime/cpu/kernels.h"
+
+namespace kiln::cpu::onednn {
+
+// True where Kiln was built with oneDNN and KILN_CPU_KERNELS is not "kiln".
+bool available();
+
+// y = NhwcConv(in) (X [N,H,W,C], or [N,C,H,W] with x_channels_first; W [M,kh,kw,C/group];
+// optional B [M] and Z [N,OH,OW,M]).
+bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env);
+
+// y = NhwcMaxPool / NhwcAveragePool(x) on [N,H,W,C] (no Indices output).
+bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const TensorView& y, KernelEnv& env);
+
+}  // namespace kiln::cpu::onednn
