@@ -77,6 +77,7 @@ for p in fp32 int8; do
     echo "== kiln optimize ${opts[*]}"
     "$kiln" optimize "$out/lenet5.onnx" -o "$out/lenet5_${p}_b$b.kiln" "${opts[@]}"
   done
+  "$kiln" inspect "$out/lenet5_${p}_b256.kiln" --json > "$out/inspect_$p.json"
   echo "== kiln eval lenet5_${p}_b256.kiln (test set)"
   "$kiln" eval "$out/lenet5_${p}_b256.kiln" --data "$data" --json "$out/eval_$p.json" > "$out/eval_$p.txt"
   if [ "$p" = fp32 ]; then cat "$out/eval_$p.txt"; else sed -n 1p "$out/eval_$p.txt"; fi
@@ -97,12 +98,21 @@ print(f"LeNet-5 trained on {device}: {len(epochs)} epochs in {train_s:.0f} s, "
 def size(path):
     n = os.path.getsize(path)
     return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
-rows = [("engine", "test top-1", "engine size", "latency, batch 1 (median)", "throughput, batch 256")]
+# What each engine holds (kiln inspect): the builder keeps float where no INT8 kernel is faster.
+LAYERS = {"Conv", "FusedConv", "NhwcConv", "Gemm", "FusedGemm", "MatMul", "FusedMatMul"}
+INT8 = {"QConv", "NhwcQConv", "QMatMul"}
+def holds(p):
+    ops = [s["op"].removeprefix("kiln.") for s in json.load(open(f"{out}/inspect_{p}.json"))["steps"]]
+    n8, total = sum(o in INT8 for o in ops), sum(o in LAYERS | INT8 for o in ops)
+    if p == "int8" and n8 == 0:
+        return "float (INT8 was not faster here)"
+    return f"INT8 in {n8} of {total} layers" if n8 else "float32"
+rows = [("engine", "holds", "test top-1", "engine size", "latency, batch 1 (median)", "throughput, batch 256")]
 acc = {}
 for p in ("fp32", "int8"):
     acc[p] = json.load(open(f"{out}/eval_{p}.json"))["accuracy"]
     b1, b256 = (json.load(open(f"{out}/bench_{p}_b{b}.json")) for b in (1, 256))
-    rows.append((p.upper(), f"{100 * acc[p]:.2f}%", size(f"{out}/lenet5_{p}_b1.kiln"),
+    rows.append((p.upper(), holds(p), f"{100 * acc[p]:.2f}%", size(f"{out}/lenet5_{p}_b1.kiln"),
                  f"{b1['latency_ms']['median']:.3f} ms", f"{b256['throughput_samples_per_s']:,.0f} images/s"))
 widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
 for r in rows:
