@@ -64,18 +64,20 @@ struct ContextOptions {
   bool host_staging = true;
   // GPU engines: the most device memory the context may allocate (its arena, workspaces, weights if
   // it is the first to upload them, device copies of the inputs; all plans of a range engine
-  // together), in bytes; 0: no limit. Pinned host staging is not counted. A context that would need more
-  // is not made: the error names what did not fit. For boards whose GPU shares the CPU's memory.
+  // together), in bytes; 0: no limit. Pinned host staging is counted only where it is mapped (mapped_io). A context
+  // that would need more is not made: the error names what did not fit. For boards whose GPU shares the CPU's memory.
   size_t memory_limit = 0;
   // GPU engines with host_staging: whether kernels read the inputs and write the outputs given in
-  // host memory in place, in mapped pinned memory, instead of through copies to and from device
-  // memory. kAuto: on a GPU that shares the CPU's memory (a Jetson; cudaDevAttrIntegrated), where
-  // the copies would only move bytes within the same memory. Mapped, the context's staging is
-  // charged to memory_limit and it allocates no device copy of the inputs; a host buffer that is
-  // itself pinned or managed (cudaHostAlloc, cudaHostRegister, cudaMallocManaged) is used in place
-  // with no copy at all, so it must stay unchanged until the run ends (run() returns, or enqueue's
-  // stream reaches the end); other host buffers are copied by the CPU into the mapped staging when
-  // the run is enqueued. Context::mapped_io says which a context does.
+  // host memory in mapped pinned staging, instead of through copies to and from device memory.
+  // kAuto: on a GPU that shares the CPU's memory (a Jetson; cudaDevAttrIntegrated), where those
+  // copies would only move bytes within the same memory. Mapped, the context's staging is charged
+  // to memory_limit and it allocates no device copy of the inputs; the CPU copies host inputs into
+  // the staging when the run is enqueued (after the previous run has finished with it) and outputs
+  // out of it, so set_input's and set_output's meaning is unchanged. kOn also uses a caller buffer
+  // that is itself pinned or managed (cudaHostAlloc, cudaHostRegister, cudaMallocManaged) and
+  // 256-byte aligned in place, with no copy at all: it is then read and written when the kernels
+  // run, so it must stay unchanged until the run ends (run() returns, or enqueue's stream reaches
+  // the end). Context::mapped_io says whether a context maps.
   enum class MappedIo { kAuto, kOn, kOff };
   MappedIo mapped_io = MappedIo::kAuto;
 };

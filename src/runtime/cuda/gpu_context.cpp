@@ -267,13 +267,13 @@ class GpuContextImpl final : public detail::PlanRunner {
     if (!device) need_staging("input", e_.input_ids[i], "bind it with set_input_device");
     in_host_[i] = device ? nullptr : p;
     in_dev_[i] = device ? p : nullptr;
-    in_alias_[i] = mapped_ && !device ? device_alias(p) : nullptr;
+    in_alias_[i] = in_place(p, device);
   }
   void bind_output(size_t i, void* p, bool device) override {
     if (!device) need_staging("output", e_.output_ids[i], kOutputOnDevice);
     out_host_[i] = device ? nullptr : p;
     out_dev_[i] = device ? p : nullptr;
-    out_alias_[i] = mapped_ && !device ? device_alias(p) : nullptr;
+    out_alias_[i] = in_place(p, device);
   }
 
   // Range engines between buckets: inputs padded into the plan's shapes (host inputs in pinned
@@ -475,6 +475,15 @@ class GpuContextImpl final : public detail::PlanRunner {
                 "' is not bound to device memory, and this context has no host staging "
                 "(ContextOptions::host_staging is off): " +
                 instead);
+  }
+
+  // Where the kernels reach caller host buffer p in place (ContextOptions::MappedIo::kOn only: in
+  // place, the caller's bytes are read when the kernels run, not when the run is enqueued): a
+  // pinned or managed buffer aligned as the staging is; else null (copied through the staging).
+  void* in_place(const void* p, bool device) const {
+    if (!mapped_ || device || opt_.mapped_io != ContextOptions::MappedIo::kOn) return nullptr;
+    if (reinterpret_cast<uintptr_t>(p) % kAlign != 0) return nullptr;
+    return device_alias(p);
   }
 
   // Where output i is sliced to between buckets: the caller's device memory, or the runner's.
@@ -689,7 +698,7 @@ class GpuContextImpl final : public detail::PlanRunner {
   ContextOptions opt_;
   int device_ = 0;
   std::vector<Step> steps_;
-  std::unique_ptr<WholeNet> whole_;    // set when the engine runs as one kernel
+  std::unique_ptr<WholeNet> whole_;  // set when the engine runs as one kernel
   // The context's memory (ContextOptions::memory_limit), a budget inside the creating thread's,
   // made the thread's wherever the context allocates.
   BudgetRef budget_;
