@@ -237,6 +237,8 @@ class Rewriter {
   bool convert_conv(Node& n) {
     const ValueId x = n.inputs[0], w = n.inputs.size() > 1 ? n.inputs[1] : kNoValue;
     if (!rank4_conv_type(x) || w == kNoValue || val(w).shape.size() != 4) return false;
+    // The CPU's library keeps W in its own layout from the first run: constant weights only.
+    if (!qconv_ && !val(w).is_constant()) return false;
     FusedConvAttrs a;
     if (n.kind == OpKind::kConv)
       static_cast<ConvAttrs&>(a) = std::get<ConvAttrs>(n.attrs);

@@ -1,5 +1,6 @@
 #include "runtime/cpu/onednn.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -37,8 +38,40 @@ dnnl::stream& cpu_stream() {
   return s;
 }
 
-// The library's threads for this call: the context's (its pool's size), not every core.
-void use_threads(const KernelEnv& env) { omp_set_num_threads(env.pool ? env.pool->size() : 1); }
+int threads_of(const KernelEnv& env) { return env.pool ? env.pool->size() : 1; }
+
+// The library's threads while it lives: the context's (its pool's size), not every core. oneDNN
+// splits the work when a primitive is made, so it is made and run under the same count (part of
+// the state's key); the calling thread's own OpenMP count is restored after.
+class ThreadsScope {
+ public:
+  explicit ThreadsScope(const KernelEnv& env) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads_of(env)); }
+  ~ThreadsScope() { omp_set_num_threads(saved_); }
+  ThreadsScope(const ThreadsScope&) = delete;
+  ThreadsScope& operator=(const ThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+// A primitive's attributes: its scratchpad is the state's (user mode), so that a context's
+// primitives may run on any thread, not only the one that made them.
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+// Runs p with its scratchpad; oneDNN's errors as kiln::Error.
+void execute(const dnnl::primitive& p, std::unordered_map<int, memory> args, const memory& scratch) {
+  args.emplace(DNNL_ARG_SCRATCHPAD, scratch);
+  try {
+    p.execute(cpu_stream(), args);
+    cpu_stream().wait();
+  } catch (const dnnl::error& e) {
+    throw Error(std::string("oneDNN: ") + e.what());
+  }
+}
 
 // An epilogue activation as an eltwise post-op; false for one the library lacks.
 bool append_activation(dnnl::post_ops& po, Activation a, float alpha, float beta) {
@@ -63,13 +96,16 @@ struct ConvState {
   std::vector<int64_t> key;
   bool unsupported = false;
   std::optional<dnnl::convolution_forward> prim;
-  memory weights;  // W in the primitive's layout
+  memory scratch;  // the primitive's scratchpad
+  // W in the primitive's layout, made on the first run: the CPU's channels-last pass converts only
+  // convolutions of constant weights.
+  memory weights;
   memory::desc src, dst, bias, z;
   // X channels-first: the primitive may want it in another layout (a stem's 3 channels), then X
   // is reordered into x_buf each run.
   memory::desc x_user;
   std::optional<dnnl::reorder> x_reorder;
-  memory x_buf;
+  memory x_buf, x_scratch;
   int z_arg = 0;  // the residual's argument (a binary post-op's second source)
 };
 
@@ -77,6 +113,7 @@ struct PoolState {
   std::vector<int64_t> key;
   bool unsupported = false;
   std::optional<dnnl::pooling_forward> prim;
+  memory scratch;
   memory::desc src, dst;
 };
 
@@ -125,7 +162,7 @@ bool make_conv(ConvState& st, const FusedConvAttrs& a, std::span<const TensorVie
     po.append_binary(algorithm::binary_add, st.z);
     if (!append_activation(po, a.activation2, a.activation2_alpha, a.activation2_beta)) return false;
   }
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = user_scratchpad();
   attr.set_post_ops(po);
   const Dims w_dims = g == 1 ? Dims{m, cg, kh, kw} : Dims{g, m / g, cg, kh, kw};
   const memory::desc w_any(w_dims, memory::data_type::f32, Tag::any);
@@ -138,10 +175,13 @@ bool make_conv(ConvState& st, const FusedConvAttrs& a, std::span<const TensorVie
   // oneDNN's reference implementation is slower than Kiln's own kernel.
   if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return false;
   st.prim.emplace(pd);
+  st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
   if (pd.src_desc() != st.x_user) {
     st.src = pd.src_desc();
     st.x_buf = memory(st.src, cpu_engine());
-    st.x_reorder.emplace(memory(st.x_user, cpu_engine(), nullptr), st.x_buf);
+    const dnnl::reorder::primitive_desc rd(cpu_engine(), st.x_user, cpu_engine(), st.src, user_scratchpad());
+    st.x_reorder.emplace(rd);
+    st.x_scratch = memory(rd.scratchpad_desc(), cpu_engine());
   }
   // W from Kiln's [M, kh, kw, C/group] into the primitive's layout, once.
   memory user_w({w_dims, memory::data_type::f32, g == 1 ? Tag::ohwi : Tag::gohwi}, cpu_engine(), w.data);
@@ -161,7 +201,10 @@ bool env_allows() {
 
 }  // namespace
 
-bool available() { return env_allows(); }
+std::atomic<bool> g_enabled{true};
+
+bool available() { return env_allows() && g_enabled.load(); }
+void set_enabled(bool on) { g_enabled = on; }
 
 bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env) {
   if (!available() || in.size() < 2 || (in.size() > 4 && in[4].exists)) return false;
@@ -176,11 +219,12 @@ bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const Te
     return false;
   std::vector<int64_t> key(x.shape.begin(), x.shape.end());
   key.insert(key.end(), y.shape.begin(), y.shape.end());
-  key.insert(key.end(),
-             {static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.data)), has_b, has_z, a.x_channels_first != 0});
+  key.insert(key.end(), {static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.data)), has_b, has_z,
+                         a.x_channels_first != 0, threads_of(env)});
   std::shared_ptr<void> local;
   ConvState& st = state_for<ConvState>(env, key, local);
   if (st.unsupported) return false;
+  const ThreadsScope threads(env);
   if (!st.prim) {
     try {
       if (!make_conv(st, a, in, y)) st.unsupported = true;
@@ -189,17 +233,15 @@ bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const Te
     }
     if (st.unsupported) return false;
   }
-  use_threads(env);
   memory src(st.x_user, cpu_engine(), x.data), dst(st.dst, cpu_engine(), y.data);
   if (st.x_reorder) {
-    st.x_reorder->execute(cpu_stream(), src, st.x_buf);
+    execute(*st.x_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, st.x_buf}}, st.x_scratch);
     src = st.x_buf;
   }
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, st.weights}, {DNNL_ARG_DST, dst}};
   if (has_b) args.emplace(DNNL_ARG_BIAS, memory(st.bias, cpu_engine(), in[2].data));
   if (has_z) args.emplace(st.z_arg, memory(st.z, cpu_engine(), in[3].data));
-  st.prim->execute(cpu_stream(), args);
-  cpu_stream().wait();
+  execute(*st.prim, std::move(args), st.scratch);
   return true;
 }
 
@@ -212,9 +254,11 @@ bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const Tenso
     if (d != 1) return false;
   std::vector<int64_t> key(x.shape.begin(), x.shape.end());
   key.insert(key.end(), y.shape.begin(), y.shape.end());
+  key.push_back(threads_of(env));
   std::shared_ptr<void> local;
   PoolState& st = state_for<PoolState>(env, key, local);
   if (st.unsupported) return false;
+  const ThreadsScope threads(env);
   if (!st.prim) {
     try {
       const int64_t kh = a.kernel_shape[0], kw = a.kernel_shape[1];
@@ -227,7 +271,8 @@ bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const Tenso
       // the model gave: a window past those is ONNX's ceil_mode case, left to Kiln's kernel).
       const Dims pad_r{pad_right(x.shape[1], y.shape[1], kh, sh, 1, ph),
                        pad_right(x.shape[2], y.shape[2], kw, sw, 1, pw)};
-      const bool past_given_pads = a.pads.size() == 4 && (pad_r[0] != a.pads[2] || pad_r[1] != a.pads[3]);
+      const int64_t given_r[2] = {a.pads.size() == 4 ? a.pads[2] : 0, a.pads.size() == 4 ? a.pads[3] : 0};
+      const bool past_given_pads = pad_r[0] != given_r[0] || pad_r[1] != given_r[1];
       algorithm alg = algorithm::pooling_max;
       if (kind == OpKind::kNhwcAveragePool) {
         if (a.count_include_pad && past_given_pads) throw dnnl::error(dnnl_unimplemented, "ceil_mode window");
@@ -235,25 +280,25 @@ bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const Tenso
       }
       const dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, st.src, st.dst, {sh, sw}, {kh, kw},
                                           {ph, pw}, pad_r);
-      const dnnl::pooling_forward::primitive_desc pd(d, cpu_engine());
+      const dnnl::pooling_forward::primitive_desc pd(d, user_scratchpad(), cpu_engine());
       if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
         throw dnnl::error(dnnl_unimplemented, "ref");
       st.prim.emplace(pd);
+      st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
     } catch (const dnnl::error&) {
       st.unsupported = true;
       return false;
     }
   }
-  use_threads(env);
   memory src(st.src, cpu_engine(), x.data), dst(st.dst, cpu_engine(), y.data);
-  st.prim->execute(cpu_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-  cpu_stream().wait();
+  execute(*st.prim, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}}, st.scratch);
   return true;
 }
 
 #else  // built without oneDNN
 
 bool available() { return false; }
+void set_enabled(bool) {}
 bool nhwc_conv(const FusedConvAttrs&, std::span<const TensorView>, const TensorView&, KernelEnv&) { return false; }
 bool nhwc_pool(OpKind, const PoolAttrs&, const TensorView&, const TensorView&, KernelEnv&) { return false; }
 

@@ -18,8 +18,13 @@
 
 namespace kiln::cpu::onednn {
 
-// True where Kiln was built with oneDNN and KILN_CPU_KERNELS is not "kiln".
+// True where Kiln was built with oneDNN, KILN_CPU_KERNELS is not "kiln" and set_enabled(false) was
+// not called.
 bool available();
+
+// Turns the library on or off for the process (tests compare both paths in one process); on
+// cannot override a build without it or KILN_CPU_KERNELS=kiln.
+void set_enabled(bool on);
 
 // y = NhwcConv(in) (X [N,H,W,C], or [N,C,H,W] with x_channels_first; W [M,kh,kw,C/group];
 // optional B [M] and Z [N,OH,OW,M]).
