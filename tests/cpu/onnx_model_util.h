@@ -68,6 +68,15 @@ struct OnnxModel {
     tt->set_elem_type(elem_type);
     for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
   }
+  // A float32 input whose leading dimension is the symbol `batch` (a range engine's), then `dims`.
+  void input_batched(const std::string& name, const std::string& batch, const I64s& dims) {
+    auto* t = g()->add_input();
+    t->set_name(name);
+    auto* tt = t->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param(batch);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
   void output(const std::string& name) {
     auto* vi = g()->add_output();
     vi->set_name(name);

@@ -28,12 +28,7 @@ using test::I64s;
 // Flatten -> Gemm(10): every row on its own.
 onnx::ModelProto convnet() {
   test::OnnxModel m("range_gpu");
-  auto* in = m.g()->add_input();
-  in->set_name("x");
-  auto* t = in->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  t->mutable_shape()->add_dim()->set_dim_param("N");
-  for (int64_t d : {3, 16, 16}) t->mutable_shape()->add_dim()->set_dim_value(d);
+  m.input_batched("x", "N", {3, 16, 16});
   m.init_rand("w1", {8, 3, 3, 3}, -0.5f, 0.5f);
   m.init_rand("w2", {8, 8, 3, 3}, -0.5f, 0.5f);
   m.init_rand("fw", {10, 8}, -0.5f, 0.5f);
