@@ -99,66 +99,80 @@ std::string format_mib(size_t bytes) {
   return s;
 }
 
-void* device_malloc(size_t bytes, std::string_view what, BudgetRef* charged) {
-  bytes = std::max<size_t>(bytes, 1);
-  const BudgetRef b = charge_thread(bytes, what, "GPU memory");
+namespace {
+
+// `bytes` (at least 1) charged to the thread's budget, then allocated by `alloc` (a CUDA call:
+// cudaMalloc, cudaHostAlloc); on failure the charge is given back and the error names `kind`.
+// Without CUDA the charge is given back and the error says so.
+template <class Alloc>
+void* charged_alloc(size_t bytes, std::string_view what, const char* kind, BudgetRef* charged, Alloc alloc) {
+  const BudgetRef b = charge_thread(bytes, what, kind);
 #if defined(KILN_HAVE_CUDA)
   void* p = nullptr;
-  const cudaError_t err = cudaMalloc(&p, bytes);
+  const cudaError_t err = alloc(&p);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     give_back(b, bytes);
-    throw Error("cannot allocate " + format_mib(bytes) + " of GPU memory for " + std::string(what) + ": " +
+    throw Error("cannot allocate " + format_mib(bytes) + " of " + kind + " for " + std::string(what) + ": " +
                 cudaGetErrorString(err));
   }
   *charged = b;
   return p;
 #else
+  (void)alloc;
   give_back(b, bytes);
-  throw Error("cannot allocate GPU memory for " + std::string(what) + ": Kiln was built without CUDA");
+  throw Error(std::string("cannot allocate ") + kind + " for " + std::string(what) + ": Kiln was built without CUDA");
 #endif
 }
 
-void device_free(void* p, size_t bytes, const BudgetRef& charged) {
+// Frees p (null: nothing) by `release` and gives its charge back.
+template <class Release>
+void charged_free(void* p, size_t bytes, const BudgetRef& charged, Release release) {
   if (!p) return;
-#if defined(KILN_HAVE_CUDA)
-  cudaFree(p);
-#endif
+  release(p);
   give_back(charged, std::max<size_t>(bytes, 1));
 }
+
+}  // namespace
+
+#if defined(KILN_HAVE_CUDA)
+
+void* device_malloc(size_t bytes, std::string_view what, BudgetRef* charged) {
+  bytes = std::max<size_t>(bytes, 1);
+  return charged_alloc(bytes, what, "GPU memory", charged, [&](void** p) { return cudaMalloc(p, bytes); });
+}
+
+void device_free(void* p, size_t bytes, const BudgetRef& charged) { charged_free(p, bytes, charged, cudaFree); }
 
 void* mapped_host_malloc(size_t bytes, std::string_view what, BudgetRef* charged, void** device) {
   bytes = std::max<size_t>(bytes, 1);
-  const BudgetRef b = charge_thread(bytes, what, "mapped host memory");
-#if defined(KILN_HAVE_CUDA)
-  void* p = nullptr;
-  cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocMapped);
-  if (err == cudaSuccess) {
-    err = cudaHostGetDevicePointer(device, p, 0);
-    if (err != cudaSuccess) cudaFreeHost(p);
-  }
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    give_back(b, bytes);
-    throw Error("cannot allocate " + format_mib(bytes) + " of mapped host memory for " + std::string(what) + ": " +
-                cudaGetErrorString(err));
-  }
-  *charged = b;
-  return p;
-#else
-  give_back(b, bytes);
-  (void)device;
-  throw Error("cannot allocate mapped host memory for " + std::string(what) + ": Kiln was built without CUDA");
-#endif
+  return charged_alloc(bytes, what, "mapped host memory", charged, [&](void** p) {
+    cudaError_t err = cudaHostAlloc(p, bytes, cudaHostAllocMapped);
+    if (err == cudaSuccess && (err = cudaHostGetDevicePointer(device, *p, 0)) != cudaSuccess) cudaFreeHost(*p);
+    return err;
+  });
 }
 
 void mapped_host_free(void* p, size_t bytes, const BudgetRef& charged) {
-  if (!p) return;
-#if defined(KILN_HAVE_CUDA)
-  cudaFreeHost(p);
-#endif
-  give_back(charged, std::max<size_t>(bytes, 1));
+  charged_free(p, bytes, charged, cudaFreeHost);
 }
+
+#else  // nothing to allocate with
+
+void* device_malloc(size_t bytes, std::string_view what, BudgetRef* charged) {
+  return charged_alloc(std::max<size_t>(bytes, 1), what, "GPU memory", charged, nullptr);
+}
+void device_free(void* p, size_t bytes, const BudgetRef& charged) {
+  charged_free(p, bytes, charged, [](void*) {});
+}
+void* mapped_host_malloc(size_t bytes, std::string_view what, BudgetRef* charged, void**) {
+  return charged_alloc(std::max<size_t>(bytes, 1), what, "mapped host memory", charged, nullptr);
+}
+void mapped_host_free(void* p, size_t bytes, const BudgetRef& charged) {
+  charged_free(p, bytes, charged, [](void*) {});
+}
+
+#endif
 
 size_t device_bytes_in_use() {
 #if defined(KILN_HAVE_CUDA)

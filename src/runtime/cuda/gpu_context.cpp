@@ -396,17 +396,11 @@ class GpuContextImpl final : public detail::PlanRunner {
       const size_t bytes = detail::byte_count(run ? *run : out_shape_[i], t.dtype);
       if (bytes == 0) continue;
       uint8_t* pin = static_cast<uint8_t*>(pinned_.get()) + out_off_[i];
-      if (mapped_) {  // the kernels wrote it in place; a caller's plain host buffer gets a CPU copy
-        if (out_host_[i] && !out_alias_[i]) {
-          host_copies_[i] = {out_host_[i], pin, bytes};
-          check_cuda(cudaLaunchHostFunc(stream, run_host_copy, &host_copies_[i]), "cudaLaunchHostFunc");
-        }
-        continue;
-      }
-      check_cuda(
-          cudaMemcpyAsync(pin, out_slice_[i] ? sliced_output(i) : data_[id], bytes, cudaMemcpyDeviceToHost, stream),
-          "copying output '" + t.name + "' from the GPU");
-      if (out_host_[i]) {
+      if (!mapped_)  // mapped, the kernels wrote the staging (or the caller's buffer) in place
+        check_cuda(
+            cudaMemcpyAsync(pin, out_slice_[i] ? sliced_output(i) : data_[id], bytes, cudaMemcpyDeviceToHost, stream),
+            "copying output '" + t.name + "' from the GPU");
+      if (out_host_[i] && !out_alias_[i]) {
         host_copies_[i] = {out_host_[i], pin, bytes};
         check_cuda(cudaLaunchHostFunc(stream, run_host_copy, &host_copies_[i]), "cudaLaunchHostFunc");
       }
