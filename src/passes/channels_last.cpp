@@ -3,9 +3,9 @@
 // tensor-core kernels and oneDNN's CPU convolutions read without transposing internally, and in
 // which a 1x1 convolution is one GEMM.
 //
-// One walk in topological order. A float16 (CPU: float32) Conv / FusedConv with symmetric pads becomes NhwcConv
-// (its constant W permuted to [M, kh, kw, C/group] once); a kiln.QConv that the GPU's channels-last
-// INT8 kernels can run (qconv_fits_nhwc: one group, for cuDNN's and Kiln's tensor-core kernels, or
+// One walk in topological order. A float16 (CPU: float32, constant W only) Conv / FusedConv with
+// symmetric pads becomes NhwcConv (its constant W permuted to [M, kh, kw, C/group] once); a kiln.QConv that the GPU's
+// channels-last INT8 kernels can run (qconv_fits_nhwc: one group, for cuDNN's and Kiln's tensor-core kernels, or
 // depthwise, for Kiln's direct depthwise kernel, W then [C, kh, kw, 1]) becomes NhwcQConv likewise.
 // cuDNN reads int8 channels in vectors of 4, so a one-group QConv whose C is not a multiple of 4
 // (an RGB stem) computes on C4 = round_up(C, 4) channels:
@@ -52,8 +52,10 @@ std::vector<int64_t> permute(const std::vector<int64_t>& v, const std::vector<in
 
 class Rewriter {
  public:
-  // conv_dtype: the float type whose convolutions are converted; qconv: the INT8 ones too.
-  Rewriter(graph::Graph& g, DataType conv_dtype, bool qconv) : g_(g), conv_dtype_(conv_dtype), qconv_(qconv) {}
+  // conv_dtype: the float type whose convolutions are converted. gpu: for the GPU's kernels, which
+  // also take INT8 convolutions and weights computed at run time; the CPU's library keeps W in its
+  // own layout from the first run (runtime/cpu/onednn.h), so only constant weights there.
+  Rewriter(graph::Graph& g, DataType conv_dtype, bool gpu) : g_(g), conv_dtype_(conv_dtype), gpu_(gpu) {}
 
   PassResult run() {
     std::vector<Node> nodes = std::move(g_.nodes);
@@ -74,7 +76,7 @@ class Rewriter {
   static constexpr const char* kOrigin = "channels-last";
   graph::Graph& g_;
   const DataType conv_dtype_;
-  const bool qconv_;
+  const bool gpu_;
   std::vector<Node> out_;
   std::map<ValueId, ValueId> twin_;    // channels-first value -> its channels-last twin
   std::map<ValueId, ValueId> padded_;  // channels-first value -> its channels-last twin padded to C4
@@ -184,7 +186,7 @@ class Rewriter {
     if (n.outputs.size() != 1 || n.outputs[0] == kNoValue || n.inputs.empty()) return false;
     const ValueId x = n.inputs[0];
     if (n.kind == OpKind::kConv || n.kind == OpKind::kFusedConv) return convert_conv(n);
-    if (n.kind == OpKind::kQConv) return qconv_ && convert_qconv(n);
+    if (n.kind == OpKind::kQConv) return gpu_ && convert_qconv(n);
     const bool has_twin = twin_.count(x) > 0;
     if (has_trait(n.kind, kPerElement)) {
       if (!has_twin) return false;
@@ -237,8 +239,7 @@ class Rewriter {
   bool convert_conv(Node& n) {
     const ValueId x = n.inputs[0], w = n.inputs.size() > 1 ? n.inputs[1] : kNoValue;
     if (!rank4_conv_type(x) || w == kNoValue || val(w).shape.size() != 4) return false;
-    // The CPU's library keeps W in its own layout from the first run: constant weights only.
-    if (!qconv_ && !val(w).is_constant()) return false;
+    if (!gpu_ && !val(w).is_constant()) return false;
     FusedConvAttrs a;
     if (n.kind == OpKind::kConv)
       static_cast<ConvAttrs&>(a) = std::get<ConvAttrs>(n.attrs);
@@ -379,8 +380,8 @@ class Rewriter {
 PassResult to_channels_last(graph::Graph& g) { return Rewriter(g, DataType::kFloat16, true).run(); }
 
 PassResult channels_last(graph::Graph& g, const BuildOptions& options) {
-  // CPU: float32 engines, where oneDNN runs the channels-last convolutions (it is 2.3x faster
-  // there than on channels-first data: bench/RESULTS.md); INT8 ones stay channels-first.
+  // CPU: float32 engines, where oneDNN runs the channels-last convolutions (about twice as fast
+  // there as on channels-first data: bench/RESULTS.md); INT8 ones stay channels-first.
   if (options.target == "cpu") {
     if (options.fp16 || options.int8 || !cpu::onednn::available()) return {};
     return Rewriter(g, DataType::kFloat32, false).run();

@@ -20,6 +20,7 @@ class CpuRunner final : public PlanRunner {
       : e_(e), arena_(arena), pool_(pool), dyn_(e) {
     profile_ = o.profile;
     step_ms_.assign(e.steps.size(), 0.0);
+    state_.resize(e.steps.size());
     std::vector<std::string> missing;
     for (const StepRec& st : e.steps) {
       cpu::CpuKernel k = cpu::cpu_kernel(st.kind);
@@ -104,7 +105,6 @@ class CpuRunner final : public PlanRunner {
     }
     resolve_views();
     cpu::KernelEnv env{pool_};
-    state_.resize(e.steps.size());
     for (size_t k = 0; k < e.steps.size(); ++k) {
       const StepRec& st = e.steps[k];
       for (size_t j = 0; j < st.inputs.size(); ++j)

@@ -1,5 +1,6 @@
 #include "runtime/cpu/onednn.h"
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/infer/nn_geometry.h"
 #include "runtime/cpu/thread_pool.h"
 
 #if defined(KILN_HAVE_ONEDNN)
@@ -134,26 +136,35 @@ S& state_for(KernelEnv& env, const std::vector<int64_t>& key, std::shared_ptr<vo
 
 Dims nchw_dims(std::span<const int64_t> nhwc) { return {nhwc[0], nhwc[3], nhwc[1], nhwc[2]}; }
 
-// padding_r that makes `out` outputs of windows `k` (dilated by d) at stride s over `in` with
-// padding_l pl.
-int64_t pad_right(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pl) {
-  return (out - 1) * s + (k - 1) * d + 1 - in - pl;
+// A 2-D window (core/infer/nn_geometry.h's, which resolves the attributes' defaults and auto_pad)
+// in oneDNN's terms: dilations count the gaps (d - 1), and the right pads are those that make
+// geo.out outputs (more than the model's where ceil_mode lets the last window pass the input).
+struct Window {
+  Dims kernel, strides, dilations, pad_l, pad_r;
+};
+Window window_of(const nn::WindowGeometry& geo) {
+  Window w;
+  for (size_t i = 0; i < 2; ++i) {
+    w.kernel.push_back(geo.kernel[i]);
+    w.strides.push_back(geo.strides[i]);
+    w.dilations.push_back(geo.dilations[i] - 1);
+    w.pad_l.push_back(geo.pads[i]);
+    w.pad_r.push_back((geo.out[i] - 1) * geo.strides[i] + (geo.kernel[i] - 1) * geo.dilations[i] + 1 - geo.in[i] -
+                      geo.pads[i]);
+  }
+  return w;
 }
 
 bool make_conv(ConvState& st, const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y) {
   const TensorView &x = in[0], &w = in[1];
   const bool has_b = in.size() > 2 && in[2].exists, has_z = in.size() > 3 && in[3].exists;
   const int64_t g = a.group, m = w.shape[0], kh = w.shape[1], kw = w.shape[2], cg = w.shape[3];
-  const int64_t sh = a.strides.empty() ? 1 : a.strides[0], sw = a.strides.empty() ? 1 : a.strides[1];
-  const int64_t dh = a.dilations.empty() ? 1 : a.dilations[0], dw = a.dilations.empty() ? 1 : a.dilations[1];
-  const int64_t ph = a.pads.empty() ? 0 : a.pads[0], pw = a.pads.empty() ? 0 : a.pads[1];
   dnnl::post_ops po;
   if (!append_activation(po, a.activation, a.activation_alpha, a.activation_beta)) return false;
   // X channels-first (x_channels_first: the stem reading the image as it is) or channels-last.
   const bool x_first = a.x_channels_first != 0;
-  const int64_t in_h = x.shape[x_first ? 2 : 1], in_w = x.shape[x_first ? 3 : 2];
-  st.x_user = x_first ? memory::desc({x.shape[0], x.shape[1], in_h, in_w}, memory::data_type::f32, Tag::nchw)
-                      : memory::desc(nchw_dims(x.shape), memory::data_type::f32, Tag::nhwc);
+  const Dims x_nchw = x_first ? Dims(x.shape.begin(), x.shape.end()) : nchw_dims(x.shape);
+  st.x_user = memory::desc(x_nchw, memory::data_type::f32, x_first ? Tag::nchw : Tag::nhwc);
   st.src = x_first ? memory::desc(st.x_user.dims(), memory::data_type::f32, Tag::any) : st.x_user;
   st.dst = memory::desc(nchw_dims(y.shape), memory::data_type::f32, Tag::nhwc);
   if (has_z) {
@@ -167,10 +178,10 @@ bool make_conv(ConvState& st, const FusedConvAttrs& a, std::span<const TensorVie
   const Dims w_dims = g == 1 ? Dims{m, cg, kh, kw} : Dims{g, m / g, cg, kh, kw};
   const memory::desc w_any(w_dims, memory::data_type::f32, Tag::any);
   st.bias = memory::desc({m}, memory::data_type::f32, Tag::x);
-  const Dims strides{sh, sw}, dil{dh - 1, dw - 1}, pad_l{ph, pw};
-  const Dims pad_r{pad_right(in_h, y.shape[1], kh, sh, dh, ph), pad_right(in_w, y.shape[2], kw, sw, dw, pw)};
+  const Window win = window_of(nn::conv_geometry(a, x_nchw, std::array<int64_t, 4>{m, cg, kh, kw}));
   const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm::convolution_direct, st.src,
-                                          w_any, has_b ? st.bias : memory::desc(), st.dst, strides, dil, pad_l, pad_r);
+                                          w_any, has_b ? st.bias : memory::desc(), st.dst, win.strides, win.dilations,
+                                          win.pad_l, win.pad_r);
   const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
   // oneDNN's reference implementation is slower than Kiln's own kernel.
   if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return false;
@@ -261,25 +272,21 @@ bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const Tenso
   const ThreadsScope threads(env);
   if (!st.prim) {
     try {
-      const int64_t kh = a.kernel_shape[0], kw = a.kernel_shape[1];
-      const int64_t sh = a.strides.empty() ? 1 : a.strides[0], sw = a.strides.empty() ? 1 : a.strides[1];
-      const int64_t ph = a.pads.empty() ? 0 : a.pads[0], pw = a.pads.empty() ? 0 : a.pads[1];
+      const nn::WindowGeometry geo = nn::pool_geometry(a, nchw_dims(x.shape));
+      const Window win = window_of(geo);
       st.src = memory::desc(nchw_dims(x.shape), memory::data_type::f32, Tag::nhwc);
       st.dst = memory::desc(nchw_dims(y.shape), memory::data_type::f32, Tag::nhwc);
       // Windows that reach past the input with ceil_mode are padding on the right; AveragePool
       // divides by the window's count within the input (or, count_include_pad, within the pads
       // the model gave: a window past those is ONNX's ceil_mode case, left to Kiln's kernel).
-      const Dims pad_r{pad_right(x.shape[1], y.shape[1], kh, sh, 1, ph),
-                       pad_right(x.shape[2], y.shape[2], kw, sw, 1, pw)};
-      const int64_t given_r[2] = {a.pads.size() == 4 ? a.pads[2] : 0, a.pads.size() == 4 ? a.pads[3] : 0};
-      const bool past_given_pads = pad_r[0] != given_r[0] || pad_r[1] != given_r[1];
+      const bool past_given_pads = win.pad_r[0] != geo.pads[2] || win.pad_r[1] != geo.pads[3];
       algorithm alg = algorithm::pooling_max;
       if (kind == OpKind::kNhwcAveragePool) {
         if (a.count_include_pad && past_given_pads) throw dnnl::error(dnnl_unimplemented, "ceil_mode window");
         alg = a.count_include_pad ? algorithm::pooling_avg_include_padding : algorithm::pooling_avg_exclude_padding;
       }
-      const dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, st.src, st.dst, {sh, sw}, {kh, kw},
-                                          {ph, pw}, pad_r);
+      const dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, st.src, st.dst, win.strides,
+                                          win.kernel, win.pad_l, win.pad_r);
       const dnnl::pooling_forward::primitive_desc pd(d, user_scratchpad(), cpu_engine());
       if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
         throw dnnl::error(dnnl_unimplemented, "ref");
