@@ -67,14 +67,7 @@ std::shared_ptr<const Engine> build(bool library) {
   return e;
 }
 
-std::vector<float> run(Context& ctx, const std::vector<float>& x) {
-  ctx.set_input("x", x.data(), x.size() * 4);
-  ctx.run();
-  auto b = ctx.output("y");
-  std::vector<float> y(b.size() / 4);
-  std::memcpy(y.data(), b.data(), b.size());
-  return y;
-}
+std::vector<float> run(Context& ctx, const std::vector<float>& x) { return run_floats(ctx, "x", x, "y"); }
 
 void expect_near(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size());

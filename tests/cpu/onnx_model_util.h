@@ -140,6 +140,17 @@ inline std::map<std::string, std::vector<float>> run_engine(const std::vector<ui
   return res;
 }
 
+// Runs ctx on float input `input` = x; returns float output `output` (its bytes after the run).
+inline std::vector<float> run_floats(Context& ctx, const std::string& input, const std::vector<float>& x,
+                                     const std::string& output) {
+  ctx.set_input(input, x.data(), x.size() * 4);
+  ctx.run();
+  auto bytes = ctx.output(output);
+  std::vector<float> y(bytes.size() / 4);
+  std::memcpy(y.data(), bytes.data(), bytes.size());
+  return y;
+}
+
 inline std::vector<float> random_vec(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);

@@ -10,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -52,24 +51,12 @@ std::shared_ptr<const Engine> build(int64_t lo, int64_t hi) {
 }
 
 std::vector<float> random_rows(int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> x(static_cast<size_t>(n * 3 * 16 * 16));
-  for (float& v : x) v = u(rng);
-  return x;
-}
-
-std::vector<float> floats(std::span<const std::byte> b) {
-  std::vector<float> v(b.size() / 4);
-  std::memcpy(v.data(), b.data(), b.size());
-  return v;
+  return random_vec(static_cast<size_t>(n * 3 * 16 * 16), seed);
 }
 
 std::vector<float> run(Context& ctx, int64_t n, const std::vector<float>& x) {
   if (!ctx.engine().ranges().empty()) ctx.set_input_shape("x", {n, 3, 16, 16});
-  ctx.set_input("x", x.data(), x.size() * 4);
-  ctx.run();
-  return floats(ctx.output("y"));
+  return run_floats(ctx, "x", x, "y");
 }
 
 ContextOptions with(MappedIo m, bool graph = false) {

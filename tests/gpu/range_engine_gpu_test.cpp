@@ -66,21 +66,12 @@ std::shared_ptr<const Engine> build(const onnx::ModelProto& m, int64_t lo, int64
 }
 
 std::vector<float> rows(int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> x(static_cast<size_t>(n * 3 * 16 * 16));
-  for (float& v : x) v = u(rng);
-  return x;
+  return test::random_vec(static_cast<size_t>(n * 3 * 16 * 16), seed);
 }
 
 std::vector<float> run_host(Context& ctx, int64_t n, const std::vector<float>& x) {
   if (!ctx.engine().ranges().empty()) ctx.set_input_shape("x", {n, 3, 16, 16});
-  ctx.set_input("x", x.data(), x.size() * 4);
-  ctx.run();
-  auto out = ctx.output("y");
-  std::vector<float> y(out.size() / 4);
-  std::memcpy(y.data(), out.data(), out.size());
-  return y;
+  return test::run_floats(ctx, "x", x, "y");
 }
 
 class RangeGpu : public ::testing::TestWithParam<bool> {};
