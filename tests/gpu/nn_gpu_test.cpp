@@ -6,6 +6,8 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "gpu_harness.h"
 #include "ops/nn_case_util.h"
@@ -191,6 +193,44 @@ TEST(NnGpuCudnnProduct, TransformerCasesRunEveryEngineCapturedAndMisaligned) {
     }
   }
   EXPECT_EQ(n, 4) << "the transformer products' cases of tests/ops/fused_cases.cpp";
+}
+
+// ---- cuDNN's fused attention (runtime/cuda/gemm/cudnn_attention.cu) --------------------------------
+// Offered for float16 and bfloat16 attention without a mask, causal order or softcap; every engine
+// configuration also runs captured in a graph (and must be what ran) and on pointers one element
+// off 16 bytes. op_cases_gpu_test runs them direct against the CPU.
+TEST(NnGpuCudnnAttention, UnmaskedCasesRunEveryEngineCapturedAndMisaligned) {
+  KILN_SKIP_WITHOUT_GPU();
+  const std::set<std::string> taken = {"AttentionPackedUnmasked", "AttentionGroupedUnmasked"};
+  const std::set<std::string> left = {"AttentionPaddingMask", "AttentionCausal", "AttentionSoftcap32",
+                                      "AttentionPacked"};
+  int n = 0;
+  for (const OpCase& c : op_cases()) {
+    const bool offered = taken.count(c.name) > 0;
+    if (!offered && !left.count(c.name)) continue;
+    ++n;
+    rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+    for (DT dt : c.dtypes) {
+      SCOPED_TRACE(c.name + " " + std::string(dtype_name(dt)));
+      for (const OpRun& r : c.runs(dt)) {
+        std::vector<int32_t> engines;
+        for (int32_t t : tactics_of(c.kind, r.attrs, r.in))
+          if (t >= gpu::kCudnnTactic && t < gpu::kCudnnTactic + gpu::kCudnnTactics) engines.push_back(t);
+        if (dt == DT::kFloat32 || !offered) {
+          EXPECT_TRUE(engines.empty());
+          continue;
+        }
+        EXPECT_FALSE(engines.empty());
+        for (int32_t t : engines) {
+          const uint64_t before = gpu::nn::cudnn_attention_run_count();
+          check_run(c, r, GpuMode::kCaptured, t);
+          EXPECT_GT(gpu::nn::cudnn_attention_run_count(), before) << "engine " << t << " did not run";
+          check_run(c, r, GpuMode::kMisaligned, t);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(n, 6) << "the attention cases of tests/ops/conv_gemm_cases.cpp";
 }
 
 // ---- errors --------------------------------------------------------------------------------------

@@ -302,6 +302,11 @@ std::vector<AttnCase> attention_cases() {
       // of 128, causal.
       tensor_cores({"AttentionPacked", attn(0, kNoScale, 0, 4, 4, 1), {2, 37, 12 * 64}, {}, {}, Shape{2, 1, 1, 37}}),
       tensor_cores({"AttentionPackedGrouped", attn(1, kNoScale, 0, 4, 2, 1), {1, 70, 8 * 128}, {}, {}, std::nullopt}),
+      // Without a mask, not causal (ViT's layout, odd length; grouped heads of 128 over more keys
+      // than queries with a set scale): cuDNN's fused attention is a tactic as well.
+      tensor_cores({"AttentionPackedUnmasked", attn(0, kNoScale, 0, 4, 4, 1), {2, 37, 12 * 64}, {}, {}, std::nullopt}),
+      tensor_cores(
+          {"AttentionGroupedUnmasked", attn(0, 0.2f), {1, 4, 33, 128}, {1, 2, 70, 128}, {1, 2, 70, 128}, std::nullopt}),
   };
 }
 

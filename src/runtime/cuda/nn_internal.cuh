@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "core/attention.h"
 #include "runtime/cuda/gpu_kernels.h"
 #include "runtime/cuda/nn_gemm.h"
 
@@ -145,6 +146,23 @@ bool cudnn_runs(const CudnnProduct& c, int32_t tactic, size_t workspace_bytes, c
 uint64_t cudnn_product_runs();  // cudnn_run's calls so far (the tests check that it ran)
 void cudnn_run(const CudnnProduct& c, int32_t tactic, const void* a, const void* b, const void* cc, const void* z,
                void* y, GpuEnv& env);
+
+// ---- cuDNN's fused attention (gemm/cudnn_attention.cu) ----
+// The Attention tactics kCudnnTactic + i (nn_gemm.h) run cuDNN's fused attention for Q, K, V and Y
+// at qkvy (16-byte aligned, else none); float16 and bfloat16, no mask input, not causal, no
+// softcap, head sizes multiples of 8 up to 128.
+struct CudnnAttention;  // a graph shared by every step of its geometry on a device
+bool cudnn_attention_takes(const AttentionShape& g, DataType dt);
+// The graph (made on first use, but not while `stream` is being captured), or null where cuDNN has
+// none or does not take the op.
+std::shared_ptr<const CudnnAttention> cudnn_attention(const AttentionShape& g, DataType dt,
+                                                      std::span<const void* const, 4> qkvy, cudaStream_t stream);
+std::vector<int32_t> cudnn_attention_tactics(const CudnnAttention& c);  // the configurations that build
+size_t cudnn_attention_workspace(const CudnnAttention& c, int32_t tactic);  // 0 where it does not build
+// Whether the tactic's plan builds and fits the workspace; under capture only a plan finalized before.
+bool cudnn_attention_runs(const CudnnAttention& c, int32_t tactic, size_t workspace_bytes, cudaStream_t stream);
+uint64_t cudnn_attention_run_count();  // cudnn_attention_run's calls so far (the tests check that it ran)
+void cudnn_attention_run(const CudnnAttention& c, int32_t tactic, std::span<const void* const, 4> qkvy, GpuEnv& env);
 
 // ---- the fused epilogue through cuBLASLt (gemm/gemm.cu) ----
 // What cuBLASLt's epilogue, act(product + C + bias), computes of a fused op's epilogue (core/attrs.h):

@@ -19,6 +19,7 @@
 #include "runtime/cuda/dependent_launch.cuh"
 #include "runtime/cuda/elementwise/elementwise_internal.cuh"
 #include "runtime/cuda/mma.cuh"
+#include "runtime/cuda/nn_internal.cuh"
 
 namespace kiln::gpu::nn {
 
@@ -26,6 +27,8 @@ void attention_gpu(OpKind kind, const Attrs& attrs, std::span<const TensorView> 
                    GpuEnv& env);
 std::vector<int32_t> attention_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                                        std::span<const TensorView> out, GpuEnv& env);
+size_t attention_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                           std::span<const TensorView> out, GpuEnv& env);
 
 namespace {
 
@@ -614,18 +617,41 @@ void launch_mma(const AttentionShape& g, const AttnArgs& a, int32_t tactic, cuda
     launch_mma<T, D, 1>(g, a, stream);
 }
 
+std::array<const void*, 4> qkvy_of(const AttnArgs& a) { return {a.q, a.k, a.v, a.y}; }
+
+// cuDNN's graph for this step, where cuDNN takes it and the tactic is one of cuDNN's.
+std::shared_ptr<const CudnnAttention> cudnn_graph_of(const AttentionShape& g, const AttnArgs& a, DataType dt,
+                                                     int32_t tactic, cudaStream_t stream) {
+  if (tactic < kCudnnTactic || tactic >= kCudnnTactic + kCudnnTactics) return nullptr;
+  return cudnn_attention(g, dt, qkvy_of(a), stream);
+}
+
 }  // namespace
 
 std::vector<int32_t> attention_tactics(OpKind, const Attrs& attrs, std::span<const TensorView> in,
-                                       std::span<const TensorView> out, GpuEnv&) {
+                                       std::span<const TensorView> out, GpuEnv& env) {
   const AttentionShape g = checked_shape(attrs, in);
-  if (!mma_path(g, args_of(g, in, out[0]), in[0].dtype)) return {};
+  const AttnArgs a = args_of(g, in, out[0]);
+  if (!mma_path(g, a, in[0].dtype)) return {};
   // Keys split over warps where each warp gets a tile at least.
   std::vector<int32_t> t{kMma4, kMma2, kMma1, kPortable};
   const int64_t key_tiles = (g.kv_len + kMmaKeys - 1) / kMmaKeys;
   if (key_tiles >= 2) t.push_back(kSplit2);
   if (key_tiles >= 4) t.push_back(kSplit4);
+  if (out[0].numel() > 0)
+    if (const std::shared_ptr<const CudnnAttention> c = cudnn_attention(g, in[0].dtype, qkvy_of(a), env.stream)) {
+      const std::vector<int32_t> more = cudnn_attention_tactics(*c);
+      t.insert(t.end(), more.begin(), more.end());
+    }
   return t;
+}
+
+size_t attention_workspace(OpKind, const Attrs& attrs, std::span<const TensorView> in,
+                           std::span<const TensorView> out, GpuEnv& env) {
+  const AttentionShape g = checked_shape(attrs, in);
+  const std::shared_ptr<const CudnnAttention> c =
+      cudnn_graph_of(g, args_of(g, in, out[0]), in[0].dtype, env.tactic, env.stream);
+  return c ? cudnn_attention_workspace(*c, env.tactic) : 0;
 }
 
 void attention_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -633,16 +659,25 @@ void attention_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, s
   const AttentionShape g = checked_shape(attrs, in);
   if (out[0].numel() == 0) return;
   const AttnArgs a = args_of(g, in, out[0]);
-  if (env.tactic != kPortable && mma_path(g, a, in[0].dtype)) {
+  // cuDNN's tactics where their plan runs here (pointers aligned as planned, a plan finalized
+  // before any capture, the workspace reserved); else Kiln's kernel with its default choice.
+  if (const std::shared_ptr<const CudnnAttention> c = cudnn_graph_of(g, a, in[0].dtype, env.tactic, env.stream)) {
+    if (cudnn_attention_runs(*c, env.tactic, env.workspace_bytes, env.stream)) {
+      cudnn_attention_run(*c, env.tactic, qkvy_of(a), env);
+      return;
+    }
+  }
+  const int32_t tactic = env.tactic >= kCudnnTactic ? -1 : env.tactic;
+  if (tactic != kPortable && mma_path(g, a, in[0].dtype)) {
     const bool half = in[0].dtype == DataType::kFloat16;
     auto launch = [&](auto tag) {
       using T = decltype(tag);
       if (g.head_size == 32)
-        launch_mma<T, 32>(g, a, env.tactic, env.stream);
+        launch_mma<T, 32>(g, a, tactic, env.stream);
       else if (g.head_size == 64)
-        launch_mma<T, 64>(g, a, env.tactic, env.stream);
+        launch_mma<T, 64>(g, a, tactic, env.stream);
       else
-        launch_mma<T, 128>(g, a, env.tactic, env.stream);
+        launch_mma<T, 128>(g, a, tactic, env.stream);
     };
     if (half)
       launch(__half{});

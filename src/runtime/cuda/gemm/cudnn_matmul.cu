@@ -125,11 +125,6 @@ bool cudnn_takes(const FusedProduct& p) {
 
 namespace {
 std::atomic<uint64_t> runs{0};  // cudnn_run's calls, for the tests
-
-bool capturing(cudaStream_t s) {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(s, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone;
-}
 }  // namespace
 
 uint64_t cudnn_product_runs() { return runs.load(); }
@@ -139,17 +134,11 @@ std::shared_ptr<const CudnnProduct> cudnn_product(const FusedProduct& p, cudaStr
   static auto* graphs = new cg::GraphCache<CudnnProduct>("a fused product");  // never freed (cudnn_graph.cuh)
   // No new graph while a stream is captured (heuristics, compiles).
   const std::shared_ptr<const CudnnProduct> b =
-      graphs->get(key_of(p), [&](cudnnHandle_t h) { return make(p, h); }, capturing(stream));
+      graphs->get(key_of(p), [&](cudnnHandle_t h) { return make(p, h); }, cg::capturing(stream));
   return b && b->graph ? b : nullptr;
 }
 
-std::vector<int32_t> cudnn_tactics(const CudnnProduct& c) {
-  c.graph->prepare_all();
-  std::vector<int32_t> t;
-  for (size_t i = 0; i < c.graph->candidates() && i < static_cast<size_t>(kCudnnTactics); ++i)
-    if (c.graph->builds(i)) t.push_back(kCudnnTactic + static_cast<int32_t>(i));
-  return t;
-}
+std::vector<int32_t> cudnn_tactics(const CudnnProduct& c) { return c.graph->tactics(kCudnnTactic, kCudnnTactics); }
 
 size_t cudnn_workspace(const CudnnProduct& c, int32_t tactic) {
   const size_t i = static_cast<size_t>(tactic - kCudnnTactic);
@@ -157,11 +146,7 @@ size_t cudnn_workspace(const CudnnProduct& c, int32_t tactic) {
 }
 
 bool cudnn_runs(const CudnnProduct& c, int32_t tactic, size_t workspace_bytes, cudaStream_t stream) {
-  const size_t i = static_cast<size_t>(tactic - kCudnnTactic);
-  if (i >= c.graph->candidates()) return false;
-  // Under capture only a plan finalized before (the context's set-up asks for the workspace first).
-  const bool ready = capturing(stream) ? c.graph->built(i) : c.graph->builds(i);
-  return ready && c.graph->workspace(i) <= workspace_bytes;
+  return c.graph->runs(static_cast<size_t>(tactic - kCudnnTactic), workspace_bytes, stream);
 }
 
 void cudnn_run(const CudnnProduct& c, int32_t tactic, const void* a, const void* b, const void* cc, const void* z,

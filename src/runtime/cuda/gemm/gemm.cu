@@ -622,6 +622,8 @@ void attention_gpu(OpKind kind, const Attrs& attrs, std::span<const TensorView> 
                    GpuEnv& env);
 std::vector<int32_t> attention_tactics(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
                                        std::span<const TensorView> out, GpuEnv& env);
+size_t attention_workspace(OpKind kind, const Attrs& attrs, std::span<const TensorView> in,
+                           std::span<const TensorView> out, GpuEnv& env);
 
 namespace {
 
@@ -643,7 +645,7 @@ std::vector<int32_t> gemm_tactics(OpKind kind, const Attrs& attrs, std::span<con
 }
 
 const GpuKernelEntry kEntries[] = {
-    {OpKind::kAttention, attention_gpu, nullptr, attention_tactics},
+    {OpKind::kAttention, attention_gpu, attention_workspace, attention_tactics},
     {OpKind::kGemm, gemm_kernel, gemm_workspace, gemm_tactics},
     {OpKind::kMatMul, matmul_kernel, gemm_workspace, gemm_tactics},
     {OpKind::kFusedGemm, gemm_kernel, gemm_workspace, gemm_tactics},

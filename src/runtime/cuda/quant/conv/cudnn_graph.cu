@@ -56,8 +56,9 @@ void Desc::finalize(const std::string& what) { check(cudnnBackendFinalize(d_), w
 bool Desc::try_finalize() { return cudnnBackendFinalize(d_) == CUDNN_STATUS_SUCCESS; }
 
 Desc tensor(int64_t uid, cudnnDataType_t dtype, std::span<const int64_t> dims, std::span<const int64_t> strides,
-            bool is_virtual, int64_t alignment) {
+            bool is_virtual, int64_t alignment, bool by_value) {
   Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  if (by_value) t.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype);
   t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, static_cast<int64_t>(dims.size()), dims.data());
   t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, static_cast<int64_t>(strides.size()), strides.data());
@@ -66,6 +67,11 @@ Desc tensor(int64_t uid, cudnnDataType_t dtype, std::span<const int64_t> dims, s
   t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
   t.finalize("cuDNN graph tensor " + std::to_string(uid));
   return t;
+}
+
+Desc scalar(int64_t uid, cudnnDataType_t dtype, size_t rank) {
+  const std::vector<int64_t> ones(rank, 1);
+  return tensor(uid, dtype, ones, ones, false, 16, true);
 }
 
 std::vector<int64_t> channels_last_strides(std::span<const int64_t> dims) {
@@ -146,6 +152,17 @@ Desc pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const De
   return pointwise_op(pw, x, b, y);
 }
 
+Desc sdpa_forward(const Desc& q, const Desc& k, const Desc& v, const Desc& o, const Desc& scale) {
+  Desc op(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, q);
+  op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, k);
+  op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, v);
+  op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, o);
+  op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, scale);
+  op.finalize("cuDNN graph attention operation");
+  return op;
+}
+
 Desc relu(const Desc& x, const Desc& y, float lower, std::optional<float> upper) {
   Desc pw = pointwise_desc(CUDNN_POINTWISE_RELU_FWD);
   const double lo = lower, hi = upper.value_or(0.0f);
@@ -153,6 +170,11 @@ Desc relu(const Desc& x, const Desc& y, float lower, std::optional<float> upper)
   if (upper) pw.set(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, 1, &hi);
   pw.finalize("cuDNN graph ReLU descriptor");
   return pointwise_op(pw, x, nullptr, y);
+}
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone;
 }
 
 Graph::Graph(cudnnHandle_t handle, std::span<const Desc* const> ops, size_t max_workspace, const std::string& what)
@@ -262,6 +284,20 @@ size_t Graph::workspace(size_t i) const {
     throw Error(what_ + ": cuDNN's candidate plan " + std::to_string(i) + " does not build on this GPU");
   std::lock_guard<std::mutex> lock(mu_);
   return workspace_[i];
+}
+
+std::vector<int32_t> Graph::tactics(int32_t first, int32_t count) const {
+  prepare_all();
+  std::vector<int32_t> t;
+  for (size_t i = 0; i < cfgs_.size() && i < static_cast<size_t>(count); ++i)
+    if (builds(i)) t.push_back(first + static_cast<int32_t>(i));
+  return t;
+}
+
+bool Graph::runs(size_t i, size_t workspace_bytes, cudaStream_t stream) const {
+  if (i >= cfgs_.size()) return false;
+  const bool ready = capturing(stream) ? built(i) : builds(i);
+  return ready && workspace(i) <= workspace_bytes;
 }
 
 void Graph::run(cudnnHandle_t handle, size_t i, std::span<const int64_t> uids, std::span<void* const> data,

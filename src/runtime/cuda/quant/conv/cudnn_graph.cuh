@@ -51,9 +51,12 @@ class Desc {
   cudnnBackendDescriptor_t d_ = nullptr;
 };
 
-// A tensor [dims...] with explicit strides (elements); virtual tensors live only inside the graph.
+// A tensor [dims...] with explicit strides (elements); virtual tensors live only inside the graph;
+// one passed by value is a host value whose address Graph::run takes.
 Desc tensor(int64_t uid, cudnnDataType_t dtype, std::span<const int64_t> dims, std::span<const int64_t> strides,
-            bool is_virtual = false, int64_t alignment = 16);
+            bool is_virtual = false, int64_t alignment = 16, bool by_value = false);
+// A scalar passed by value, of `rank` dims of 1 (Graph::run: the address of the host value).
+Desc scalar(int64_t uid, cudnnDataType_t dtype, size_t rank);
 // Channels-last strides for dims [N, C, spatial...] (cuDNN always takes dims in that order).
 std::vector<int64_t> channels_last_strides(std::span<const int64_t> dims);
 
@@ -66,8 +69,14 @@ Desc conv_forward(const Desc& x, const Desc& w, const Desc& y, const ConvGeometr
 Desc matmul(const Desc& a, const Desc& b, const Desc& c, cudnnDataType_t compute);
 // y = mode(x) or mode(x, b), computed in float.
 Desc pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc& y);
+// o = softmax(scale q k^T) v as one operation (cuDNN's unified attention, 9.13.1 and later): q, o
+// [batch, heads, rows, d], k and v [batch, kv heads, keys, d]; scale a float scalar.
+Desc sdpa_forward(const Desc& q, const Desc& k, const Desc& v, const Desc& o, const Desc& scale);
 // y = max(x, lower), then min(., upper) where an upper bound is given: ReLU and Clip.
 Desc relu(const Desc& x, const Desc& y, float lower, std::optional<float> upper);
+
+// Whether `stream` is being captured (or cannot say): no graph is made nor plan finalized then.
+bool capturing(cudaStream_t stream);
 
 class Graph {
  public:
@@ -87,6 +96,11 @@ class Graph {
   std::optional<size_t> usable(size_t from = 0) const;
   // Candidate `plan`'s workspace; throws if its plan does not finalize or needs more than the limit.
   size_t workspace(size_t plan) const;
+  // The tactics first + i of the candidates i < count whose plans build (finalizing them all).
+  std::vector<int32_t> tactics(int32_t first, int32_t count) const;
+  // Whether candidate i can run on `stream` within `workspace_bytes`: while the stream is captured
+  // only a plan finalized before counts.
+  bool runs(size_t i, size_t workspace_bytes, cudaStream_t stream) const;
   // Runs candidate `plan` with the tensors uids[i] at data[i] (every non-virtual tensor).
   void run(cudnnHandle_t handle, size_t plan, std::span<const int64_t> uids, std::span<void* const> data,
            void* workspace) const;
