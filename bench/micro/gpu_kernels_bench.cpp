@@ -172,6 +172,18 @@ void BM_Gemm(benchmark::State& state) {
   run_op(state, OpKind::kGemm, GemmAttrs{}, {{dt, {m, k}}, {dt, {k, n}}}, {2.0 * m * n * k, peak_of(dt)});
 }
 
+// A transformer FFN's first product as the engines run it: FusedMatMul [m, 768] x [768, 3072] with
+// a per-column bias and erf GELU (or Relu), float16 (cuDNN's fused graphs, or cuBLASLt's product
+// and Kiln's epilogue kernel: KILN_BENCH_TACTICS=1 prints each). Args: m (tokens; ViT-B/16 at
+// batch 64 has 12608), GELU (1) or Relu (0).
+void BM_FfnGelu(benchmark::State& state) {
+  const int64_t m = state.range(0), n = 3072, k = 768;
+  EpilogueAttrs e;
+  e.activation = state.range(1) ? Activation::kGelu : Activation::kRelu;
+  const DataType h = DataType::kFloat16;
+  run_op(state, OpKind::kFusedMatMul, e, {{h, {m, k}}, {h, {k, n}}, {h, {n}}}, {2.0 * m * n * k, kPeakFp16Tflops});
+}
+
 // Attention (float16, tensor cores): one packed [batch, len, 3 * heads * d] input as BERT's and
 // GPT-2's engines run it (packed_qkv), causal or with none; flops 4 * batch * heads * len^2 * d
 // (the two products), halved when causal.
@@ -248,6 +260,10 @@ void BM_AddBroadcast(benchmark::State& state) {  // x + per-channel bias
 }
 
 void BM_Relu(benchmark::State& state) { run_op(state, OpKind::kRelu, NoAttrs{}, {{float_arg(state, 0), kAct}}); }
+
+void BM_Gelu(benchmark::State& state) {  // the erf form
+  run_op(state, OpKind::kGelu, GeluAttrs{}, {{float_arg(state, 0), kAct}});
+}
 
 void BM_Sigmoid(benchmark::State& state) { run_op(state, OpKind::kSigmoid, NoAttrs{}, {{float_arg(state, 0), kAct}}); }
 
@@ -351,6 +367,16 @@ BENCHMARK(BM_Gemm)
     ->Args({128, 768, 768, 1})
     ->Args({128, 3072, 768, 1})
     ->Args({128, 768, 3072, 1})
+    // ViT-B/16's FFN at batch 64 (12608 tokens), in and out.
+    ->Args({12608, 3072, 768, 1})
+    ->Args({12608, 768, 3072, 1})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FfnGelu)
+    ->ArgNames({"m", "gelu"})
+    ->Args({128, 1})
+    ->Args({12608, 1})
+    ->Args({12608, 0})  // cuBLASLt's epilogue has Relu: the product's own cost
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Attention)
@@ -368,6 +394,7 @@ BENCHMARK(BM_Copy)->ArgNames({"MiB"})->Arg(64)->Arg(256)->UseManualTime()->Unit(
 BENCHMARK(BM_AddBroadcast)->Apply(memory_bound);
 BENCHMARK(BM_Relu)->Apply(memory_bound);
 BENCHMARK(BM_Sigmoid)->Apply(memory_bound);
+BENCHMARK(BM_Gelu)->Apply(memory_bound);
 BENCHMARK(BM_CastF32ToF16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TransposeNchwToNhwc)->Apply(memory_bound);
 BENCHMARK(BM_ReduceMeanSpatial)->Apply(memory_bound);
