@@ -1,4 +1,4 @@
-// channels-last (GPU float16 and INT8 engines; CPU float32 engines with oneDNN): 2-D convolutions
+// channels-last (GPU float16 and INT8 engines; CPU float32 and INT8 engines with oneDNN): 2-D convolutions
 // and the ops around them compute on channels-last tensors ([N, H, W, C]), the layout cuDNN's
 // tensor-core kernels and oneDNN's CPU convolutions read without transposing internally, and in
 // which a 1x1 convolution is one GEMM.
@@ -6,7 +6,8 @@
 // One walk in topological order. A float16 (CPU: float32, constant W only) Conv / FusedConv with
 // symmetric pads becomes NhwcConv (its constant W permuted to [M, kh, kw, C/group] once); a kiln.QConv that the GPU's
 // channels-last INT8 kernels can run (qconv_fits_nhwc: one group, for cuDNN's and Kiln's tensor-core kernels, or
-// depthwise, for Kiln's direct depthwise kernel, W then [C, kh, kw, 1]) becomes NhwcQConv likewise.
+// depthwise, for Kiln's direct depthwise kernel, W then [C, kh, kw, 1]) becomes NhwcQConv likewise;
+// on the CPU, one whose sums oneDNN computes (qconv_fits_onednn: constant int8 W, zero points 0).
 // cuDNN reads int8 channels in vectors of 4, so a one-group QConv whose C is not a multiple of 4
 // (an RGB stem) computes on C4 = round_up(C, 4) channels:
 // its permuted W gets zero weights in the extra channels and its channels-last input a Pad of zeros
@@ -186,7 +187,7 @@ class Rewriter {
     if (n.outputs.size() != 1 || n.outputs[0] == kNoValue || n.inputs.empty()) return false;
     const ValueId x = n.inputs[0];
     if (n.kind == OpKind::kConv || n.kind == OpKind::kFusedConv) return convert_conv(n);
-    if (n.kind == OpKind::kQConv) return gpu_ && convert_qconv(n);
+    if (n.kind == OpKind::kQConv) return convert_qconv(n);
     const bool has_twin = twin_.count(x) > 0;
     if (has_trait(n.kind, kPerElement)) {
       if (!has_twin) return false;
@@ -296,17 +297,28 @@ class Rewriter {
     return true;
   }
 
+  // The INT8 convolutions oneDNN runs channels-last on the CPU (runtime/cpu/onednn.h): 2-D, int8
+  // or uint8 data, constant int8 weights with zero points 0; any groups, pads and outputs (Kiln's
+  // epilogue follows the library's sums).
+  bool qconv_fits_onednn(const Node& n) const {
+    const DataType x = val(n.inputs[0]).dtype;
+    const graph::Value& w = val(n.inputs[3]);
+    return (x == DataType::kInt8 || x == DataType::kUInt8) && w.is_constant() && w.dtype == DataType::kInt8 &&
+           zero_or_absent(n, 5);
+  }
+
   bool convert_qconv(Node& n) {
     QConvAttrs a = std::get<QConvAttrs>(n.attrs);
     const ValueId x = n.inputs[0];
     if (n.inputs.size() < 5 || val(x).shape.size() != 4 || val(n.inputs[3]).shape.size() != 4) return false;
     const nn::WindowGeometry geo = nn::conv_geometry(a.conv(), val(x).shape, val(n.inputs[3]).shape);
-    if (!qconv_fits_nhwc(n, a, geo)) return false;
+    if (gpu_ ? !qconv_fits_nhwc(n, a, geo) : !qconv_fits_onednn(n)) return false;
     a.auto_pad = AutoPad::kNotSet;
     a.pads = geo.pads;
-    // Zero channels up to a multiple of 4 in x and W (zero points are 0: int8 0 is a real 0); a
-    // depthwise convolution's C is one already (qconv_fits_nhwc), and its W [C, kh, kw, 1] stays so.
-    const int64_t c = val(x).shape[1], c4 = (c + 3) / 4 * 4;
+    // GPU: zero channels up to a multiple of 4 in x and W (zero points are 0: int8 0 is a real 0);
+    // a depthwise convolution's C is one already (qconv_fits_nhwc), and its W [C, kh, kw, 1] stays
+    // so.
+    const int64_t c = val(x).shape[1], c4 = gpu_ ? (c + 3) / 4 * 4 : c;
     std::vector<ValueId> ins = n.inputs;
     ins[0] = c4 == c ? to_last(x) : to_last_padded(x, c4);
     ins[3] = permuted_constant(n.inputs[3], a.group == 1 ? c4 : 0);
@@ -380,10 +392,10 @@ class Rewriter {
 PassResult to_channels_last(graph::Graph& g) { return Rewriter(g, DataType::kFloat16, true).run(); }
 
 PassResult channels_last(graph::Graph& g, const BuildOptions& options) {
-  // CPU: float32 engines, where oneDNN runs the channels-last convolutions (about twice as fast
-  // there as on channels-first data: bench/RESULTS.md); INT8 ones stay channels-first.
+  // CPU: float32 and INT8 engines, where oneDNN runs the channels-last convolutions (about twice
+  // as fast there as on channels-first data: bench/RESULTS.md) and INT8 convolutions' sums.
   if (options.target == "cpu") {
-    if (options.fp16 || options.int8 || !cpu::onednn::available()) return {};
+    if (options.fp16 || !cpu::onednn::available()) return {};
     return Rewriter(g, DataType::kFloat32, false).run();
   }
   if (!(options.fp16 || options.int8)) return {};

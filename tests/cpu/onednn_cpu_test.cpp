@@ -2,13 +2,16 @@
 // process: the same model built with the library (channels-last, NhwcConv and NHWC pools) and
 // without it (channels-first, Kiln's kernels). A context's steps keep their primitives between
 // runs: they must give the same outputs on new inputs, on another thread than the one that made
-// them, and with another thread count. Skips where Kiln has no oneDNN.
+// them, and with another thread count. INT8 engines: the library's integer sums (on CPUs with
+// VNNI) and Kiln's epilogue against Kiln's kernels on the same channels-last engine. Skips where
+// Kiln has no oneDNN.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <thread>
 
 #include "build/build.h"
+#include "int8_test_util.h"
 #include "kiln/engine.h"
 #include "onnx_model_util.h"
 #include "runtime/cpu/onednn.h"
@@ -100,6 +103,41 @@ TEST(OnednnCpu, MatchesKilnsKernelsAcrossRunsThreadsAndThreadCounts) {
   // Another thread count: a context of one thread.
   auto one = lib->create_context(1);
   expect_near(run(*one, x), run(*reference, x), "one thread");
+}
+
+// The same network built --int8 (calibrated on random batches): its convolutions become NhwcQConv
+// (int8 or uint8 activations as quantize-int8 chose them; the grouped one too), int8 MaxPool
+// NhwcMaxPool. Run with the library and without it (every channels-last op then runs Kiln's
+// kernels on permuted tensors), on several inputs and thread counts: the integer sums are exact,
+// so the outputs agree but for the float pools' order of sums.
+TEST(OnednnCpu, Int8SumsMatchKilnsKernels) {
+  if (!cpu::onednn::available()) GTEST_SKIP() << "Kiln was built without oneDNN (or KILN_CPU_KERNELS=kiln)";
+  TempDir dir;
+  write_batches(dir.path() / "calib", 2, {2, 3, 17, 17}, -1.f, 1.f);
+  graph::Graph g = net().import();
+  build::BuildOptions o;
+  o.target = "cpu";
+  o.int8 = true;
+  o.calib.data = dir / "calib";
+  const auto e = Engine::from_bytes(build::build_engine(g, o), "int8");
+  int qconv = 0;
+  for (const StepInfo& s : e->summary().steps) qconv += s.op == "NhwcQConv";
+  EXPECT_EQ(qconv, 3) << "the three convolutions channels-last";
+  ContextOptions two;
+  two.cpu_threads = 2;
+  auto lib = e->create_context(two), one = e->create_context(1);
+  for (uint32_t seed : {1u, 2u}) {
+    const std::vector<float> x = random_vec(2 * 3 * 17 * 17, seed);
+    const uint64_t before = cpu::onednn::qconv_sums_runs();
+    const std::vector<float> with = run(*lib, x), with_one = run(*one, x);
+    EXPECT_EQ(cpu::onednn::qconv_sums_runs() - before, 6u) << "the library's sums, three a run";
+    cpu::onednn::set_enabled(false);
+    auto own = e->create_context(1);
+    const std::vector<float> without = run(*own, x);
+    cpu::onednn::set_enabled(true);
+    expect_near(with, without, "run " + std::to_string(seed));
+    expect_near(with_one, without, "one thread, run " + std::to_string(seed));
+  }
 }
 
 }  // namespace

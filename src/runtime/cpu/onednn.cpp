@@ -111,6 +111,23 @@ struct ConvState {
   int z_arg = 0;  // the residual's argument (a binary post-op's second source)
 };
 
+struct QConvState {
+  std::vector<int64_t> key;
+  bool unsupported = false;
+  std::optional<dnnl::convolution_forward> prim;
+  memory scratch;
+  memory weights;  // W in the primitive's layout (with the library's compensation), made once
+  memory::desc src, dst;
+};
+
+struct QMatMulState {
+  std::vector<int64_t> key;
+  bool unsupported = false;
+  std::optional<dnnl::matmul> prim;
+  memory scratch;
+  memory::desc src, weights, dst;
+};
+
 struct PoolState {
   std::vector<int64_t> key;
   bool unsupported = false;
@@ -202,6 +219,43 @@ bool make_conv(ConvState& st, const FusedConvAttrs& a, std::span<const TensorVie
   return true;
 }
 
+memory::data_type q8_type(DataType t) { return t == DataType::kInt8 ? memory::data_type::s8 : memory::data_type::u8; }
+
+// int8 products accumulated exactly: VNNI's vpdpbusd. Without it oneDNN multiplies pairs with
+// vpmaddubsw, whose 16-bit sums saturate.
+bool exact_int8() {
+  static const bool vnni = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    auto has = [&](dnnl_cpu_isa_t want) { return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want); };
+    return has(dnnl_cpu_isa_avx512_core_vnni) || has(dnnl_cpu_isa_avx2_vnni);
+  }();
+  return vnni;
+}
+
+bool make_qconv(QConvState& st, const ConvAttrs& a, const TensorView& x, const TensorView& w,
+                std::span<const int64_t> y_shape) {
+  const int64_t g = a.group, m = w.shape[0], kh = w.shape[1], kw = w.shape[2], cg = w.shape[3];
+  st.src = memory::desc(nchw_dims(x.shape), q8_type(x.dtype), Tag::nhwc);
+  st.dst = memory::desc(nchw_dims(y_shape), memory::data_type::s32, Tag::nhwc);
+  dnnl::primitive_attr attr = user_scratchpad();
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  const Dims w_dims = g == 1 ? Dims{m, cg, kh, kw} : Dims{g, m / g, cg, kh, kw};
+  const memory::desc w_any(w_dims, memory::data_type::s8, Tag::any);
+  const Window win = window_of(nn::conv_geometry(a, nchw_dims(x.shape), std::array<int64_t, 4>{m, cg, kh, kw}));
+  const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm::convolution_direct, st.src,
+                                          w_any, memory::desc(), st.dst, win.strides, win.dilations, win.pad_l,
+                                          win.pad_r);
+  const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
+  if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return false;
+  st.prim.emplace(pd);
+  st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
+  memory user_w({w_dims, memory::data_type::s8, g == 1 ? Tag::ohwi : Tag::gohwi}, cpu_engine(), w.data);
+  st.weights = memory(pd.weights_desc(), cpu_engine());
+  dnnl::reorder(user_w, st.weights).execute(cpu_stream(), user_w, st.weights);
+  cpu_stream().wait();
+  return true;
+}
+
 bool env_allows() {
   static const bool on = [] {
     const char* v = std::getenv("KILN_CPU_KERNELS");
@@ -213,6 +267,9 @@ bool env_allows() {
 }  // namespace
 
 std::atomic<bool> g_enabled{true};
+std::atomic<uint64_t> g_qconv_runs{0};
+
+uint64_t qconv_sums_runs() { return g_qconv_runs.load(); }
 
 bool available() { return env_allows() && g_enabled.load(); }
 void set_enabled(bool on) { g_enabled = on; }
@@ -256,16 +313,91 @@ bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const Te
   return true;
 }
 
+bool nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t x_zero, const TensorView& w, int32_t* sums,
+                     std::span<const int64_t> y_shape, KernelEnv& env) {
+  if (!available() || !exact_int8() || x.rank() != 4 || w.rank() != 4 || y_shape.size() != 4 ||
+      (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) || w.dtype != DataType::kInt8 ||
+      a.auto_pad != AutoPad::kNotSet)
+    return false;
+  std::vector<int64_t> key(x.shape.begin(), x.shape.end());
+  key.insert(key.end(), y_shape.begin(), y_shape.end());
+  key.insert(key.end(), {static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.data)), static_cast<int64_t>(x.dtype),
+                         threads_of(env)});
+  std::shared_ptr<void> local;
+  QConvState& st = state_for<QConvState>(env, key, local);
+  if (st.unsupported) return false;
+  const ThreadsScope threads(env);
+  if (!st.prim) {
+    try {
+      if (!make_qconv(st, a, x, w, y_shape)) st.unsupported = true;
+    } catch (const dnnl::error&) {
+      st.unsupported = true;
+    }
+    if (st.unsupported) return false;
+  }
+  int32_t zero = x_zero;
+  memory zp({{1}, memory::data_type::s32, Tag::x}, cpu_engine(), &zero);
+  execute(*st.prim,
+          {{DNNL_ARG_SRC, memory(st.src, cpu_engine(), x.data)},
+           {DNNL_ARG_WEIGHTS, st.weights},
+           {DNNL_ARG_DST, memory(st.dst, cpu_engine(), sums)},
+           {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}},
+          st.scratch);
+  g_qconv_runs.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, int32_t* sums,
+                  KernelEnv& env) {
+  if (!available() || !exact_int8() || w.rank() != 2 || (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) ||
+      w.dtype != DataType::kInt8)
+    return false;
+  const int64_t n = w.shape[0], k = w.shape[1];
+  const std::vector<int64_t> key{rows, k, n, static_cast<int64_t>(x.dtype), threads_of(env)};
+  std::shared_ptr<void> local;
+  QMatMulState& st = state_for<QMatMulState>(env, key, local);
+  if (st.unsupported) return false;
+  const ThreadsScope threads(env);
+  if (!st.prim) {
+    try {
+      st.src = memory::desc({rows, k}, q8_type(x.dtype), Tag::ab);
+      st.weights = memory::desc({k, n}, memory::data_type::s8, Tag::ba);  // w [N, K] as it is
+      st.dst = memory::desc({rows, n}, memory::data_type::s32, Tag::ab);
+      dnnl::primitive_attr attr = user_scratchpad();
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(st.src, st.weights, st.dst), attr, cpu_engine());
+      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
+        throw dnnl::error(dnnl_unimplemented, "ref");
+      st.prim.emplace(pd);
+      st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
+    } catch (const dnnl::error&) {
+      st.unsupported = true;
+      return false;
+    }
+  }
+  int32_t zero = x_zero;
+  memory zp({{1}, memory::data_type::s32, Tag::x}, cpu_engine(), &zero);
+  execute(*st.prim,
+          {{DNNL_ARG_SRC, memory(st.src, cpu_engine(), x.data)},
+           {DNNL_ARG_WEIGHTS, memory(st.weights, cpu_engine(), w.data)},
+           {DNNL_ARG_DST, memory(st.dst, cpu_engine(), sums)},
+           {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}},
+          st.scratch);
+  return true;
+}
+
 bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const TensorView& y, KernelEnv& env) {
-  if (!available() || x.rank() != 4 || y.rank() != 4 || x.dtype != DataType::kFloat32 ||
-      y.dtype != DataType::kFloat32 || a.kernel_shape.size() != 2 ||
+  // float32 pools, and MaxPool on 8-bit integers (exact).
+  const bool q8_max = kind == OpKind::kNhwcMaxPool && (x.dtype == DataType::kInt8 || x.dtype == DataType::kUInt8);
+  if (!available() || x.rank() != 4 || y.rank() != 4 || (x.dtype != DataType::kFloat32 && !q8_max) ||
+      y.dtype != x.dtype || a.kernel_shape.size() != 2 ||
       (a.auto_pad != AutoPad::kNotSet && a.auto_pad != AutoPad::kValid))
     return false;
   for (int64_t d : a.dilations)
     if (d != 1) return false;
   std::vector<int64_t> key(x.shape.begin(), x.shape.end());
   key.insert(key.end(), y.shape.begin(), y.shape.end());
-  key.push_back(threads_of(env));
+  key.insert(key.end(), {threads_of(env), static_cast<int64_t>(x.dtype)});
   std::shared_ptr<void> local;
   PoolState& st = state_for<PoolState>(env, key, local);
   if (st.unsupported) return false;
@@ -274,8 +406,9 @@ bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const Tenso
     try {
       const nn::WindowGeometry geo = nn::pool_geometry(a, nchw_dims(x.shape));
       const Window win = window_of(geo);
-      st.src = memory::desc(nchw_dims(x.shape), memory::data_type::f32, Tag::nhwc);
-      st.dst = memory::desc(nchw_dims(y.shape), memory::data_type::f32, Tag::nhwc);
+      const memory::data_type dt = q8_max ? q8_type(x.dtype) : memory::data_type::f32;
+      st.src = memory::desc(nchw_dims(x.shape), dt, Tag::nhwc);
+      st.dst = memory::desc(nchw_dims(y.shape), dt, Tag::nhwc);
       // Windows that reach past the input with ceil_mode are padding on the right; AveragePool
       // divides by the window's count within the input (or, count_include_pad, within the pads
       // the model gave: a window past those is ONNX's ceil_mode case, left to Kiln's kernel).
@@ -306,7 +439,13 @@ bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const Tenso
 
 bool available() { return false; }
 void set_enabled(bool) {}
+uint64_t qconv_sums_runs() { return 0; }
 bool nhwc_conv(const FusedConvAttrs&, std::span<const TensorView>, const TensorView&, KernelEnv&) { return false; }
+bool nhwc_qconv_sums(const ConvAttrs&, const TensorView&, int32_t, const TensorView&, int32_t*,
+                     std::span<const int64_t>, KernelEnv&) {
+  return false;
+}
+bool qmatmul_sums(const TensorView&, int64_t, int32_t, const TensorView&, int32_t*, KernelEnv&) { return false; }
 bool nhwc_pool(OpKind, const PoolAttrs&, const TensorView&, const TensorView&, KernelEnv&) { return false; }
 
 #endif

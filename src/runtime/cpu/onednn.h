@@ -1,6 +1,7 @@
 // oneDNN (Debian's libdnnl) for the CPU's compute-heavy channels-last ops: NhwcConv with its
 // epilogue as post-ops (bias, activation, residual Add, activation) and NhwcMaxPool /
-// NhwcAveragePool, float32, 2-D. The builder makes those ops for CPU engines where the library is
+// NhwcAveragePool, float32, 2-D; NhwcQConv's integer sums (Kiln's own epilogue follows, so INT8
+// results are those of Kiln's kernels bit for bit). The builder makes those ops for CPU engines where the library is
 // present (passes/channels_last.cpp): one layout for the whole engine, the one oneDNN's
 // convolutions are fastest in. Each call returns false where the library cannot run the op
 // (another type, an activation it lacks, a build without oneDNN); the caller then runs Kiln's own
@@ -10,6 +11,7 @@
 // kernels, and the builder keeps CPU engines channels-first.
 #pragma once
 
+#include <cstdint>
 #include <span>
 
 #include "core/attrs.h"
@@ -30,7 +32,23 @@ void set_enabled(bool on);
 // optional B [M] and Z [N,OH,OW,M]).
 bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env);
 
-// y = NhwcMaxPool / NhwcAveragePool(x) on [N,H,W,C] (no Indices output).
+// The exact int32 sums of an INT8 convolution, channels last: sums[n, oh, ow, m] = sum over the
+// window of (x - x_zero) * w, taps in the padding contributing 0 (x [N,H,W,C] int8 or uint8, w
+// [M,kh,kw,C/group] int8, 2-D, any groups). Only on CPUs with VNNI (AVX512-VNNI or AVX-VNNI),
+// whose int8 products the library accumulates exactly; false elsewhere.
+bool nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t x_zero, const TensorView& w, int32_t* sums,
+                     std::span<const int64_t> y_shape, KernelEnv& env);
+// nhwc_qconv_sums' runs in the library so far (the tests check that it ran).
+uint64_t qconv_sums_runs();
+
+// The exact int32 sums of an INT8 matrix product: sums[r, n] = sum over k of (x[r, k] - x_zero) *
+// w[n, k] (x [rows, K] int8 or uint8, w [N, K] int8, read as they are each run). VNNI only, as
+// nhwc_qconv_sums.
+bool qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, int32_t* sums,
+                  KernelEnv& env);
+
+// y = NhwcMaxPool / NhwcAveragePool(x) on [N,H,W,C] (no Indices output); float32, and MaxPool on
+// int8 / uint8 too.
 bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const TensorView& y, KernelEnv& env);
 
 }  // namespace kiln::cpu::onednn

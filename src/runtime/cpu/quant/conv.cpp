@@ -17,17 +17,21 @@
 // integer GEMM (cpu/igemm.h) of the group's weights and the columns. QMatMul: x [..., rows, K]
 // times w [N, K] transposed.
 //
-// NhwcQConv: kiln.QConv on channels-last x, y and z (runtime/cpu/channels_last.h): the inputs are
-// permuted to channels-first, QConv runs, its output is permuted back; with pool_mean the output is
-// then averaged over the spatial axes with ReduceMean's kernel.
+// NhwcQConv: kiln.QConv on channels-last x, y and z. Where oneDNN runs it (runtime/cpu/onednn.h:
+// a CPU with VNNI, weights' zero points 0) the library computes the int32 sums and this file's
+// epilogue the outputs, the same bits as QConv's; otherwise the inputs are permuted to
+// channels-first (runtime/cpu/channels_last.h), QConv runs, its output is permuted back. With
+// pool_mean the output is then averaged over the spatial axes with ReduceMean's kernel.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/infer/nn_geometry.h"
 #include "core/shape_infer.h"
 #include "runtime/cpu/channels_last.h"
 #include "runtime/cpu/igemm.h"
+#include "runtime/cpu/onednn.h"
 #include "runtime/cpu/quant/quant_internal.h"
 
 namespace kiln::cpu::quant {
@@ -230,6 +234,24 @@ void qconv_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, st
 
 // ---- NhwcQConv -----------------------------------------------------------------------------------
 
+namespace {
+
+// The integer sums in oneDNN (runtime/cpu/onednn.h: CPUs with VNNI; weights' zero points 0), then
+// this file's epilogue on them: the same bits as qconv_kernel. False where the library does not run.
+bool onednn_sums(const QConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env) {
+  if (!onednn::available() || in.size() < 5 || y.rank() != 4) return false;
+  const int64_t M = in[3].shape.empty() ? 0 : in[3].shape[0];
+  const Channels ch = channels(in, M, a.activation, a.act_alpha, a.act_beta, y.dtype);
+  if (std::any_of(ch.w_zero.begin(), ch.w_zero.end(), [](int32_t z) { return z != 0; })) return false;
+  const auto sums = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(y.numel()));  // no zeroing
+  if (!onednn::nhwc_qconv_sums(a.conv(), in[0], ch.x_zero, in[3], sums.get(), y.shape, env)) return false;
+  const int64_t rows = M ? y.numel() / M : 0;
+  parallel(env, rows, M, [&](int64_t r0, int64_t r1) { store_rows(ch, sums.get(), r0, r1, M, y); });
+  return true;
+}
+
+}  // namespace
+
 void nhwc_qconv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                        KernelEnv& env) {
   using channels_last::Owned;
@@ -250,6 +272,7 @@ void nhwc_qconv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorVi
     return cpu_kernel(OpKind::kReduceMean)(OpKind::kReduceMean, ReduceAttrs{}, std::span<const TensorView>(mean_in),
                                            out, env);
   }
+  if (onednn_sums(std::get<QConvAttrs>(attrs), in, out[0], env)) return;
   channels_last::run_channels_first(kind, in, out[0], [&](std::span<const TensorView> ins, const TensorView& y) {
     qconv_kernel(OpKind::kQConv, attrs, ins, {&y, 1}, env);
   });

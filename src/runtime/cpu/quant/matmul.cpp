@@ -13,10 +13,12 @@
 // conv.cpp's kiln.QConv).
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/shape_infer.h"
 #include "runtime/cpu/igemm.h"
+#include "runtime/cpu/onednn.h"
 #include "runtime/cpu/quant/quant_internal.h"
 
 namespace kiln::cpu::quant {
@@ -179,6 +181,14 @@ void qmatmul_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
   const int64_t R = K > 0 ? X.numel() / K : Y.numel() / std::max<int64_t>(Nc, 1);
   if (R == 0 || Nc == 0) return;
   const Channels ch = channels(in, Nc, a.activation, a.act_alpha, a.act_beta, Y.dtype);
+  // The sums in oneDNN where it runs them (runtime/cpu/onednn.h: VNNI, weights' zero points 0).
+  if (std::all_of(ch.w_zero.begin(), ch.w_zero.end(), [](int32_t z) { return z == 0; })) {
+    const auto sums = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(R * Nc));
+    if (onednn::qmatmul_sums(X, R, ch.x_zero, W, sums.get(), env)) {
+      parallel(env, R, Nc, [&](int64_t r0, int64_t r1) { store_rows(ch, sums.get(), r0, r1, Nc, Y); });
+      return;
+    }
+  }
   const std::vector<int16_t> w = centered_weights(W, ch, Nc, K);
   IgemmB wt;  // w transposed to [K, N]
   wt.resize(K, Nc);
@@ -189,8 +199,7 @@ void qmatmul_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
   std::vector<uint32_t> acc(static_cast<size_t>(R * Nc));
   igemm16(IgemmKernel::kAuto, R, xs.data(), K, wt, acc.data(), Nc, env.pool);
   parallel(env, R, Nc, [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row)
-      for (int64_t j = 0; j < Nc; ++j) store(ch, j, acc.data() + row * Nc + j, 1, Y, row * Nc + j, 1);
+    store_rows(ch, reinterpret_cast<const int32_t*>(acc.data()), r0, r1, Nc, Y);
   });
 }
 

@@ -135,23 +135,28 @@ inline Channels channels(std::span<const TensorView> in, int64_t m, QActivation 
   return c;
 }
 
+// Writes output y[at] from the accumulator of channel m.
+inline void store_one(const Channels& c, int64_t m, uint32_t acc, const TensorView& y, int64_t at) {
+  float real = qfused::Epilogue::real(acc, c.alpha[m], c.bias[m]);
+  if (c.z) real = c.plus_residual(real, at);
+  const float v = c.epi.activate(real);
+  if (!c.epi.quantize)
+    y.as<float>()[at] = v;
+  else if (y.dtype == DataType::kInt8)
+    y.as<int8_t>()[at] = static_cast<int8_t>(c.epi.quantized(v));
+  else
+    y.as<uint8_t>()[at] = static_cast<uint8_t>(c.epi.quantized(v));
+}
+
 // Writes outputs y[0..count) at stride `step` from accumulators of channel m.
 inline void store(const Channels& c, int64_t m, const uint32_t* acc, int64_t count, const TensorView& y, int64_t offset,
                   int64_t step) {
-  const float alpha = c.alpha[m], bias = c.bias[m];
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t at = offset + i * step;
-    float real = qfused::Epilogue::real(acc[i], alpha, bias);
-    if (c.z) real = c.plus_residual(real, at);
-    const float v = c.epi.activate(real);
-    if (!c.epi.quantize)
-      y.as<float>()[at] = v;
-    else if (y.dtype == DataType::kInt8)
-      y.as<int8_t>()[at] = static_cast<int8_t>(c.epi.quantized(v));
-    else
-      y.as<uint8_t>()[at] = static_cast<uint8_t>(c.epi.quantized(v));
-  }
+  for (int64_t i = 0; i < count; ++i) store_one(c, m, acc[i], y, offset + i * step);
 }
+
+// Rows [r0, r1) of int32 sums whose m_count channels are contiguous (channels-last outputs):
+// y[r * m_count + m] as store_one writes it, vectorized (store_rows.cpp).
+void store_rows(const Channels& c, const int32_t* sums, int64_t r0, int64_t r1, int64_t m_count, const TensorView& y);
 
 // The elements of a q8 tensor minus `zero`, as int16 (values in [-255, 255]).
 template <class T>
