@@ -1,8 +1,9 @@
 // The vectorized channels-last epilogue of the CPU INT8 kernels (runtime/cpu/quant/store_rows.cpp)
 // against the scalar one it must equal bit for bit (quant_internal.h's store_one, which the
 // channels-first kernels and the tests' references use): every activation, output type and
-// residual kind, channel counts that are not a multiple of the vector width, sums at int32's
-// extremes, and scales that saturate.
+// residual kind, channel counts that are not a multiple of the vector width (and few enough that
+// rows are grouped), row ranges that do not start at 0, sums at int32's extremes, and scales that
+// saturate.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,9 +16,12 @@
 namespace kiln::cpu::quant {
 namespace {
 
-TEST(QuantStoreRows, EqualsStoreOneForEveryEpilogue) {
+class QuantStoreRows : public testing::TestWithParam<int64_t> {};
+
+// Channel counts: few (rows grouped into longer ones), odd, and more than a group.
+TEST_P(QuantStoreRows, EqualsStoreOneForEveryEpilogue) {
   std::mt19937 rng(11);
-  const int64_t rows = 5, m_count = 37, n = rows * m_count;
+  const int64_t rows = 23, m_count = GetParam(), n = rows * m_count;
   std::vector<int32_t> sums(static_cast<size_t>(n));
   std::uniform_int_distribution<int32_t> s(-40000, 40000);
   for (int32_t& v : sums) v = s(rng);
@@ -65,7 +69,8 @@ TEST(QuantStoreRows, EqualsStoreOneForEveryEpilogue) {
           const size_t bytes = static_cast<size_t>(n) * dtype_size(out);
           std::vector<uint8_t> got(bytes, 0xAB), want(bytes, 0xCD);
           const TensorView yg{out, shape, got.data(), true}, yw{out, shape, want.data(), true};
-          store_rows(c, sums.data(), 0, rows, m_count, yg);
+          store_rows(c, sums.data(), 0, 7, m_count, yg);  // two ranges, as parallel() splits them
+          store_rows(c, sums.data(), 7, rows, m_count, yg);
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t m = 0; m < m_count; ++m)
               store_one(c, m, static_cast<uint32_t>(sums[static_cast<size_t>(r * m_count + m)]), yw, r * m_count + m);
@@ -75,6 +80,8 @@ TEST(QuantStoreRows, EqualsStoreOneForEveryEpilogue) {
         }
   EXPECT_EQ(checked, 96);
 }
+
+INSTANTIATE_TEST_SUITE_P(Channels, QuantStoreRows, testing::Values(6, 37, 70));
 
 }  // namespace
 }  // namespace kiln::cpu::quant

@@ -118,6 +118,7 @@ struct QConvState {
   memory scratch;
   memory weights;  // W in the primitive's layout (with the library's compensation), made once
   memory::desc src, dst;
+  std::vector<int32_t> sums;  // the output, kept between runs (no allocation, no page faults per run)
 };
 
 struct QMatMulState {
@@ -126,6 +127,7 @@ struct QMatMulState {
   std::optional<dnnl::matmul> prim;
   memory scratch;
   memory::desc src, weights, dst;
+  std::vector<int32_t> sums;
 };
 
 struct PoolState {
@@ -313,50 +315,55 @@ bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const Te
   return true;
 }
 
-bool nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t x_zero, const TensorView& w, int32_t* sums,
-                     std::span<const int64_t> y_shape, KernelEnv& env) {
+const int32_t* nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t x_zero, const TensorView& w,
+                               std::span<const int64_t> y_shape, KernelEnv& env) {
   if (!available() || !exact_int8() || x.rank() != 4 || w.rank() != 4 || y_shape.size() != 4 ||
       (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) || w.dtype != DataType::kInt8 ||
       a.auto_pad != AutoPad::kNotSet)
-    return false;
+    return nullptr;
   std::vector<int64_t> key(x.shape.begin(), x.shape.end());
   key.insert(key.end(), y_shape.begin(), y_shape.end());
   key.insert(key.end(), {static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.data)), static_cast<int64_t>(x.dtype),
                          threads_of(env)});
   std::shared_ptr<void> local;
   QConvState& st = state_for<QConvState>(env, key, local);
-  if (st.unsupported) return false;
+  if (st.unsupported) return nullptr;
   const ThreadsScope threads(env);
   if (!st.prim) {
     try {
-      if (!make_qconv(st, a, x, w, y_shape)) st.unsupported = true;
+      if (make_qconv(st, a, x, w, y_shape)) {
+        int64_t n = 1;
+        for (int64_t d : y_shape) n *= d;
+        st.sums.resize(static_cast<size_t>(n));
+      } else {
+        st.unsupported = true;
+      }
     } catch (const dnnl::error&) {
       st.unsupported = true;
     }
-    if (st.unsupported) return false;
+    if (st.unsupported) return nullptr;
   }
   int32_t zero = x_zero;
   memory zp({{1}, memory::data_type::s32, Tag::x}, cpu_engine(), &zero);
   execute(*st.prim,
           {{DNNL_ARG_SRC, memory(st.src, cpu_engine(), x.data)},
            {DNNL_ARG_WEIGHTS, st.weights},
-           {DNNL_ARG_DST, memory(st.dst, cpu_engine(), sums)},
+           {DNNL_ARG_DST, memory(st.dst, cpu_engine(), st.sums.data())},
            {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}},
           st.scratch);
   g_qconv_runs.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  return st.sums.data();
 }
 
-bool qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, int32_t* sums,
-                  KernelEnv& env) {
+const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, KernelEnv& env) {
   if (!available() || !exact_int8() || w.rank() != 2 || (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) ||
       w.dtype != DataType::kInt8)
-    return false;
+    return nullptr;
   const int64_t n = w.shape[0], k = w.shape[1];
   const std::vector<int64_t> key{rows, k, n, static_cast<int64_t>(x.dtype), threads_of(env)};
   std::shared_ptr<void> local;
   QMatMulState& st = state_for<QMatMulState>(env, key, local);
-  if (st.unsupported) return false;
+  if (st.unsupported) return nullptr;
   const ThreadsScope threads(env);
   if (!st.prim) {
     try {
@@ -370,9 +377,10 @@ bool qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const Tenso
         throw dnnl::error(dnnl_unimplemented, "ref");
       st.prim.emplace(pd);
       st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
+      st.sums.resize(static_cast<size_t>(rows * n));
     } catch (const dnnl::error&) {
       st.unsupported = true;
-      return false;
+      return nullptr;
     }
   }
   int32_t zero = x_zero;
@@ -380,10 +388,10 @@ bool qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const Tenso
   execute(*st.prim,
           {{DNNL_ARG_SRC, memory(st.src, cpu_engine(), x.data)},
            {DNNL_ARG_WEIGHTS, memory(st.weights, cpu_engine(), w.data)},
-           {DNNL_ARG_DST, memory(st.dst, cpu_engine(), sums)},
+           {DNNL_ARG_DST, memory(st.dst, cpu_engine(), st.sums.data())},
            {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}},
           st.scratch);
-  return true;
+  return st.sums.data();
 }
 
 bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const TensorView& y, KernelEnv& env) {
@@ -445,7 +453,7 @@ bool nhwc_qconv_sums(const ConvAttrs&, const TensorView&, int32_t, const TensorV
                      std::span<const int64_t>, KernelEnv&) {
   return false;
 }
-bool qmatmul_sums(const TensorView&, int64_t, int32_t, const TensorView&, int32_t*, KernelEnv&) { return false; }
+const int32_t* qmatmul_sums(const TensorView&, int64_t, int32_t, const TensorView&, KernelEnv&) { return nullptr; }
 bool nhwc_pool(OpKind, const PoolAttrs&, const TensorView&, const TensorView&, KernelEnv&) { return false; }
 
 #endif

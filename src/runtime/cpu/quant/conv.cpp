@@ -24,7 +24,6 @@
 // pool_mean the output is then averaged over the spatial axes with ReduceMean's kernel.
 #include <algorithm>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "core/infer/nn_geometry.h"
@@ -243,10 +242,10 @@ bool onednn_sums(const QConvAttrs& a, std::span<const TensorView> in, const Tens
   const int64_t M = in[3].shape.empty() ? 0 : in[3].shape[0];
   const Channels ch = channels(in, M, a.activation, a.act_alpha, a.act_beta, y.dtype);
   if (std::any_of(ch.w_zero.begin(), ch.w_zero.end(), [](int32_t z) { return z != 0; })) return false;
-  const auto sums = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(y.numel()));  // no zeroing
-  if (!onednn::nhwc_qconv_sums(a.conv(), in[0], ch.x_zero, in[3], sums.get(), y.shape, env)) return false;
+  const int32_t* sums = onednn::nhwc_qconv_sums(a.conv(), in[0], ch.x_zero, in[3], y.shape, env);
+  if (!sums) return false;
   const int64_t rows = M ? y.numel() / M : 0;
-  parallel(env, rows, M, [&](int64_t r0, int64_t r1) { store_rows(ch, sums.get(), r0, r1, M, y); });
+  parallel(env, rows, M, [&](int64_t r0, int64_t r1) { store_rows(ch, sums, r0, r1, M, y); });
   return true;
 }
 

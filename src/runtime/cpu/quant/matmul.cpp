@@ -13,7 +13,6 @@
 // conv.cpp's kiln.QConv).
 #include <algorithm>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "core/shape_infer.h"
@@ -183,9 +182,8 @@ void qmatmul_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
   const Channels ch = channels(in, Nc, a.activation, a.act_alpha, a.act_beta, Y.dtype);
   // The sums in oneDNN where it runs them (runtime/cpu/onednn.h: VNNI, weights' zero points 0).
   if (std::all_of(ch.w_zero.begin(), ch.w_zero.end(), [](int32_t z) { return z == 0; })) {
-    const auto sums = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(R * Nc));
-    if (onednn::qmatmul_sums(X, R, ch.x_zero, W, sums.get(), env)) {
-      parallel(env, R, Nc, [&](int64_t r0, int64_t r1) { store_rows(ch, sums.get(), r0, r1, Nc, Y); });
+    if (const int32_t* sums = onednn::qmatmul_sums(X, R, ch.x_zero, W, env)) {
+      parallel(env, R, Nc, [&](int64_t r0, int64_t r1) { store_rows(ch, sums, r0, r1, Nc, Y); });
       return;
     }
   }

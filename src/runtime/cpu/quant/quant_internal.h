@@ -155,8 +155,12 @@ inline void store(const Channels& c, int64_t m, const uint32_t* acc, int64_t cou
 }
 
 // Rows [r0, r1) of int32 sums whose m_count channels are contiguous (channels-last outputs):
-// y[r * m_count + m] as store_one writes it, vectorized (store_rows.cpp).
+// y[r * m_count + m] as store_one writes it, vectorized (vectorized.cpp).
 void store_rows(const Channels& c, const int32_t* sums, int64_t r0, int64_t r1, int64_t m_count, const TensorView& y);
+// QuantizeLinear of float32 values with one scale and zero point, vectorized (vectorized.cpp):
+// y = saturate(rint(x / scale) + zero), NaN to zero, as quantize.cpp's loop computes it.
+void quantize_floats(const float* x, int64_t n, float scale, float zero, int8_t* y);
+void quantize_floats(const float* x, int64_t n, float scale, float zero, uint8_t* y);
 
 // The elements of a q8 tensor minus `zero`, as int16 (values in [-255, 255]).
 template <class T>

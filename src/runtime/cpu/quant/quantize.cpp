@@ -114,6 +114,14 @@ void quantize_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in,
       dispatch_quant_float(in[0].dtype, "QuantizeLinear", [&](auto xtag) {
         using X = typename decltype(xtag)::type;
         const X* px = in[0].as<const X>();
+        if constexpr (std::is_same_v<X, float> && std::is_same_v<Q, float> && sizeof(O) == 1) {
+          if (l.mode == QuantLayout::Mode::kTensor) {  // the common case, vectorized: the same bits
+            parallel_range(env, out[0].numel(), [&](int64_t begin, int64_t end) {
+              quantize_floats(px + begin, end - begin, scale[0], zp[0], po + begin);
+            });
+            return;
+          }
+        }
         for_quant_rows(env, l, [&](int64_t p, int64_t cnt, int64_t sb, int64_t ss) {
           for (int64_t i = 0; i < cnt; ++i) {
             Q v = std::rint(static_cast<Q>(load(px[p + i])) / scale[sb + i * ss]);
