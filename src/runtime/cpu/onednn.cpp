@@ -321,6 +321,9 @@ const int32_t* nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t 
       (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) || w.dtype != DataType::kInt8 ||
       a.auto_pad != AutoPad::kNotSet)
     return nullptr;
+  for (auto dims : {std::span<const int64_t>(x.shape), std::span<const int64_t>(w.shape), y_shape})
+    for (int64_t d : dims)
+      if (d <= 0) return nullptr;  // nothing to sum (and the library divides by the sizes)
   std::vector<int64_t> key(x.shape.begin(), x.shape.end());
   key.insert(key.end(), y_shape.begin(), y_shape.end());
   key.insert(key.end(), {static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.data)), static_cast<int64_t>(x.dtype),
@@ -360,6 +363,7 @@ const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, c
       w.dtype != DataType::kInt8)
     return nullptr;
   const int64_t n = w.shape[0], k = w.shape[1];
+  if (rows <= 0 || n <= 0 || k <= 0) return nullptr;  // the library divides by them
   const std::vector<int64_t> key{rows, k, n, static_cast<int64_t>(x.dtype), threads_of(env)};
   std::shared_ptr<void> local;
   QMatMulState& st = state_for<QMatMulState>(env, key, local);
