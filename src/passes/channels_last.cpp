@@ -187,7 +187,7 @@ class Rewriter {
     if (n.outputs.size() != 1 || n.outputs[0] == kNoValue || n.inputs.empty()) return false;
     const ValueId x = n.inputs[0];
     if (n.kind == OpKind::kConv || n.kind == OpKind::kFusedConv) return convert_conv(n);
-    if (n.kind == OpKind::kQConv) return convert_qconv(n);
+    if (n.kind == OpKind::kQConv) return (gpu_ || cpu::onednn::int8_sums_available()) && convert_qconv(n);
     const bool has_twin = twin_.count(x) > 0;
     if (has_trait(n.kind, kPerElement)) {
       if (!has_twin) return false;

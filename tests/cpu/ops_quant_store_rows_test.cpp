@@ -1,4 +1,4 @@
-// The vectorized channels-last epilogue of the CPU INT8 kernels (runtime/cpu/quant/store_rows.cpp)
+// The vectorized channels-last epilogue of the CPU INT8 kernels (runtime/cpu/quant/vectorized.cpp)
 // against the scalar one it must equal bit for bit (quant_internal.h's store_one, which the
 // channels-first kernels and the tests' references use): every activation, output type and
 // residual kind, channel counts that are not a multiple of the vector width (and few enough that

@@ -234,6 +234,14 @@ bool exact_int8() {
   return vnni;
 }
 
+// An int8 implementation that multiplies with VNNI (exact sums): not the reference code, and not
+// a kernel for an ISA without it, whatever the CPU has.
+bool vnni_kernel(const char* impl) {
+  const std::string s(impl);
+  return s.find("ref") == std::string::npos &&
+         (s.find("vnni") != std::string::npos || s.find("amx") != std::string::npos);
+}
+
 bool make_qconv(QConvState& st, const ConvAttrs& a, const TensorView& x, const TensorView& w,
                 std::span<const int64_t> y_shape) {
   const int64_t g = a.group, m = w.shape[0], kh = w.shape[1], kw = w.shape[2], cg = w.shape[3];
@@ -248,7 +256,7 @@ bool make_qconv(QConvState& st, const ConvAttrs& a, const TensorView& x, const T
                                           w_any, memory::desc(), st.dst, win.strides, win.dilations, win.pad_l,
                                           win.pad_r);
   const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
-  if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return false;
+  if (!vnni_kernel(pd.impl_info_str())) return false;
   st.prim.emplace(pd);
   st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
   memory user_w({w_dims, memory::data_type::s8, g == 1 ? Tag::ohwi : Tag::gohwi}, cpu_engine(), w.data);
@@ -275,6 +283,7 @@ uint64_t qconv_sums_runs() { return g_qconv_runs.load(); }
 
 bool available() { return env_allows() && g_enabled.load(); }
 void set_enabled(bool on) { g_enabled = on; }
+bool int8_sums_available() { return available() && exact_int8(); }
 
 bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env) {
   if (!available() || in.size() < 2 || (in.size() > 4 && in[4].exists)) return false;
@@ -316,8 +325,8 @@ bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const Te
 }
 
 const int32_t* nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t x_zero, const TensorView& w,
-                               std::span<const int64_t> y_shape, KernelEnv& env) {
-  if (!available() || !exact_int8() || x.rank() != 4 || w.rank() != 4 || y_shape.size() != 4 ||
+                               std::span<const int64_t> y_shape, KernelEnv& env, std::shared_ptr<void>& hold) {
+  if (!int8_sums_available() || x.rank() != 4 || w.rank() != 4 || y_shape.size() != 4 ||
       (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) || w.dtype != DataType::kInt8 ||
       a.auto_pad != AutoPad::kNotSet)
     return nullptr;
@@ -328,7 +337,7 @@ const int32_t* nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t 
   key.insert(key.end(), y_shape.begin(), y_shape.end());
   key.insert(key.end(), {static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.data)), static_cast<int64_t>(x.dtype),
                          threads_of(env)});
-  std::shared_ptr<void> local;
+  std::shared_ptr<void>& local = hold;  // the state when the step has no slot: the caller keeps it
   QConvState& st = state_for<QConvState>(env, key, local);
   if (st.unsupported) return nullptr;
   const ThreadsScope threads(env);
@@ -358,14 +367,15 @@ const int32_t* nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t 
   return st.sums.data();
 }
 
-const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, KernelEnv& env) {
-  if (!available() || !exact_int8() || w.rank() != 2 || (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) ||
+const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, KernelEnv& env,
+                            std::shared_ptr<void>& hold) {
+  if (!int8_sums_available() || w.rank() != 2 || (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) ||
       w.dtype != DataType::kInt8)
     return nullptr;
   const int64_t n = w.shape[0], k = w.shape[1];
   if (rows <= 0 || n <= 0 || k <= 0) return nullptr;  // the library divides by them
   const std::vector<int64_t> key{rows, k, n, static_cast<int64_t>(x.dtype), threads_of(env)};
-  std::shared_ptr<void> local;
+  std::shared_ptr<void>& local = hold;
   QMatMulState& st = state_for<QMatMulState>(env, key, local);
   if (st.unsupported) return nullptr;
   const ThreadsScope threads(env);
@@ -377,8 +387,7 @@ const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, c
       dnnl::primitive_attr attr = user_scratchpad();
       attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(st.src, st.weights, st.dst), attr, cpu_engine());
-      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
-        throw dnnl::error(dnnl_unimplemented, "ref");
+      if (!vnni_kernel(pd.impl_info_str())) throw dnnl::error(dnnl_unimplemented, "not a VNNI kernel");
       st.prim.emplace(pd);
       st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
       st.sums.resize(static_cast<size_t>(rows * n));
@@ -453,11 +462,15 @@ bool available() { return false; }
 void set_enabled(bool) {}
 uint64_t qconv_sums_runs() { return 0; }
 bool nhwc_conv(const FusedConvAttrs&, std::span<const TensorView>, const TensorView&, KernelEnv&) { return false; }
-bool nhwc_qconv_sums(const ConvAttrs&, const TensorView&, int32_t, const TensorView&, int32_t*,
-                     std::span<const int64_t>, KernelEnv&) {
-  return false;
+bool int8_sums_available() { return false; }
+const int32_t* nhwc_qconv_sums(const ConvAttrs&, const TensorView&, int32_t, const TensorView&,
+                               std::span<const int64_t>, KernelEnv&, std::shared_ptr<void>&) {
+  return nullptr;
 }
-const int32_t* qmatmul_sums(const TensorView&, int64_t, int32_t, const TensorView&, KernelEnv&) { return nullptr; }
+const int32_t* qmatmul_sums(const TensorView&, int64_t, int32_t, const TensorView&, KernelEnv&,
+                            std::shared_ptr<void>&) {
+  return nullptr;
+}
 bool nhwc_pool(OpKind, const PoolAttrs&, const TensorView&, const TensorView&, KernelEnv&) { return false; }
 
 #endif

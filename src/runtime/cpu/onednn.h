@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "core/attrs.h"
@@ -32,21 +33,28 @@ void set_enabled(bool on);
 // optional B [M] and Z [N,OH,OW,M]).
 bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env);
 
+// Whether the INT8 sums below can run: available() and a CPU with VNNI (AVX512-VNNI or AVX-VNNI),
+// whose int8 products the library accumulates exactly. The CPU channels-last pass converts INT8
+// convolutions only then.
+bool int8_sums_available();
+
 // The exact int32 sums of an INT8 convolution, channels last: [n, oh, ow, m] = sum over the
 // window of (x - x_zero) * w, taps in the padding contributing 0 (x [N,H,W,C] int8 or uint8, w
-// [M,kh,kw,C/group] int8, 2-D, any groups). Only on CPUs with VNNI (AVX512-VNNI or AVX-VNNI),
-// whose int8 products the library accumulates exactly; false elsewhere.
-// Returns the sums ([N, OH, OW, M], in the step's state until its next run) or null where the
-// library does not run.
+// [M,kh,kw,C/group] int8, 2-D, any groups), where int8_sums_available() and the library's kernel
+// for the shape multiplies with VNNI.
+// Returns the sums ([N, OH, OW, M]) or null where the library does not run; they live in the
+// step's state until its next run, or, for a kernel called without a slot (env.state null), in
+// `hold` as long as the caller keeps it.
 const int32_t* nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t x_zero, const TensorView& w,
-                               std::span<const int64_t> y_shape, KernelEnv& env);
+                               std::span<const int64_t> y_shape, KernelEnv& env, std::shared_ptr<void>& hold);
 // nhwc_qconv_sums' runs in the library so far (the tests check that it ran).
 uint64_t qconv_sums_runs();
 
 // The exact int32 sums of an INT8 matrix product, [rows, N]: [r, n] = sum over k of (x[r, k] - x_zero) *
-// w[n, k] (x [rows, K] int8 or uint8, w [N, K] int8, read as they are each run). VNNI only, as
-// nhwc_qconv_sums.
-const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, KernelEnv& env);
+// w[n, k] (x [rows, K] int8 or uint8, w [N, K] int8, read as they are each run). As
+// nhwc_qconv_sums: VNNI only, the result in the state or `hold`.
+const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, KernelEnv& env,
+                            std::shared_ptr<void>& hold);
 
 // y = NhwcMaxPool / NhwcAveragePool(x) on [N,H,W,C] (no Indices output); float32, and MaxPool on
 // int8 / uint8 too.

@@ -150,7 +150,7 @@ void cudnn_run(const CudnnProduct& c, int32_t tactic, const void* a, const void*
 // ---- cuDNN's fused attention (gemm/cudnn_attention.cu) ----
 // The Attention tactics kCudnnTactic + i (nn_gemm.h) run cuDNN's fused attention for Q, K, V and Y
 // at qkvy (16-byte aligned, else none); float16 and bfloat16, no mask input, not causal, no
-// softcap, head sizes multiples of 8 up to 128.
+// softcap, head sizes multiples of 8 up to 128; cuDNN 9.13.1 or later.
 struct CudnnAttention;  // a graph shared by every step of its geometry on a device
 bool cudnn_attention_takes(const AttentionShape& g, DataType dt);
 // The graph (made on first use, but not while `stream` is being captured), or null where cuDNN has
@@ -162,7 +162,8 @@ size_t cudnn_attention_workspace(const CudnnAttention& c, int32_t tactic);  // 0
 // Whether the tactic's plan builds and fits the workspace; under capture only a plan finalized before.
 bool cudnn_attention_runs(const CudnnAttention& c, int32_t tactic, size_t workspace_bytes, cudaStream_t stream);
 uint64_t cudnn_attention_run_count();  // cudnn_attention_run's calls so far (the tests check that it ran)
-void cudnn_attention_run(const CudnnAttention& c, int32_t tactic, std::span<const void* const, 4> qkvy, GpuEnv& env);
+void cudnn_attention_run(const CudnnAttention& c, int32_t tactic, std::span<const void* const, 4> qkvy, float scale,
+                         GpuEnv& env);
 
 // ---- the fused epilogue through cuBLASLt (gemm/gemm.cu) ----
 // What cuBLASLt's epilogue, act(product + C + bias), computes of a fused op's epilogue (core/attrs.h):

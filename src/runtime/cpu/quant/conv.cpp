@@ -24,6 +24,7 @@
 // pool_mean the output is then averaged over the spatial axes with ReduceMean's kernel.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/infer/nn_geometry.h"
@@ -238,11 +239,12 @@ namespace {
 // The integer sums in oneDNN (runtime/cpu/onednn.h: CPUs with VNNI; weights' zero points 0), then
 // this file's epilogue on them: the same bits as qconv_kernel. False where the library does not run.
 bool onednn_sums(const QConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env) {
-  if (!onednn::available() || in.size() < 5 || y.rank() != 4) return false;
+  if (!onednn::int8_sums_available() || in.size() < 5 || y.rank() != 4) return false;
   const int64_t M = in[3].shape.empty() ? 0 : in[3].shape[0];
   const Channels ch = channels(in, M, a.activation, a.act_alpha, a.act_beta, y.dtype);
   if (std::any_of(ch.w_zero.begin(), ch.w_zero.end(), [](int32_t z) { return z != 0; })) return false;
-  const int32_t* sums = onednn::nhwc_qconv_sums(a.conv(), in[0], ch.x_zero, in[3], y.shape, env);
+  std::shared_ptr<void> hold;  // the sums' owner where the step has no state slot
+  const int32_t* sums = onednn::nhwc_qconv_sums(a.conv(), in[0], ch.x_zero, in[3], y.shape, env, hold);
   if (!sums) return false;
   const int64_t rows = M ? y.numel() / M : 0;
   parallel(env, rows, M, [&](int64_t r0, int64_t r1) { store_rows(ch, sums, r0, r1, M, y); });

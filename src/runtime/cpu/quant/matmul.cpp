@@ -13,6 +13,7 @@
 // conv.cpp's kiln.QConv).
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/shape_infer.h"
@@ -182,7 +183,8 @@ void qmatmul_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
   const Channels ch = channels(in, Nc, a.activation, a.act_alpha, a.act_beta, Y.dtype);
   // The sums in oneDNN where it runs them (runtime/cpu/onednn.h: VNNI, weights' zero points 0).
   if (std::all_of(ch.w_zero.begin(), ch.w_zero.end(), [](int32_t z) { return z == 0; })) {
-    if (const int32_t* sums = onednn::qmatmul_sums(X, R, ch.x_zero, W, env)) {
+    std::shared_ptr<void> hold;  // the sums' owner where the step has no state slot
+    if (const int32_t* sums = onednn::qmatmul_sums(X, R, ch.x_zero, W, env, hold)) {
       parallel(env, R, Nc, [&](int64_t r0, int64_t r1) { store_rows(ch, sums, r0, r1, Nc, Y); });
       return;
     }

@@ -2,10 +2,12 @@
 //
 // store_rows: kiln.QConv's epilogue (runtime/qfused_math.h) over rows of int32 sums whose channels
 // are contiguous (channels-last outputs, NhwcQConv's oneDNN path): the same float32 operations, in
-// the same order, as quant_internal.h's store_one, written as loops over the channels. IEEE multiplications, additions
-// and divisions round the same in vector lanes, and the x86 clone is built for AVX2 without FMA, so no product is
-// contracted: the bits are store_one's. The activation, the output type and the residual's kind are template
-// parameters, so that the inner loop has no branches but selects.
+// the same order, as quant_internal.h's store_one, written as loops over the channels. IEEE
+// multiplications, additions and divisions round the same in vector lanes, and the project
+// compiles with -ffp-contract=off (CMakeLists.txt; the x86 clone's target has no FMA either), so
+// no product is fused into an addition: the bits are store_one's. The activation, the output type
+// and the residual's kind are template parameters, so that the inner loop has no branches but
+// selects. quantize_floats: QuantizeLinear's loop (quantize.cpp) for float32 and one scale, alike.
 #include <cmath>
 #include <limits>
 #include <type_traits>

@@ -632,15 +632,20 @@ std::vector<int32_t> attention_tactics(OpKind, const Attrs& attrs, std::span<con
                                        std::span<const TensorView> out, GpuEnv& env) {
   const AttentionShape g = checked_shape(attrs, in);
   const AttnArgs a = args_of(g, in, out[0]);
-  if (!mma_path(g, a, in[0].dtype)) return {};
-  // Keys split over warps where each warp gets a tile at least.
-  std::vector<int32_t> t{kMma4, kMma2, kMma1, kPortable};
-  const int64_t key_tiles = (g.kv_len + kMmaKeys - 1) / kMmaKeys;
-  if (key_tiles >= 2) t.push_back(kSplit2);
-  if (key_tiles >= 4) t.push_back(kSplit4);
+  std::vector<int32_t> t;
+  if (mma_path(g, a, in[0].dtype)) {
+    // Keys split over warps where each warp gets a tile at least.
+    t = {kMma4, kMma2, kMma1, kPortable};
+    const int64_t key_tiles = (g.kv_len + kMmaKeys - 1) / kMmaKeys;
+    if (key_tiles >= 2) t.push_back(kSplit2);
+    if (key_tiles >= 4) t.push_back(kSplit4);
+  }
+  // cuDNN's graphs beside them, and beside the portable kernel where the tensor-core one does not
+  // take the head size (80, 96).
   if (out[0].numel() > 0)
     if (const std::shared_ptr<const CudnnAttention> c = cudnn_attention(g, in[0].dtype, qkvy_of(a), env.stream)) {
       const std::vector<int32_t> more = cudnn_attention_tactics(*c);
+      if (t.empty() && !more.empty()) t.push_back(kPortable);
       t.insert(t.end(), more.begin(), more.end());
     }
   return t;
@@ -663,7 +668,7 @@ void attention_gpu(OpKind, const Attrs& attrs, std::span<const TensorView> in, s
   // before any capture, the workspace reserved); else Kiln's kernel with its default choice.
   if (const std::shared_ptr<const CudnnAttention> c = cudnn_graph_of(g, a, in[0].dtype, env.tactic, env.stream)) {
     if (cudnn_attention_runs(*c, env.tactic, env.workspace_bytes, env.stream)) {
-      cudnn_attention_run(*c, env.tactic, qkvy_of(a), env);
+      cudnn_attention_run(*c, env.tactic, qkvy_of(a), g.scale, env);
       return;
     }
   }

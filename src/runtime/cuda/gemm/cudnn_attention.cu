@@ -35,7 +35,6 @@ namespace cg = cudnn_graph;
 struct CudnnAttention {
   std::deque<cg::Desc> keep;  // the descriptors the graph was made from
   std::unique_ptr<cg::Graph> graph;
-  float scale = 1.0f;
 };
 
 namespace {
@@ -53,7 +52,6 @@ std::vector<int64_t> key_of(const AttentionShape& g, DataType dt) {
 
 std::shared_ptr<const CudnnAttention> make(const AttentionShape& g, DataType dt, cudnnHandle_t handle) {
   auto c = std::make_shared<CudnnAttention>();
-  c->scale = g.scale;
   const cudnnDataType_t io = dt == DataType::kFloat16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
   const int64_t b = g.batch, h = g.q_heads, hk = g.kv_heads, sq = g.q_len, skv = g.kv_len, d = g.head_size,
                 dv = g.v_head_size;
@@ -115,8 +113,10 @@ bool cudnn_attention_runs(const CudnnAttention& c, int32_t tactic, size_t worksp
 
 uint64_t cudnn_attention_run_count() { return runs.load(); }
 
-void cudnn_attention_run(const CudnnAttention& c, int32_t tactic, std::span<const void* const, 4> qkvy, GpuEnv& env) {
-  float scale = c.scale;  // passed by value: cuDNN reads it when the kernel is enqueued
+void cudnn_attention_run(const CudnnAttention& c, int32_t tactic, std::span<const void* const, 4> qkvy, float scale,
+                         GpuEnv& env) {
+  // Passed by value (the graph is shared by steps of other scales): cuDNN reads it when the kernel
+  // is enqueued.
   const int64_t uids[] = {kQ, kK, kV, kY, kScale};
   void* const data[] = {const_cast<void*>(qkvy[0]), const_cast<void*>(qkvy[1]), const_cast<void*>(qkvy[2]),
                         const_cast<void*>(qkvy[3]), &scale};

@@ -153,6 +153,13 @@ Desc pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const De
 }
 
 Desc sdpa_forward(const Desc& q, const Desc& k, const Desc& v, const Desc& o, const Desc& scale) {
+#if CUDNN_VERSION < 91301
+  throw Error("cuDNN's attention operation needs cuDNN 9.13.1 or later (built with " +
+              std::to_string(CUDNN_VERSION) + ")");
+#else
+  if (cudnnGetVersion() < 91301)
+    throw Error("cuDNN's attention operation needs cuDNN 9.13.1 or later (loaded " +
+                std::to_string(cudnnGetVersion()) + ")");
   Desc op(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
   op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, q);
   op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, k);
@@ -161,6 +168,7 @@ Desc sdpa_forward(const Desc& q, const Desc& k, const Desc& v, const Desc& o, co
   op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, scale);
   op.finalize("cuDNN graph attention operation");
   return op;
+#endif
 }
 
 Desc relu(const Desc& x, const Desc& y, float lower, std::optional<float> upper) {
