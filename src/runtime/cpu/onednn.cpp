@@ -30,8 +30,26 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using Dims = memory::dims;
 
+// The library's instruction sets, capped once before its first kernel: no AMX. oneDNN 2.6's AMX
+// int8 convolution with a source zero point corrupted the heap on the H200 machine's Sapphire
+// Rapids host ("double free", qconv_nhwc_gpu_test's CPU reference, 2026-12-01); capped at
+// AVX512-VNNI the same tests pass. Kiln's float32 kernels never use AMX (it is int8 and bf16 only).
+void cap_isa() {
+  static const bool once = [] {
+    try {
+      dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core_vnni);
+    } catch (const dnnl::error&) {  // too late (ONEDNN_MAX_CPU_ISA or an earlier call decided)
+    }
+    return true;
+  }();
+  (void)once;
+}
+
 dnnl::engine& cpu_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    cap_isa();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
 }
 
@@ -227,6 +245,7 @@ memory::data_type q8_type(DataType t) { return t == DataType::kInt8 ? memory::da
 // vpmaddubsw, whose 16-bit sums saturate.
 bool exact_int8() {
   static const bool vnni = [] {
+    cap_isa();
     const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
     auto has = [&](dnnl_cpu_isa_t want) { return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want); };
     return has(dnnl_cpu_isa_avx512_core_vnni) || has(dnnl_cpu_isa_avx2_vnni);
