@@ -158,18 +158,17 @@ TEST(NnGpuGemmHelper, RowMajorBatchedMatchesReference) {
       }
 }
 
-// ---- cuDNN's fused products (runtime/cuda/gemm/cudnn_matmul.cu) -----------------------------------
-// Offered for the float16 and bfloat16 transformer products (never float32); every engine
-// configuration also runs captured in a graph (and must be what ran: cudnn_product_runs counts) and
-// on pointers one element off 16 bytes (a graph for that alignment, or cuBLASLt's first algorithm
-// where cuDNN has none). op_cases_gpu_test runs them direct against the CPU.
-TEST(NnGpuCudnnProduct, TransformerCasesRunEveryEngineCapturedAndMisaligned) {
-  KILN_SKIP_WITHOUT_GPU();
+// ---- cuDNN's graphs as tactics ---------------------------------------------------------------------
+// For the named op cases: where `offered(name)` and the type is float16 or bfloat16, cuDNN's engine
+// configurations are among the tactics, and each also runs captured in a graph (and must be what
+// ran: `runs` counts) and on pointers one element off 16 bytes (a graph for that alignment, or the
+// op's fallback); elsewhere none is offered. op_cases_gpu_test runs them direct against the CPU.
+// Returns how many of the named cases the table has.
+int check_cudnn_engines(const std::set<std::string>& names, const std::function<bool(const std::string&)>& offered,
+                        uint64_t (*runs)()) {
   int n = 0;
   for (const OpCase& c : op_cases()) {
-    if (c.name != "FusedGemmLinearBiasGeluTanhResidual" && c.name != "FusedGemmLinearFullCResidualRelu" &&
-        c.name != "FusedMatMulFfnBiasGelu" && c.name != "FusedMatMulProjectionBiasResidual")
-      continue;
+    if (!names.count(c.name)) continue;
     ++n;
     rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
     for (DT dt : c.dtypes) {
@@ -178,59 +177,46 @@ TEST(NnGpuCudnnProduct, TransformerCasesRunEveryEngineCapturedAndMisaligned) {
         std::vector<int32_t> engines;
         for (int32_t t : tactics_of(c.kind, r.attrs, r.in))
           if (t >= gpu::kCudnnTactic && t < gpu::kCudnnTactic + gpu::kCudnnTactics) engines.push_back(t);
-        if (dt == DT::kFloat32) {
+        if (dt == DT::kFloat32 || !offered(c.name)) {
           EXPECT_TRUE(engines.empty());
           continue;
         }
         EXPECT_FALSE(engines.empty());
         for (int32_t t : engines) {
-          const uint64_t before = gpu::nn::cudnn_product_runs();
+          const uint64_t before = runs();
           check_run(c, r, GpuMode::kCaptured, t);
-          EXPECT_GT(gpu::nn::cudnn_product_runs(), before) << "engine " << t << " did not run";
+          EXPECT_GT(runs(), before) << "engine " << t << " did not run";
           check_run(c, r, GpuMode::kMisaligned, t);
         }
       }
     }
   }
-  EXPECT_EQ(n, 4) << "the transformer products' cases of tests/ops/fused_cases.cpp";
+  return n;
 }
 
-// ---- cuDNN's fused attention (runtime/cuda/gemm/cudnn_attention.cu) --------------------------------
-// Offered for float16 and bfloat16 attention without a mask, causal order or softcap; every engine
-// configuration also runs captured in a graph (and must be what ran) and on pointers one element
-// off 16 bytes. op_cases_gpu_test runs them direct against the CPU.
+// cuDNN's fused products (runtime/cuda/gemm/cudnn_matmul.cu): the transformer products.
+TEST(NnGpuCudnnProduct, TransformerCasesRunEveryEngineCapturedAndMisaligned) {
+  KILN_SKIP_WITHOUT_GPU();
+  const std::set<std::string> names = {"FusedGemmLinearBiasGeluTanhResidual", "FusedGemmLinearFullCResidualRelu",
+                                       "FusedMatMulFfnBiasGelu", "FusedMatMulProjectionBiasResidual"};
+  EXPECT_EQ(check_cudnn_engines(
+                names, [](const std::string&) { return true; }, gpu::nn::cudnn_product_runs),
+            4)
+      << "the transformer products' cases of tests/ops/fused_cases.cpp";
+}
+
+// cuDNN's fused attention (runtime/cuda/gemm/cudnn_attention.cu): offered without a mask, causal
+// order or softcap, not for the others.
 TEST(NnGpuCudnnAttention, UnmaskedCasesRunEveryEngineCapturedAndMisaligned) {
   KILN_SKIP_WITHOUT_GPU();
   const std::set<std::string> taken = {"AttentionPackedUnmasked", "AttentionGroupedUnmasked"};
-  const std::set<std::string> left = {"AttentionPaddingMask", "AttentionCausal", "AttentionSoftcap32",
-                                      "AttentionPacked"};
-  int n = 0;
-  for (const OpCase& c : op_cases()) {
-    const bool offered = taken.count(c.name) > 0;
-    if (!offered && !left.count(c.name)) continue;
-    ++n;
-    rng().seed(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
-    for (DT dt : c.dtypes) {
-      SCOPED_TRACE(c.name + " " + std::string(dtype_name(dt)));
-      for (const OpRun& r : c.runs(dt)) {
-        std::vector<int32_t> engines;
-        for (int32_t t : tactics_of(c.kind, r.attrs, r.in))
-          if (t >= gpu::kCudnnTactic && t < gpu::kCudnnTactic + gpu::kCudnnTactics) engines.push_back(t);
-        if (dt == DT::kFloat32 || !offered) {
-          EXPECT_TRUE(engines.empty());
-          continue;
-        }
-        EXPECT_FALSE(engines.empty());
-        for (int32_t t : engines) {
-          const uint64_t before = gpu::nn::cudnn_attention_run_count();
-          check_run(c, r, GpuMode::kCaptured, t);
-          EXPECT_GT(gpu::nn::cudnn_attention_run_count(), before) << "engine " << t << " did not run";
-          check_run(c, r, GpuMode::kMisaligned, t);
-        }
-      }
-    }
-  }
-  EXPECT_EQ(n, 6) << "the attention cases of tests/ops/conv_gemm_cases.cpp";
+  const std::set<std::string> names = {"AttentionPackedUnmasked", "AttentionGroupedUnmasked", "AttentionPaddingMask",
+                                       "AttentionCausal",         "AttentionSoftcap32",       "AttentionPacked"};
+  EXPECT_EQ(
+      check_cudnn_engines(
+          names, [&](const std::string& name) { return taken.count(name) > 0; }, gpu::nn::cudnn_attention_run_count),
+      6)
+      << "the attention cases of tests/ops/conv_gemm_cases.cpp";
 }
 
 // ---- errors --------------------------------------------------------------------------------------
