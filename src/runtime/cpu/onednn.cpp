@@ -192,6 +192,16 @@ Window window_of(const nn::WindowGeometry& geo) {
   return w;
 }
 
+// W from Kiln's [M, kh, kw, C/group] (w_dims [M, C/g, kh, kw] or, grouped, [g, M/g, C/g, kh, kw])
+// into the primitive's layout `want`, once.
+memory reordered_weights(const TensorView& w, const Dims& w_dims, memory::data_type dt, const memory::desc& want) {
+  memory user_w({w_dims, dt, w_dims.size() == 4 ? Tag::ohwi : Tag::gohwi}, cpu_engine(), w.data);
+  memory out(want, cpu_engine());
+  dnnl::reorder(user_w, out).execute(cpu_stream(), user_w, out);
+  cpu_stream().wait();
+  return out;
+}
+
 bool make_conv(ConvState& st, const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y) {
   const TensorView &x = in[0], &w = in[1];
   const bool has_b = in.size() > 2 && in[2].exists, has_z = in.size() > 3 && in[3].exists;
@@ -231,11 +241,7 @@ bool make_conv(ConvState& st, const FusedConvAttrs& a, std::span<const TensorVie
     st.x_reorder.emplace(rd);
     st.x_scratch = memory(rd.scratchpad_desc(), cpu_engine());
   }
-  // W from Kiln's [M, kh, kw, C/group] into the primitive's layout, once.
-  memory user_w({w_dims, memory::data_type::f32, g == 1 ? Tag::ohwi : Tag::gohwi}, cpu_engine(), w.data);
-  st.weights = memory(pd.weights_desc(), cpu_engine());
-  dnnl::reorder(user_w, st.weights).execute(cpu_stream(), user_w, st.weights);
-  cpu_stream().wait();
+  st.weights = reordered_weights(w, w_dims, memory::data_type::f32, pd.weights_desc());
   return true;
 }
 
@@ -254,11 +260,10 @@ bool exact_int8() {
 }
 
 // An int8 implementation that multiplies with VNNI (exact sums): not the reference code, and not
-// a kernel for an ISA without it, whatever the CPU has.
+// a kernel for an ISA without it, whatever the CPU has (nor AMX: cap_isa).
 bool vnni_kernel(const char* impl) {
   const std::string s(impl);
-  return s.find("ref") == std::string::npos &&
-         (s.find("vnni") != std::string::npos || s.find("amx") != std::string::npos);
+  return s.find("ref") == std::string::npos && s.find("vnni") != std::string::npos;
 }
 
 bool make_qconv(QConvState& st, const ConvAttrs& a, const TensorView& x, const TensorView& w,
@@ -278,10 +283,7 @@ bool make_qconv(QConvState& st, const ConvAttrs& a, const TensorView& x, const T
   if (!vnni_kernel(pd.impl_info_str())) return false;
   st.prim.emplace(pd);
   st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
-  memory user_w({w_dims, memory::data_type::s8, g == 1 ? Tag::ohwi : Tag::gohwi}, cpu_engine(), w.data);
-  st.weights = memory(pd.weights_desc(), cpu_engine());
-  dnnl::reorder(user_w, st.weights).execute(cpu_stream(), user_w, st.weights);
-  cpu_stream().wait();
+  st.weights = reordered_weights(w, w_dims, memory::data_type::s8, pd.weights_desc());
   return true;
 }
 
