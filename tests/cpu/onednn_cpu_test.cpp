@@ -7,14 +7,19 @@
 // Kiln has no oneDNN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <thread>
 
 #include "build/build.h"
 #include "int8_test_util.h"
 #include "kiln/engine.h"
 #include "onnx_model_util.h"
+#include "runtime/cpu/kernels.h"
 #include "runtime/cpu/onednn.h"
+#include "runtime/cpu/thread_pool.h"
 
 namespace kiln {
 namespace {
@@ -113,6 +118,10 @@ TEST(OnednnCpu, MatchesKilnsKernelsAcrossRunsThreadsAndThreadCounts) {
 TEST(OnednnCpu, Int8SumsMatchKilnsKernels) {
   if (!cpu::onednn::int8_sums_available())
     GTEST_SKIP() << "no oneDNN, KILN_CPU_KERNELS=kiln, or a CPU without VNNI: INT8 engines stay channels-first";
+  cpu::onednn::set_int8_epilogue_in_library(false);  // the sums, then Kiln's epilogue
+  struct Restore {
+    ~Restore() { cpu::onednn::set_int8_epilogue_in_library(true); }
+  } restore;
   TempDir dir;
   write_batches(dir.path() / "calib", 2, {2, 3, 17, 17}, -1.f, 1.f);
   graph::Graph g = net().import();
@@ -139,6 +148,130 @@ TEST(OnednnCpu, Int8SumsMatchKilnsKernels) {
     expect_near(with, without, "run " + std::to_string(seed));
     expect_near(with_one, without, "one thread, run " + std::to_string(seed));
   }
+}
+
+// NhwcQConv's kernel with its epilogue in the library (output scales, bias, sum and eltwise
+// post-ops, zero points) against Kiln's exact epilogue on the library's sums, on random data:
+// every activation, float32 / int8 / uint8 outputs, with and without a residual of y's type, for a
+// 3x3 convolution, a strided depthwise one, a 1x1 one and a 3-channel stem. The library rounds in
+// another order, so an output may move by one quantization step (or float32 rounding for float
+// outputs), and only rarely: the library adds y's zero point before it rounds, so a value exactly
+// half a step off (a clip bound can be one) rounds to the other side where the zero point is odd.
+struct QConvCase {
+  int64_t n, h, w, c, m, k, stride, group;
+};
+
+TEST(OnednnCpu, Int8EpilogueInLibraryWithinOneStep) {
+  if (!cpu::onednn::int8_epilogue_in_library())
+    GTEST_SKIP() << "no oneDNN, KILN_CPU_KERNELS=kiln, KILN_CPU_INT8_EPILOGUE=kiln, or a CPU without VNNI";
+  cpu::ThreadPool pool(2);
+  std::mt19937 rng(5);
+  int64_t checked = 0, differing = 0;
+  const QConvCase cases[] = {{2, 9, 11, 24, 40, 3, 1, 1},
+                             {1, 14, 14, 32, 32, 3, 2, 32},
+                             {2, 7, 7, 64, 48, 1, 1, 1},
+                             {1, 16, 16, 3, 16, 3, 2, 1}};
+  for (const QConvCase& q : cases) {
+    const int64_t pad = q.k / 2, oh = (q.h + 2 * pad - q.k) / q.stride + 1, ow = (q.w + 2 * pad - q.k) / q.stride + 1;
+    const int64_t cg = q.c / q.group;
+    const int64_t xs[] = {q.n, q.h, q.w, q.c}, ws[] = {q.m, q.k, q.k, cg}, ys[] = {q.n, oh, ow, q.m}, mm[] = {q.m};
+    const int64_t ny = q.n * oh * ow * q.m;
+    for (DataType xt : {DataType::kUInt8, DataType::kInt8}) {
+      std::uniform_int_distribution<int> byte(0, 255);
+      std::vector<uint8_t> x(static_cast<size_t>(q.n * q.h * q.w * q.c));
+      for (uint8_t& v : x) v = static_cast<uint8_t>(byte(rng));
+      std::vector<int8_t> w(static_cast<size_t>(q.m * q.k * q.k * cg));
+      for (int8_t& v : w) v = static_cast<int8_t>(byte(rng) - 128);
+      std::uniform_real_distribution<float> u(0.5f, 1.5f), sb(-1.f, 1.f);
+      std::vector<float> w_scale(static_cast<size_t>(q.m)), bias(static_cast<size_t>(q.m));
+      for (float& v : w_scale) v = 2e-3f * u(rng);
+      for (float& v : bias) v = sb(rng);
+      float x_scale = 0.02f;
+      uint8_t x_zero_u = xt == DataType::kUInt8 ? 120 : 0;
+      int8_t x_zero_s = 0;
+      for (int act = 0; act < 4; ++act)
+        for (DataType yt : {DataType::kFloat32, DataType::kInt8, DataType::kUInt8})
+          for (bool residual : {false, true}) {
+            // y_scale: about the sums' spread, so that outputs use the range and some saturate.
+            const float y_scale = 0.02f * std::sqrt(static_cast<float>(q.k * q.k * cg));
+            const int32_t y_zero = yt == DataType::kUInt8 ? 100 : -3;
+            std::vector<uint8_t> z(static_cast<size_t>(ny) * dtype_size(yt));
+            if (yt == DataType::kFloat32)
+              for (int64_t i = 0; i < ny; ++i) reinterpret_cast<float*>(z.data())[i] = sb(rng);
+            else
+              for (uint8_t& v : z) v = static_cast<uint8_t>(byte(rng));
+            float z_scale = 0.03f, act_alpha = act == 2 ? -0.37f : 0.1f, act_beta = 1.3f;
+            uint8_t y_zero_u = static_cast<uint8_t>(y_zero), z_zero_u = 90;
+            int8_t y_zero_s = static_cast<int8_t>(y_zero), z_zero_s = -5;
+            const bool q8 = yt != DataType::kFloat32;
+            const DataType zt8 = yt == DataType::kUInt8 ? DataType::kUInt8 : DataType::kInt8;
+            std::vector<TensorView> in(12);
+            in[0] = {xt, xs, x.data(), true};
+            in[1] = {DataType::kFloat32, {}, &x_scale, true};
+            in[2] = xt == DataType::kUInt8 ? TensorView{DataType::kUInt8, {}, &x_zero_u, true}
+                                           : TensorView{DataType::kInt8, {}, &x_zero_s, true};
+            in[3] = {DataType::kInt8, ws, w.data(), true};
+            in[4] = {DataType::kFloat32, mm, w_scale.data(), true};
+            in[5] = {DataType::kInt8, {}, nullptr, false};
+            in[6] = {DataType::kFloat32, mm, bias.data(), true};
+            in[7] = q8 ? TensorView{DataType::kFloat32, {}, const_cast<float*>(&y_scale), true} : TensorView{};
+            in[7].exists = q8;
+            in[8] = q8 ? TensorView{zt8, {}, yt == DataType::kUInt8 ? static_cast<void*>(&y_zero_u) : &y_zero_s, true}
+                       : TensorView{};
+            in[8].exists = q8;
+            in[9] = {yt, ys, z.data(), residual};
+            in[10] = {DataType::kFloat32, {}, &z_scale, residual && q8};
+            in[11] = {zt8, {}, yt == DataType::kUInt8 ? static_cast<void*>(&z_zero_u) : &z_zero_s, residual && q8};
+            QConvAttrs a;
+            a.kernel_shape = {q.k, q.k};
+            a.strides = {q.stride, q.stride};
+            a.pads = {pad, pad, pad, pad};
+            a.dilations = {1, 1};
+            a.group = q.group;
+            a.activation = static_cast<QActivation>(act);
+            a.act_alpha = act_alpha;
+            a.act_beta = act_beta;
+            const size_t bytes = static_cast<size_t>(ny) * dtype_size(yt);
+            std::vector<uint8_t> fused(bytes), exact(bytes);
+            auto run_kernel = [&](std::vector<uint8_t>& out, bool library) {
+              cpu::onednn::set_int8_epilogue_in_library(library);
+              const TensorView y{yt, ys, out.data(), true};
+              std::shared_ptr<void> state;
+              cpu::KernelEnv env{&pool, &state};
+              cpu::cpu_kernel(OpKind::kNhwcQConv)(OpKind::kNhwcQConv, Attrs{a}, in, {&y, 1}, env);
+              cpu::onednn::set_int8_epilogue_in_library(true);
+            };
+            const uint64_t before = cpu::onednn::qconv_fused_runs();
+            run_kernel(fused, true);
+            const std::string what = "case c" + std::to_string(q.c) + " m" + std::to_string(q.m) + " k" +
+                                     std::to_string(q.k) + " g" + std::to_string(q.group) + " x " +
+                                     std::string(dtype_name(xt)) + " act " + std::to_string(act) + " y " +
+                                     std::string(dtype_name(yt)) + (residual ? " residual" : "");
+            EXPECT_EQ(cpu::onednn::qconv_fused_runs() - before, 1u) << what << ": the library did not run it";
+            run_kernel(exact, false);
+            for (int64_t i = 0; i < ny; ++i) {
+              double d = 0, tol = 1;
+              if (yt == DataType::kFloat32) {
+                const float f = reinterpret_cast<float*>(fused.data())[i],
+                            e = reinterpret_cast<float*>(exact.data())[i];
+                d = std::fabs(f - e);
+                tol = 1e-5 * (1 + std::fabs(e));
+              } else if (yt == DataType::kInt8) {
+                d = std::abs(int{static_cast<int8_t>(fused[i])} - int{static_cast<int8_t>(exact[i])});
+              } else {
+                d = std::abs(int{fused[i]} - int{exact[i]});
+              }
+              ASSERT_LE(d, tol) << what << " [" << i << "]";
+              differing += d > 0 && yt != DataType::kFloat32;
+            }
+            checked += yt != DataType::kFloat32 ? ny : 0;
+          }
+    }
+  }
+  EXPECT_LT(static_cast<double>(differing), 1e-3 * static_cast<double>(checked))
+      << differing << " of " << checked << " quantized outputs one step off";
+  std::printf("[ info ] %lld of %lld quantized outputs one step off Kiln's rounding\n",
+              static_cast<long long>(differing), static_cast<long long>(checked));
 }
 
 }  // namespace

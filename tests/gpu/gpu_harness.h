@@ -29,6 +29,7 @@
 #include "core/shape_infer.h"
 #include "ops/op_case.h"
 #include "runtime/cpu/kernels.h"
+#include "runtime/cpu/onednn.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/gpu_kernels.h"
 
@@ -36,6 +37,13 @@ namespace kiln::gpu_test {
 
 using namespace ::kiln::optest;    // NOLINT: the host side, shared with tests/ops
 using ::kiln::optest::HostTensor;  // not kiln::HostTensor (graph/tensor_file.h), which some tests see too
+
+// The GPU's INT8 kernels share Kiln's epilogue (runtime/qfused_math.h) bit for bit, so their CPU
+// reference is that epilogue too: oneDNN's own (runtime/cpu/onednn.h) rounds in another order.
+inline const bool kInt8ReferenceIsKilns = [] {
+  cpu::onednn::set_int8_epilogue_in_library(false);
+  return true;
+}();
 
 inline std::string no_gpu_reason() {
   try {

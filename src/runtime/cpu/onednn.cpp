@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -111,10 +112,14 @@ bool append_activation(dnnl::post_ops& po, Activation a, float alpha, float beta
   return false;
 }
 
-// A step's state: what its first run made, for the shapes and weights it was made for (key).
-struct ConvState {
+// What a kernel's first run made, for the shapes and weights it was made for (key).
+struct State {
+  virtual ~State() = default;
   std::vector<int64_t> key;
   bool unsupported = false;
+};
+
+struct ConvState : State {
   std::optional<dnnl::convolution_forward> prim;
   memory scratch;  // the primitive's scratchpad
   // W in the primitive's layout, made on the first run: the CPU's channels-last pass converts only
@@ -129,9 +134,7 @@ struct ConvState {
   int z_arg = 0;  // the residual's argument (a binary post-op's second source)
 };
 
-struct QConvState {
-  std::vector<int64_t> key;
-  bool unsupported = false;
+struct QConvState : State {
   std::optional<dnnl::convolution_forward> prim;
   memory scratch;
   memory weights;  // W in the primitive's layout (with the library's compensation), made once
@@ -139,36 +142,57 @@ struct QConvState {
   std::vector<int32_t> sums;  // the output, kept between runs (no allocation, no page faults per run)
 };
 
-struct QMatMulState {
-  std::vector<int64_t> key;
-  bool unsupported = false;
+struct QFusedState : State {
+  std::optional<dnnl::convolution_forward> prim;
+  memory scratch;
+  memory weights;
+  memory::desc src, dst;
+  std::vector<float> bias;  // bias / alpha per channel: oneDNN 2.x adds an int8 convolution's bias before its scale
+  memory::desc bias_desc;
+};
+
+struct QMatMulState : State {
   std::optional<dnnl::matmul> prim;
   memory scratch;
   memory::desc src, weights, dst;
   std::vector<int32_t> sums;
 };
 
-struct PoolState {
-  std::vector<int64_t> key;
-  bool unsupported = false;
+struct PoolState : State {
   std::optional<dnnl::pooling_forward> prim;
   memory scratch;
   memory::desc src, dst;
 };
 
+// A step's state (its slot, KernelEnv::state) holds one state of each kind its kernel asked for
+// (NhwcQConv: the fused convolution, and the sums where that one cannot run), each for the shapes
+// and weights it was made for (key).
+struct States {
+  std::vector<std::shared_ptr<State>> all;
+};
+
 // The step's state of type S, made where it has none or one for another key. Without a slot (a
-// kernel called outside a context) a temporary one.
+// kernel called outside a context) in `local`.
 template <class S>
 S& state_for(KernelEnv& env, const std::vector<int64_t>& key, std::shared_ptr<void>& local) {
   std::shared_ptr<void>& slot = env.state ? *env.state : local;
-  auto* s = static_cast<S*>(slot.get());
-  if (!s || s->key != key) {
-    auto made = std::make_shared<S>();
-    made->key = key;
-    s = made.get();
-    slot = std::move(made);
-  }
-  return *s;
+  if (!slot) slot = std::make_shared<States>();
+  auto& states = *static_cast<States*>(slot.get());
+  auto made = [&] {
+    auto s = std::make_shared<S>();
+    s->key = key;
+    return s;
+  };
+  for (std::shared_ptr<State>& p : states.all)
+    if (auto* s = dynamic_cast<S*>(p.get())) {
+      if (s->key == key) return *s;
+      auto fresh = made();
+      p = fresh;
+      return *fresh;
+    }
+  auto fresh = made();
+  states.all.push_back(fresh);
+  return *fresh;
 }
 
 Dims nchw_dims(std::span<const int64_t> nhwc) { return {nhwc[0], nhwc[3], nhwc[1], nhwc[2]}; }
@@ -195,7 +219,11 @@ Window window_of(const nn::WindowGeometry& geo) {
 // W from Kiln's [M, kh, kw, C/group] (w_dims [M, C/g, kh, kw] or, grouped, [g, M/g, C/g, kh, kw])
 // into the primitive's layout `want`, once.
 memory reordered_weights(const TensorView& w, const Dims& w_dims, memory::data_type dt, const memory::desc& want) {
-  memory user_w({w_dims, dt, w_dims.size() == 4 ? Tag::ohwi : Tag::gohwi}, cpu_engine(), w.data);
+  // One input channel a group: [.., kh, kw, 1] is [.., 1, kh, kw] too, and the library reorders
+  // int8 weights with their compensation from that layout only (LeNet's first convolution).
+  const bool one_channel = w.shape[3] == 1;
+  const Tag tag = w_dims.size() == 4 ? (one_channel ? Tag::oihw : Tag::ohwi) : (one_channel ? Tag::goihw : Tag::gohwi);
+  memory user_w({w_dims, dt, tag}, cpu_engine(), w.data);
   memory out(want, cpu_engine());
   dnnl::reorder(user_w, out).execute(cpu_stream(), user_w, out);
   cpu_stream().wait();
@@ -287,6 +315,69 @@ bool make_qconv(QConvState& st, const ConvAttrs& a, const TensorView& x, const T
   return true;
 }
 
+memory::data_type y_type(DataType t) { return t == DataType::kFloat32 ? memory::data_type::f32 : q8_type(t); }
+
+// The float's bits, for a state's key.
+int64_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+bool make_qconv_fused(QFusedState& st, const ConvAttrs& a, const TensorView& x, const TensorView& w, const QEpilogue& e,
+                      const TensorView& y) {
+  const int64_t g = a.group, m = w.shape[0], kh = w.shape[1], kw = w.shape[2], cg = w.shape[3];
+  // The library's output: y / y_scale + y_zero. Its scale per channel is alpha / y_scale, and
+  // every term after it (the residual, the activation's bounds) is divided by y_scale too.
+  const float ys = e.quantize ? e.y_scale : 1.0f;
+  if (!(ys > 0.0f) || !std::isfinite(ys) || static_cast<int64_t>(e.alpha.size()) != m ||
+      static_cast<int64_t>(e.bias.size()) != m)
+    return false;
+  std::vector<float> scales(static_cast<size_t>(m));
+  st.bias.resize(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    const float alpha = e.alpha[i];
+    if (!(alpha != 0.0f) || !std::isfinite(alpha) || !std::isfinite(e.bias[i])) return false;
+    scales[i] = alpha / ys;
+    st.bias[i] = e.bias[i] / alpha;
+  }
+  dnnl::primitive_attr attr = user_scratchpad();
+  attr.set_output_scales(1 << 1, scales);
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (e.quantize && e.y_zero != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {e.y_zero});
+  dnnl::post_ops po;
+  if (e.z) {
+    // sum: y += z_scale / y_scale * (z - z_zero), z copied into y before the run.
+    if (e.z->dtype != y.dtype || !(e.z_scale > 0.0f) || !std::isfinite(e.z_scale)) return false;
+    if (e.quantize)
+      po.append_sum(e.z_scale / ys, e.z_zero, y_type(y.dtype));
+    else
+      po.append_sum(1.0f);
+  }
+  switch (static_cast<QActivation>(e.act)) {
+    case QActivation::kNone: break;
+    case QActivation::kRelu: po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f); break;
+    case QActivation::kLeakyRelu: po.append_eltwise(1.f, algorithm::eltwise_relu, e.act_alpha, 0.f); break;
+    case QActivation::kClip: po.append_eltwise(1.f, algorithm::eltwise_clip, e.act_alpha / ys, e.act_beta / ys); break;
+  }
+  attr.set_post_ops(po);
+  st.src = memory::desc(nchw_dims(x.shape), q8_type(x.dtype), Tag::nhwc);
+  st.dst = memory::desc(nchw_dims(y.shape), y_type(y.dtype), Tag::nhwc);
+  st.bias_desc = memory::desc({m}, memory::data_type::f32, Tag::x);
+  const Dims w_dims = g == 1 ? Dims{m, cg, kh, kw} : Dims{g, m / g, cg, kh, kw};
+  const memory::desc w_any(w_dims, memory::data_type::s8, Tag::any);
+  const Window win = window_of(nn::conv_geometry(a, nchw_dims(x.shape), std::array<int64_t, 4>{m, cg, kh, kw}));
+  const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm::convolution_direct, st.src,
+                                          w_any, st.bias_desc, st.dst, win.strides, win.dilations, win.pad_l,
+                                          win.pad_r);
+  const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
+  if (!vnni_kernel(pd.impl_info_str())) return false;
+  st.prim.emplace(pd);
+  st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
+  st.weights = reordered_weights(w, w_dims, memory::data_type::s8, pd.weights_desc());
+  return true;
+}
+
 bool env_allows() {
   static const bool on = [] {
     const char* v = std::getenv("KILN_CPU_KERNELS");
@@ -298,13 +389,24 @@ bool env_allows() {
 }  // namespace
 
 std::atomic<bool> g_enabled{true};
-std::atomic<uint64_t> g_qconv_runs{0};
+std::atomic<uint64_t> g_qconv_runs{0}, g_qconv_fused_runs{0};
+std::atomic<bool> g_int8_epilogue{true};
 
 uint64_t qconv_sums_runs() { return g_qconv_runs.load(); }
+uint64_t qconv_fused_runs() { return g_qconv_fused_runs.load(); }
 
 bool available() { return env_allows() && g_enabled.load(); }
 void set_enabled(bool on) { g_enabled = on; }
 bool int8_sums_available() { return available() && exact_int8(); }
+
+bool int8_epilogue_in_library() {
+  static const bool env_on = [] {
+    const char* v = std::getenv("KILN_CPU_INT8_EPILOGUE");
+    return !(v && std::strcmp(v, "kiln") == 0);
+  }();
+  return env_on && g_int8_epilogue.load() && int8_sums_available();
+}
+void set_int8_epilogue_in_library(bool on) { g_int8_epilogue = on; }
 
 bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env) {
   if (!available() || in.size() < 2 || (in.size() > 4 && in[4].exists)) return false;
@@ -386,6 +488,54 @@ const int32_t* nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t 
           st.scratch);
   g_qconv_runs.fetch_add(1, std::memory_order_relaxed);
   return st.sums.data();
+}
+
+bool nhwc_qconv_fused(const ConvAttrs& a, const TensorView& x, const TensorView& w, const QEpilogue& e,
+                      const TensorView& y, KernelEnv& env) {
+  if (!int8_epilogue_in_library() || x.rank() != 4 || w.rank() != 4 || y.rank() != 4 ||
+      (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) || w.dtype != DataType::kInt8 ||
+      (e.quantize ? y.dtype != DataType::kInt8 && y.dtype != DataType::kUInt8 : y.dtype != DataType::kFloat32) ||
+      a.auto_pad != AutoPad::kNotSet)
+    return false;
+  for (auto dims :
+       {std::span<const int64_t>(x.shape), std::span<const int64_t>(w.shape), std::span<const int64_t>(y.shape)})
+    for (int64_t d : dims)
+      if (d <= 0) return false;
+  if (e.z && !std::equal(e.z->shape.begin(), e.z->shape.end(), y.shape.begin(), y.shape.end())) return false;
+  // The residual is summed from y's buffer: y must not overlap x.
+  const auto* xb = static_cast<const char*>(x.data);
+  const auto* yb = static_cast<const char*>(y.data);
+  if (e.z && yb < xb + x.bytes() && xb < yb + y.bytes()) return false;
+  std::vector<int64_t> key(x.shape.begin(), x.shape.end());
+  key.insert(key.end(), y.shape.begin(), y.shape.end());
+  key.insert(key.end(), {static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.data)), static_cast<int64_t>(x.dtype),
+                         static_cast<int64_t>(y.dtype), threads_of(env), e.act, bits(e.act_alpha), bits(e.act_beta),
+                         e.quantize, bits(e.y_scale), e.y_zero, e.z != nullptr, bits(e.z_scale), e.z_zero});
+  for (size_t i = 0; i < e.alpha.size(); ++i) key.insert(key.end(), {bits(e.alpha[i]), bits(e.bias[i])});
+  std::shared_ptr<void> local;
+  QFusedState& st = state_for<QFusedState>(env, key, local);
+  if (st.unsupported) return false;
+  const ThreadsScope threads(env);
+  if (!st.prim) {
+    try {
+      if (!make_qconv_fused(st, a, x, w, e, y)) st.unsupported = true;
+    } catch (const dnnl::error&) {
+      st.unsupported = true;
+    }
+    if (st.unsupported) return false;
+  }
+  if (e.z && e.z->data != y.data) std::memcpy(y.data, e.z->data, static_cast<size_t>(y.bytes()));
+  int32_t zero = e.x_zero;
+  memory zp({{1}, memory::data_type::s32, Tag::x}, cpu_engine(), &zero);
+  execute(*st.prim,
+          {{DNNL_ARG_SRC, memory(st.src, cpu_engine(), x.data)},
+           {DNNL_ARG_WEIGHTS, st.weights},
+           {DNNL_ARG_BIAS, memory(st.bias_desc, cpu_engine(), st.bias.data())},
+           {DNNL_ARG_DST, memory(st.dst, cpu_engine(), y.data)},
+           {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}},
+          st.scratch);
+  g_qconv_fused_runs.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, KernelEnv& env,
@@ -484,6 +634,13 @@ void set_enabled(bool) {}
 uint64_t qconv_sums_runs() { return 0; }
 bool nhwc_conv(const FusedConvAttrs&, std::span<const TensorView>, const TensorView&, KernelEnv&) { return false; }
 bool int8_sums_available() { return false; }
+bool int8_epilogue_in_library() { return false; }
+void set_int8_epilogue_in_library(bool) {}
+uint64_t qconv_fused_runs() { return 0; }
+bool nhwc_qconv_fused(const ConvAttrs&, const TensorView&, const TensorView&, const QEpilogue&, const TensorView&,
+                      KernelEnv&) {
+  return false;
+}
 const int32_t* nhwc_qconv_sums(const ConvAttrs&, const TensorView&, int32_t, const TensorView&,
                                std::span<const int64_t>, KernelEnv&, std::shared_ptr<void>&) {
   return nullptr;

@@ -1,14 +1,15 @@
 // oneDNN (Debian's libdnnl) for the CPU's compute-heavy channels-last ops: NhwcConv with its
 // epilogue as post-ops (bias, activation, residual Add, activation) and NhwcMaxPool /
-// NhwcAveragePool, float32, 2-D; NhwcQConv's integer sums (Kiln's own epilogue follows, so INT8
-// results are those of Kiln's kernels bit for bit). The builder makes those ops for CPU engines where the library is
-// present (passes/channels_last.cpp): one layout for the whole engine, the one oneDNN's
-// convolutions are fastest in. Each call returns false where the library cannot run the op
-// (another type, an activation it lacks, a build without oneDNN); the caller then runs Kiln's own
-// kernel, which stays the reference the tests compare with. A step's primitive and its weights in
-// the library's layout are made on its first run and kept in the step's state (KernelEnv::state).
-// KILN_CPU_KERNELS=kiln (read once per process) turns the library off: every op then runs Kiln's
-// kernels, and the builder keeps CPU engines channels-first.
+// NhwcAveragePool, float32, 2-D; NhwcQConv with its epilogue as the library's output scales and
+// post-ops, or its integer sums with Kiln's own epilogue after (bit for bit Kiln's kernels). The
+// builder makes those ops for CPU engines where the library is present (passes/channels_last.cpp):
+// one layout for the whole engine, the one oneDNN's convolutions are fastest in. Each call
+// returns false where the library cannot run the op (another type, an activation it lacks, a
+// build without oneDNN); the caller then runs Kiln's own kernel, which stays the reference the
+// tests compare with. A step's primitive and its weights in the library's layout are made on its
+// first run and kept in the step's state (KernelEnv::state). KILN_CPU_KERNELS=kiln (read once per
+// process) turns the library off: every op then runs Kiln's kernels, and the builder keeps CPU
+// engines channels-first.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,38 @@ const int32_t* nhwc_qconv_sums(const ConvAttrs& a, const TensorView& x, int32_t 
                                std::span<const int64_t> y_shape, KernelEnv& env, std::shared_ptr<void>& hold);
 // nhwc_qconv_sums' runs in the library so far (the tests check that it ran).
 uint64_t qconv_sums_runs();
+
+// kiln.QConv's epilogue (runtime/qfused_math.h) for nhwc_qconv_fused, per output channel m.
+struct QEpilogue {
+  std::span<const float> alpha, bias;  // x_scale * w_scale[m]; the float32 bias
+  int32_t x_zero = 0;
+  int act = 0;  // QActivation: none, relu, clip(act_alpha, act_beta), leaky_relu(act_alpha)
+  float act_alpha = 0, act_beta = 0;
+  bool quantize = false;  // y int8/uint8 with y_scale and y_zero; else y float32
+  float y_scale = 1;
+  int32_t y_zero = 0;
+  const TensorView* z = nullptr;  // the residual [N, OH, OW, M], y's type (scale and zero if quantized)
+  float z_scale = 1;
+  int32_t z_zero = 0;
+};
+
+// NhwcQConv whole in the library, one pass that writes y: the int8 sums, then scale, bias,
+// residual, activation and requantization as the library's output scales, post-ops and zero points.
+// The library rounds in its own order (bias before the scale, y_scale folded into the scales), so
+// an output may differ from Kiln's kernels by one quantization step where the real value lies
+// within float32 rounding of a half step (decision 65). Same conditions as nhwc_qconv_sums, plus:
+// a residual of y's type, nonzero finite scales; false otherwise, and where
+// int8_epilogue_in_library() is false.
+bool nhwc_qconv_fused(const ConvAttrs& a, const TensorView& x, const TensorView& w, const QEpilogue& e,
+                      const TensorView& y, KernelEnv& env);
+// Its runs so far.
+uint64_t qconv_fused_runs();
+
+// Whether INT8 epilogues run in the library (nhwc_qconv_fused): int8_sums_available(), unless
+// KILN_CPU_INT8_EPILOGUE=kiln (read once) or set_int8_epilogue_in_library(false) chose Kiln's
+// exact epilogue on the library's sums.
+bool int8_epilogue_in_library();
+void set_int8_epilogue_in_library(bool on);
 
 // The exact int32 sums of an INT8 matrix product, [rows, N]: [r, n] = sum over k of (x[r, k] - x_zero) *
 // w[n, k] (x [rows, K] int8 or uint8, w [N, K] int8, read as they are each run). As

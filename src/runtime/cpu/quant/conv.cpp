@@ -18,8 +18,10 @@
 // times w [N, K] transposed.
 //
 // NhwcQConv: kiln.QConv on channels-last x, y and z. Where oneDNN runs it (runtime/cpu/onednn.h:
-// a CPU with VNNI, weights' zero points 0) the library computes the int32 sums and this file's
-// epilogue the outputs, the same bits as QConv's; otherwise the inputs are permuted to
+// a CPU with VNNI, weights' zero points 0) the library runs the whole convolution, its epilogue as
+// output scales and post-ops (one step off Kiln's rounding at rare half-step ties), or, with
+// KILN_CPU_INT8_EPILOGUE=kiln or where the library cannot fuse it, computes the int32 sums and this
+// file's epilogue the outputs, the same bits as QConv's; otherwise the inputs are permuted to
 // channels-first (runtime/cpu/channels_last.h), QConv runs, its output is permuted back. With
 // pool_mean the output is then averaged over the spatial axes with ReduceMean's kernel.
 #include <algorithm>
@@ -251,6 +253,29 @@ bool onednn_sums(const QConvAttrs& a, std::span<const TensorView> in, const Tens
   return true;
 }
 
+// The whole convolution in oneDNN, its epilogue as the library's scales and post-ops (one pass
+// over y; onednn.h: may differ from Kiln's rounding by one step). False where it does not run.
+bool onednn_fused(const QConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env) {
+  if (!onednn::int8_epilogue_in_library() || in.size() < 5 || y.rank() != 4) return false;
+  const int64_t M = in[3].shape.empty() ? 0 : in[3].shape[0];
+  const Channels ch = channels(in, M, a.activation, a.act_alpha, a.act_beta, y.dtype);
+  if (std::any_of(ch.w_zero.begin(), ch.w_zero.end(), [](int32_t z) { return z != 0; })) return false;
+  onednn::QEpilogue e;
+  e.alpha = ch.alpha;
+  e.bias = ch.bias;
+  e.x_zero = ch.x_zero;
+  e.act = ch.epi.act;
+  e.act_alpha = ch.epi.act_alpha;
+  e.act_beta = ch.epi.act_beta;
+  e.quantize = ch.epi.quantize;
+  e.y_scale = ch.epi.y_scale;
+  e.y_zero = static_cast<int32_t>(ch.epi.y_zero);
+  e.z = ch.z;
+  e.z_scale = ch.epi.z_scale;
+  e.z_zero = ch.epi.z_zero;
+  return onednn::nhwc_qconv_fused(a.conv(), in[0], in[3], e, y, env);
+}
+
 }  // namespace
 
 void nhwc_qconv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -273,7 +298,9 @@ void nhwc_qconv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorVi
     return cpu_kernel(OpKind::kReduceMean)(OpKind::kReduceMean, ReduceAttrs{}, std::span<const TensorView>(mean_in),
                                            out, env);
   }
-  if (onednn_sums(std::get<QConvAttrs>(attrs), in, out[0], env)) return;
+  if (onednn_fused(std::get<QConvAttrs>(attrs), in, out[0], env) ||
+      onednn_sums(std::get<QConvAttrs>(attrs), in, out[0], env))
+    return;
   channels_last::run_channels_first(kind, in, out[0], [&](std::span<const TensorView> ins, const TensorView& y) {
     qconv_kernel(OpKind::kQConv, attrs, ins, {&y, 1}, env);
   });
