@@ -261,13 +261,29 @@ void fused_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> i
 
 // ---- NhwcConv ----------------------------------------------------------------------------------
 // float32 in oneDNN where Kiln has it (runtime/cpu/onednn.h: what CPU engines' channels-last
-// convolutions run). Otherwise FusedConv on channels-last data: X (unless x_channels_first, when it
+// convolutions run; a quantized output is quantized after, from a float32 buffer). Otherwise
+// FusedConv on channels-last data: X (unless x_channels_first, when it
 // is only cast to W's type), W and Z permuted to channels-first, the output permuted back. With
 // y_scale it quantizes FusedConv's output.
 
 void nhwc_conv_kernel(OpKind kind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                       KernelEnv& env) {
-  if (onednn::nhwc_conv(std::get<FusedConvAttrs>(attrs), in, out[0], env)) return;
+  if (in.size() > 4 && in[4].exists) {
+    // A quantized output (fuse-conv-quantize): the float32 output in oneDNN into a buffer this
+    // thread keeps, then QuantizeLinear's kernel on it.
+    thread_local std::vector<float> buffer;
+    const TensorView& y = out[0];
+    if (buffer.size() < static_cast<size_t>(y.numel())) buffer.resize(static_cast<size_t>(y.numel()));
+    const TensorView fv{DataType::kFloat32, y.shape, buffer.data(), true};
+    if (onednn::nhwc_conv(std::get<FusedConvAttrs>(attrs), in.first(4), fv, env)) {
+      const TensorView q_in[3] = {fv, in[4], in.size() > 5 ? in[5] : TensorView{DataType::kUInt8, {}, nullptr, false}};
+      cpu_kernel(OpKind::kQuantizeLinear)(OpKind::kQuantizeLinear, QuantizeAttrs{}, std::span<const TensorView>(q_in),
+                                          out.first(1), env);
+      return;
+    }
+  } else if (onednn::nhwc_conv(std::get<FusedConvAttrs>(attrs), in, out[0], env)) {
+    return;
+  }
   using channels_last::Owned;
   Owned cast_x;  // X cast to W's type, when it is channels-first already
   std::vector<TensorView> ins(in.begin(), in.end());
