@@ -4,6 +4,10 @@
 #include <chrono>
 #include <utility>
 
+#if defined(KILN_HAVE_ONEDNN)
+#include <omp.h>
+#endif
+
 namespace kiln::cpu {
 
 namespace {
@@ -54,8 +58,10 @@ class InParallelScope {
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   size_ = std::max(threads, 1);
+#if !defined(KILN_HAVE_ONEDNN)
   workers_.reserve(size_ - 1);
   for (int i = 1; i < size_; ++i) workers_.emplace_back([this] { worker_loop(); });
+#endif
 }
 
 ThreadPool::~ThreadPool() {
@@ -67,6 +73,46 @@ ThreadPool::~ThreadPool() {
   work_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
+
+#if defined(KILN_HAVE_ONEDNN)
+
+// With oneDNN, whose threads are OpenMP's, the pool's work runs on the calling thread's OpenMP team
+// too: one set of threads for Kiln's kernels and the library's, instead of two sets that spin while
+// the other works (on 2 cores the library's idle threads spun through Kiln's next step). The chunks
+// are claimed from a shared counter as below.
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn) {
+  if (n <= 0) return;
+  if (size_ == 1 || n == 1 || t_in_parallel || omp_in_parallel()) {
+    fn(0, n);
+    return;
+  }
+  const int64_t want = std::min<int64_t>(n, size_ * kChunksPerThread);
+  const int64_t chunk = (n + want - 1) / want, chunks = (n + chunk - 1) / chunk;
+  std::atomic<int64_t> next{0};
+  std::mutex mu;
+  std::exception_ptr error;
+#pragma omp parallel num_threads(size_)
+  {
+    InParallelScope scope;
+    for (;;) {
+      const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= chunks) break;
+      try {
+        fn(c * chunk, std::min(n, (c + 1) * chunk));
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (!error) error = std::current_exception();
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// The worker threads' side, unused here: the pool owns no threads.
+void ThreadPool::run_chunks() {}
+void ThreadPool::worker_loop() {}
+
+#else
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn) {
   if (n <= 0) return;
@@ -139,5 +185,7 @@ void ThreadPool::worker_loop() {
     if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_cv_.notify_all();
   }
 }
+
+#endif
 
 }  // namespace kiln::cpu

@@ -2,6 +2,8 @@
 // work, so a pool of size N owns N - 1 worker threads. Work is handed out in contiguous chunks that
 // threads claim from a shared atomic counter, which balances uneven per-index cost without a queue.
 // Idle workers spin briefly (~50 us) before sleeping, so back-to-back calls skip the futex wake.
+// In a build with oneDNN the pool owns no threads: its work runs on the calling thread's OpenMP
+// team, the library's threads (one set of threads for both; thread_pool.cpp).
 #pragma once
 
 #include <atomic>
