@@ -11,11 +11,38 @@
 
 #include "core/epilogue.h"
 #include "runtime/cpu/kernels.h"
+#include "runtime/cpu/onednn.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace kiln::cpu::fused {
 
 inline constexpr int64_t kParallelMin = int64_t{1} << 15;  // below this, waking the workers costs more than it saves
+
+// A float32 GELU epilogue without a residual (a transformer's FFN): the bias added row by row, then
+// oneDNN's vectorized GELU (runtime/cpu/onednn.h) where Kiln has it. False otherwise.
+inline bool gelu_in_library(const EpilogueAttrs& e, const TensorView& Y, const TensorView* Z, int64_t columns,
+                            const TensorView* bias, KernelEnv& env) {
+  if (Y.dtype != DataType::kFloat32 || Z || e.activation2 != Activation::kNone ||
+      (e.activation != Activation::kGelu && e.activation != Activation::kGeluTanh) || !onednn::available())
+    return false;
+  float* y = Y.as<float>();
+  const int64_t n = Y.numel();
+  if (bias) {
+    const float* b = bias->as<const float>();
+    auto rows = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = 0; c < columns; ++c) y[r * columns + c] += b[c];
+    };
+    if (env.pool && env.pool->size() > 1 && n >= kParallelMin)
+      env.pool->parallel_for(n / columns, rows);
+    else
+      rows(0, n / columns);
+  }
+  if (onednn::gelu_inplace(e.activation, y, n, env)) return true;
+  if (!bias) return false;
+  for (int64_t i = 0; i < n; ++i) y[i] = epilogue::apply<float>(e, y[i], 0.0f, 0.0f, false);  // the library declined
+  return true;
+}
 
 // Y = activation2(activation(Y + bias[i % columns]) + Z), in place; bias and Z may be null.
 inline void apply_epilogue(const EpilogueAttrs& e, const TensorView& Y, const TensorView* bias, const TensorView* Z,
@@ -23,6 +50,7 @@ inline void apply_epilogue(const EpilogueAttrs& e, const TensorView& Y, const Te
   const int64_t n = Y.numel();
   if (n == 0) return;
   const int64_t columns = bias ? bias->numel() : 1;
+  if (gelu_in_library(e, Y, Z, columns, bias, env)) return;
   dispatch_float(Y.dtype, "fused epilogue", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;

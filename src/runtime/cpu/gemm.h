@@ -1,7 +1,8 @@
 // Single-precision GEMM for the CPU backend: packed, cache-blocked, register-tiled, threaded.
-// No external BLAS. Micro-kernels are written with GCC vector extensions; on x86-64 the AVX2+FMA
-// and AVX-512 variants are compiled via target attributes and chosen at run time, so the library
-// itself builds for baseline x86-64.
+// sgemm hands products of some size to oneDNN's GEMM where Kiln has it (runtime/cpu/onednn.h;
+// not with KILN_CPU_KERNELS=kiln); sgemm_with_kernel always runs Kiln's. Micro-kernels are written with GCC vector
+// extensions; on x86-64 the AVX2+FMA and AVX-512 variants are compiled via target attributes and chosen at run time, so
+// the library itself builds for baseline x86-64.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 #include "runtime/cpu/onednn.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -169,6 +170,12 @@ struct PoolState : State {
 // and weights it was made for (key).
 struct States {
   std::vector<std::shared_ptr<State>> all;
+};
+
+struct EltwiseState : State {
+  std::optional<dnnl::eltwise_forward> prim;
+  memory scratch;
+  memory::desc data;
 };
 
 // The step's state of type S, made where it has none or one for another key. Without a slot (a
@@ -396,6 +403,18 @@ uint64_t qconv_sums_runs() { return g_qconv_runs.load(); }
 uint64_t qconv_fused_runs() { return g_qconv_fused_runs.load(); }
 
 bool available() { return env_allows() && g_enabled.load(); }
+
+bool sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int threads) {
+  if (!available() || m <= 0 || n <= 0 || k <= 0) return false;
+  cap_isa();
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(std::max(threads, 1));
+  const dnnl_status_t st =
+      dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  omp_set_num_threads(saved);
+  return st == dnnl_success;
+}
 void set_enabled(bool on) { g_enabled = on; }
 bool int8_sums_available() { return available() && exact_int8(); }
 
@@ -538,6 +557,34 @@ bool nhwc_qconv_fused(const ConvAttrs& a, const TensorView& x, const TensorView&
   return true;
 }
 
+bool gelu_inplace(Activation a, float* y, int64_t n, KernelEnv& env) {
+  if (!available() || n <= 0 || (a != Activation::kGelu && a != Activation::kGeluTanh)) return false;
+  const std::vector<int64_t> key{n, static_cast<int64_t>(a), threads_of(env)};
+  std::shared_ptr<void> local;
+  EltwiseState& st = state_for<EltwiseState>(env, key, local);
+  if (st.unsupported) return false;
+  const ThreadsScope threads(env);
+  if (!st.prim) {
+    try {
+      st.data = memory::desc({n}, memory::data_type::f32, Tag::x);
+      const algorithm alg = a == Activation::kGelu ? algorithm::eltwise_gelu_erf : algorithm::eltwise_gelu_tanh;
+      const dnnl::eltwise_forward::primitive_desc pd(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, st.data, 0.f, 0.f), user_scratchpad(),
+          cpu_engine());
+      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
+        throw dnnl::error(dnnl_unimplemented, "ref");
+      st.prim.emplace(pd);
+      st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
+    } catch (const dnnl::error&) {
+      st.unsupported = true;
+      return false;
+    }
+  }
+  memory data(st.data, cpu_engine(), y);
+  execute(*st.prim, {{DNNL_ARG_SRC, data}, {DNNL_ARG_DST, data}}, st.scratch);
+  return true;
+}
+
 const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, KernelEnv& env,
                             std::shared_ptr<void>& hold) {
   if (!int8_sums_available() || w.rank() != 2 || (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) ||
@@ -630,6 +677,11 @@ bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const Tenso
 #else  // built without oneDNN
 
 bool available() { return false; }
+bool gelu_inplace(Activation, float*, int64_t, KernelEnv&) { return false; }
+bool sgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float, float*,
+           int64_t, int) {
+  return false;
+}
 void set_enabled(bool) {}
 uint64_t qconv_sums_runs() { return 0; }
 bool nhwc_conv(const FusedConvAttrs&, std::span<const TensorView>, const TensorView&, KernelEnv&) { return false; }
