@@ -135,19 +135,19 @@ struct ConvState : State {
   int z_arg = 0;  // the residual's argument (a binary post-op's second source)
 };
 
-struct QConvState : State {
+// An int8 convolution: the sums alone (QConvState) or with the epilogue (QFusedState).
+struct Int8ConvState : State {
   std::optional<dnnl::convolution_forward> prim;
   memory scratch;
   memory weights;  // W in the primitive's layout (with the library's compensation), made once
   memory::desc src, dst;
+};
+
+struct QConvState : Int8ConvState {
   std::vector<int32_t> sums;  // the output, kept between runs (no allocation, no page faults per run)
 };
 
-struct QFusedState : State {
-  std::optional<dnnl::convolution_forward> prim;
-  memory scratch;
-  memory weights;
-  memory::desc src, dst;
+struct QFusedState : Int8ConvState {
   std::vector<float> bias;  // bias / alpha per channel: oneDNN 2.x adds an int8 convolution's bias before its scale
   memory::desc bias_desc;
 };
@@ -177,6 +177,14 @@ struct EltwiseState : State {
   memory scratch;
   memory::desc data;
 };
+
+// pd's primitive and scratchpad into st, refusing oneDNN's reference code (slower than Kiln's).
+template <class S, class PD>
+void take_primitive(S& st, const PD& pd) {
+  if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) throw dnnl::error(dnnl_unimplemented, "ref");
+  st.prim.emplace(pd);
+  st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
+}
 
 // The step's state of type S, made where it has none or one for another key. Without a slot (a
 // kernel called outside a context) in `local`.
@@ -301,25 +309,31 @@ bool vnni_kernel(const char* impl) {
   return s.find("ref") == std::string::npos && s.find("vnni") != std::string::npos;
 }
 
-bool make_qconv(QConvState& st, const ConvAttrs& a, const TensorView& x, const TensorView& w,
-                std::span<const int64_t> y_shape) {
+// The primitive of st (its src and dst set) for x and int8 w, with `bias` (or none) and `attr`, and
+// W reordered into its layout; false where its kernel is not a VNNI one.
+bool make_int8_conv(Int8ConvState& st, const ConvAttrs& a, const TensorView& x, const TensorView& w,
+                    const memory::desc& bias, const dnnl::primitive_attr& attr) {
   const int64_t g = a.group, m = w.shape[0], kh = w.shape[1], kw = w.shape[2], cg = w.shape[3];
-  st.src = memory::desc(nchw_dims(x.shape), q8_type(x.dtype), Tag::nhwc);
-  st.dst = memory::desc(nchw_dims(y_shape), memory::data_type::s32, Tag::nhwc);
-  dnnl::primitive_attr attr = user_scratchpad();
-  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   const Dims w_dims = g == 1 ? Dims{m, cg, kh, kw} : Dims{g, m / g, cg, kh, kw};
   const memory::desc w_any(w_dims, memory::data_type::s8, Tag::any);
   const Window win = window_of(nn::conv_geometry(a, nchw_dims(x.shape), std::array<int64_t, 4>{m, cg, kh, kw}));
   const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm::convolution_direct, st.src,
-                                          w_any, memory::desc(), st.dst, win.strides, win.dilations, win.pad_l,
-                                          win.pad_r);
+                                          w_any, bias, st.dst, win.strides, win.dilations, win.pad_l, win.pad_r);
   const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
   if (!vnni_kernel(pd.impl_info_str())) return false;
   st.prim.emplace(pd);
   st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
   st.weights = reordered_weights(w, w_dims, memory::data_type::s8, pd.weights_desc());
   return true;
+}
+
+bool make_qconv(QConvState& st, const ConvAttrs& a, const TensorView& x, const TensorView& w,
+                std::span<const int64_t> y_shape) {
+  st.src = memory::desc(nchw_dims(x.shape), q8_type(x.dtype), Tag::nhwc);
+  st.dst = memory::desc(nchw_dims(y_shape), memory::data_type::s32, Tag::nhwc);
+  dnnl::primitive_attr attr = user_scratchpad();
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  return make_int8_conv(st, a, x, w, memory::desc(), attr);
 }
 
 memory::data_type y_type(DataType t) { return t == DataType::kFloat32 ? memory::data_type::f32 : q8_type(t); }
@@ -333,7 +347,7 @@ int64_t bits(float f) {
 
 bool make_qconv_fused(QFusedState& st, const ConvAttrs& a, const TensorView& x, const TensorView& w, const QEpilogue& e,
                       const TensorView& y) {
-  const int64_t g = a.group, m = w.shape[0], kh = w.shape[1], kw = w.shape[2], cg = w.shape[3];
+  const int64_t m = w.shape[0];
   // The library's output: y / y_scale + y_zero. Its scale per channel is alpha / y_scale, and
   // every term after it (the residual, the activation's bounds) is divided by y_scale too.
   const float ys = e.quantize ? e.y_scale : 1.0f;
@@ -371,18 +385,7 @@ bool make_qconv_fused(QFusedState& st, const ConvAttrs& a, const TensorView& x, 
   st.src = memory::desc(nchw_dims(x.shape), q8_type(x.dtype), Tag::nhwc);
   st.dst = memory::desc(nchw_dims(y.shape), y_type(y.dtype), Tag::nhwc);
   st.bias_desc = memory::desc({m}, memory::data_type::f32, Tag::x);
-  const Dims w_dims = g == 1 ? Dims{m, cg, kh, kw} : Dims{g, m / g, cg, kh, kw};
-  const memory::desc w_any(w_dims, memory::data_type::s8, Tag::any);
-  const Window win = window_of(nn::conv_geometry(a, nchw_dims(x.shape), std::array<int64_t, 4>{m, cg, kh, kw}));
-  const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm::convolution_direct, st.src,
-                                          w_any, st.bias_desc, st.dst, win.strides, win.dilations, win.pad_l,
-                                          win.pad_r);
-  const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
-  if (!vnni_kernel(pd.impl_info_str())) return false;
-  st.prim.emplace(pd);
-  st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
-  st.weights = reordered_weights(w, w_dims, memory::data_type::s8, pd.weights_desc());
-  return true;
+  return make_int8_conv(st, a, x, w, st.bias_desc, attr);
 }
 
 bool env_allows() {
@@ -571,10 +574,7 @@ bool gelu_inplace(Activation a, float* y, int64_t n, KernelEnv& env) {
       const dnnl::eltwise_forward::primitive_desc pd(
           dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, st.data, 0.f, 0.f), user_scratchpad(),
           cpu_engine());
-      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
-        throw dnnl::error(dnnl_unimplemented, "ref");
-      st.prim.emplace(pd);
-      st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
+      take_primitive(st, pd);
     } catch (const dnnl::error&) {
       st.unsupported = true;
       return false;
@@ -660,10 +660,7 @@ bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const Tenso
       const dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, st.src, st.dst, win.strides,
                                           win.kernel, win.pad_l, win.pad_r);
       const dnnl::pooling_forward::primitive_desc pd(d, user_scratchpad(), cpu_engine());
-      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
-        throw dnnl::error(dnnl_unimplemented, "ref");
-      st.prim.emplace(pd);
-      st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
+      take_primitive(st, pd);
     } catch (const dnnl::error&) {
       st.unsupported = true;
       return false;
