@@ -1,10 +1,10 @@
 // The training loop on the CPU: the MLP learns a Fashion-MNIST subset to above 80% validation
-// accuracy in a few seconds; the same seed gives bit-identical weights; a run stopped after a
-// checkpoint and resumed reaches the same weights as an uninterrupted one; resuming another run or
-// a damaged checkpoint is refused; a diverging loss stops with the step named.
+// accuracy in two epochs (its speed shows in the demo's summary, not in a unit test); the same seed
+// gives bit-identical weights; a run stopped after a checkpoint and resumed reaches the same weights
+// as an uninterrupted one; resuming another run or a damaged checkpoint is refused; a diverging
+// loss stops with the step named.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <fstream>
 
 #include "data/dataset.h"
@@ -57,18 +57,15 @@ TEST(TrainTrainer, MlpLearnsFashionMnistSubsetAbove80Percent) {
   c.solver.kind = SolverKind::kAdam;
   c.solver.lr = 1e-3;
   c.log_every = 20;
-  auto start = std::chrono::steady_clock::now();
   Trainer t(load_net_description("mlp"), data, be, c);
   int reports = 0;
   t.run([&](const Progress& p) { reports += p.epoch_end != nullptr; });
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(t.history().epochs.size(), 2u);
   EXPECT_EQ(reports, 2);
   const EpochRecord& last = t.history().epochs.back();
   EXPECT_GT(last.val_accuracy, 0.80) << "validation accuracy after 2 epochs";
   EXPECT_LT(last.train_loss, t.history().steps.front().loss);
   EXPECT_EQ(t.history().steps.size(), static_cast<size_t>(2 * (10800 / 64) / 20));
-  EXPECT_LT(seconds, 60);
 }
 
 // A small CNN with every kind of state: batch-norm running statistics, dropout masks, Adam moments.
