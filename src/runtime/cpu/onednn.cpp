@@ -626,17 +626,15 @@ const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, c
 }
 
 bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const TensorView& y, KernelEnv& env) {
-  // float32 pools, and MaxPool on 8-bit integers (exact).
-  const bool q8_max = kind == OpKind::kNhwcMaxPool && (x.dtype == DataType::kInt8 || x.dtype == DataType::kUInt8);
-  if (!available() || x.rank() != 4 || y.rank() != 4 || (x.dtype != DataType::kFloat32 && !q8_max) ||
-      y.dtype != x.dtype || a.kernel_shape.size() != 2 ||
+  if (!available() || x.rank() != 4 || y.rank() != 4 || x.dtype != DataType::kFloat32 ||
+      y.dtype != DataType::kFloat32 || a.kernel_shape.size() != 2 ||
       (a.auto_pad != AutoPad::kNotSet && a.auto_pad != AutoPad::kValid))
     return false;
   for (int64_t d : a.dilations)
     if (d != 1) return false;
   std::vector<int64_t> key(x.shape.begin(), x.shape.end());
   key.insert(key.end(), y.shape.begin(), y.shape.end());
-  key.insert(key.end(), {threads_of(env), static_cast<int64_t>(x.dtype)});
+  key.push_back(threads_of(env));
   std::shared_ptr<void> local;
   PoolState& st = state_for<PoolState>(env, key, local);
   if (st.unsupported) return false;
@@ -645,9 +643,8 @@ bool nhwc_pool(OpKind kind, const PoolAttrs& a, const TensorView& x, const Tenso
     try {
       const nn::WindowGeometry geo = nn::pool_geometry(a, nchw_dims(x.shape));
       const Window win = window_of(geo);
-      const memory::data_type dt = q8_max ? q8_type(x.dtype) : memory::data_type::f32;
-      st.src = memory::desc(nchw_dims(x.shape), dt, Tag::nhwc);
-      st.dst = memory::desc(nchw_dims(y.shape), dt, Tag::nhwc);
+      st.src = memory::desc(nchw_dims(x.shape), memory::data_type::f32, Tag::nhwc);
+      st.dst = memory::desc(nchw_dims(y.shape), memory::data_type::f32, Tag::nhwc);
       // Windows that reach past the input with ceil_mode are padding on the right; AveragePool
       // divides by the window's count within the input (or, count_include_pad, within the pads
       // the model gave: a window past those is ONNX's ceil_mode case, left to Kiln's kernel).
