@@ -169,7 +169,7 @@ TEST(ChannelsLastInt8, QConvsBecomeNhwcQConv) {
 // The stem on 3 and on 1 input channels: padded to 4, its int8 MaxPool channels-last, exactly the
 // channels-first engine's numbers.
 TEST(ChannelsLastInt8, StemChannelsPaddedToFour) {
-  for (int64_t c : {3, 1}) {
+  for (int64_t c : {3, 2}) {
     SCOPED_TRACE("channels " + std::to_string(c));
     const Result r = check_parity(stem_model(c), {2, c, 16, 16}, true);
     EXPECT_EQ(r.count("NhwcQConv"), 2) << r.layout.detail;
@@ -178,6 +178,17 @@ TEST(ChannelsLastInt8, StemChannelsPaddedToFour) {
     EXPECT_EQ(r.count("NhwcMaxPool"), 1);
     EXPECT_EQ(r.count("MaxPool"), 0);
   }
+}
+
+// A stem of one input channel (LeNet-5's) stays float on CPU targets (quantize_int8's rule: the
+// integer dot products sum 4 channels, so its INT8 kernel would do 4 times the work); the layer
+// after it is INT8, and nothing is padded.
+TEST(ChannelsLastInt8, OneChannelStemStaysFloatOnTheCpu) {
+  const Result r = check_parity(stem_model(1), {2, 1, 16, 16}, true);
+  EXPECT_EQ(r.count("NhwcQConv"), 1) << r.layout.detail;
+  EXPECT_EQ(r.count("kiln.QConv"), 0);
+  EXPECT_EQ(r.count("Pad"), 0);
+  EXPECT_NE(r.layout.detail.find("1 nodes channels-last"), std::string::npos) << r.layout.detail;
 }
 
 // What the pass writes for the stem: x transposed and padded to [N, H, W, 4] by a constant-mode Pad
