@@ -166,8 +166,8 @@ TEST(QConv, MatchesConvIntegerAndTheEpilogue) {
 TEST(QMatMul, MatchesMatMulIntegerAndTheEpilogue) {
   std::mt19937 rng(22);
   cpu::ThreadPool pool(3);
-  const std::vector<std::pair<Shape, int64_t>> shapes = {{{3, 5}, 4},     {{1, 1}, 1}, {{2, 3, 17}, 9},
-                                                         {{64, 300}, 70}, {{0, 4}, 3}, {{4, 0}, 2}};
+  const std::vector<std::pair<Shape, int64_t>> shapes = {{{3, 5}, 4}, {{1, 1}, 1}, {{2, 3, 17}, 9}, {{64, 300}, 70},
+                                                         {{0, 4}, 3}, {{4, 0}, 2}, {{5, 1000}, 40}};
   int cases = 0;
   for (const auto& [tx, tw] : kPairs)
     for (const auto& [xs, n] : shapes)

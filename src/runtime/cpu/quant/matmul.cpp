@@ -8,9 +8,10 @@
 // multiplier = x_scale * w_scale / y_scale in float32,
 // y = saturate(round_half_even(acc * multiplier + y_zero_point)), the product in double.
 //
-// kiln.QMatMul (made by the fuse-qdq pass): x [..., rows, K] times w [N, K] transposed, through the
-// integer GEMM (cpu/igemm.h), then the epilogue of runtime/qfused_math.h (see quant_internal.h and
-// conv.cpp's kiln.QConv).
+// kiln.QMatMul (made by the fuse-qdq pass): x [..., rows, K] times w [N, K] transposed, then the
+// epilogue of runtime/qfused_math.h (see quant_internal.h and conv.cpp's kiln.QConv). The sums:
+// small products (below 64^3 multiply-adds) in Kiln's dot products on one thread, larger ones in
+// oneDNN's matmul (runtime/cpu/onednn.h), else the integer GEMM (cpu/igemm.h).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -173,6 +174,45 @@ void qlinear_matmul_kernel(OpKind, const Attrs&, std::span<const TensorView> in,
   });
 }
 
+namespace {
+
+// Products below this many multiply-adds run Kiln's dot products on one thread: oneDNN's matmul
+// costs 1-3 us a call whatever its size, more than LeNet-5's classifier layers take in float32 at
+// batch 1 (0.2-4.9 us), and a parallel region costs a few more.
+constexpr int64_t kSmallProduct = 64 * 64 * 64;
+
+// The sums of a small product: x's rows centered once, each times every row of w, less each
+// channel's w zero point times the row's sum (sum (x)(w - zw) = sum x w - zw sum x).
+bool small_product_sums(const Channels& ch, const TensorView& X, const TensorView& W, int64_t R, int64_t Nc, int64_t K,
+                        std::vector<int32_t>& sums) {
+  if (R * Nc * K >= kSmallProduct || K > 32768) return false;
+  thread_local std::vector<int16_t> xs;
+  xs.resize(static_cast<size_t>(R * K));
+  centered(X, 0, R * K, ch.x_zero, xs.data());
+  sums.resize(static_cast<size_t>(R * Nc));
+  const bool w_zero = std::any_of(ch.w_zero.begin(), ch.w_zero.end(), [](int32_t z) { return z != 0; });
+  for (int64_t r = 0; r < R; ++r) {
+    const int16_t* x = xs.data() + r * K;
+    int32_t* s = sums.data() + r * Nc;
+    if (W.dtype == DataType::kInt8)
+      dot_rows(x, K, W.as<const int8_t>(), Nc, s);
+    else
+      dot_rows(x, K, W.as<const uint8_t>(), Nc, s);
+    if (!w_zero) continue;
+    int32_t row_sum = 0;
+    for (int64_t i = 0; i < K; ++i) row_sum += x[i];
+    // In uint32: the difference is within int32 (|x| and |w - zw| <= 255, K <= 32768), its terms
+    // need not be.
+    for (int64_t j = 0; j < Nc; ++j)
+      s[j] =
+          static_cast<int32_t>(static_cast<uint32_t>(s[j]) - static_cast<uint32_t>(ch.w_zero[static_cast<size_t>(j)]) *
+                                                                 static_cast<uint32_t>(row_sum));
+  }
+  return true;
+}
+
+}  // namespace
+
 void qmatmul_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, std::span<const TensorView> out,
                     KernelEnv& env) {
   const auto& a = std::get<QMatMulAttrs>(attrs);
@@ -181,6 +221,11 @@ void qmatmul_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
   const int64_t R = K > 0 ? X.numel() / K : Y.numel() / std::max<int64_t>(Nc, 1);
   if (R == 0 || Nc == 0) return;
   const Channels ch = channels(in, Nc, a.activation, a.act_alpha, a.act_beta, Y.dtype);
+  thread_local std::vector<int32_t> small;
+  if (small_product_sums(ch, X, W, R, Nc, K, small)) {
+    store_rows(ch, small.data(), 0, R, Nc, Y);
+    return;
+  }
   // The sums in oneDNN where it runs them (runtime/cpu/onednn.h: VNNI, weights' zero points 0).
   if (std::all_of(ch.w_zero.begin(), ch.w_zero.end(), [](int32_t z) { return z == 0; })) {
     std::shared_ptr<void> hold;  // the sums' owner where the step has no state slot

@@ -162,6 +162,11 @@ void store_rows(const Channels& c, const int32_t* sums, int64_t r0, int64_t r1, 
 void quantize_floats(const float* x, int64_t n, float scale, float zero, int8_t* y);
 void quantize_floats(const float* x, int64_t n, float scale, float zero, uint8_t* y);
 
+// sums[j] = sum over i < k of x[i] * w[j * k + i], j < n: one row of centered x (|x| <= 255) times
+// the rows of 8-bit w, exact in int32 for k up to 33,000 (vectorized.cpp: vpmaddwd).
+void dot_rows(const int16_t* x, int64_t k, const int8_t* w, int64_t n, int32_t* sums);
+void dot_rows(const int16_t* x, int64_t k, const uint8_t* w, int64_t n, int32_t* sums);
+
 // The elements of a q8 tensor minus `zero`, as int16 (values in [-255, 255]).
 template <class T>
 inline void centered(const T* p, int64_t n, int32_t zero, int16_t* out) {

@@ -8,6 +8,7 @@
 // no product is fused into an addition: the bits are store_one's. The activation, the output type
 // and the residual's kind are template parameters, so that the inner loop has no branches but
 // selects. quantize_floats: QuantizeLinear's loop (quantize.cpp) for float32 and one scale, alike.
+// dot_rows: the integer sums of small kiln.QMatMul products (matmul.cpp), exact.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -119,7 +120,37 @@ void quantize_uint8(const float* x, int64_t n, float scale, float zero, uint8_t*
   quantize_of(x, n, scale, zero, y);
 }
 
+template <class W>
+[[gnu::always_inline]] inline void dot_rows_of(const int16_t* __restrict x, int64_t k, const W* __restrict w, int64_t n,
+                                               int32_t* __restrict sums) {
+  for (int64_t j = 0; j < n; ++j) {
+    const W* __restrict wj = w + j * k;
+    int32_t acc = 0;  // pairs of products in int32 (vpmaddwd): exact for |x| <= 255
+    for (int64_t i = 0; i < k; ++i) acc += int32_t{x[i]} * int32_t{static_cast<int16_t>(wj[i])};
+    sums[j] = acc;
+  }
+}
+
+#if defined(__x86_64__)
+[[gnu::target_clones("avx2", "default")]]
+#endif
+void dot_rows_s8(const int16_t* x, int64_t k, const int8_t* w, int64_t n, int32_t* sums) {
+  dot_rows_of(x, k, w, n, sums);
+}
+
+#if defined(__x86_64__)
+[[gnu::target_clones("avx2", "default")]]
+#endif
+void dot_rows_u8(const int16_t* x, int64_t k, const uint8_t* w, int64_t n, int32_t* sums) {
+  dot_rows_of(x, k, w, n, sums);
+}
+
 }  // namespace
+
+void dot_rows(const int16_t* x, int64_t k, const int8_t* w, int64_t n, int32_t* sums) { dot_rows_s8(x, k, w, n, sums); }
+void dot_rows(const int16_t* x, int64_t k, const uint8_t* w, int64_t n, int32_t* sums) {
+  dot_rows_u8(x, k, w, n, sums);
+}
 
 void quantize_floats(const float* x, int64_t n, float scale, float zero, int8_t* y) {
   quantize_int8(x, n, scale, zero, y);
