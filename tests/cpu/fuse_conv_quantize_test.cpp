@@ -1,9 +1,9 @@
 // fuse-conv-quantize: a float16 NhwcConv whose output a per-tensor QuantizeLinear reads (directly,
-// or through ResNet's MaxPool) writes the quantized tensor itself. Positive cases (ResNet's and
-// MobileNetV2's stems, a Q without zero point: uint8), the guards (another reader of the conv's or
-// the pool's output, a per-channel Q, a float32 graph), and numeric parity on the CPU backend: the
-// fused node computes the float16 output and quantizes it as the pair did, so the engines' outputs
-// are equal, not merely close.
+// or, on GPU targets, through ResNet's MaxPool) writes the quantized tensor itself. Positive cases
+// (ResNet's and MobileNetV2's stems, a Q without zero point: uint8), the guards (another reader of
+// the conv's or the pool's output, a per-channel Q, a float32 graph), and numeric parity on the CPU
+// backend: the fused node computes the float16 output and quantizes it as the pair did, so the
+// engines' outputs are equal, not merely close.
 #include "int8_test_util.h"
 #include "layout_build.h"
 
@@ -52,12 +52,21 @@ void head(OnnxModel& m) {
 const std::initializer_list<PassFn> kFp16Passes = {bind_inputs, infer_and_fold, fuse_epilogue, remove_dead_nodes,
                                                    to_fp16};
 
+// The pass as a GPU build runs it: these are the GPU's float16 graphs (the engines run on the CPU
+// backend all the same). CPU builds do not fuse through a MaxPool.
+PassResult fuse_for_gpu(graph::Graph& g, const BuildOptions& o) {
+  BuildOptions gpu = o;
+  gpu.target = "gpu";
+  return fuse_conv_quantize(g, gpu);
+}
+
 // The engine with the pass against the one without, on one random input: outputs equal. Returns
 // the engine with the pass.
-LayoutBuilt check_parity(const OnnxModel& m, const std::vector<std::string>& outputs = {"y"}, bool fp16 = true) {
+LayoutBuilt check_parity(const OnnxModel& m, const std::vector<std::string>& outputs = {"y"}, bool fp16 = true,
+                         PassFn fuse = fuse_for_gpu) {
   BuildOptions o;
   o.fp16 = fp16;
-  LayoutBuilt on = build_layout(m, o, kFp16Passes, true, {fuse_conv_quantize});
+  LayoutBuilt on = build_layout(m, o, kFp16Passes, true, {fuse});
   LayoutBuilt off = build_layout(m, o, kFp16Passes, true);
   std::map<std::string, std::vector<float>> feed{{"x", random_vec(2 * 3 * 20 * 20, 7)}};
   for (float& v : feed["x"]) v *= 3.0f;
@@ -93,6 +102,21 @@ TEST(FuseConvQuantize, ResNetStemThroughMaxPool) {
   expect_fused(r, true);
   EXPECT_EQ(r.count("NhwcMaxPool"), 1);
   EXPECT_TRUE(has_name(r, "stem + stem.relu + quant")) << testing::PrintToString(names(r));
+}
+
+// On CPU targets the Q stays after the MaxPool: the CPU's fused convolution quantizes its float
+// output after computing it, 4 times the values the pool's output has. A Q right after the
+// convolution still fuses.
+TEST(FuseConvQuantize, CpuTargetsQuantizeAfterTheMaxPool) {
+  OnnxModel m = stem("resnet_stem_cpu", 7);
+  max_pool(m, "s1", "p");
+  quantize(m, "p");
+  head(m);
+  expect_fused(check_parity(m, {"y"}, true, fuse_conv_quantize), false);
+  OnnxModel direct = stem("direct_cpu", 3);
+  quantize(direct, "s1");
+  head(direct);
+  expect_fused(check_parity(direct, {"y"}, true, fuse_conv_quantize), true);
 }
 
 // MobileNetV2's stem: Conv 3x3 -> ReLU6 -> Q.
