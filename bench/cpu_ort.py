@@ -4,10 +4,13 @@
 BERT-base-shaped encoder (2 layers, 128 tokens, hidden 768, 12 heads) and LeNet-5 (the demo's
 network), at batch 1 and 64 (LeNet-5: 256), random weights. Kiln FP32 and, for the convolutional
 ones, Kiln INT8 (calibrated on random inputs: a speed figure, not an accuracy one).
-Kiln: `kiln bench MODEL.onnx --device cpu --threads T --json` (median latency after warm-up);
-onnxruntime: median of timed runs after warm-up, intra_op_num_threads=T, default optimizations.
+Kiln: engines built once (`kiln optimize --device cpu`), then `kiln bench ENGINE --threads T --json`
+(median latency after warm-up); onnxruntime: median of timed runs after warm-up,
+intra_op_num_threads=T, default optimizations. The sides take turns for --rounds rounds (onnxruntime,
+Kiln FP32, Kiln INT8, again), so that a slower or faster period of a shared machine falls on all of
+them; a figure is the median over rounds, a ratio the median of the rounds' ratios.
 
-  bench/cpu_ort.py --kiln build/kiln [--threads 2] [--models resnet18,...] [--out bench/results/cpu_ort]
+  bench/cpu_ort.py --kiln build/kiln [--threads 2] [--rounds 3] [--models resnet18,...] [--out bench/results/cpu_ort]
 
 Writes OUT/cpu_ort.md (the table), OUT/cpu_ort.json and OUT/cpu_ort.svg (Kiln's speed over
 onnxruntime's per model and batch).
@@ -97,29 +100,41 @@ MODELS = {  # name: (maker, batches, convolutional)
 }
 
 
-def ort_median_ms(path, x, threads, min_s):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    feed = {s.get_inputs()[0].name: x}
-    for _ in range(3):
-        s.run(None, feed)
-    times, start = [], time.perf_counter()
-    while len(times) < 10 or time.perf_counter() - start < min_s:
-        t0 = time.perf_counter()
-        s.run(None, feed)
-        times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times))
+class OrtSide:
+    """One onnxruntime session, timed again each round."""
+
+    def __init__(self, path, x, threads):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        self.s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        self.feed = {self.s.get_inputs()[0].name: x}
+        for _ in range(3):
+            self.s.run(None, self.feed)
+
+    def median_ms(self, min_s):
+        times, start = [], time.perf_counter()
+        while len(times) < 10 or time.perf_counter() - start < min_s:
+            t0 = time.perf_counter()
+            self.s.run(None, self.feed)
+            times.append((time.perf_counter() - t0) * 1e3)
+        return float(np.median(times))
 
 
-def kiln_median_ms(kiln, path, batch, threads, min_s, extra, work):
-    out = os.path.join(work, "bench.json")
-    cmd = [kiln, "bench", path, "--device", "cpu", "--threads", str(threads), "--warmup", "3", "--iterations", "10",
-           "--duration", str(min_s), "--json", out] + extra
+def kiln_run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
+
+
+def kiln_build(kiln, path, engine, extra):
+    kiln_run([kiln, "optimize", path, "--device", "cpu", "-o", engine] + extra)
+
+
+def kiln_median_ms(kiln, engine, threads, min_s, work):
+    out = os.path.join(work, "bench.json")
+    kiln_run([kiln, "bench", engine, "--threads", str(threads), "--warmup", "3", "--iterations", "10",
+              "--duration", str(min_s), "--json", out])
     with open(out) as f:
         return json.load(f)["latency_ms"]["median"]
 
@@ -157,7 +172,8 @@ def main():
     ap.add_argument("--kiln", default="build/kiln")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--duration", type=float, default=2.0, help="seconds each side measures, at least")
+    ap.add_argument("--duration", type=float, default=1.0, help="seconds each side measures per round, at least")
+    ap.add_argument("--rounds", type=int, default=3, help="turns each side takes (medians over them)")
     ap.add_argument("--no-int8", action="store_true")
     ap.add_argument("--out", default="bench/results/cpu_ort")
     a = ap.parse_args()
@@ -176,29 +192,42 @@ def main():
                 for i in range(4):  # a few batches of random inputs: enough to time INT8
                     np.save(os.path.join(calib, f"{i}.npy"), np.random.default_rng(i).standard_normal(shape)
                             .astype(np.float32))
-                ort_ms = ort_median_ms(path, x, a.threads, a.duration)
                 symbolic = model.graph.input[0].type.tensor_type.shape.dim[0].dim_param != ""
                 shape_flags = ["--batch", str(batch)] if symbolic else []
-                fp32 = kiln_median_ms(a.kiln, path, batch, a.threads, a.duration, shape_flags, work)
-                int8 = None
+                engines = {"fp32": os.path.join(work, f"{name}_b{batch}_fp32.kiln")}
+                kiln_build(a.kiln, path, engines["fp32"], shape_flags)
                 if conv and not a.no_int8:
-                    int8 = kiln_median_ms(a.kiln, path, batch, a.threads, a.duration,
-                                          shape_flags + ["--int8", "--calib", calib], work)
+                    engines["int8"] = os.path.join(work, f"{name}_b{batch}_int8.kiln")
+                    kiln_build(a.kiln, path, engines["int8"], shape_flags + ["--int8", "--calib", calib])
+                ort_side = OrtSide(path, x, a.threads)
+                per_round = []  # {"ort": ms, "fp32": ms, "int8": ms} per round
+                for _ in range(a.rounds):
+                    t = {"ort": ort_side.median_ms(a.duration)}
+                    for k, e in engines.items():
+                        t[k] = kiln_median_ms(a.kiln, e, a.threads, a.duration, work)
+                    per_round.append(t)
+                med = lambda f: float(np.median([f(t) for t in per_round]))
+                ort_ms, fp32 = med(lambda t: t["ort"]), med(lambda t: t["fp32"])
+                int8 = med(lambda t: t["int8"]) if "int8" in engines else None
                 row = {"model": name, "batch": batch, "ort_ms": ort_ms, "kiln_fp32_ms": fp32, "kiln_int8_ms": int8,
-                       "fp32_vs_ort": ort_ms / fp32, "int8_vs_ort": ort_ms / int8 if int8 else None,
-                       "int8_vs_fp32": fp32 / int8 if int8 else None}
+                       "fp32_vs_ort": med(lambda t: t["ort"] / t["fp32"]),
+                       "int8_vs_ort": med(lambda t: t["ort"] / t["int8"]) if int8 else None,
+                       "int8_vs_fp32": med(lambda t: t["fp32"] / t["int8"]) if int8 else None,
+                       "rounds": per_round}
                 rows.append(row)
                 print(f"{name:13s} b{batch:<4d} onnxruntime {ort_ms:9.3f} ms   Kiln FP32 {fp32:9.3f} ms "
                       f"({row['fp32_vs_ort']:.2f}x)" + (f"   INT8 {int8:9.3f} ms ({row['int8_vs_fp32']:.2f}x FP32)"
                                                        if int8 else ""), flush=True)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     meta = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu, "cores": os.cpu_count(), "threads": a.threads,
+            "rounds": a.rounds, "seconds_per_round": a.duration,
             "onnxruntime": ort.__version__, "python": platform.python_version()}
     with open(os.path.join(a.out, "cpu_ort.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     with open(os.path.join(a.out, "cpu_ort.md"), "w") as f:
-        f.write(f"{meta['date']}, {cpu}, {a.threads} threads, onnxruntime {ort.__version__}; medians in ms; "
-                "speed = onnxruntime's time / Kiln's\n\n")
+        f.write(f"{meta['date']}, {cpu}, {a.threads} threads, onnxruntime {ort.__version__}; medians in ms over "
+                f"{a.rounds} rounds of at least {a.duration:g} s a side; speed = onnxruntime's time / Kiln's (median "
+                "of the rounds' ratios)\n\n")
         f.write("| model | batch | onnxruntime | Kiln FP32 | FP32 vs ORT | Kiln INT8 | INT8 vs FP32 |\n|---|---|---|---|---|---|---|\n")
         for r in rows:
             i8 = f"{r['kiln_int8_ms']:.3f} | {r['int8_vs_fp32']:.2f}x" if r["kiln_int8_ms"] else "- | -"
