@@ -27,7 +27,7 @@ struct BuildReport {
   size_t arena_bytes = 0;
   size_t activation_bytes = 0;   // sum of all activation sizes (no sharing)
   size_t peak_live_bytes = 0;    // the most bytes live at once: the lower bound of any arena
-  std::string precision_choice;  // GPU INT8 builds: the timed INT8-or-float decision, for the user
+  std::string precision_choice;  // INT8 builds: the timed INT8-or-float decision, for the user
   // Range engines: how many plans, and a line per range (its buckets, whether rows are padded).
   // The fields above are the largest bucket's, except engine_bytes and weight_bytes (the file's).
   size_t plans = 1;

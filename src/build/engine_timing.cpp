@@ -61,6 +61,8 @@ struct TimedEngine::Impl {
   GpuTiming gpu;  // before the context, which is destroyed first
 #endif
   std::unique_ptr<Context> ctx;
+  // The inputs a CPU context reads from (Context::set_input keeps the pointer, not a copy).
+  std::vector<std::vector<uint8_t>> inputs;
   bool on_gpu = false;
 };
 
@@ -89,7 +91,8 @@ TimedEngine::TimedEngine(std::span<const uint8_t> engine) : impl_(std::make_uniq
     return;
   }
 #endif
-  for (size_t k = 0; k < in.size(); ++k) m.ctx->set_input(e.inputs()[k].name, in[k].data(), in[k].size());
+  m.inputs = in;
+  for (size_t k = 0; k < in.size(); ++k) m.ctx->set_input(e.inputs()[k].name, m.inputs[k].data(), m.inputs[k].size());
   for (int i = 0; i < 3; ++i) m.ctx->run();
 }
 

@@ -1,7 +1,7 @@
 // Timing whole engines, for the builder's decisions that a layer timed alone cannot make: the
-// INT8-or-float choice of GPU builds (`--int8` means "INT8 where a fast INT8 kernel exists", so the
-// builder times the INT8 engine against the build without INT8 and keeps the faster one, unless
-// BuildOptions::force_int8), and the close calls between tactics (choose_tactics.h).
+// INT8-or-float choice of GPU and CPU builds (`--int8` means "INT8 where a fast INT8 kernel
+// exists", so the builder times the INT8 engine against the build without INT8 and keeps the faster
+// one, unless BuildOptions::force_int8), and the close calls between tactics (choose_tactics.h).
 #pragma once
 
 #include <cstdint>

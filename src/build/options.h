@@ -45,8 +45,8 @@ struct BuildOptions {
   bool fp16 = false;           // float32 tensors inside the graph become float16 (inputs/outputs keep theirs)
   bool int8 = false;           // Conv/Gemm/MatMul in INT8 with calibrated scales (quantize-int8)
   calib::Options calib;        // --calib DATA, method, batches, cache (used with int8)
-  // GPU targets: an INT8 engine slower than the same build without INT8 is replaced by that build
-  // (engine_timing.h) unless force_int8.
+  // An INT8 engine slower than the same build without INT8 is replaced by that build (timed on the
+  // GPU, or on the CPU that builds a CPU engine: engine_timing.h) unless force_int8.
   bool force_int8 = false;
   // GPU: close calls between tactics decided by timing whole engines (close_calls.h). Off for the
   // build without INT8 that an --int8 build is timed against (the calls would add up to 8 s to

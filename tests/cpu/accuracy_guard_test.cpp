@@ -33,6 +33,7 @@ struct Guarded {
 Guarded build_guarded(const TempDir& dir, double budget, calib::Method method, double percentile) {
   BuildOptions o;
   o.int8 = true;
+  o.force_int8 = true;  // the INT8 engine, whether or not it is faster here
   o.calib.data = dir / "calib";
   o.calib.method = method;
   o.calib.percentile = percentile;

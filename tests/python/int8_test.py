@@ -11,7 +11,7 @@
 3. The accuracy guard (--validate, --accuracy-budget) prints its per-layer table.
 4. The calibration cache (rebuilds without data give the same engine; another model's cache is
    refused), --best, the progress line, and bad calibration input: each error names the file.
-5. On the GPU, a build without --force-int8 times INT8 against float and says which it kept.
+5. A build without --force-int8 times INT8 against float and says which it kept (CPU and GPU).
 """
 import argparse
 import os
@@ -46,9 +46,9 @@ def kiln(a, *args, expect=0, env=None):
 
 
 def force_int8(a):
-    """On the GPU the builder keeps INT8 only where it times faster than float; these checks are of
-    the INT8 kernels themselves."""
-    return ["--force-int8"] if a.device == "gpu" else []
+    """The builder keeps INT8 only where it times faster than float (on the CPU and the GPU); these
+    checks are of the INT8 kernels themselves."""
+    return ["--force-int8"]
 
 
 def run_batches(a, engine, x, tmp):
@@ -107,23 +107,29 @@ def accuracy(a, tmp, model, tx, ty):
           f"the INT8 engine runs {int8_convs} convolution(s) and {int8_gemms} classifier(s) as INT8 steps")
 
 
-def gpu_choice(a, tmp, model):
-    """Without --force-int8 a GPU build times its INT8 engine against the float one and says which it
+def choice(a, tmp, model):
+    """Without --force-int8 a build times its INT8 engine against the float one and says which it
     kept (its INT8 convolutions are channels-last NhwcQConv steps by then; the choice once missed
-    them and kept INT8 untimed)."""
-    out = kiln(a, "optimize", model, "--device", "gpu", "--batch", "1000", "--int8", "--calib", a.data,
-               "--calib-batches", "1", "-o", os.path.join(tmp, "choice.kiln"))
-    line = [l for l in (out.stdout + out.stderr).splitlines() if "per run on this GPU: kept" in l]
+    them and kept INT8 untimed), and the engine holds what it says."""
+    where = f"per run on this {a.device.upper()}: kept"
+    engine = os.path.join(tmp, "choice.kiln")
+    out = kiln(a, "optimize", model, "--device", a.device, "--batch", "1000", "--int8", "--calib", a.data,
+               "--calib-batches", "1", "-o", engine)
+    line = [l for l in (out.stdout + out.stderr).splitlines() if where in l]
     print(line[0] if line else "no INT8-or-float choice line")
-    check(len(line) == 1, "a GPU --int8 build times INT8 against float32 and says which it kept")
+    check(len(line) == 1, f"a {a.device.upper()} --int8 build times INT8 against float32 and says which it kept")
+    steps = kiln(a, "inspect", engine).stdout
+    int8_steps = steps.count("QConv") + steps.count("QMatMul")
+    check(bool(line) and ("kept INT8" in line[0]) == (int8_steps > 0),
+          f"the engine holds what the choice line says ({int8_steps} INT8 steps)")
     # The build without INT8 keeps its timings in a temporary file; with no temporary directory
     # (TMPDIR naming none) it runs without one, and the choice is still timed.
-    out = kiln(a, "optimize", model, "--device", "gpu", "--batch", "1000", "--int8", "--calib", a.data,
+    out = kiln(a, "optimize", model, "--device", a.device, "--batch", "1000", "--int8", "--calib", a.data,
                "--calib-batches", "1", "-o", os.path.join(tmp, "choice_notmp.kiln"),
                env=dict(os.environ, TMPDIR=os.path.join(tmp, "no-such-directory")))
-    line = [l for l in (out.stdout + out.stderr).splitlines() if "per run on this GPU: kept" in l]
+    line = [l for l in (out.stdout + out.stderr).splitlines() if where in l]
     print(line[0] if line else "no INT8-or-float choice line")
-    check(len(line) == 1, "without a temporary directory the GPU --int8 build still times its choice")
+    check(len(line) == 1, "without a temporary directory the --int8 build still times its choice")
 
 
 def ort_qdq(a, tmp, model, tx):
@@ -168,9 +174,10 @@ def cache_and_errors(a, tmp, model):
         np.save(os.path.join(data, f"{i}.npy"), rng.random((16, 1, 28, 28), dtype=np.float32))
     cache = os.path.join(tmp, "cache.json")
     e1, e2 = os.path.join(tmp, "c1.kiln"), os.path.join(tmp, "c2.kiln")
-    p = kiln(a, "optimize", model, "--batch", "4", "--int8", "--calib", data, "--calib-cache", cache, "-o", e1)
+    p = kiln(a, "optimize", model, "--batch", "4", "--int8", "--force-int8", "--calib", data, "--calib-cache", cache,
+             "-o", e1)
     check("calibrating: 8 batches in" in p.stderr, "a progress line while calibrating (8 batches of 4 samples)")
-    kiln(a, "optimize", model, "--batch", "4", "--int8", "--calib-cache", cache, "-o", e2)
+    kiln(a, "optimize", model, "--batch", "4", "--int8", "--force-int8", "--calib-cache", cache, "-o", e2)
     check(open(e1, "rb").read() == open(e2, "rb").read(), "a rebuild from the cache alone gives the same engine")
     kiln(a, "optimize", model, "--batch", "8", "--int8", "--calib-cache", cache, "-o", e2)
     other = onnx.load(model)
@@ -230,8 +237,7 @@ def main():
         ort_qdq(a, tmp, model, tx)
         if a.device == "cpu":  # device-independent checks
             cache_and_errors(a, tmp, model)
-        else:
-            gpu_choice(a, tmp, model)
+        choice(a, tmp, model)
     print(f"{len(failures)} failure(s)" if failures else "all INT8 checks passed")
     return 1 if failures else 0
 
