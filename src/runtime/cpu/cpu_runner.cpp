@@ -14,12 +14,66 @@ namespace kiln::detail {
 
 namespace {
 
+// Steps this small run on the calling thread alone: splitting them costs more than it saves (one
+// OpenMP region, a library primitive made for several threads). LeNet-5 at batch 1 on 2 cores:
+// its float pool took 3.8 us on 2 threads and 1.5 on 1, its int8 convolution (240,000
+// multiply-adds) 7.2 and 6.3 us; the engine 24.6 us on 2 threads against 21.5 on 1.
+constexpr int64_t kSerialProducts = int64_t{1} << 18;  // multiply-adds of a convolution or product
+constexpr int64_t kSerialElements = int64_t{1} << 14;  // elements read and written by another op
+
+}  // namespace
+
+bool runs_on_one_thread(const EngineImpl& e, const StepRec& st) {
+  auto numel = [&](int32_t id) -> int64_t {
+    if (id < 0) return 0;
+    int64_t n = 1;
+    for (int64_t d : e.tensors[static_cast<size_t>(id)].shape) n *= d;
+    return n;
+  };
+  if (st.outputs.empty() || st.inputs.empty() || st.inputs[0] < 0) return false;
+  for (const std::vector<int32_t>* ids : {&st.inputs, &st.outputs})
+    for (int32_t id : *ids)
+      if (id >= 0)
+        for (int64_t d : e.tensors[static_cast<size_t>(id)].shape)
+          if (d < 0) return false;
+  const int64_t out = numel(st.outputs[0]);
+  switch (st.kind) {
+    case OpKind::kConv:
+    case OpKind::kFusedConv:
+    case OpKind::kQConv:
+    case OpKind::kNhwcConv:
+    case OpKind::kNhwcQConv: {
+      // W [M, C/group, kh, kw] (NhwcQConv's [M, kh, kw, C/group]): each output reads numel(W) / M.
+      const int32_t w = st.inputs[st.kind == OpKind::kQConv || st.kind == OpKind::kNhwcQConv ? 3 : 1];
+      const auto& ws = e.tensors[static_cast<size_t>(w)].shape;
+      return !ws.empty() && ws[0] > 0 && out * (numel(w) / ws[0]) < kSerialProducts;
+    }
+    case OpKind::kGemm:
+    case OpKind::kFusedGemm:
+    case OpKind::kMatMul:
+    case OpKind::kFusedMatMul:
+    case OpKind::kQMatMul: {
+      const auto& xs = e.tensors[static_cast<size_t>(st.inputs[0])].shape;
+      return !xs.empty() && out * xs.back() < kSerialProducts;
+    }
+    default: {
+      int64_t n = 0;
+      for (int32_t id : st.inputs) n += numel(id);
+      for (int32_t id : st.outputs) n += numel(id);
+      return n < kSerialElements;
+    }
+  }
+}
+
+namespace {
+
 class CpuRunner final : public PlanRunner {
  public:
   CpuRunner(const EngineImpl& e, std::byte* arena, cpu::ThreadPool* pool, const ContextOptions& o)
       : e_(e), arena_(arena), pool_(pool), dyn_(e) {
     profile_ = o.profile;
     step_ms_.assign(e.steps.size(), 0.0);
+    for (const StepRec& st : e.steps) serial_.push_back(runs_on_one_thread(e, st));
     state_.resize(e.steps.size());
     std::vector<std::string> missing;
     for (const StepRec& st : e.steps) {
@@ -119,6 +173,7 @@ class CpuRunner final : public PlanRunner {
         continue;
       }
       env.state = &state_[k];
+      env.pool = serial_[k] ? nullptr : pool_;
       try {
         kernels_[k](st.kind, st.attrs, step_in_[k], step_out_[k], env);
       } catch (const Error& err) {
@@ -186,6 +241,7 @@ class CpuRunner final : public PlanRunner {
   std::vector<std::vector<TensorView>> step_in_, step_out_;
   std::vector<cpu::CpuKernel> kernels_;
   std::vector<std::shared_ptr<void>> state_;  // per step: what its kernel keeps across runs
+  std::vector<char> serial_;                  // per step: small enough to run on one thread
   DynamicShapes dyn_;  // the tensors' shapes this run (some depend on the data)
   bool profile_ = false;
   std::vector<double> step_ms_;
