@@ -20,34 +20,42 @@ namespace kiln::cpu::gemm {
 namespace {
 
 // Scores of query row i (kv_len products q.k) -> probabilities in place: scale, softcap, mask,
-// causal limit, softmax; a row with every key masked becomes zeros.
+// causal limit, softmax; a row with every key masked becomes zeros. Each stage is its own loop over
+// the row (the scaling and the mask vectorize), with the same operations per element in the same
+// order as one loop would do them.
 template <class F, class M>
-void softmax_row(const AttentionShape& g, F* s, const M* mask, int64_t b, int64_t h, int64_t i) {
+void softmax_row(const AttentionShape& g, F* __restrict s, const M* mask, int64_t b, int64_t h, int64_t i) {
   const F neg_inf = -std::numeric_limits<F>::infinity();
-  F m = neg_inf;
-  for (int64_t j = 0; j < g.kv_len; ++j) {
-    F x = s[j] * static_cast<F>(g.scale);
-    if (g.softcap > 0) x = static_cast<F>(g.softcap) * std::tanh(x / static_cast<F>(g.softcap));
-    if (mask) {
-      const M mv =
-          mask[g.mask_batch(b) * g.mask_stride[0] + h * g.mask_stride[1] + i * g.mask_stride[2] + j * g.mask_stride[3]];
-      if constexpr (std::is_same_v<M, bool>)
-        x = mv ? x : neg_inf;
-      else
-        x += static_cast<F>(mv);
-    }
-    if (g.causal && j > i) x = neg_inf;
-    s[j] = x;
-    m = std::max(m, x);
+  const int64_t n = g.kv_len;
+  const F scale = static_cast<F>(g.scale);
+  for (int64_t j = 0; j < n; ++j) s[j] *= scale;
+  if (g.softcap > 0) {
+    const F cap = static_cast<F>(g.softcap);
+    for (int64_t j = 0; j < n; ++j) s[j] = cap * std::tanh(s[j] / cap);
   }
+  if (mask) {
+    const M* __restrict row = mask + g.mask_batch(b) * g.mask_stride[0] + h * g.mask_stride[1] + i * g.mask_stride[2];
+    const int64_t step = g.mask_stride[3];
+    if constexpr (std::is_same_v<M, bool>) {
+      for (int64_t j = 0; j < n; ++j) s[j] = row[j * step] ? s[j] : neg_inf;
+    } else if (step == 1) {
+      for (int64_t j = 0; j < n; ++j) s[j] += static_cast<F>(row[j]);
+    } else {
+      for (int64_t j = 0; j < n; ++j) s[j] += static_cast<F>(row[j * step]);
+    }
+  }
+  if (g.causal)
+    for (int64_t j = i + 1; j < n; ++j) s[j] = neg_inf;
+  F m = neg_inf;
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
   if (m == neg_inf) {
-    std::fill(s, s + g.kv_len, F(0));
+    std::fill(s, s + n, F(0));
     return;
   }
   F sum = 0;
-  for (int64_t j = 0; j < g.kv_len; ++j) sum += s[j] = std::exp(s[j] - m);
+  for (int64_t j = 0; j < n; ++j) sum += s[j] = std::exp(s[j] - m);
   const F inv = F(1) / sum;
-  for (int64_t j = 0; j < g.kv_len; ++j) s[j] *= inv;
+  for (int64_t j = 0; j < n; ++j) s[j] *= inv;
 }
 
 // Per (batch, head): S = Q Kt, softmax, Y = P V, in F (float, or double for float64).
