@@ -248,6 +248,11 @@ int run_bench(const BenchOptions& o) {
                  : o.mapped_io == "off" ? ContextOptions::MappedIo::kOff
                                         : ContextOptions::MappedIo::kAuto;
 
+  // CPU contexts running at once share the cores (as kiln serve's instances do): each stream's
+  // context gets cores / streams threads unless --threads says otherwise, so that the streams'
+  // OpenMP teams together hold no more threads than there are cores.
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cpu_threads = o.threads > 0 ? o.threads : std::max(1, cores / o.streams);
   std::vector<StreamResult> per_stream(static_cast<size_t>(o.streams));
   std::vector<std::string> errors(static_cast<size_t>(o.streams));
   const auto start = Clock::now();
@@ -259,7 +264,7 @@ int run_bench(const BenchOptions& o) {
         return;
       }
 #endif
-      per_stream[static_cast<size_t>(s)] = cpu_loop(*engine, plan, o.threads, shapes);
+      per_stream[static_cast<size_t>(s)] = cpu_loop(*engine, plan, cpu_threads, shapes);
     } catch (const Error& e) {
       errors[static_cast<size_t>(s)] = e.what();
     }
@@ -303,7 +308,8 @@ int run_bench(const BenchOptions& o) {
     fmt::print("bucket        {} (range engine)\n", fmt::join(ranges, ", "));
   }
   const bool mapped = !per_stream.empty() && per_stream[0].mapped_io;
-  fmt::print("run           {} stream(s), {} inferences in {:.2f} s{}{}\n", o.streams, lat.size(), window_s,
+  fmt::print("run           {} stream(s){}, {} inferences in {:.2f} s{}{}\n", o.streams,
+             gpu ? "" : fmt::format(" of {} CPU thread(s)", cpu_threads), lat.size(), window_s,
              o.cuda_graph ? ", CUDA graph" : "",
              gpu && o.no_transfers ? ", no transfers"
              : mapped              ? ", inputs and outputs in mapped host memory (no copies)"
@@ -335,6 +341,7 @@ int run_bench(const BenchOptions& o) {
                       {"target", summary.target},
                       {"batch", batch},
                       {"streams", o.streams},
+                      {"cpu_threads_per_stream", gpu ? 0 : cpu_threads},
                       {"cuda_graph", o.cuda_graph},
                       {"whole_network", whole},
                       {"side_steps", side},

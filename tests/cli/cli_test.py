@@ -239,6 +239,18 @@ class KilnCli(unittest.TestCase):
         rc, out, err = run_kiln("run", self.engine, "--input", f"x={self.x_npy}", "--device", "cpu")
         self.assertEqual(rc, 0, err)
 
+    def test_bench_streams_share_the_cores(self):
+        # CPU contexts running at once get the cores divided among them unless --threads says
+        # otherwise (their OpenMP teams together hold no more threads than there are cores).
+        out_json = self.path("streams.json")
+        for extra, want in (([], max(1, (os.cpu_count() or 1) // 2)), (["--threads", "3"], 3)):
+            rc, out, err = run_kiln("bench", self.engine, "--streams", "2", "--iterations", "2", "--duration", "0",
+                                    "--json", out_json, *extra)
+            self.assertEqual(rc, 0, err)
+            self.assertIn(f"2 stream(s) of {want} CPU thread(s)", out)
+            with open(out_json) as f:
+                self.assertEqual(json.load(f)["cpu_threads_per_stream"], want)
+
     def test_symbolic_dims(self):
         m = save_model(self.path("sym.onnx"),
                        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
