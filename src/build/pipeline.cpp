@@ -171,13 +171,14 @@ bool has_int8_steps(const graph::Graph& g) {
 }
 
 // The candidates' times per run (INT8, float). A CPU's are measured in turns, 3 rounds of about
-// 0.2 s an engine, the lower median of each kept: a slower moment of a shared machine then falls
-// on both (the 2-core build machine's figures move 10-30% from one second to the next).
+// 0.1 s an engine (at least 3 runs, at most 2000), the lower median of each kept: a slower moment
+// of a shared machine then falls on both (the 2-core build machine's figures move 10-30% from one
+// second to the next). Both run with every core, as a context does by default.
 std::pair<double, double> time_candidates(std::span<const uint8_t> int8, std::span<const uint8_t> fl, bool cpu) {
   if (!cpu) return {median_run_ms(int8), median_run_ms(fl)};
   TimedEngine a(int8), b(fl);
   const double once = std::max(a.median_ms(1), b.median_ms(1));
-  const int runs = std::clamp(static_cast<int>(200.0 / std::max(once, 1e-3)), 3, 50);
+  const int runs = std::clamp(static_cast<int>(100.0 / std::max(once, 1e-3)), 3, 2000);
   double ta = 1e300, tb = 1e300;
   for (int round = 0; round < 3; ++round) {
     ta = std::min(ta, a.median_ms(runs));

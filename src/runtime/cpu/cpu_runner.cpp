@@ -49,11 +49,16 @@ bool runs_on_one_thread(const EngineImpl& e, const StepRec& st) {
       return !ws.empty() && ws[0] > 0 && out * (numel(w) / ws[0]) < kSerialProducts;
     }
     case OpKind::kGemm:
-    case OpKind::kFusedGemm:
+    case OpKind::kFusedGemm: {
+      // B [K, N] or [N, K] (transB): K = numel(B) / N either way; A may be transposed.
+      const auto& ys = e.tensors[static_cast<size_t>(st.outputs[0])].shape;
+      const int64_t n = ys.empty() ? 1 : ys.back();
+      return st.inputs.size() > 1 && n > 0 && out * (numel(st.inputs[1]) / n) < kSerialProducts;
+    }
     case OpKind::kMatMul:
     case OpKind::kFusedMatMul:
     case OpKind::kQMatMul: {
-      const auto& xs = e.tensors[static_cast<size_t>(st.inputs[0])].shape;
+      const auto& xs = e.tensors[static_cast<size_t>(st.inputs[0])].shape;  // [..., rows, K]
       return !xs.empty() && out * xs.back() < kSerialProducts;
     }
     default: {

@@ -49,6 +49,7 @@ void nhwc_max_q8(const PoolAttrs& a, const TensorView& x, const TensorView& y, K
   const int64_t n = x.shape[0], c = x.shape[3];
   const nn::WindowGeometry g = nn::pool_geometry(a, std::array<int64_t, 4>{n, c, x.shape[1], x.shape[2]});
   const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1];
+  if (n * oh * ow * c == 0) return;  // nothing to write (and no row buffer of negative width)
   const int64_t kw = g.kernel[1], sw = g.strides[1], dw = g.dilations[1], pl = g.pads[1];
   // Padded row: pl columns, the input's iw, then what the last window reaches past it.
   const int64_t reach = (ow - 1) * sw + (kw - 1) * dw + 1;
