@@ -152,7 +152,10 @@ class Train(unittest.TestCase):
 
     @unittest.skipUnless(os.path.isdir(FASHION), "dataset-fashion-mnist is not installed")
     def test_sigkill_and_resume_match_an_uninterrupted_run(self):
-        common = ["train", "--net", "mlp", "--data", FASHION, "--limit", 2500, "--epochs", 2, "--batch", 25,
+        # Long enough (about 1.5 s of steps on the build machine) that the kill, up to 0.5 s after the
+        # first checkpoint, lands before the end: 2,500 images for 2 epochs took about 0.3 s of steps
+        # once the MLP's products ran in oneDNN, less than the kill's delay can be.
+        common = ["train", "--net", "mlp", "--data", FASHION, "--limit", 10000, "--epochs", 4, "--batch", 25,
                   "--solver", "adam", "--seed", 3, "--threads", 1]
         whole = self.path("whole.onnx")
         code, out, err = run_kiln(*common, "-o", whole)
