@@ -8,11 +8,12 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "kiln/engine.h"
-#include "build/stopwatch.h"
 #include "build/sample_inputs.h"
+#include "build/stopwatch.h"
+#include "kiln/engine.h"
 
 #if defined(KILN_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -73,7 +74,7 @@ TimedEngine::TimedEngine(std::span<const uint8_t> engine) : impl_(std::make_uniq
   options.cuda_graph = true;
   m.ctx = m.engine->create_context(options);
   // kiln bench's inputs: a GPU runs the same network faster on zeros, more so in float16.
-  const std::vector<std::vector<uint8_t>> in = sample_inputs(*m.engine);
+  std::vector<std::vector<uint8_t>> in = sample_inputs(*m.engine);
   const Engine& e = *m.engine;
 #if defined(KILN_HAVE_CUDA)
   m.on_gpu = e.summary().target != "cpu";
@@ -91,8 +92,9 @@ TimedEngine::TimedEngine(std::span<const uint8_t> engine) : impl_(std::make_uniq
     return;
   }
 #endif
-  m.inputs = in;
-  for (size_t k = 0; k < in.size(); ++k) m.ctx->set_input(e.inputs()[k].name, m.inputs[k].data(), m.inputs[k].size());
+  m.inputs = std::move(in);
+  for (size_t k = 0; k < m.inputs.size(); ++k)
+    m.ctx->set_input(e.inputs()[k].name, m.inputs[k].data(), m.inputs[k].size());
   for (int i = 0; i < 3; ++i) m.ctx->run();
 }
 

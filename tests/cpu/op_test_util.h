@@ -82,6 +82,23 @@ inline std::vector<Tensor> run(OpKind kind, const Attrs& attrs, const std::vecto
   return out;
 }
 
+// [N, C, H, W] <-> [N, H, W, C] of a 4-D tensor, element by element.
+inline Tensor permute4(const Tensor& t, bool to_last) {
+  const Shape& s = t.shape;
+  const Shape out = to_last ? Shape{s[0], s[2], s[3], s[1]} : Shape{s[0], s[3], s[1], s[2]};
+  const std::vector<double> v = t.values();
+  std::vector<double> r(v.size());
+  for (int64_t a = 0; a < out[0]; ++a)
+    for (int64_t b = 0; b < out[1]; ++b)
+      for (int64_t c = 0; c < out[2]; ++c)
+        for (int64_t d = 0; d < out[3]; ++d) {
+          // to_last: out (n, h, w, ch) = in (n, ch, h, w); else out (n, ch, h, w) = in (n, h, w, ch).
+          const int64_t src = to_last ? ((a * s[1] + d) * s[2] + b) * s[3] + c : ((a * s[1] + c) * s[2] + d) * s[3] + b;
+          r[static_cast<size_t>(((a * out[1] + b) * out[2] + c) * out[3] + d)] = v[static_cast<size_t>(src)];
+        }
+  return make(t.dtype, out, r);
+}
+
 inline void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol,
                         const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;

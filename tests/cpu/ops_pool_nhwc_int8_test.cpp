@@ -12,28 +12,6 @@
 namespace kiln::test {
 namespace {
 
-// [N, H, W, C] <-> [N, C, H, W] values.
-std::vector<double> to_nchw(const std::vector<double>& v, int64_t n, int64_t h, int64_t w, int64_t c) {
-  std::vector<double> out(v.size());
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x)
-        for (int64_t k = 0; k < c; ++k)
-          out[static_cast<size_t>(((b * c + k) * h + y) * w + x)] =
-              v[static_cast<size_t>(((b * h + y) * w + x) * c + k)];
-  return out;
-}
-std::vector<double> to_nhwc(const std::vector<double>& v, int64_t n, int64_t c, int64_t h, int64_t w) {
-  std::vector<double> out(v.size());
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t k = 0; k < c; ++k)
-      for (int64_t y = 0; y < h; ++y)
-        for (int64_t x = 0; x < w; ++x)
-          out[static_cast<size_t>(((b * h + y) * w + x) * c + k)] =
-              v[static_cast<size_t>(((b * c + k) * h + y) * w + x)];
-  return out;
-}
-
 TEST(NhwcMaxPoolInt8, MatchesTheChannelsFirstReference) {
   std::mt19937 rng(42);
   cpu::ThreadPool pool(3);
@@ -53,13 +31,13 @@ TEST(NhwcMaxPoolInt8, MatchesTheChannelsFirstReference) {
       const int64_t h = pick(5, 12), w = pick(5, 12);  // at least the dilated kernel (5)
       std::vector<double> v(static_cast<size_t>(n * h * w * c));
       for (double& x : v) x = dt == DataType::kInt8 ? pick(-128, 127) : pick(0, 255);
-      const Tensor nhwc = make(dt, {n, h, w, c}, v), nchw = make(dt, {n, c, h, w}, to_nchw(v, n, h, w, c));
+      const Tensor nhwc = make(dt, {n, h, w, c}, v), nchw = permute4(nhwc, false);
       const std::string what = "case " + std::to_string(cases);
       const std::vector<Tensor> want = run(OpKind::kMaxPool, a, {&nchw}, 1);
       const std::vector<Tensor> got = run(OpKind::kNhwcMaxPool, a, {&nhwc}, 1, cases++ % 2 ? &pool : nullptr);
       const Shape& ws = want[0].shape;
       ASSERT_EQ(got[0].shape, (Shape{ws[0], ws[2], ws[3], ws[1]})) << what;
-      EXPECT_EQ(got[0].values(), to_nhwc(want[0].values(), ws[0], ws[1], ws[2], ws[3])) << what;
+      EXPECT_EQ(got[0].values(), permute4(want[0], true).values()) << what;
     }
 }
 

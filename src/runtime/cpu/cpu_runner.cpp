@@ -24,11 +24,8 @@ constexpr int64_t kSerialElements = int64_t{1} << 14;  // elements read and writ
 }  // namespace
 
 bool runs_on_one_thread(const EngineImpl& e, const StepRec& st) {
-  auto numel = [&](int32_t id) -> int64_t {
-    if (id < 0) return 0;
-    int64_t n = 1;
-    for (int64_t d : e.tensors[static_cast<size_t>(id)].shape) n *= d;
-    return n;
+  auto numel = [&](int32_t id) {
+    return id < 0 ? int64_t{0} : element_count(e.tensors[static_cast<size_t>(id)].shape);
   };
   if (st.outputs.empty() || st.inputs.empty() || st.inputs[0] < 0) return false;
   for (const std::vector<int32_t>* ids : {&st.inputs, &st.outputs})
