@@ -42,7 +42,7 @@ struct EngineImpl;
 class Context;
 
 struct ContextOptions {
-  int cpu_threads = 0;      // CPU engines: worker threads (0: all cores)
+  int cpu_threads = 0;      // CPU engines: worker threads (0: all cores), within set_cpu_thread_budget
   bool cuda_graph = false;  // GPU engines: after a first direct run, record the steps once as a CUDA graph
                             // and replay it (re-recorded when device bindings change)
   bool profile = false;     // time every step (GPU: CUDA events; no graph); see Context::step_times
@@ -279,6 +279,14 @@ class Context {
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<State> state_;
 };
+
+// The most CPU threads that this process's CPU contexts run at once, all contexts together
+// (threads <= 0: the cores the process may run on; the default is KILN_CPU_THREAD_BUDGET from the
+// environment where it is set, else the cores). A run gets its context's
+// cpu_threads when it runs alone; runs at the same time share the budget evenly, so that several
+// contexts of all the cores each do not take turns on the same cores (docs/api.md).
+void set_cpu_thread_budget(int threads);
+int cpu_thread_budget();
 
 // The format version this runtime reads and writes; the Kiln version string.
 uint32_t engine_format_version();

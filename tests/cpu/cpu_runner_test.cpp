@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "build/build.h"
 #include "int8_test_util.h"
+#include "runtime/cpu/thread_budget.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln::detail {
@@ -55,7 +58,14 @@ TEST(CpuRunner, SmallStepsRunOnOneThread) {
   EXPECT_GE(parallel, 3);
 }
 
+// Sets the process's CPU thread budget for a test, then back to the default.
+struct BudgetScope {
+  explicit BudgetScope(int threads) { set_cpu_thread_budget(threads); }
+  ~BudgetScope() { set_cpu_thread_budget(0); }
+};
+
 TEST(CpuRunner, SameOutputsAtEveryThreadCount) {
+  const BudgetScope budget(3);  // 3 threads even on 2 cores
   for (int64_t n : {1, 64}) {
     const auto e = Engine::from_bytes(build(n));
     const std::vector<float> x = random_vec(static_cast<size_t>(n * 28 * 28), 3);
@@ -70,6 +80,40 @@ TEST(CpuRunner, SameOutputsAtEveryThreadCount) {
     EXPECT_EQ(ys[0], ys[1]) << "batch " << n;
     EXPECT_EQ(ys[0], ys[2]) << "batch " << n;
   }
+}
+
+// Two contexts of 2 threads each running at once within a budget of 2: they share it (at most one
+// thread more than the budget, while a run holds it all and the other has its caller's thread) and
+// compute what a context alone computes.
+TEST(CpuRunner, ContextsRunningAtOnceShareTheThreadBudget) {
+  const BudgetScope budget(2);
+  const auto e = Engine::from_bytes(build(64));
+  const std::vector<float> x = random_vec(size_t{64} * 28 * 28, 4);
+  auto alone = e->create_context(2);
+  alone->set_input("x", x.data(), x.size() * sizeof(float));
+  alone->run();
+  const auto want = alone->output("y");
+  const std::vector<std::byte> expected(want.begin(), want.end());
+  cpu::ThreadBudget& b = cpu::ThreadBudget::process();
+  b.reset_peak();
+  std::vector<std::vector<std::byte>> got(2);
+  std::vector<std::thread> runs;
+  for (int i = 0; i < 2; ++i)
+    runs.emplace_back([&, i] {
+      auto ctx = e->create_context(2);
+      ctx->set_input("x", x.data(), x.size() * sizeof(float));
+      for (int r = 0; r < 20; ++r) {
+        ctx->run();
+        const auto y = ctx->output("y");
+        got[static_cast<size_t>(i)].assign(y.begin(), y.end());
+        if (got[static_cast<size_t>(i)] != expected) return;
+      }
+    });
+  for (std::thread& t : runs) t.join();
+  EXPECT_EQ(got[0], expected);
+  EXPECT_EQ(got[1], expected);
+  EXPECT_LE(b.peak(), 3);
+  EXPECT_EQ(b.in_use(), 0);
 }
 
 }  // namespace

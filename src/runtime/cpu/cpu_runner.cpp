@@ -6,6 +6,7 @@
 
 #include "runtime/copy_corner.h"
 #include "runtime/cpu/kernels.h"
+#include "runtime/cpu/thread_budget.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/dynamic_shapes.h"
 #include "runtime/engine_impl.h"
@@ -160,6 +161,9 @@ class CpuRunner final : public PlanRunner {
       data_[id] = bound_out_[i] && !sliced ? bound_out_[i] : arena_ + e.tensors[id].offset;
     }
     resolve_views();
+    // This run's threads: its share of the process's budget while other contexts run too.
+    const cpu::ThreadGrant grant(cpu::ThreadBudget::process(), pool_->size());
+    pool_->set_team(grant.threads());
     cpu::KernelEnv env{pool_};
     for (size_t k = 0; k < e.steps.size(); ++k) {
       const StepRec& st = e.steps[k];

@@ -33,7 +33,7 @@ inline bool gelu_in_library(const EpilogueAttrs& e, const TensorView& Y, const T
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t c = 0; c < columns; ++c) y[r * columns + c] += b[c];
     };
-    if (env.pool && env.pool->size() > 1 && n >= kParallelMin)
+    if (env.pool && env.pool->team() > 1 && n >= kParallelMin)
       env.pool->parallel_for(n / columns, rows);
     else
       rows(0, n / columns);
@@ -64,7 +64,7 @@ inline void apply_epilogue(const EpilogueAttrs& e, const TensorView& Y, const Te
         y[i] = T(epilogue::apply<C>(e, static_cast<C>(y[i]), bv, zv, z != nullptr));
       }
     };
-    if (env.pool && env.pool->size() > 1 && n >= kParallelMin)
+    if (env.pool && env.pool->team() > 1 && n >= kParallelMin)
       env.pool->parallel_for(n, run);
     else
       run(0, n);

@@ -237,7 +237,7 @@ float dot(const float* x, const float* y, int64_t k) {
 void gemv(int64_t len, int64_t k, const float* x, const float* mat, int64_t sp, int64_t sj, float beta, float* y,
           int64_t incy, ThreadPool* pool) {
   constexpr int64_t kMaxChunk = 1024;  // outputs per task: 4 KiB of accumulators
-  const int64_t tasks = pool != nullptr ? pool->size() * kTasksPerThread : 1;
+  const int64_t tasks = pool != nullptr ? pool->team() * kTasksPerThread : 1;
   const int64_t chunk = std::clamp(ceil_div(len, tasks * 16) * 16, int64_t{64}, kMaxChunk);
   for_range(pool, ceil_div(len, chunk), [&](int64_t c0, int64_t c1) {
     alignas(64) float acc[kMaxChunk];
@@ -286,7 +286,7 @@ void sgemm_with_kernel(GemmKernel kernel, bool trans_a, bool trans_b, int64_t m,
     gemv(row ? n : m, k, x, row ? b : a, row ? b_sk : a_sk, row ? b_sw : a_sw, beta, c, row ? 1 : ldc, pool);
     return;
   }
-  const int64_t threads = pool != nullptr ? pool->size() : 1;
+  const int64_t threads = pool != nullptr ? pool->team() : 1;
   const KernelConfig& cfg = config_for(kernel);
   const int64_t mr = cfg.mr, nr = cfg.nr;
   // Split m into equal blocks of at most cfg.mc rows (rounded up to MR), so none is a sliver.
@@ -358,7 +358,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   // Products of some size in oneDNN's GEMM where Kiln has it (runtime/cpu/onednn.h): about twice
   // this file's speed on a BERT encoder's Linear layers. Small ones stay here (no library call).
   if (m * n * k >= kLibraryMinWork &&
-      onednn::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pool ? pool->size() : 1))
+      onednn::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pool ? pool->team() : 1))
     return;
   sgemm_with_kernel(GemmKernel::kAuto, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pool);
 }

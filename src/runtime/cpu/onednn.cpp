@@ -60,7 +60,7 @@ dnnl::stream& cpu_stream() {
   return s;
 }
 
-int threads_of(const KernelEnv& env) { return env.pool ? env.pool->size() : 1; }
+int threads_of(const KernelEnv& env) { return env.pool ? env.pool->team() : 1; }
 
 // The library's threads while it lives: the context's (its pool's size), not every core. oneDNN
 // splits the work when a primitive is made, so it is made and run under the same count (part of

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <utility>
 
+#include "runtime/cpu/thread_budget.h"
+
 #if defined(KILN_HAVE_ONEDNN)
 #include <omp.h>
 #endif
@@ -56,13 +58,15 @@ class InParallelScope {
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
-  size_ = std::max(threads, 1);
+  if (threads <= 0) threads = core_count();
+  size_ = team_ = std::max(threads, 1);
 #if !defined(KILN_HAVE_ONEDNN)
   workers_.reserve(size_ - 1);
-  for (int i = 1; i < size_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < size_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 #endif
 }
+
+void ThreadPool::set_team(int threads) { team_ = std::clamp(threads, 1, size_); }
 
 ThreadPool::~ThreadPool() {
   {
@@ -82,16 +86,16 @@ ThreadPool::~ThreadPool() {
 // are claimed from a shared counter as below.
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn) {
   if (n <= 0) return;
-  if (size_ == 1 || n == 1 || t_in_parallel || omp_in_parallel()) {
+  if (team_ == 1 || n == 1 || t_in_parallel || omp_in_parallel()) {
     fn(0, n);
     return;
   }
-  const int64_t want = std::min<int64_t>(n, size_ * kChunksPerThread);
+  const int64_t want = std::min<int64_t>(n, team_ * kChunksPerThread);
   const int64_t chunk = (n + want - 1) / want, chunks = (n + chunk - 1) / chunk;
   std::atomic<int64_t> next{0};
   std::mutex mu;
   std::exception_ptr error;
-#pragma omp parallel num_threads(size_)
+#pragma omp parallel num_threads(team_)
   {
     InParallelScope scope;
     for (;;) {
@@ -110,20 +114,21 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t begin,
 
 // The worker threads' side, unused here: the pool owns no threads.
 void ThreadPool::run_chunks() {}
-void ThreadPool::worker_loop() {}
+void ThreadPool::worker_loop(int) {}
 
 #else
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn) {
   if (n <= 0) return;
-  if (size_ == 1 || n == 1 || t_in_parallel) {
+  if (team_ == 1 || n == 1 || t_in_parallel) {
     fn(0, n);
     return;
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
     // No worker is registered here: the previous call waited for active_ == 0 and closed the job.
-    const int64_t want = std::min<int64_t>(n, size_ * kChunksPerThread);
+    const int64_t want = std::min<int64_t>(n, team_ * kChunksPerThread);
+    job_team_ = team_;
     fn_ = &fn;
     n_ = n;
     chunk_ = (n + want - 1) / want;
@@ -167,7 +172,7 @@ void ThreadPool::run_chunks() {
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int index) {
   t_in_parallel = true;
   uint64_t seen = 0;
   for (;;) {
@@ -177,6 +182,7 @@ void ThreadPool::worker_loop() {
     if (stop_) return;
     seen = generation_.load(std::memory_order_relaxed);
     if (!job_open_) continue;  // woke after that job was already finished and closed
+    if (index >= job_team_) continue;  // not in this job's team
     active_.fetch_add(1, std::memory_order_relaxed);
     lk.unlock();
     run_chunks();

@@ -19,15 +19,19 @@ namespace kiln::cpu {
 
 class ThreadPool {
  public:
-  // threads <= 0 means std::thread::hardware_concurrency() (at least 1).
+  // threads <= 0 means one per core this process may run on (thread_budget.h: core_count).
   explicit ThreadPool(int threads);
   ~ThreadPool();
 
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  // Number of threads that run work, including the caller of parallel_for.
+  // Number of threads the pool was made with, including the caller of parallel_for.
   int size() const { return size_; }
+  // The threads that run parallel_for's work now, at most size() (runtime/cpu/thread_budget.h:
+  // a context's run sets its share). Not while a parallel_for is running.
+  int team() const { return team_; }
+  void set_team(int threads);
 
   // Runs fn(begin, end) over disjoint ranges covering [0, n), split across the pool's threads and
   // the calling thread; returns when all are done. The first exception thrown by fn is rethrown
@@ -37,11 +41,12 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
 
  private:
-  void worker_loop();
+  void worker_loop(int index);
   // Claims and runs chunks of the current job until none are left.
   void run_chunks();
 
   int size_ = 1;
+  int team_ = 1;
   std::vector<std::thread> workers_;
 
   std::mutex mu_;
@@ -58,6 +63,7 @@ class ThreadPool {
   int64_t chunk_ = 1;
   int64_t num_chunks_ = 0;
   bool job_open_ = false;
+  int job_team_ = 1;  // the team of the current job: workers 1 .. job_team_ - 1 take part
   std::atomic<int64_t> next_chunk_{0};
   // Workers registered on the job. Incremented only under mu_ while job_open_; read lock-free by
   // the caller's spin-wait.

@@ -115,7 +115,7 @@ void conv_forward(const T* x, const T* w, const T* bias, T* y, int64_t batch, in
   }
   bool pointwise = ks == 1;
   for (size_t i = 0; i < g.rank(); ++i) pointwise &= g.strides[i] == 1 && g.pads[i] == 0 && g.pads[g.rank() + i] == 0;
-  const int threads = pool ? pool->size() : 1;
+  const int threads = pool ? pool->team() : 1;
   int64_t tile = pointwise ? P : std::min(P, std::max(kMinTile, kColBudget / k));
   if (threads > 1 && batch * G < threads) {
     // Too few images and groups to keep every thread busy: split the output positions as well.
@@ -164,7 +164,7 @@ void conv_transpose(const T* x, const T* w, const T* bias, T* y, int64_t batch, 
   for (int64_t i = 0; i < batch * M; ++i) std::fill(y + i * pout, y + (i + 1) * pout, bias ? bias[i % M] : T(0));
   if (cg == 0 || pin == 0) return;
   const int64_t tile = std::min(pin, std::max(kMinTile, kColBudget / std::max<int64_t>(rows, 1)));
-  const int threads = pool ? pool->size() : 1;
+  const int threads = pool ? pool->team() : 1;
   // One (image, group) pair: tiles run in order since different tiles add into the same outputs.
   auto run = [&](int64_t t, std::vector<T>& col, ThreadPool* inner) {
     const int64_t img = t / G, grp = t % G;

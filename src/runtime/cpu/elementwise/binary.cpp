@@ -341,7 +341,7 @@ void where_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::spa
 template <class Fn>
 void parallel(KernelEnv& env, int64_t n, int64_t work_per_item, Fn&& fn) {
   if (n <= 0) return;
-  if (!env.pool || env.pool->size() <= 1 || n < 2 || n * work_per_item < (1 << 15))
+  if (!env.pool || env.pool->team() <= 1 || n < 2 || n * work_per_item < (1 << 15))
     fn(int64_t{0}, n);
   else
     env.pool->parallel_for(n, fn);

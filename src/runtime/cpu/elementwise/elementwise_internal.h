@@ -88,7 +88,7 @@ inline constexpr int64_t kBlock = 16384;  // elements per parallel work item
 template <class Fn>
 void parallel_range(KernelEnv& env, int64_t n, Fn&& fn) {
   if (n <= 0) return;
-  if (!env.pool || env.pool->size() <= 1 || n <= kBlock) {
+  if (!env.pool || env.pool->team() <= 1 || n <= kBlock) {
     fn(int64_t{0}, n);
     return;
   }

@@ -76,7 +76,7 @@ void attention_heads(const AttentionShape& g, const F* q, const F* k, const F* v
     gemm_t<F>(false, false, g.q_len, g.v_head_size, g.kv_len, s.data(), g.kv_len, vb, g.v_stride[2], yb, g.y_stride[2],
               inner);
   };
-  const int threads = pool ? pool->size() : 1;
+  const int threads = pool ? pool->team() : 1;
   if (threads > 1 && heads >= threads) {
     pool->parallel_for(heads, [&](int64_t h0, int64_t h1) {
       std::vector<F> s;

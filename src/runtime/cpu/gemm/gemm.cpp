@@ -22,7 +22,7 @@ namespace {
 
 void parallel(ThreadPool* pool, int64_t n, int64_t work_per_item, const std::function<void(int64_t, int64_t)>& fn) {
   // Below ~32k operations waking the workers costs more than it saves.
-  if (!pool || pool->size() == 1 || n < 2 || n * work_per_item < (1 << 15)) {
+  if (!pool || pool->team() == 1 || n < 2 || n * work_per_item < (1 << 15)) {
     fn(0, n);
   } else {
     pool->parallel_for(n, fn);
@@ -238,7 +238,7 @@ void matmul_f32(const MatMulPlan& p, const float* a, const float* b, float* y, T
     sgemm(false, false, p.batch * p.m, p.n, p.k, 1.0f, a, p.k, b, p.n, 0.0f, y, p.n, pool);
     return;
   }
-  const int threads = pool ? pool->size() : 1;
+  const int threads = pool ? pool->team() : 1;
   const double work = static_cast<double>(p.m) * p.n * p.k;
   if (threads > 1 && p.batch >= threads && work < 128.0 * 128 * 128) {
     // Many small products: one thread per product beats splitting each one.
@@ -272,7 +272,7 @@ void matmul_kernel(OpKind, const Attrs&, std::span<const TensorView> in, std::sp
                          std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>) {
       const T *a = A.as<const T>(), *b = B.as<const T>();
       T* y = Y.as<T>();
-      const int threads = env.pool ? env.pool->size() : 1;
+      const int threads = env.pool ? env.pool->team() : 1;
       if (threads > 1 && p.batch >= threads) {
         parallel(env.pool, p.batch, p.m * p.n * std::max<int64_t>(p.k, 1), [&](int64_t b0, int64_t b1) {
           for (int64_t bi = b0; bi < b1; ++bi)

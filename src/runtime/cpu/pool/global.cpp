@@ -12,7 +12,7 @@ namespace {
 
 void parallel(ThreadPool* pool, int64_t n, int64_t work_per_item, const std::function<void(int64_t, int64_t)>& fn) {
   // Below ~32k operations waking the workers costs more than it saves.
-  if (!pool || pool->size() == 1 || n < 2 || n * work_per_item < (1 << 15)) {
+  if (!pool || pool->team() == 1 || n < 2 || n * work_per_item < (1 << 15)) {
     fn(0, n);
   } else {
     pool->parallel_for(n, fn);

@@ -73,7 +73,7 @@ void nhwc_max_q8(const PoolAttrs& a, const TensorView& x, const TensorView& y, K
       for (int64_t j = 0; j < ow; ++j) std::copy_n(across.data() + j * sw * c, c, out + j * c);
     }
   };
-  if (env.pool && env.pool->size() > 1 && n * oh > 1 && n * oh * ow * c >= (int64_t{1} << 14))
+  if (env.pool && env.pool->team() > 1 && n * oh > 1 && n * oh * ow * c >= (int64_t{1} << 14))
     env.pool->parallel_for(n * oh, rows);
   else
     rows(0, n * oh);

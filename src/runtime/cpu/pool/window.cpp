@@ -144,7 +144,7 @@ void pool_typed(bool is_max, const PoolAttrs& a, const WindowGeometry& g, const 
     }
   };
   const int64_t work = out_size * std::max<int64_t>(WindowGeometry::product(g.kernel), 1);
-  if (pool && pool->size() > 1 && planes > 1 && planes * work >= (1 << 15))
+  if (pool && pool->team() > 1 && planes > 1 && planes * work >= (1 << 15))
     pool->parallel_for(planes, body);
   else
     body(0, planes);

@@ -124,7 +124,7 @@ void batched_gemm(int64_t nb, int64_t m, int64_t n, int64_t k, const W* a, const
     return;
   }
   if constexpr (std::is_same_v<W, float>) {
-    bool many_small = env.pool && nb >= 2 * env.pool->size() && m * n * k < (1 << 18);
+    bool many_small = env.pool && nb >= 2 * env.pool->team() && m * n * k < (1 << 18);
     if (many_small) {
       parallel_for(env, nb, m * n * k, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i)

@@ -52,7 +52,7 @@ inline void parallel_for(KernelEnv& env, int64_t n, int64_t cost_per_item,
                          const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   constexpr int64_t kMinParallelWork = 1 << 15;
-  if (!env.pool || env.pool->size() <= 1 || n == 1 || n * std::max<int64_t>(cost_per_item, 1) < kMinParallelWork) {
+  if (!env.pool || env.pool->team() <= 1 || n == 1 || n * std::max<int64_t>(cost_per_item, 1) < kMinParallelWork) {
     fn(0, n);
     return;
   }

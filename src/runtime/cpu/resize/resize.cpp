@@ -144,7 +144,7 @@ AxisPlan plan_axis(const ResizeAttrs& a, const ResizePlan& p, size_t axis, int64
 }
 
 void run_parallel(ThreadPool* pool, int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool && pool->size() > 1 && n > 1 && n * work >= (1 << 15))
+  if (pool && pool->team() > 1 && n > 1 && n * work >= (1 << 15))
     pool->parallel_for(n, fn);
   else
     fn(0, n);
