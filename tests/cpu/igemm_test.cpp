@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -54,6 +55,59 @@ TEST(Igemm, SumsWrapModulo2To32) {
     uint32_t c = 0;
     igemm16(kernel, 1, 1, k, a.data(), k, b.data(), 1, &c, 1, nullptr);
     EXPECT_EQ(c, static_cast<uint32_t>(int64_t{k} * 255 * 255));
+  }
+}
+
+// igemm8 (int8 operands, dot products where the CPU has them) against the triple loop, on every
+// kernel this CPU has. scripts/test_jetson.sh sets KILN_EXPECT_DOTPROD under qemu (whose CPU has
+// Arm's dot products), so that CI runs the SDOT kernel and not only the portable one.
+TEST(Igemm8, MatchesTripleLoopOnEveryKernel) {
+  if (std::getenv("KILN_EXPECT_DOTPROD")) {
+    ASSERT_TRUE(igemm8_kernel_supported(Igemm8Kernel::kDot));
+  }
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> u(-128, 127);
+  ThreadPool pool(3);
+  const Case cases[] = {{1, 1, 1},   {3, 5, 7}, {4, 16, 4},     {5, 17, 3}, {64, 70, 300}, {9, 1, 33},
+                        {1, 129, 9}, {2, 3, 0}, {130, 65, 129}, {7, 48, 6}, {33, 200, 75}};
+  for (Igemm8Kernel kernel : {Igemm8Kernel::kGeneric, Igemm8Kernel::kDot, Igemm8Kernel::kAuto}) {
+    if (!igemm8_kernel_supported(kernel)) continue;
+    for (const Case& c : cases) {
+      const int64_t lda = c.k + 3, ldc = c.n + 5;
+      std::vector<int8_t> a(static_cast<size_t>(c.m * lda));
+      for (int8_t& v : a) v = static_cast<int8_t>(u(rng));
+      Igemm8B b;
+      b.resize(c.k, c.n);
+      for (int8_t& v : b.data) v = static_cast<int8_t>(u(rng));  // the padding too: it must not count
+      std::vector<uint32_t> got(static_cast<size_t>(c.m * ldc), 0xdeadbeef);
+      igemm8(kernel, c.m, a.data(), lda, b, got.data(), ldc, c.m * c.n > 1000 ? &pool : nullptr);
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          if (j >= c.n) {
+            ASSERT_EQ(got[static_cast<size_t>(i * ldc + j)], 0xdeadbeefu) << "wrote past the row";
+            continue;
+          }
+          int64_t want = 0;
+          for (int64_t q = 0; q < c.k; ++q)
+            want += int64_t{a[static_cast<size_t>(i * lda + q)]} * b.quad(q / 4, j)[q % 4];
+          ASSERT_EQ(got[static_cast<size_t>(i * ldc + j)], static_cast<uint32_t>(want))
+              << static_cast<int>(kernel) << " " << c.m << "x" << c.n << "x" << c.k << " at " << i << "," << j;
+        }
+    }
+  }
+}
+
+TEST(Igemm8, SumsWrapModulo2To32) {
+  const int64_t k = 300000;  // 300000 * 128 * 128 > 2^32
+  std::vector<int8_t> a(k, -128);
+  Igemm8B b;
+  b.resize(k, 1);
+  for (int64_t q = 0; q < k; ++q) b.set(q, 0, -128);
+  for (Igemm8Kernel kernel : {Igemm8Kernel::kGeneric, Igemm8Kernel::kDot}) {
+    if (!igemm8_kernel_supported(kernel)) continue;
+    uint32_t c = 0;
+    igemm8(kernel, 1, a.data(), k, b, &c, 1, nullptr);
+    EXPECT_EQ(c, static_cast<uint32_t>(int64_t{k} * 128 * 128)) << static_cast<int>(kernel);
   }
 }
 

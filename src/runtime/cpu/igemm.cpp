@@ -5,11 +5,22 @@
 // an even k. The
 // micro-tile is 4 rows x 16 columns: 8 accumulators of 8 int32. Work is split over (row tile,
 // 64-column block) pairs; a block's packed B (k x 64 int16) is reused by every row tile.
+//
+// igemm8 (int8 operands): A packed per 4-row tile and quad of k (16 bytes: one vector whose lane r
+// is row r's quad), B in quads (igemm.h); the Arm kernel's 16 accumulators of 4 int32 take one
+// SDOT (by lane) per row and 4 columns, 256 multiply-adds per quad of k. The generic kernel is the
+// same sums in plain loops. Compiled for Arm's dot products in that function only and chosen at
+// run time (getauxval: asimddp), so the library still runs on ARMv8.0 cores.
 #include "runtime/cpu/igemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KILN_IGEMM_X86 1
 #include <immintrin.h>
+#endif
+#if defined(__aarch64__) && defined(__GNUC__) && defined(__linux__)
+#define KILN_IGEMM_ARM 1
+#include <arm_neon.h>
+#include <sys/auxv.h>
 #endif
 
 #include <algorithm>
@@ -43,6 +54,13 @@ PackedA pack_a(int64_t m, int64_t k, const int16_t* a, int64_t lda) {
   return p;
 }
 
+// Writes the valid part of a 4 x 16 tile of sums to C.
+void store_tile(const uint32_t (&out)[kMr][kNr], int64_t i0, int64_t j0, int64_t m, int64_t n, uint32_t* c,
+                int64_t ldc) {
+  for (int64_t r = 0; r < kMr && i0 + r < m; ++r)
+    for (int64_t j = 0; j < kNr && j0 + j < n; ++j) c[(i0 + r) * ldc + j0 + j] = out[r][j];
+}
+
 // One 4 x 16 tile: rows i0.., columns j0.. of the padded problem; writes the valid part of C.
 void tile_generic(const PackedA& pa, const IgemmB& pb, int64_t i0, int64_t j0, int64_t m, uint32_t* c, int64_t ldc) {
   uint32_t acc[kMr][kNr] = {};
@@ -55,8 +73,7 @@ void tile_generic(const PackedA& pa, const IgemmB& pb, int64_t i0, int64_t j0, i
       for (int64_t j = 0; j < kNr; ++j) acc[r][j] += static_cast<uint32_t>(a0 * b0[j] + a1 * b1[j]);
     }
   }
-  for (int64_t r = 0; r < kMr && i0 + r < m; ++r)
-    for (int64_t j = 0; j < kNr && j0 + j < pb.n; ++j) c[(i0 + r) * ldc + j0 + j] = acc[r][j];
+  store_tile(acc, i0, j0, m, pb.n, c, ldc);
 }
 
 #ifdef KILN_IGEMM_X86
@@ -80,8 +97,7 @@ void tile_generic(const PackedA& pa, const IgemmB& pb, int64_t i0, int64_t j0, i
     _mm256_store_si256(reinterpret_cast<__m256i*>(out[r]), _mm256_permute2x128_si256(acc[r][0], acc[r][1], 0x20));
     _mm256_store_si256(reinterpret_cast<__m256i*>(out[r] + 8), _mm256_permute2x128_si256(acc[r][0], acc[r][1], 0x31));
   }
-  for (int64_t r = 0; r < kMr && i0 + r < m; ++r)
-    for (int64_t j = 0; j < kNr && j0 + j < pb.n; ++j) c[(i0 + r) * ldc + j0 + j] = out[r][j];
+  store_tile(out, i0, j0, m, pb.n, c, ldc);
 }
 
 bool has_avx2() {
@@ -95,7 +111,121 @@ bool has_avx2() {
 bool has_avx2() { return false; }
 #endif
 
+// Runs tile(i0, j0) over every (4-row tile, 16-column tile): work split over (row tile, 64-column
+// block) pairs, row tiles innermost so that a block of B is reused by every row tile.
+template <class Tile>
+void for_tiles(int64_t row_tiles, int64_t np, int64_t macs, ThreadPool* pool, const Tile& tile) {
+  const int64_t blocks = (np + kNBlock - 1) / kNBlock;
+  auto run = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t blk = t / row_tiles, i0 = (t % row_tiles) * kMr;
+      for (int64_t j0 = blk * kNBlock; j0 < std::min(np, (blk + 1) * kNBlock); j0 += kNr) tile(i0, j0);
+    }
+  };
+  const int64_t tiles = row_tiles * blocks;
+  if (!pool || pool->team() <= 1 || tiles < 2 || macs < (1 << 16))
+    run(0, tiles);
+  else
+    pool->parallel_for(tiles, run);
+}
+
+// ---- int8 (igemm8) ---------------------------------------------------------------------------
+
+// A for igemm8: per tile of 4 rows and quad of k, 16 bytes (row r's 4 values at 4r..4r + 3), so
+// one load holds a quad of every row of the tile; zero-padded to whole tiles and quads.
+struct PackedA8 {
+  int64_t kq = 0;
+  std::vector<int8_t> a;  // [tiles][kq][4][4]
+  const int8_t* tile(int64_t i0) const { return a.data() + i0 / kMr * kq * 16; }
+};
+
+PackedA8 pack_a8(int64_t m, int64_t k, const int8_t* a, int64_t lda) {
+  PackedA8 p;
+  p.kq = (k + 3) / 4;
+  p.a.assign(static_cast<size_t>((m + kMr - 1) / kMr * p.kq * 16), 0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t q = 0; q < k; ++q)
+      p.a[static_cast<size_t>(((i / kMr) * p.kq + q / 4) * 16 + (i % kMr) * 4 + q % 4)] = a[i * lda + q];
+  return p;
+}
+
+void tile8_generic(const PackedA8& pa, const Igemm8B& pb, int64_t i0, int64_t j0, int64_t m, uint32_t* c, int64_t ldc) {
+  uint32_t acc[kMr][kNr] = {};
+  const int8_t* a = pa.tile(i0);
+  for (int64_t q = 0; q < pa.kq; ++q, a += 16) {
+    const int8_t* b = pb.quad(q, j0);
+    for (int64_t r = 0; r < kMr; ++r)
+      for (int64_t j = 0; j < kNr; ++j) {
+        int32_t s = 0;  // at most 4 * 128 * 128
+        for (int64_t t = 0; t < 4; ++t) s += int32_t{a[r * 4 + t]} * int32_t{b[j * 4 + t]};
+        acc[r][j] += static_cast<uint32_t>(s);
+      }
+  }
+  store_tile(acc, i0, j0, m, pb.n, c, ldc);
+}
+
+#ifdef KILN_IGEMM_ARM
+// 16 SDOTs a quad of k: accumulator (r, v) holds row r's columns 4v..4v + 3; lane r of the A
+// vector is row r's quad. SDOT's lanes wrap modulo 2^32, as the generic loop's uint32 sums do.
+[[gnu::target("arch=armv8.2-a+dotprod")]] void tile8_dot(const PackedA8& pa, const Igemm8B& pb, int64_t i0, int64_t j0,
+                                                         int64_t m, uint32_t* c, int64_t ldc) {
+  int32x4_t acc[kMr][4];
+  for (auto& row : acc)
+    for (auto& v : row) v = vdupq_n_s32(0);
+  const int8_t* a = pa.tile(i0);
+  for (int64_t q = 0; q < pa.kq; ++q, a += 16) {
+    const int8x16_t av = vld1q_s8(a);
+    const int8_t* b = pb.quad(q, j0);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {  // unrolled: the 16 accumulators stay in registers
+      const int8x16_t bv = vld1q_s8(b + 16 * v);
+      acc[0][v] = vdotq_laneq_s32(acc[0][v], bv, av, 0);
+      acc[1][v] = vdotq_laneq_s32(acc[1][v], bv, av, 1);
+      acc[2][v] = vdotq_laneq_s32(acc[2][v], bv, av, 2);
+      acc[3][v] = vdotq_laneq_s32(acc[3][v], bv, av, 3);
+    }
+  }
+  uint32_t out[kMr][kNr];
+  for (int r = 0; r < kMr; ++r)
+    for (int v = 0; v < 4; ++v) vst1q_u32(out[r] + 4 * v, vreinterpretq_u32_s32(acc[r][v]));
+  store_tile(out, i0, j0, m, pb.n, c, ldc);
+}
+
+bool has_dotprod() {
+  static const bool ok = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
+  return ok;
+}
+#else
+bool has_dotprod() { return false; }
+#endif
+
 }  // namespace
+
+void Igemm8B::resize(int64_t k_, int64_t n_) {
+  k = k_;
+  n = n_;
+  np = (n + kNr - 1) / kNr * kNr;
+  data.resize(static_cast<size_t>((k + 3) / 4 * np * 4));
+}
+
+bool igemm8_kernel_supported(Igemm8Kernel kernel) { return kernel != Igemm8Kernel::kDot || has_dotprod(); }
+
+void igemm8(Igemm8Kernel kernel, int64_t m, const int8_t* a, int64_t lda, const Igemm8B& b, uint32_t* c, int64_t ldc,
+            ThreadPool* pool) {
+  if (m <= 0 || b.n <= 0) return;
+  const PackedA8 pa = pack_a8(m, b.k, a, lda);
+  const int64_t row_tiles = (m + kMr - 1) / kMr;
+#ifdef KILN_IGEMM_ARM
+  if (kernel != Igemm8Kernel::kGeneric && has_dotprod()) {
+    for_tiles(row_tiles, b.np, m * b.n * b.k, pool,
+              [&](int64_t i0, int64_t j0) { tile8_dot(pa, b, i0, j0, m, c, ldc); });
+    return;
+  }
+#endif
+  (void)kernel;
+  for_tiles(row_tiles, b.np, m * b.n * b.k, pool,
+            [&](int64_t i0, int64_t j0) { tile8_generic(pa, b, i0, j0, m, c, ldc); });
+}
 
 void IgemmB::resize(int64_t k_, int64_t n_) {
   k = k_;
@@ -110,27 +240,17 @@ void igemm16(IgemmKernel kernel, int64_t m, const int16_t* a, int64_t lda, const
              ThreadPool* pool) {
   if (m <= 0 || b.n <= 0) return;
   const PackedA pa = pack_a(m, b.k, a, lda);
-  const bool avx2 = kernel != IgemmKernel::kGeneric && has_avx2();
-  const int64_t row_tiles = pa.mp / kMr, blocks = (b.np + kNBlock - 1) / kNBlock;
-  auto run = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t blk = t / row_tiles, i0 = (t % row_tiles) * kMr;  // row tiles innermost: B block reuse
-      for (int64_t j0 = blk * kNBlock; j0 < std::min(b.np, (blk + 1) * kNBlock); j0 += kNr) {
+  const int64_t row_tiles = pa.mp / kMr;
 #ifdef KILN_IGEMM_X86
-        if (avx2) {
-          tile_avx2(pa, b, i0, j0, m, c, ldc);
-          continue;
-        }
+  if (kernel != IgemmKernel::kGeneric && has_avx2()) {
+    for_tiles(row_tiles, b.np, m * b.n * b.k, pool,
+              [&](int64_t i0, int64_t j0) { tile_avx2(pa, b, i0, j0, m, c, ldc); });
+    return;
+  }
 #endif
-        tile_generic(pa, b, i0, j0, m, c, ldc);
-      }
-    }
-  };
-  const int64_t tiles = row_tiles * blocks;
-  if (!pool || pool->size() <= 1 || tiles < 2 || m * b.n * b.k < (1 << 16))
-    run(0, tiles);
-  else
-    pool->parallel_for(tiles, run);
+  (void)kernel;
+  for_tiles(row_tiles, b.np, m * b.n * b.k, pool,
+            [&](int64_t i0, int64_t j0) { tile_generic(pa, b, i0, j0, m, c, ldc); });
 }
 
 void igemm16(IgemmKernel kernel, int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* b,

@@ -14,7 +14,8 @@
 // Inputs: x, x_scale, [x_zero_point], w, w_scale, [w_zero_point], [bias], [y_scale], [y_zero_point],
 // and for QConv [z], [z_scale], [z_zero_point]: a quantized residual of y's shape (fuse-qresidual).
 // QConv: x [N, C, spatial...], w [M, C / group, kernel...]; im2col per image and group, then the
-// integer GEMM (cpu/igemm.h) of the group's weights and the columns. QMatMul: x [..., rows, K]
+// integer GEMM (cpu/igemm.h) of the group's weights and the columns: int16 values with the zero
+// points subtracted, or int8 values and dot products (quant_internal.h: the int8 route). QMatMul: x [..., rows, K]
 // times w [N, K] transposed.
 //
 // NhwcQConv: kiln.QConv on channels-last x, y and z. Where oneDNN runs it (runtime/cpu/onednn.h:
@@ -179,7 +180,6 @@ void qconv_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, st
   const int64_t I = kiln::nn::WindowGeometry::product(g.in), rows = Cg * Ks;
   if (N == 0 || M == 0 || O == 0) return;
   const Channels ch = channels(in, M, a.activation, a.act_alpha, a.act_beta, Y.dtype);
-  const std::vector<int16_t> w = centered_weights(W, ch, M, rows);
 
   // Input offset of every (tap, output position), -1 where the tap falls in the padding.
   std::vector<int64_t> tap(static_cast<size_t>(Ks * O));
@@ -206,32 +206,58 @@ void qconv_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, st
   // A 1x1 kernel with unit strides and no padding reads x as it is: im2col is a copy.
   bool pointwise = Ks == 1;
   for (size_t i = 0; i < r; ++i) pointwise = pointwise && g.strides[i] == 1 && g.pads[i] == 0 && g.pads[r + i] == 0;
+  std::vector<uint32_t> acc(static_cast<size_t>(Mg * O));
+  // For every image and group: its values (`prepare`), im2col (`column(row, x's channel, taps)`
+  // writes row c * Ks + tap of the columns), the sums (`multiply`), the epilogue.
+  auto each_group = [&](auto&& prepare, auto&& column, auto&& multiply) {
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t gi = 0; gi < G; ++gi) {
+        prepare((n * C + gi * Cg) * I);
+        parallel(env, rows, O, [&](int64_t r0, int64_t r1) {
+          for (int64_t row = r0; row < r1; ++row) column(row, (row / Ks) * I, tap.data() + (row % Ks) * O);
+        });
+        multiply(gi);
+        parallel(env, Mg, O, [&](int64_t m0, int64_t m1) {
+          for (int64_t mi = m0; mi < m1; ++mi)
+            store(ch, gi * Mg + mi, acc.data() + mi * O, O, Y, (n * M + gi * Mg + mi) * O, 1);
+        });
+      }
+    }
+  };
+  if (int8_route(W, ch)) {  // int8 values and dot products; the zero point's term from the weights' sums
+    const int8_t* w = W.as<const int8_t>();
+    const std::vector<int32_t> wsum = row_sums(w, M, rows);
+    const auto zs = static_cast<int8_t>(shifted_zero(X.dtype, ch.x_zero));
+    std::vector<int8_t> xs(static_cast<size_t>(Cg * I));
+    Igemm8B col;
+    col.resize(rows, O);
+    each_group([&](int64_t first) { shifted(X, first, Cg * I, xs.data()); },
+               [&](int64_t row, int64_t x0, const int64_t* t) {
+                 const int8_t* xc = xs.data() + x0;
+                 for (int64_t o = 0; o < O; ++o) col.set(row, o, pointwise ? xc[o] : t[o] < 0 ? zs : xc[t[o]]);
+               },
+               [&](int64_t gi) {
+                 igemm8(Igemm8Kernel::kAuto, Mg, w + gi * Mg * rows, rows, col, acc.data(), O, env.pool);
+                 subtract_zero_terms(acc.data(), Mg * O, zs, wsum.data() + gi * Mg, O, true);
+               });
+    return;
+  }
+  const std::vector<int16_t> w = centered_weights(W, ch, M, rows);
   std::vector<int16_t> xs(static_cast<size_t>(Cg * I));
   IgemmB col;  // im2col, written straight into the GEMM's packed layout
   col.resize(rows, O);
-  std::vector<uint32_t> acc(static_cast<size_t>(Mg * O));
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t gi = 0; gi < G; ++gi) {
-      // This image's group with the zero point subtracted, then im2col: col[c * Ks + tap][o].
-      centered(X, (n * C + gi * Cg) * I, Cg * I, ch.x_zero, xs.data());
-      parallel(env, rows, O, [&](int64_t r0, int64_t r1) {
-        for (int64_t row = r0; row < r1; ++row) {
-          const int16_t* xc = xs.data() + (row / Ks) * I;
-          const int64_t* t = tap.data() + (row % Ks) * O;
-          int16_t* cr = col.row(row);
-          if (pointwise)
-            std::copy_n(xc, O, cr);
-          else
-            for (int64_t o = 0; o < O; ++o) cr[o] = t[o] < 0 ? int16_t{0} : xc[t[o]];
-        }
-      });
-      igemm16(IgemmKernel::kAuto, Mg, w.data() + gi * Mg * rows, rows, col, acc.data(), O, env.pool);
-      parallel(env, Mg, O, [&](int64_t m0, int64_t m1) {
-        for (int64_t mi = m0; mi < m1; ++mi)
-          store(ch, gi * Mg + mi, acc.data() + mi * O, O, Y, (n * M + gi * Mg + mi) * O, 1);
-      });
-    }
-  }
+  each_group([&](int64_t first) { centered(X, first, Cg * I, ch.x_zero, xs.data()); },  // zero point subtracted
+             [&](int64_t row, int64_t x0, const int64_t* t) {
+               const int16_t* xc = xs.data() + x0;
+               int16_t* cr = col.row(row);
+               if (pointwise)
+                 std::copy_n(xc, O, cr);
+               else
+                 for (int64_t o = 0; o < O; ++o) cr[o] = t[o] < 0 ? int16_t{0} : xc[t[o]];
+             },
+             [&](int64_t gi) {
+               igemm16(IgemmKernel::kAuto, Mg, w.data() + gi * Mg * rows, rows, col, acc.data(), O, env.pool);
+             });
 }
 
 // ---- NhwcQConv -----------------------------------------------------------------------------------

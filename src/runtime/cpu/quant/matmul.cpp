@@ -11,7 +11,8 @@
 // kiln.QMatMul (made by the fuse-qdq pass): x [..., rows, K] times w [N, K] transposed, then the
 // epilogue of runtime/qfused_math.h (see quant_internal.h and conv.cpp's kiln.QConv). The sums:
 // small products (below 64^3 multiply-adds) in Kiln's dot products on one thread, larger ones in
-// oneDNN's matmul (runtime/cpu/onednn.h), else the integer GEMM (cpu/igemm.h).
+// oneDNN's matmul (runtime/cpu/onednn.h), else the integer GEMM (cpu/igemm.h: int16 values, or
+// int8 values and dot products on the int8 route of quant_internal.h).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -233,6 +234,22 @@ void qmatmul_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, 
       parallel(env, R, Nc, [&](int64_t r0, int64_t r1) { store_rows(ch, sums, r0, r1, Nc, Y); });
       return;
     }
+  }
+  if (int8_route(W, ch)) {  // int8 values and dot products; the zero point's term from the weights' sums
+    const int8_t* w = W.as<const int8_t>();
+    Igemm8B wt;  // w transposed to [K, N]
+    wt.resize(K, Nc);
+    for (int64_t j = 0; j < Nc; ++j)
+      for (int64_t k = 0; k < K; ++k) wt.set(k, j, w[j * K + k]);
+    std::vector<int8_t> xs(static_cast<size_t>(R * K));
+    shifted(X, 0, R * K, xs.data());
+    std::vector<uint32_t> acc(static_cast<size_t>(R * Nc));
+    igemm8(Igemm8Kernel::kAuto, R, xs.data(), K, wt, acc.data(), Nc, env.pool);
+    subtract_zero_terms(acc.data(), R * Nc, shifted_zero(X.dtype, ch.x_zero), row_sums(w, Nc, K).data(), Nc, false);
+    parallel(env, R, Nc, [&](int64_t r0, int64_t r1) {
+      store_rows(ch, reinterpret_cast<const int32_t*>(acc.data()), r0, r1, Nc, Y);
+    });
+    return;
   }
   const std::vector<int16_t> w = centered_weights(W, ch, Nc, K);
   IgemmB wt;  // w transposed to [K, N]

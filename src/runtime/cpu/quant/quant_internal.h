@@ -19,7 +19,7 @@ namespace kiln::cpu::quant {
 template <class Fn>
 inline void parallel(KernelEnv& env, int64_t n, int64_t work_per_item, Fn&& fn) {
   if (n <= 0) return;
-  if (!env.pool || env.pool->size() <= 1 || n < 2 || n * work_per_item < (1 << 15))
+  if (!env.pool || env.pool->team() <= 1 || n < 2 || n * work_per_item < (1 << 15))
     fn(int64_t{0}, n);
   else
     env.pool->parallel_for(n, fn);
@@ -185,6 +185,25 @@ inline std::vector<int16_t> centered_weights(const TensorView& w, const Channels
   for (int64_t i = 0; i < m; ++i) centered(w, i * k, k, c.w_zero[i], out.data() + i * k);
   return out;
 }
+
+// ---- the int8 route of the integer sums (cpu/igemm.h: igemm8) ---------------------------------
+// Where the weights are int8 with zero points 0 and the CPU has int8 dot products (Arm's asimddp;
+// KILN_CPU_IGEMM=int8 takes the route on every CPU, with the portable kernel where there are none,
+// KILN_CPU_IGEMM=int16 never), x goes to igemm8 as int8: uint8 values minus 128 and the zero point
+// alike (zs), and
+//   sum over k of w * (x - x_zero) = sum over k of w * xs - zs * sum over k of w,
+// the second term from each output channel's weight sum (int8_route.cpp). Taps in a convolution's
+// padding hold zs, as they hold the zero point on the int16 route. The sums are the int16 route's.
+bool int8_route(const TensorView& w, const Channels& c);
+// The int8 value of x's zero point on the route.
+inline int32_t shifted_zero(DataType x, int32_t zero) { return x == DataType::kUInt8 ? zero - 128 : zero; }
+// n elements of a q8 tensor from `offset` as the route's int8 values.
+void shifted(const TensorView& t, int64_t offset, int64_t n, int8_t* out);
+// Sums of the rows of w [rows x k] (int8).
+std::vector<int32_t> row_sums(const int8_t* w, int64_t rows, int64_t k);
+// sums -= zs * wsum[channel], modulo 2^32; channel = i / per (rows of a convolution's output) or
+// i % per (columns of a product's).
+void subtract_zero_terms(uint32_t* sums, int64_t n, int32_t zs, const int32_t* wsum, int64_t per, bool rows);
 
 // ---- each file's kernels, joined by registry.cpp ----------------------------------------------
 std::span<const KernelEntry> quantize_kernel_entries();  // quantize.cpp
