@@ -282,9 +282,10 @@ class Context {
 
 // The most CPU threads that this process's CPU contexts run at once, all contexts together
 // (threads <= 0: the cores the process may run on; the default is KILN_CPU_THREAD_BUDGET from the
-// environment where it is set, else the cores). A run gets its context's
-// cpu_threads when it runs alone; runs at the same time share the budget evenly, so that several
-// contexts of all the cores each do not take turns on the same cores (docs/api.md).
+// environment where it is set, else the cores). A run gets its context's cpu_threads, at most the
+// budget, when it runs alone; runs at the same time share the budget evenly, each keeping its share
+// for that run, so that several contexts of all the cores each do not take turns on the same cores
+// (docs/api.md).
 void set_cpu_thread_budget(int threads);
 int cpu_thread_budget();
 

@@ -251,7 +251,7 @@ int run_bench(const BenchOptions& o) {
   // CPU contexts running at once share the cores (as kiln serve's instances do): each stream's
   // context gets cores / streams threads unless --threads says otherwise, so that the streams'
   // OpenMP teams together hold no more threads than there are cores.
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cores = cpu_thread_budget();  // the process's CPU threads (default: the cores it may use)
   const int cpu_threads = o.threads > 0 ? o.threads : std::max(1, cores / o.streams);
   std::vector<StreamResult> per_stream(static_cast<size_t>(o.streams));
   std::vector<std::string> errors(static_cast<size_t>(o.streams));

@@ -62,7 +62,7 @@ Model::Model(std::string name, std::shared_ptr<const Engine> engine, const Batch
   if (opt_.instances < 1) throw Error("--instances must be at least 1");
   std::vector<int> devices{-1};
   if (engine_->is_gpu()) devices = opt_.devices.empty() ? std::vector<int>{0} : opt_.devices;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = cpu_thread_budget();  // the process's CPU threads (default: the cores it may use)
   for (int device : devices)
     for (int i = 0; i < opt_.instances; ++i) {
       auto inst = std::make_unique<Instance>();

@@ -38,7 +38,7 @@ void igemm16(IgemmKernel kernel, int64_t m, int64_t n, int64_t k, const int16_t*
 // which a Jetson Orin's Cortex-A78 cores have): C[m x b.n] = A[m x b.k] * B with int8 operands and
 // the same 32-bit sums as igemm16 (each product fits int16, each quad's sum int32). Callers whose
 // values are int8 only after a shift (uint8 activations: x - 128) correct the sums themselves
-// (runtime/cpu/quant/quant_internal.h: Int8Route). B [k x n] is kept in quads of k: element
+// (runtime/cpu/quant/quant_internal.h: the int8 route). B [k x n] is kept in quads of k: element
 // (q, j) at ((q / 4) * np + j) * 4 + q % 4, n padded to a multiple of 16 (np), so one 16-byte load
 // holds 4 columns' 4 values of k. Neither padding needs zeros (A's padding is zero).
 struct Igemm8B {

@@ -62,7 +62,7 @@ dnnl::stream& cpu_stream() {
 
 int threads_of(const KernelEnv& env) { return env.pool ? env.pool->team() : 1; }
 
-// The library's threads while it lives: the context's (its pool's size), not every core. oneDNN
+// The library's threads while it lives: the run's (its pool's team), not every core. oneDNN
 // splits the work when a primitive is made, so it is made and run under the same count (part of
 // the state's key); the calling thread's own OpenMP count is restored after.
 class ThreadsScope {
@@ -186,26 +186,27 @@ void take_primitive(S& st, const PD& pd) {
   st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
 }
 
-// The step's state of type S, made where it has none or one for another key. Without a slot (a
-// kernel called outside a context) in `local`.
+// The step's state of type S for `key`, made where it has none. Two keys of a type are kept (the
+// oldest replaced): a run's thread count is part of the key, and under the process's thread
+// budget (thread_budget.h) a context's runs alternate between its count alone and its share.
+// Without a slot (a kernel called outside a context) in `local`.
 template <class S>
 S& state_for(KernelEnv& env, const std::vector<int64_t>& key, std::shared_ptr<void>& local) {
+  constexpr int kKeysPerType = 2;
   std::shared_ptr<void>& slot = env.state ? *env.state : local;
   if (!slot) slot = std::make_shared<States>();
   auto& states = *static_cast<States*>(slot.get());
-  auto made = [&] {
-    auto s = std::make_shared<S>();
-    s->key = key;
-    return s;
-  };
+  std::shared_ptr<State>* oldest = nullptr;
+  int same_type = 0;
   for (std::shared_ptr<State>& p : states.all)
     if (auto* s = dynamic_cast<S*>(p.get())) {
       if (s->key == key) return *s;
-      auto fresh = made();
-      p = fresh;
-      return *fresh;
+      if (!oldest) oldest = &p;
+      ++same_type;
     }
-  auto fresh = made();
+  if (same_type >= kKeysPerType) states.all.erase(states.all.begin() + (oldest - states.all.data()));
+  auto fresh = std::make_shared<S>();
+  fresh->key = key;
   states.all.push_back(fresh);
   return *fresh;
 }

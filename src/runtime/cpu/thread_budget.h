@@ -5,11 +5,13 @@
 //
 //   min(asked, budget / runs going on now, budget - threads the other runs hold), at least 1,
 //
-// for the whole run: alone it gets what it asked for; beside others each gets an even share once
-// the runs already going (which keep their threads until they end) have ended, so the teams
-// together hold no more threads than the budget (the caller's own thread always counts as one:
-// more runs than the budget at once get one thread each). Two contexts of 2 threads each on 2
-// cores ran MobileNetV2 INT8 15% slower than two of 1 (bench/RESULTS.md).
+// for that whole run: alone it gets what it asked for, up to the budget; beside others each gets
+// an even share once the runs already going (which keep their threads until they end) have
+// ended, so that the teams settle on holding no more threads than the budget. A run that starts
+// while the others hold the whole budget gets its caller's thread only (one more than the budget
+// until one of them ends), as do runs beyond the budget's count. Shares are even, not sized to what
+// each run asks: a 1-thread run beside an 8-thread one on 8 still limits the latter to 4. Two contexts of 2 threads
+// each on 2 cores ran MobileNetV2 INT8 15% slower than two of 1 (bench/RESULTS.md).
 #pragma once
 
 #include <mutex>

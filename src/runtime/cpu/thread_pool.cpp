@@ -175,14 +175,16 @@ void ThreadPool::run_chunks() {
 void ThreadPool::worker_loop(int index) {
   t_in_parallel = true;
   uint64_t seen = 0;
+  bool spin = true;  // off after a job whose team left this worker out: it waits asleep
   for (;;) {
-    spin_wait([&] { return generation_.load(std::memory_order_acquire) != seen; });
+    if (spin) spin_wait([&] { return generation_.load(std::memory_order_acquire) != seen; });
     std::unique_lock<std::mutex> lk(mu_);
     work_cv_.wait(lk, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
     if (stop_) return;
     seen = generation_.load(std::memory_order_relaxed);
     if (!job_open_) continue;  // woke after that job was already finished and closed
-    if (index >= job_team_) continue;  // not in this job's team
+    spin = index < job_team_;
+    if (!spin) continue;  // not in this job's team
     active_.fetch_add(1, std::memory_order_relaxed);
     lk.unlock();
     run_chunks();

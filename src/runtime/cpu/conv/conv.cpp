@@ -175,7 +175,7 @@ void conv_transpose(const T* x, const T* w, const T* bias, T* y, int64_t batch, 
     for (int64_t p0 = 0; p0 < pin; p0 += tile) {
       const int64_t p1 = std::min(pin, p0 + tile), width = p1 - p0;
       gemm_t<T>(true, false, rows, width, cg, wg, rows, xg + p0, pin, col.data(), width, inner);
-      if (inner && inner->size() > 1 && mg > 1) {
+      if (inner && inner->team() > 1 && mg > 1) {
         // Output channels are disjoint image planes: scatter them in parallel.
         inner->parallel_for(mg, [&](int64_t m0, int64_t m1) {
           im_col<T, true>(yg + m0 * pout, m1 - m0, g.out, g.in, g, p0, p1, col.data() + m0 * ks * width);

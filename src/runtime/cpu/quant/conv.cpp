@@ -213,8 +213,10 @@ void qconv_kernel(OpKind, const Attrs& attrs, std::span<const TensorView> in, st
     for (int64_t n = 0; n < N; ++n) {
       for (int64_t gi = 0; gi < G; ++gi) {
         prepare((n * C + gi * Cg) * I);
-        parallel(env, rows, O, [&](int64_t r0, int64_t r1) {
-          for (int64_t row = r0; row < r1; ++row) column(row, (row / Ks) * I, tap.data() + (row % Ks) * O);
+        // Threads take whole quads of rows: the int8 columns interleave 4 rows' bytes.
+        parallel(env, (rows + 3) / 4, 4 * O, [&](int64_t q0, int64_t q1) {
+          for (int64_t row = 4 * q0; row < std::min(rows, 4 * q1); ++row)
+            column(row, (row / Ks) * I, tap.data() + (row % Ks) * O);
         });
         multiply(gi);
         parallel(env, Mg, O, [&](int64_t m0, int64_t m1) {
