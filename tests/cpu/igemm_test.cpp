@@ -16,6 +16,27 @@ struct Case {
   int64_t m, n, k;
 };
 
+// got [c.m x ldc] against the triple loop sum over q < c.k of a(i, q) * b(q, j) on columns below c.n,
+// and the guard 0xdeadbeef past them (nothing written past a row).
+template <class A, class B>
+::testing::AssertionResult matches_triple_loop(const std::vector<uint32_t>& got, const Case& c, int64_t ldc, A&& a,
+                                               B&& b, int kernel) {
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const uint32_t v = got[static_cast<size_t>(i * ldc + j)];
+      if (j >= c.n) {
+        if (v != 0xdeadbeefu) return ::testing::AssertionFailure() << "wrote past the row at " << i << "," << j;
+        continue;
+      }
+      int64_t want = 0;
+      for (int64_t q = 0; q < c.k; ++q) want += int64_t{a(i, q)} * int64_t{b(q, j)};
+      if (v != static_cast<uint32_t>(want))
+        return ::testing::AssertionFailure() << "kernel " << kernel << " " << c.m << "x" << c.n << "x" << c.k << " at "
+                                             << i << "," << j << ": " << v << " != " << static_cast<uint32_t>(want);
+    }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(Igemm, MatchesTripleLoopOnEveryKernel) {
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> u(-255, 255);
@@ -31,18 +52,9 @@ TEST(Igemm, MatchesTripleLoopOnEveryKernel) {
       for (int16_t& v : b) v = static_cast<int16_t>(u(rng));
       std::vector<uint32_t> got(static_cast<size_t>(c.m * ldc), 0xdeadbeef);
       igemm16(kernel, c.m, c.n, c.k, a.data(), lda, b.data(), ldb, got.data(), ldc, c.m * c.n > 1000 ? &pool : nullptr);
-      for (int64_t i = 0; i < c.m; ++i)
-        for (int64_t j = 0; j < ldc; ++j) {
-          if (j >= c.n) {
-            ASSERT_EQ(got[static_cast<size_t>(i * ldc + j)], 0xdeadbeefu) << "wrote past the row";
-            continue;
-          }
-          int64_t want = 0;
-          for (int64_t q = 0; q < c.k; ++q)
-            want += int64_t{a[static_cast<size_t>(i * lda + q)]} * b[static_cast<size_t>(q * ldb + j)];
-          ASSERT_EQ(got[static_cast<size_t>(i * ldc + j)], static_cast<uint32_t>(want))
-              << static_cast<int>(kernel) << " " << c.m << "x" << c.n << "x" << c.k << " at " << i << "," << j;
-        }
+      ASSERT_TRUE(matches_triple_loop(
+          got, c, ldc, [&](int64_t i, int64_t q) { return a[static_cast<size_t>(i * lda + q)]; },
+          [&](int64_t q, int64_t j) { return b[static_cast<size_t>(q * ldb + j)]; }, static_cast<int>(kernel)));
     }
   }
 }
@@ -81,18 +93,9 @@ TEST(Igemm8, MatchesTripleLoopOnEveryKernel) {
       for (int8_t& v : b.data) v = static_cast<int8_t>(u(rng));  // the padding too: it must not count
       std::vector<uint32_t> got(static_cast<size_t>(c.m * ldc), 0xdeadbeef);
       igemm8(kernel, c.m, a.data(), lda, b, got.data(), ldc, c.m * c.n > 1000 ? &pool : nullptr);
-      for (int64_t i = 0; i < c.m; ++i)
-        for (int64_t j = 0; j < ldc; ++j) {
-          if (j >= c.n) {
-            ASSERT_EQ(got[static_cast<size_t>(i * ldc + j)], 0xdeadbeefu) << "wrote past the row";
-            continue;
-          }
-          int64_t want = 0;
-          for (int64_t q = 0; q < c.k; ++q)
-            want += int64_t{a[static_cast<size_t>(i * lda + q)]} * b.quad(q / 4, j)[q % 4];
-          ASSERT_EQ(got[static_cast<size_t>(i * ldc + j)], static_cast<uint32_t>(want))
-              << static_cast<int>(kernel) << " " << c.m << "x" << c.n << "x" << c.k << " at " << i << "," << j;
-        }
+      ASSERT_TRUE(matches_triple_loop(
+          got, c, ldc, [&](int64_t i, int64_t q) { return a[static_cast<size_t>(i * lda + q)]; },
+          [&](int64_t q, int64_t j) { return b.quad(q / 4, j)[q % 4]; }, static_cast<int>(kernel)));
     }
   }
 }
