@@ -4,6 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
 # ccache (~/.cache/ccache) lets a clean clone on a machine that built Kiln before reuse its objects.
+# CCACHE_BASEDIR makes the paths it hashes relative, so two checkouts share the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${launcher[@]}" "$@" >/dev/null

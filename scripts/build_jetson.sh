@@ -68,6 +68,7 @@ if [ "$cpu_only" -eq 0 ]; then
 fi
 
 launcher=()
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 export PATH="$PATH:$cuda/bin"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \

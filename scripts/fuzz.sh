@@ -23,7 +23,10 @@ SAN_FLAGS="-fsanitize=address,undefined -fsanitize=fuzzer-no-link -fno-omit-fram
 # full build in CI, after x86-64 and aarch64) takes a fifth less time than with -O2 -g.
 mkdir -p "$BUILD"
 echo "== configure $BUILD"
-CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT}
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja "${launcher[@]}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DKILN_FUZZ=ON -DKILN_CUDA=OFF -DKILN_TESTS=OFF -DKILN_BENCH=OFF -DKILN_ONEDNN=OFF \
   -DCMAKE_CXX_FLAGS="$SAN_FLAGS" >/dev/null
