@@ -7,7 +7,8 @@
 #
 # Reproduce a finding: build-fuzz/tests/fuzz/<fuzzer> build-fuzz/artifacts/<fuzzer>-crash-...
 # Environment: JOBS (build parallelism, default 2), KILN_FUZZ_BUILD (build folder, default build-fuzz),
-# KILN_ONNX_TESTDATA (default /usr/share/libonnx-testdata/data).
+# KILN_ONNX_TESTDATA (default /usr/share/libonnx-testdata/data), KILN_FUZZ_SEED_KILN (the kiln that
+# makes the seed engines, default build/kiln; built here, with sanitizers, where there is none).
 set -euo pipefail
 
 SECONDS_PER_FUZZER="${1:-60}"
@@ -31,9 +32,17 @@ CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja "${launcher[@]}" \
   -DKILN_FUZZ=ON -DKILN_CUDA=OFF -DKILN_TESTS=OFF -DKILN_BENCH=OFF -DKILN_ONEDNN=OFF \
   -DCMAKE_CXX_FLAGS="$SAN_FLAGS" >/dev/null
 
+# The seed engines come from a `kiln` built without sanitizers where there is one (build/, which
+# scripts/test.sh makes first; channels-first CPU engines, as this build's own kiln would make):
+# the fuzz build then leaves out the command line and the trainer.
+SEED_KILN="${KILN_FUZZ_SEED_KILN:-$ROOT/build/kiln}"
+targets=(tensor_file_fuzz engine_fuzz onnx_import_fuzz idx_fuzz conv_fuzz serve_request_fuzz conv_sweep_asan_test)
+if [[ ! -x "$SEED_KILN" ]]; then
+  SEED_KILN="$BUILD/kiln"
+  targets+=(kiln)
+fi
 echo "== build"
-ninja -C "$BUILD" -j"$JOBS" kiln tensor_file_fuzz engine_fuzz onnx_import_fuzz idx_fuzz conv_fuzz serve_request_fuzz \
-  conv_sweep_asan_test
+ninja -C "$BUILD" -j"$JOBS" "${targets[@]}"
 
 FUZZ_BIN="$BUILD/tests/fuzz"
 SEEDS="$BUILD/corpus-seed"
@@ -111,7 +120,7 @@ for t in "${ENGINE_TESTS[@]}"; do
   model="$TESTDATA/node/$t/model.onnx"
   [[ -f "$model" ]] || continue
   out="$SEEDS/engine/$t.kiln"
-  if (cd "$WORK" && "$BUILD/kiln" optimize "$model" -o "$out" >/dev/null 2>&1); then
+  if (cd "$WORK" && KILN_CPU_KERNELS=kiln "$SEED_KILN" optimize "$model" -o "$out" >/dev/null 2>&1); then
     made=$((made + 1))
   else
     rm -f "$out"
@@ -119,12 +128,12 @@ for t in "${ENGINE_TESTS[@]}"; do
 done
 # An engine with views (a Concat written in place, free Splits, a Flatten), when python3 has onnx.
 if python3 "$ROOT/tests/fuzz/views_seed.py" "$WORK/views_seed.onnx" 2>/dev/null &&
-  (cd "$WORK" && "$BUILD/kiln" optimize views_seed.onnx -o "$SEEDS/engine/views.kiln" >/dev/null 2>&1); then
+  (cd "$WORK" && KILN_CPU_KERNELS=kiln "$SEED_KILN" optimize views_seed.onnx -o "$SEEDS/engine/views.kiln" >/dev/null 2>&1); then
   made=$((made + 1))
 fi
 # A range engine (one plan per batch bucket, weights shared) of the same model.
 if python3 "$ROOT/tests/fuzz/views_seed.py" "$WORK/views_seed.onnx" --symbolic-batch 2>/dev/null &&
-  (cd "$WORK" && "$BUILD/kiln" optimize views_seed.onnx --batch 1..3 -o "$SEEDS/engine/range.kiln" >/dev/null 2>&1); then
+  (cd "$WORK" && KILN_CPU_KERNELS=kiln "$SEED_KILN" optimize views_seed.onnx --batch 1..3 -o "$SEEDS/engine/range.kiln" >/dev/null 2>&1); then
   made=$((made + 1))
 fi
 rm -f "$WORK/views_seed.onnx"
