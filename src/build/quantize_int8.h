@@ -33,6 +33,10 @@ struct Int8Plan {
   std::vector<size_t> tensor_of;        // per target: its activation's index in tensors
   std::vector<Int8Residual> residuals;
   std::vector<double> amax;             // per tensor: the calibrated range
+  // Convolutions' weights as even values in [-126, 126] (7 bits, doubled): a CPU target without
+  // VNNI, where oneDNN's AVX2 kernels halve int8 weights and sum pairs of products in 16 bits
+  // (runtime/cpu/onednn.h, int8_even_weights).
+  bool even_conv_weights = false;
 };
 
 // Inserts Q/DQ nodes into g, the graph the plan was made for, around the targets whose keep entry

@@ -298,13 +298,17 @@ class Rewriter {
   }
 
   // The INT8 convolutions oneDNN runs channels-last on the CPU (runtime/cpu/onednn.h): 2-D, int8
-  // or uint8 data, constant int8 weights with zero points 0; any groups, pads and outputs (Kiln's
+  // or uint8 data, constant int8 weights with zero points 0 that its kernels for this CPU sum
+  // exactly (all with VNNI; AVX2 alone: int8_weights_exact); any groups, pads and outputs (Kiln's
   // epilogue follows the library's sums).
   bool qconv_fits_onednn(const Node& n) const {
     const DataType x = val(n.inputs[0]).dtype;
     const graph::Value& w = val(n.inputs[3]);
-    return (x == DataType::kInt8 || x == DataType::kUInt8) && w.is_constant() && w.dtype == DataType::kInt8 &&
-           zero_or_absent(n, 5);
+    if (!((x == DataType::kInt8 || x == DataType::kUInt8) && w.is_constant() && w.dtype == DataType::kInt8 &&
+          zero_or_absent(n, 5)))
+      return false;
+    const TensorView wv = w.view();
+    return cpu::onednn::int8_weights_exact({static_cast<const int8_t*>(wv.data), static_cast<size_t>(wv.numel())}, x);
   }
 
   bool convert_qconv(Node& n) {

@@ -3,8 +3,9 @@
 // without it (channels-first, Kiln's kernels). A context's steps keep their primitives between
 // runs: they must give the same outputs on new inputs, on another thread than the one that made
 // them, and with another thread count. INT8 engines: the library's integer sums (on CPUs with
-// VNNI) and Kiln's epilogue against Kiln's kernels on the same channels-last engine. Skips where
-// Kiln has no oneDNN.
+// VNNI, or AVX2 with even weights) and Kiln's epilogue against Kiln's kernels on the same
+// channels-last engine. Skips where Kiln has no oneDNN. ctest runs it twice: as the CPU is, and
+// with the library capped at AVX2 (onednn_cpu_avx2: a CPU without VNNI).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,7 +118,7 @@ TEST(OnednnCpu, MatchesKilnsKernelsAcrossRunsThreadsAndThreadCounts) {
 // so the outputs agree but for the float pools' order of sums.
 TEST(OnednnCpu, Int8SumsMatchKilnsKernels) {
   if (!cpu::onednn::int8_sums_available())
-    GTEST_SKIP() << "no oneDNN, KILN_CPU_KERNELS=kiln, or a CPU without VNNI: INT8 engines stay channels-first";
+    GTEST_SKIP() << "no oneDNN, KILN_CPU_KERNELS=kiln, or a CPU without VNNI or AVX2: INT8 engines stay channels-first";
   cpu::onednn::set_int8_epilogue_in_library(false);  // the sums, then Kiln's epilogue
   struct Restore {
     ~Restore() { cpu::onednn::set_int8_epilogue_in_library(true); }
@@ -164,7 +165,7 @@ struct QConvCase {
 
 TEST(OnednnCpu, Int8EpilogueInLibraryWithinOneStep) {
   if (!cpu::onednn::int8_epilogue_in_library())
-    GTEST_SKIP() << "no oneDNN, KILN_CPU_KERNELS=kiln, KILN_CPU_INT8_EPILOGUE=kiln, or a CPU without VNNI";
+    GTEST_SKIP() << "no oneDNN, KILN_CPU_KERNELS=kiln, KILN_CPU_INT8_EPILOGUE=kiln, or a CPU without VNNI or AVX2";
   cpu::ThreadPool pool(2);
   std::mt19937 rng(5);
   int64_t checked = 0, differing = 0;
@@ -181,8 +182,12 @@ TEST(OnednnCpu, Int8EpilogueInLibraryWithinOneStep) {
       std::uniform_int_distribution<int> byte(0, 255);
       std::vector<uint8_t> x(static_cast<size_t>(q.n * q.h * q.w * q.c));
       for (uint8_t& v : x) v = static_cast<uint8_t>(byte(rng));
+      // Without VNNI the library sums exactly only weights as the builder makes them there: even
+      // ones for int8 x, |w| <= 64 for uint8 x (runtime/cpu/onednn.h, int8_weights_exact).
       std::vector<int8_t> w(static_cast<size_t>(q.m * q.k * q.k * cg));
       for (int8_t& v : w) v = static_cast<int8_t>(byte(rng) - 128);
+      if (cpu::onednn::int8_even_weights())
+        for (int8_t& v : w) v = static_cast<int8_t>(xt == DataType::kInt8 ? std::clamp(v / 2 * 2, -126, 126) : v / 2);
       std::uniform_real_distribution<float> u(0.5f, 1.5f), sb(-1.f, 1.f);
       std::vector<float> w_scale(static_cast<size_t>(q.m)), bias(static_cast<size_t>(q.m));
       for (float& v : w_scale) v = 2e-3f * u(rng);
@@ -273,6 +278,46 @@ TEST(OnednnCpu, Int8EpilogueInLibraryWithinOneStep) {
       << differing << " of " << checked << " quantized outputs one step off";
   std::printf("[ info ] %lld of %lld quantized outputs one step off Kiln's rounding\n",
               static_cast<long long>(differing), static_cast<long long>(checked));
+}
+
+// Without VNNI (ctest onednn_cpu_avx2 caps the library at AVX2): weights whose pairs of products
+// could pass 16 bits (odd ones for int8 x, |w| > 64 for uint8 x) are not given to the library, whose
+// sums would saturate; Kiln's kernel runs them, and the channels-last pass leaves such a
+// convolution to Kiln's channels-first kernels. Even weights (what the builder makes there) run in
+// the library.
+TEST(OnednnCpu, WeightsTheLibrarySumsExactlyWithoutVnni) {
+  if (!cpu::onednn::int8_even_weights())
+    GTEST_SKIP() << "a CPU with VNNI, or no oneDNN (ctest onednn_cpu_avx2 runs it)";
+  const std::vector<int8_t> even{-126, 0, 2, 126}, odd{-126, 1}, small{-64, 63, 64};
+  EXPECT_TRUE(cpu::onednn::int8_weights_exact(even, DataType::kInt8));
+  EXPECT_FALSE(cpu::onednn::int8_weights_exact(odd, DataType::kInt8));
+  EXPECT_TRUE(cpu::onednn::int8_weights_exact(small, DataType::kUInt8));
+  EXPECT_FALSE(cpu::onednn::int8_weights_exact(even, DataType::kUInt8));
+  // A 1x1 convolution whose every pair of products saturates int16 in the library's way:
+  // x = 127 (255 after its shift by 128) times w = 127 twice is 64,770.
+  const int64_t c = 8, m = 4, xs[] = {1, 2, 2, c}, ws[] = {m, 1, 1, c}, ys[] = {1, 2, 2, m};
+  std::vector<int8_t> x(static_cast<size_t>(4 * c), 127), w(static_cast<size_t>(m * c), 127);
+  for (bool even_w : {false, true}) {
+    if (even_w) std::fill(w.begin(), w.end(), 126);
+    ConvAttrs a;
+    a.kernel_shape = {1, 1};
+    a.strides = {1, 1};
+    a.pads = {0, 0, 0, 0};
+    a.dilations = {1, 1};
+    const TensorView xv{DataType::kInt8, xs, x.data(), true}, wv{DataType::kInt8, ws, w.data(), true};
+    std::shared_ptr<void> hold, state;
+    cpu::ThreadPool pool(1);
+    cpu::KernelEnv env{&pool, &state};
+    const uint64_t before = cpu::onednn::qconv_sums_runs();
+    const int32_t* sums = cpu::onednn::nhwc_qconv_sums(a, xv, 0, wv, ys, env, hold);
+    if (!even_w) {
+      EXPECT_EQ(sums, nullptr) << "odd weights must not reach the library's 16-bit pairs";
+      continue;
+    }
+    ASSERT_NE(sums, nullptr) << "even weights run in the library";
+    EXPECT_EQ(cpu::onednn::qconv_sums_runs() - before, 1u);
+    for (int64_t i = 0; i < 4 * m; ++i) EXPECT_EQ(sums[i], 127 * 126 * c) << "sum " << i;
+  }
 }
 
 }  // namespace

@@ -36,8 +36,11 @@ using Dims = memory::dims;
 // int8 convolution with a source zero point corrupted the heap on the H200 machine's Sapphire
 // Rapids host ("double free", qconv_nhwc_gpu_test's CPU reference, 2026-12-01); capped at
 // AVX512-VNNI the same tests pass. Kiln's float32 kernels never use AMX (it is int8 and bf16 only).
+// A user's ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) is kept: the tests run the AVX2 kernels on
+// an AVX-512 machine with it.
 void cap_isa() {
   static const bool once = [] {
+    if (std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA")) return true;
     try {
       dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core_vnni);
     } catch (const dnnl::error&) {  // too late (ONEDNN_MAX_CPU_ISA or an earlier call decided)
@@ -310,8 +313,35 @@ bool vnni_kernel(const char* impl) {
   return s.find("ref") == std::string::npos && s.find("vnni") != std::string::npos;
 }
 
+// oneDNN's int8 kernels for AVX2 without VNNI (jit_uni_int8:avx2, jit_uni_int8_1x1:avx2): the
+// library's x86 CPUs without VNNI all have AVX2 (older ones get its reference code, not used).
+bool avx2_int8() {
+  static const bool avx2 = [] {
+    cap_isa();
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    return (isa & static_cast<unsigned>(dnnl_cpu_isa_avx2)) == static_cast<unsigned>(dnnl_cpu_isa_avx2);
+  }();
+  return avx2;
+}
+
+// Without VNNI the library multiplies pairs of (uint8 x, int8 w') with vpmaddubsw into saturating
+// int16 sums; int8 x is made uint8 by adding 128, with a compensation. Its weights' description
+// may carry a scale adjustment (0.5 for int8 x): w' = w * adjust, rounded. The sums are exact where
+// every w' is w * adjust exactly and |w'| <= 64 (2 * 255 * 64 = 32,640 <= 32,767).
+bool pairs_exact(const TensorView& w, const memory::desc& library_w) {
+  const dnnl_memory_extra_desc_t& extra = library_w.data.extra;
+  const bool halved = (extra.flags & dnnl_memory_extra_flag_scale_adjust) != 0 && extra.scale_adjust == 0.5f;
+  if ((extra.flags & dnnl_memory_extra_flag_scale_adjust) != 0 && !halved) return false;
+  const auto* v = static_cast<const int8_t*>(w.data);
+  const int limit = halved ? 128 : 64;
+  for (int64_t i = 0, n = w.numel(); i < n; ++i)
+    if (std::abs(v[i]) > limit || (halved && v[i] % 2 != 0)) return false;
+  return true;
+}
+
 // The primitive of st (its src and dst set) for x and int8 w, with `bias` (or none) and `attr`, and
-// W reordered into its layout; false where its kernel is not a VNNI one.
+// W reordered into its layout; false where its kernel does not sum exactly (not a VNNI one, nor an
+// AVX2 one whose pairs of products W keeps within 16 bits).
 bool make_int8_conv(Int8ConvState& st, const ConvAttrs& a, const TensorView& x, const TensorView& w,
                     const memory::desc& bias, const dnnl::primitive_attr& attr) {
   const int64_t g = a.group, m = w.shape[0], kh = w.shape[1], kw = w.shape[2], cg = w.shape[3];
@@ -321,7 +351,9 @@ bool make_int8_conv(Int8ConvState& st, const ConvAttrs& a, const TensorView& x, 
   const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm::convolution_direct, st.src,
                                           w_any, bias, st.dst, win.strides, win.dilations, win.pad_l, win.pad_r);
   const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
-  if (!vnni_kernel(pd.impl_info_str())) return false;
+  const std::string impl = pd.impl_info_str();
+  const bool avx2_kernel = impl.find("ref") == std::string::npos && impl.find("avx2") != std::string::npos;
+  if (!vnni_kernel(impl.c_str()) && !(avx2_kernel && pairs_exact(w, pd.weights_desc()))) return false;
   st.prim.emplace(pd);
   st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
   st.weights = reordered_weights(w, w_dims, memory::data_type::s8, pd.weights_desc());
@@ -420,7 +452,18 @@ bool sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   return st == dnnl_success;
 }
 void set_enabled(bool on) { g_enabled = on; }
-bool int8_sums_available() { return available() && exact_int8(); }
+bool int8_sums_available() { return available() && (exact_int8() || avx2_int8()); }
+
+bool int8_weights_exact(std::span<const int8_t> w, DataType x) {
+  if (exact_int8()) return true;
+  // pairs_exact's rule for the adjustment the library chooses: 0.5 for int8 x, none for uint8 x.
+  const bool halved = x == DataType::kInt8;
+  for (int8_t v : w)
+    if (std::abs(v) > (halved ? 128 : 64) || (halved && v % 2 != 0)) return false;
+  return true;
+}
+
+bool int8_even_weights() { return available() && !exact_int8() && avx2_int8(); }
 
 bool int8_epilogue_in_library() {
   static const bool env_on = [] {
@@ -588,8 +631,8 @@ bool gelu_inplace(Activation a, float* y, int64_t n, KernelEnv& env) {
 
 const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, KernelEnv& env,
                             std::shared_ptr<void>& hold) {
-  if (!int8_sums_available() || w.rank() != 2 || (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) ||
-      w.dtype != DataType::kInt8)
+  if (!int8_sums_available() || !exact_int8() || w.rank() != 2 ||
+      (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) || w.dtype != DataType::kInt8)
     return nullptr;
   const int64_t n = w.shape[0], k = w.shape[1];
   if (rows <= 0 || n <= 0 || k <= 0) return nullptr;  // the library divides by them
@@ -681,6 +724,8 @@ void set_enabled(bool) {}
 uint64_t qconv_sums_runs() { return 0; }
 bool nhwc_conv(const FusedConvAttrs&, std::span<const TensorView>, const TensorView&, KernelEnv&) { return false; }
 bool int8_sums_available() { return false; }
+bool int8_weights_exact(std::span<const int8_t>, DataType) { return false; }
+bool int8_even_weights() { return false; }
 bool int8_epilogue_in_library() { return false; }
 void set_int8_epilogue_in_library(bool) {}
 uint64_t qconv_fused_runs() { return 0; }

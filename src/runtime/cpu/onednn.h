@@ -43,15 +43,25 @@ bool gelu_inplace(Activation a, float* y, int64_t n, KernelEnv& env);
 // optional B [M] and Z [N,OH,OW,M]).
 bool nhwc_conv(const FusedConvAttrs& a, std::span<const TensorView> in, const TensorView& y, KernelEnv& env);
 
-// Whether the INT8 sums below can run: available() and a CPU with VNNI (AVX512-VNNI or AVX-VNNI),
-// whose int8 products the library accumulates exactly. The CPU channels-last pass converts INT8
-// convolutions only then.
+// Whether the INT8 convolutions below can run: available() and a CPU with VNNI (AVX512-VNNI or
+// AVX-VNNI), whose int8 products the library accumulates exactly, or with AVX2, where it sums
+// pairs of products in 16 bits and is exact only for weights within a range (int8_weights_exact).
+// The CPU channels-last pass converts INT8 convolutions only then.
 bool int8_sums_available();
+
+// Whether the library sums int8 x (x's type: int8 or uint8) times these weights exactly on this CPU:
+// always with VNNI; with AVX2 alone, for int8 x where every weight is even (the library halves
+// them), for uint8 x where every |w| <= 64.
+bool int8_weights_exact(std::span<const int8_t> w, DataType x);
+
+// True on a CPU whose INT8 convolutions run in the library only with even weights (AVX2 without
+// VNNI): the builder quantizes convolutions' weights to even values in [-126, 126] there.
+bool int8_even_weights();
 
 // The exact int32 sums of an INT8 convolution, channels last: [n, oh, ow, m] = sum over the
 // window of (x - x_zero) * w, taps in the padding contributing 0 (x [N,H,W,C] int8 or uint8, w
 // [M,kh,kw,C/group] int8, 2-D, any groups), where int8_sums_available() and the library's kernel
-// for the shape multiplies with VNNI.
+// for the shape sums exactly (VNNI; AVX2 with weights as int8_weights_exact asks).
 // Returns the sums ([N, OH, OW, M]) or null where the library does not run; they live in the
 // step's state until its next run, or, for a kernel called without a slot (env.state null), in
 // `hold` as long as the caller keeps it.
