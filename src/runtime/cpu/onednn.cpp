@@ -328,15 +328,16 @@ bool avx2_int8() {
 // int16 sums; int8 x is made uint8 by adding 128, with a compensation. Its weights' description
 // may carry a scale adjustment (0.5 for int8 x): w' = w * adjust, rounded. The sums are exact where
 // every w' is w * adjust exactly and |w'| <= 64 (2 * 255 * 64 = 32,640 <= 32,767).
+bool pairs_within_16_bits(std::span<const int8_t> w, bool halved) {
+  for (int8_t v : w)
+    if (std::abs(v) > (halved ? 128 : 64) || (halved && v % 2 != 0)) return false;
+  return true;
+}
 bool pairs_exact(const TensorView& w, const memory::desc& library_w) {
   const dnnl_memory_extra_desc_t& extra = library_w.data.extra;
-  const bool halved = (extra.flags & dnnl_memory_extra_flag_scale_adjust) != 0 && extra.scale_adjust == 0.5f;
-  if ((extra.flags & dnnl_memory_extra_flag_scale_adjust) != 0 && !halved) return false;
-  const auto* v = static_cast<const int8_t*>(w.data);
-  const int limit = halved ? 128 : 64;
-  for (int64_t i = 0, n = w.numel(); i < n; ++i)
-    if (std::abs(v[i]) > limit || (halved && v[i] % 2 != 0)) return false;
-  return true;
+  const bool adjusted = (extra.flags & dnnl_memory_extra_flag_scale_adjust) != 0;
+  if (adjusted && extra.scale_adjust != 0.5f) return false;
+  return pairs_within_16_bits({static_cast<const int8_t*>(w.data), static_cast<size_t>(w.numel())}, adjusted);
 }
 
 // The primitive of st (its src and dst set) for x and int8 w, with `bias` (or none) and `attr`, and
@@ -457,10 +458,7 @@ bool int8_sums_available() { return available() && (exact_int8() || avx2_int8())
 bool int8_weights_exact(std::span<const int8_t> w, DataType x) {
   if (exact_int8()) return true;
   // pairs_exact's rule for the adjustment the library chooses: 0.5 for int8 x, none for uint8 x.
-  const bool halved = x == DataType::kInt8;
-  for (int8_t v : w)
-    if (std::abs(v) > (halved ? 128 : 64) || (halved && v % 2 != 0)) return false;
-  return true;
+  return pairs_within_16_bits(w, x == DataType::kInt8);
 }
 
 bool int8_even_weights() { return available() && !exact_int8() && avx2_int8(); }
