@@ -13,7 +13,7 @@ phase "building"
 # Without a GPU here no GPU test or benchmark can run: CUDA code is compiled to unoptimized PTX only (it must
 # still compile), and the GPU tests and the benchmarks are not built (bench/prepare_device_build.sh
 # builds them for the GPU machine). This keeps CI's three builds within its time.
-if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+if nvidia-smi -L >/dev/null 2>&1; then
   bash scripts/build.sh
 else
   bash scripts/build.sh -DKILN_CUDA_CHECK_ONLY=ON -DKILN_GPU_TESTS=OFF -DKILN_BENCH=OFF

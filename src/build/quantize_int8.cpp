@@ -361,11 +361,9 @@ PassResult quantize_int8(graph::Graph& g, const BuildOptions& o) {
   // Say why layers stayed float on the GPU (a transformer's --best engine is then float16 throughout).
   std::string in_float;  // "; N Gemm/MatMul left in float: ...; M Conv left in float: ..."
   if (products_in_float > 0)
-    in_float += "; " + std::to_string(products_in_float) +
-                (o.target == "cpu" ? " Gemm/MatMul left in float: no INT8 GEMM is faster than float32 on a CPU "
-                                     "without VNNI"
-                                   : " Gemm/MatMul left in float: no INT8 GEMM is faster than float16 on this GPU "
-                                     "(docs/decisions/62-transformer-int8-gpu.md)");
+    in_float += "; " + std::to_string(products_in_float) + " Gemm/MatMul left in float: no INT8 GEMM is faster than " +
+                (o.target == "cpu" ? "float32 on a CPU without VNNI"
+                                   : "float16 on this GPU (docs/decisions/62-transformer-int8-gpu.md)");
   if (convs_in_float > 0)
     in_float += "; " + std::to_string(convs_in_float) +
                 (o.target == "cpu" ? " Conv left in float: one input channel (the CPU's int8 dot products sum 4)"

@@ -308,7 +308,7 @@ class Rewriter {
           zero_or_absent(n, 5)))
       return false;
     const TensorView wv = w.view();
-    return cpu::onednn::int8_weights_exact({static_cast<const int8_t*>(wv.data), static_cast<size_t>(wv.numel())}, x);
+    return cpu::onednn::int8_weights_exact({wv.as<const int8_t>(), static_cast<size_t>(wv.numel())}, x);
   }
 
   bool convert_qconv(Node& n) {

@@ -306,11 +306,11 @@ bool exact_int8() {
   return vnni;
 }
 
-// An int8 implementation that multiplies with VNNI (exact sums): not the reference code, and not
-// a kernel for an ISA without it, whatever the CPU has (nor AMX: cap_isa).
-bool vnni_kernel(const char* impl) {
-  const std::string s(impl);
-  return s.find("ref") == std::string::npos && s.find("vnni") != std::string::npos;
+// Whether the library's implementation `impl` is one of its JIT kernels for `isa` ("vnni": int8
+// products summed exactly, whatever else the CPU has, nor AMX: cap_isa; "avx2"), not its
+// reference code.
+bool jit_kernel(const std::string& impl, const char* isa) {
+  return impl.find("ref") == std::string::npos && impl.find(isa) != std::string::npos;
 }
 
 // oneDNN's int8 kernels for AVX2 without VNNI (jit_uni_int8:avx2, jit_uni_int8_1x1:avx2): the
@@ -337,7 +337,7 @@ bool pairs_exact(const TensorView& w, const memory::desc& library_w) {
   const dnnl_memory_extra_desc_t& extra = library_w.data.extra;
   const bool adjusted = (extra.flags & dnnl_memory_extra_flag_scale_adjust) != 0;
   if (adjusted && extra.scale_adjust != 0.5f) return false;
-  return pairs_within_16_bits({static_cast<const int8_t*>(w.data), static_cast<size_t>(w.numel())}, adjusted);
+  return pairs_within_16_bits({w.as<const int8_t>(), static_cast<size_t>(w.numel())}, adjusted);
 }
 
 // The primitive of st (its src and dst set) for x and int8 w, with `bias` (or none) and `attr`, and
@@ -353,8 +353,7 @@ bool make_int8_conv(Int8ConvState& st, const ConvAttrs& a, const TensorView& x, 
                                           w_any, bias, st.dst, win.strides, win.dilations, win.pad_l, win.pad_r);
   const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
   const std::string impl = pd.impl_info_str();
-  const bool avx2_kernel = impl.find("ref") == std::string::npos && impl.find("avx2") != std::string::npos;
-  if (!vnni_kernel(impl.c_str()) && !(avx2_kernel && pairs_exact(w, pd.weights_desc()))) return false;
+  if (!jit_kernel(impl, "vnni") && !(jit_kernel(impl, "avx2") && pairs_exact(w, pd.weights_desc()))) return false;
   st.prim.emplace(pd);
   st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
   st.weights = reordered_weights(w, w_dims, memory::data_type::s8, pd.weights_desc());
@@ -629,8 +628,8 @@ bool gelu_inplace(Activation a, float* y, int64_t n, KernelEnv& env) {
 
 const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, const TensorView& w, KernelEnv& env,
                             std::shared_ptr<void>& hold) {
-  if (!int8_sums_available() || !exact_int8() || w.rank() != 2 ||
-      (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) || w.dtype != DataType::kInt8)
+  if (!available() || !exact_int8() || w.rank() != 2 || (x.dtype != DataType::kInt8 && x.dtype != DataType::kUInt8) ||
+      w.dtype != DataType::kInt8)
     return nullptr;
   const int64_t n = w.shape[0], k = w.shape[1];
   if (rows <= 0 || n <= 0 || k <= 0) return nullptr;  // the library divides by them
@@ -647,7 +646,7 @@ const int32_t* qmatmul_sums(const TensorView& x, int64_t rows, int32_t x_zero, c
       dnnl::primitive_attr attr = user_scratchpad();
       attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(st.src, st.weights, st.dst), attr, cpu_engine());
-      if (!vnni_kernel(pd.impl_info_str())) throw dnnl::error(dnnl_unimplemented, "not a VNNI kernel");
+      if (!jit_kernel(pd.impl_info_str(), "vnni")) throw dnnl::error(dnnl_unimplemented, "not a VNNI kernel");
       st.prim.emplace(pd);
       st.scratch = memory(pd.scratchpad_desc(), cpu_engine());
       st.sums.resize(static_cast<size_t>(rows * n));
